@@ -1,0 +1,527 @@
+//! The raw libcrypto calls cipherbench makes, and the two owning wrappers around them
+//! (`CipherCtx`, `MacCtx`). All `unsafe` of this crate lives in this file.
+//!
+//! We declare the functions ourselves (OpenSSL 3.0 API) rather than take them from
+//! `openssl-sys`, which some lack; `openssl-sys` is still the crate that finds and
+//! links libcrypto. Every wrapper owns its context and frees it on drop; OpenSSL
+//! cleanses key schedules when a context is freed.
+
+use crate::CryptoError;
+use libc::{c_char, c_int, c_uchar, c_uint, c_ulong, c_void, size_t};
+use std::ffi::{CStr, CString};
+use std::ptr;
+
+#[repr(C)]
+pub(crate) struct EvpCipher {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct EvpCipherCtx {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct EvpMac {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct EvpMacCtx {
+    _private: [u8; 0],
+}
+
+/// `OSSL_PARAM` (openssl/core.h).
+#[repr(C)]
+pub(crate) struct OsslParam {
+    key: *const c_char,
+    data_type: c_uint,
+    data: *mut c_void,
+    data_size: size_t,
+    return_size: size_t,
+}
+
+const OSSL_PARAM_UTF8_STRING: c_uint = 4;
+const OSSL_PARAM_UNMODIFIED: size_t = usize::MAX;
+
+/// EVP_CTRL_* (openssl/evp.h).
+pub(crate) const EVP_CTRL_AEAD_SET_IVLEN: c_int = 0x9;
+pub(crate) const EVP_CTRL_AEAD_GET_TAG: c_int = 0x10;
+pub(crate) const EVP_CTRL_AEAD_SET_TAG: c_int = 0x11;
+pub(crate) const EVP_CTRL_AEAD_TLS1_AAD: c_int = 0x16;
+pub(crate) const EVP_CTRL_AEAD_SET_MAC_KEY: c_int = 0x17;
+
+/// `OPENSSL_INFO_CPU_SETTINGS` (openssl/crypto.h).
+const OPENSSL_INFO_CPU_SETTINGS: c_int = 1008;
+/// `OPENSSL_VERSION` for `OpenSSL_version`.
+const OPENSSL_VERSION: c_int = 0;
+
+extern "C" {
+    fn EVP_CIPHER_fetch(
+        libctx: *mut c_void,
+        algorithm: *const c_char,
+        properties: *const c_char,
+    ) -> *mut EvpCipher;
+    fn EVP_CIPHER_free(cipher: *mut EvpCipher);
+    fn EVP_CIPHER_get_key_length(cipher: *const EvpCipher) -> c_int;
+    fn EVP_CIPHER_get_iv_length(cipher: *const EvpCipher) -> c_int;
+    fn EVP_CIPHER_CTX_new() -> *mut EvpCipherCtx;
+    fn EVP_CIPHER_CTX_free(ctx: *mut EvpCipherCtx);
+    fn EVP_CIPHER_CTX_ctrl(ctx: *mut EvpCipherCtx, kind: c_int, arg: c_int, ptr: *mut c_void)
+        -> c_int;
+    fn EVP_CIPHER_CTX_set_padding(ctx: *mut EvpCipherCtx, pad: c_int) -> c_int;
+    fn EVP_CipherInit_ex2(
+        ctx: *mut EvpCipherCtx,
+        cipher: *const EvpCipher,
+        key: *const c_uchar,
+        iv: *const c_uchar,
+        enc: c_int,
+        params: *const OsslParam,
+    ) -> c_int;
+    fn EVP_CipherUpdate(
+        ctx: *mut EvpCipherCtx,
+        out: *mut c_uchar,
+        outl: *mut c_int,
+        input: *const c_uchar,
+        inl: c_int,
+    ) -> c_int;
+    fn EVP_CipherFinal_ex(ctx: *mut EvpCipherCtx, out: *mut c_uchar, outl: *mut c_int) -> c_int;
+
+    fn EVP_MAC_fetch(
+        libctx: *mut c_void,
+        algorithm: *const c_char,
+        properties: *const c_char,
+    ) -> *mut EvpMac;
+    fn EVP_MAC_free(mac: *mut EvpMac);
+    fn EVP_MAC_CTX_new(mac: *mut EvpMac) -> *mut EvpMacCtx;
+    fn EVP_MAC_CTX_free(ctx: *mut EvpMacCtx);
+    fn EVP_MAC_init(
+        ctx: *mut EvpMacCtx,
+        key: *const c_uchar,
+        keylen: size_t,
+        params: *const OsslParam,
+    ) -> c_int;
+    fn EVP_MAC_update(ctx: *mut EvpMacCtx, data: *const c_uchar, datalen: size_t) -> c_int;
+    fn EVP_MAC_final(
+        ctx: *mut EvpMacCtx,
+        out: *mut c_uchar,
+        outl: *mut size_t,
+        outsize: size_t,
+    ) -> c_int;
+
+    fn ERR_get_error() -> c_ulong;
+    fn ERR_error_string_n(e: c_ulong, buf: *mut c_char, len: size_t);
+    fn ERR_clear_error();
+    fn OPENSSL_info(kind: c_int) -> *const c_char;
+    fn OpenSSL_version(kind: c_int) -> *const c_char;
+    fn CRYPTO_memcmp(a: *const c_void, b: *const c_void, len: size_t) -> c_int;
+    fn RAND_bytes(buf: *mut c_uchar, num: c_int) -> c_int;
+}
+
+/// Drains OpenSSL's error queue into one line (the oldest error first).
+pub(crate) fn last_error() -> String {
+    let mut messages = Vec::new();
+    loop {
+        // SAFETY: ERR_get_error has no preconditions; it pops this thread's queue.
+        let code = unsafe { ERR_get_error() };
+        if code == 0 {
+            break;
+        }
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: buf is 256 bytes and we pass its length; the result is NUL-terminated.
+        let text = unsafe {
+            ERR_error_string_n(code, buf.as_mut_ptr(), buf.len());
+            CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+        };
+        messages.push(text);
+    }
+    if messages.is_empty() {
+        "no detail from OpenSSL".to_string()
+    } else {
+        messages.join("; ")
+    }
+}
+
+fn static_str(p: *const c_char) -> Option<String> {
+    if p.is_null() {
+        return None;
+    }
+    // SAFETY: OpenSSL returns pointers to static NUL-terminated strings here.
+    Some(unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned())
+}
+
+/// `OpenSSL_version(OPENSSL_VERSION)` of the linked library.
+pub fn library_version() -> String {
+    openssl_sys::init();
+    // SAFETY: no preconditions; returns a static string.
+    static_str(unsafe { OpenSSL_version(OPENSSL_VERSION) }).unwrap_or_default()
+}
+
+/// `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)`: the capability vector in use, as
+/// `openssl info -cpusettings` prints it. None on builds without CPU detection.
+pub fn cpu_settings() -> Option<String> {
+    openssl_sys::init();
+    // SAFETY: no preconditions; returns a static string or NULL.
+    static_str(unsafe { OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS) })
+}
+
+/// Constant-time equality of two equal-length byte strings (false if lengths differ).
+pub fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    // SAFETY: both pointers are valid for a.len() bytes.
+    unsafe { CRYPTO_memcmp(a.as_ptr().cast(), b.as_ptr().cast(), a.len()) == 0 }
+}
+
+/// Fills `buf` from OpenSSL's CSPRNG.
+pub fn random_bytes(buf: &mut [u8]) -> Result<(), CryptoError> {
+    openssl_sys::init();
+    for chunk in buf.chunks_mut(1 << 20) {
+        // SAFETY: chunk is valid for writes of its length, which fits in c_int.
+        if unsafe { RAND_bytes(chunk.as_mut_ptr(), chunk.len() as c_int) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+    }
+    Ok(())
+}
+
+/// A fetched algorithm with one direction's context and key set.
+pub(crate) struct CipherCtx {
+    ctx: *mut EvpCipherCtx,
+    iv_len: usize,
+}
+
+// SAFETY: an EVP_CIPHER_CTX is not shared; moving it between threads is allowed by
+// OpenSSL as long as it is used by one thread at a time, which &mut guarantees.
+unsafe impl Send for CipherCtx {}
+
+impl CipherCtx {
+    /// Fetches `name` from the default library context, checks the key length and sets
+    /// the key for one direction. `iv_len` changes an AEAD's nonce length first.
+    pub(crate) fn new(
+        name: &str,
+        key: &[u8],
+        iv_len: Option<usize>,
+        encrypt: bool,
+    ) -> Result<CipherCtx, CryptoError> {
+        openssl_sys::init();
+        let cname = CString::new(name).map_err(|_| CryptoError::Unavailable {
+            cipher: name.to_string(),
+            reason: "name contains NUL".into(),
+        })?;
+        // SAFETY: cname is a valid C string; NULL libctx and properties mean defaults.
+        let cipher = unsafe { EVP_CIPHER_fetch(ptr::null_mut(), cname.as_ptr(), ptr::null()) };
+        if cipher.is_null() {
+            return Err(CryptoError::Unavailable {
+                cipher: name.to_string(),
+                reason: last_error(),
+            });
+        }
+        // SAFETY: cipher is a valid fetched EVP_CIPHER.
+        let (key_len, default_iv) = unsafe {
+            (
+                EVP_CIPHER_get_key_length(cipher) as usize,
+                EVP_CIPHER_get_iv_length(cipher) as usize,
+            )
+        };
+        // SAFETY: allocation with no preconditions.
+        let ctx = unsafe { EVP_CIPHER_CTX_new() };
+        if ctx.is_null() {
+            // SAFETY: cipher was fetched above and is freed once.
+            unsafe { EVP_CIPHER_free(cipher) };
+            return Err(CryptoError::Library(last_error()));
+        }
+        let mut this = CipherCtx {
+            ctx,
+            iv_len: iv_len.unwrap_or(default_iv),
+        };
+        let enc = c_int::from(encrypt);
+        // SAFETY: ctx and cipher are valid; the ctx takes its own reference to cipher,
+        // so we free ours right after.
+        let ok = unsafe {
+            let ok = EVP_CipherInit_ex2(ctx, cipher, ptr::null(), ptr::null(), enc, ptr::null());
+            EVP_CIPHER_free(cipher);
+            ok
+        };
+        if ok != 1 {
+            return Err(CryptoError::Unavailable {
+                cipher: name.to_string(),
+                reason: last_error(),
+            });
+        }
+        if key.len() != key_len {
+            return Err(CryptoError::BadKeyLength {
+                cipher: name.to_string(),
+                expected: key_len,
+                got: key.len(),
+            });
+        }
+        if let Some(n) = iv_len {
+            if n != default_iv {
+                this.ctrl(EVP_CTRL_AEAD_SET_IVLEN, n as c_int, ptr::null_mut())
+                    .map_err(|_| CryptoError::BadNonceLength {
+                        cipher: name.to_string(),
+                        got: n,
+                    })?;
+            }
+        }
+        // SAFETY: key has key_len bytes (checked above); IV is set per operation.
+        if unsafe { EVP_CipherInit_ex2(ctx, ptr::null(), key.as_ptr(), ptr::null(), enc, ptr::null()) }
+            != 1
+        {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(this)
+    }
+
+    /// Turns block padding off (we pad ourselves: ESP, TLS and our tests).
+    pub(crate) fn disable_padding(&mut self) {
+        // SAFETY: ctx is valid.
+        unsafe { EVP_CIPHER_CTX_set_padding(self.ctx, 0) };
+    }
+
+    /// Starts a new message with this IV, keeping the key schedule.
+    pub(crate) fn start(&mut self, iv: &[u8]) -> Result<(), CryptoError> {
+        if iv.len() != self.iv_len {
+            return Err(CryptoError::BadNonceLength {
+                cipher: String::new(),
+                got: iv.len(),
+            });
+        }
+        // SAFETY: ctx is valid and iv has the length the context expects; enc -1 keeps
+        // the direction.
+        if unsafe { EVP_CipherInit_ex2(self.ctx, ptr::null(), ptr::null(), iv.as_ptr(), -1, ptr::null()) }
+            != 1
+        {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(())
+    }
+
+    /// Feeds additional authenticated data.
+    pub(crate) fn aad(&mut self, aad: &[u8]) -> Result<(), CryptoError> {
+        if aad.is_empty() {
+            return Ok(());
+        }
+        let mut outl: c_int = 0;
+        // SAFETY: a NULL output with an AEAD context means "this is AAD"; aad is valid.
+        if unsafe {
+            EVP_CipherUpdate(
+                self.ctx,
+                ptr::null_mut(),
+                &mut outl,
+                aad.as_ptr(),
+                c_len(aad.len())?,
+            )
+        } != 1
+        {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(())
+    }
+
+    /// Transforms `buf` in place; returns the bytes written (equal to the input for
+    /// stream modes and for block modes fed whole blocks with padding off).
+    pub(crate) fn update_in_place(&mut self, buf: &mut [u8]) -> Result<usize, CryptoError> {
+        if buf.is_empty() {
+            return Ok(0);
+        }
+        let mut outl: c_int = 0;
+        // SAFETY: OpenSSL allows exactly-overlapping in and out; buf is valid for its
+        // length for reads and writes.
+        if unsafe {
+            EVP_CipherUpdate(
+                self.ctx,
+                buf.as_mut_ptr(),
+                &mut outl,
+                buf.as_ptr(),
+                c_len(buf.len())?,
+            )
+        } != 1
+        {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(outl as usize)
+    }
+
+    /// Transforms `input` into `output` (which must be at least as long plus one block).
+    pub(crate) fn update(&mut self, input: &[u8], output: &mut [u8]) -> Result<usize, CryptoError> {
+        if input.is_empty() {
+            return Ok(0);
+        }
+        assert!(output.len() >= input.len(), "output shorter than input");
+        let mut outl: c_int = 0;
+        // SAFETY: input and output are valid, non-overlapping (distinct borrows) and
+        // output has room for input.len() bytes, all a stream or padding-off block
+        // context writes for whole blocks.
+        if unsafe {
+            EVP_CipherUpdate(
+                self.ctx,
+                output.as_mut_ptr(),
+                &mut outl,
+                input.as_ptr(),
+                c_len(input.len())?,
+            )
+        } != 1
+        {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(outl as usize)
+    }
+
+    /// Finishes the message. For AEAD decryption this is where the tag is checked:
+    /// a failure is returned as `AuthenticationFailed`.
+    pub(crate) fn finish(&mut self) -> Result<(), CryptoError> {
+        let mut scratch = [0u8; 32];
+        let mut outl: c_int = 0;
+        // SAFETY: with padding off or an AEAD, final writes nothing or at most a block.
+        let ok = unsafe { EVP_CipherFinal_ex(self.ctx, scratch.as_mut_ptr(), &mut outl) };
+        if ok != 1 {
+            // SAFETY: clears this thread's error queue, no preconditions.
+            unsafe { ERR_clear_error() };
+            return Err(CryptoError::AuthenticationFailed);
+        }
+        Ok(())
+    }
+
+    pub(crate) fn get_tag(&mut self, tag: &mut [u8]) -> Result<(), CryptoError> {
+        self.ctrl(
+            EVP_CTRL_AEAD_GET_TAG,
+            tag.len() as c_int,
+            tag.as_mut_ptr().cast(),
+        )
+    }
+
+    pub(crate) fn set_tag(&mut self, tag: &[u8]) -> Result<(), CryptoError> {
+        // OpenSSL copies the tag; the pointer is not written through for SET_TAG.
+        self.ctrl(
+            EVP_CTRL_AEAD_SET_TAG,
+            tag.len() as c_int,
+            tag.as_ptr() as *mut c_void,
+        )
+    }
+
+    /// EVP_CIPHER_CTX_ctrl; returns the raw positive value where one is meaningful.
+    pub(crate) fn ctrl(&mut self, kind: c_int, arg: c_int, p: *mut c_void) -> Result<(), CryptoError> {
+        self.ctrl_value(kind, arg, p).map(|_| ())
+    }
+
+    pub(crate) fn ctrl_value(
+        &mut self,
+        kind: c_int,
+        arg: c_int,
+        p: *mut c_void,
+    ) -> Result<c_int, CryptoError> {
+        // SAFETY: ctx is valid; callers pass a pointer valid for the ctrl's contract
+        // (arg bytes for tags, keys and AAD).
+        let r = unsafe { EVP_CIPHER_CTX_ctrl(self.ctx, kind, arg, p) };
+        if r <= 0 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(r)
+    }
+}
+
+impl Drop for CipherCtx {
+    fn drop(&mut self) {
+        // SAFETY: ctx was allocated by EVP_CIPHER_CTX_new and is freed once; freeing
+        // cleanses the key schedule.
+        unsafe { EVP_CIPHER_CTX_free(self.ctx) };
+    }
+}
+
+fn c_len(n: usize) -> Result<c_int, CryptoError> {
+    c_int::try_from(n).map_err(|_| CryptoError::TooLong(n))
+}
+
+/// An HMAC context with its key set, re-initialised cheaply per message.
+pub(crate) struct MacCtx {
+    ctx: *mut EvpMacCtx,
+    pub(crate) output_len: usize,
+}
+
+// SAFETY: as for CipherCtx: one user at a time, enforced by &mut.
+unsafe impl Send for MacCtx {}
+
+impl MacCtx {
+    pub(crate) fn hmac(digest: &str, key: &[u8], output_len: usize) -> Result<MacCtx, CryptoError> {
+        openssl_sys::init();
+        // SAFETY: static C string literal, default libctx.
+        let mac = unsafe { EVP_MAC_fetch(ptr::null_mut(), c"HMAC".as_ptr(), ptr::null()) };
+        if mac.is_null() {
+            return Err(CryptoError::Unavailable {
+                cipher: "HMAC".into(),
+                reason: last_error(),
+            });
+        }
+        // SAFETY: mac is valid; the ctx keeps its own reference.
+        let ctx = unsafe {
+            let ctx = EVP_MAC_CTX_new(mac);
+            EVP_MAC_free(mac);
+            ctx
+        };
+        if ctx.is_null() {
+            return Err(CryptoError::Library(last_error()));
+        }
+        let this = MacCtx { ctx, output_len };
+        let digest_c = CString::new(digest).map_err(|_| CryptoError::Library("bad digest".into()))?;
+        let params = [
+            OsslParam {
+                key: c"digest".as_ptr(),
+                data_type: OSSL_PARAM_UTF8_STRING,
+                data: digest_c.as_ptr() as *mut c_void,
+                data_size: digest.len(),
+                return_size: OSSL_PARAM_UNMODIFIED,
+            },
+            OsslParam {
+                key: ptr::null(),
+                data_type: 0,
+                data: ptr::null_mut(),
+                data_size: 0,
+                return_size: 0,
+            },
+        ];
+        // An empty key is legal for HMAC but OpenSSL treats a NULL key as "reuse";
+        // pass a valid pointer with length 0.
+        let dummy = [0u8; 1];
+        let key_ptr = if key.is_empty() { dummy.as_ptr() } else { key.as_ptr() };
+        // SAFETY: ctx is valid; params is a properly terminated array whose strings
+        // outlive the call; key_ptr is valid for key.len() bytes.
+        if unsafe { EVP_MAC_init(this.ctx, key_ptr, key.len(), params.as_ptr()) } != 1 {
+            return Err(CryptoError::Unavailable {
+                cipher: format!("HMAC-{digest}"),
+                reason: last_error(),
+            });
+        }
+        Ok(this)
+    }
+
+    /// Computes the MAC over the concatenation of `parts` into `out` (truncated to
+    /// `out.len()`, which must not exceed the digest length).
+    pub(crate) fn compute(&mut self, parts: &[&[u8]], out: &mut [u8]) -> Result<(), CryptoError> {
+        // SAFETY: ctx is valid; NULL key re-initialises with the key already set.
+        if unsafe { EVP_MAC_init(self.ctx, ptr::null(), 0, ptr::null()) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        for part in parts {
+            // SAFETY: part is valid for its length.
+            if unsafe { EVP_MAC_update(self.ctx, part.as_ptr(), part.len()) } != 1 {
+                return Err(CryptoError::Library(last_error()));
+            }
+        }
+        let mut full = [0u8; 64];
+        let mut outl: size_t = 0;
+        // SAFETY: full has room for any supported digest (64 bytes for SHA-512).
+        if unsafe { EVP_MAC_final(self.ctx, full.as_mut_ptr(), &mut outl, full.len()) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        assert!(out.len() <= outl, "MAC output longer than the digest");
+        out.copy_from_slice(&full[..out.len()]);
+        Ok(())
+    }
+}
+
+impl Drop for MacCtx {
+    fn drop(&mut self) {
+        // SAFETY: allocated by EVP_MAC_CTX_new, freed once; OpenSSL cleanses it.
+        unsafe { EVP_MAC_CTX_free(self.ctx) };
+    }
+}

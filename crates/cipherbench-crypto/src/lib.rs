@@ -1,0 +1,79 @@
+//! The one place cipherbench talks to OpenSSL.
+//!
+//! Every layer's crypto goes through libcrypto's EVP interface, the same code nginx
+//! and `openssl speed` use, so the acceleration variants (`OPENSSL_ia32cap` set in a
+//! child process's environment) apply to all of them alike. This crate offers:
+//!
+//! - [`aead`]: AES-GCM and ChaCha20-Poly1305 seal/open with a reusable key schedule;
+//! - [`cbc`]: AES-CBC and 3DES-CBC without padding (the caller pads, as ESP and TLS do);
+//! - [`hmac`]: HMAC-SHA-1 and HMAC-SHA-256 with truncated tags;
+//! - [`stitched`]: OpenSSL's AES-128-CBC-HMAC-SHA1 TLS record cipher;
+//! - [`hkdf`]: HKDF-SHA-256 (RFC 5869), built on [`hmac`];
+//! - [`catalogue`]: the ciphers layer 1 measures and one benchmark operation for each;
+//! - [`info`]: the library's version and the capability vector it uses.
+//!
+//! It does not measure time, spawn processes or print: callers do.
+
+pub mod aead;
+pub mod info;
+pub mod catalogue;
+pub mod cbc;
+mod ffi;
+pub mod hkdf;
+pub mod hmac;
+pub mod secret;
+pub mod stitched;
+
+pub use ffi::{constant_time_eq, random_bytes};
+
+/// What can go wrong in a crypto call.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CryptoError {
+    /// The library does not offer this algorithm here (not compiled in, or needs a CPU
+    /// feature that is absent or masked, as the stitched cipher needs AES-NI).
+    #[error("{cipher} is not available in this OpenSSL: {reason}")]
+    Unavailable {
+        /// Algorithm name as asked of OpenSSL.
+        cipher: String,
+        /// OpenSSL's error text.
+        reason: String,
+    },
+    /// A key of the wrong length.
+    #[error("{cipher} needs a {expected}-byte key, got {got}")]
+    BadKeyLength {
+        /// Algorithm.
+        cipher: String,
+        /// Required length.
+        expected: usize,
+        /// Given length.
+        got: usize,
+    },
+    /// A nonce/IV length the algorithm does not accept.
+    #[error("{cipher}: a {got}-byte nonce is not accepted")]
+    BadNonceLength {
+        /// Algorithm.
+        cipher: String,
+        /// Given length.
+        got: usize,
+    },
+    /// A tag length the algorithm does not accept.
+    #[error("tag length {0} is not accepted")]
+    BadTagLength(usize),
+    /// Input to a block mode without padding is not a whole number of blocks.
+    #[error("input of {len} bytes is not a multiple of the {block}-byte block")]
+    NotBlockAligned {
+        /// Input length.
+        len: usize,
+        /// Block size.
+        block: usize,
+    },
+    /// Decryption found the tag, MAC or padding wrong.
+    #[error("authentication failed")]
+    AuthenticationFailed,
+    /// An input longer than OpenSSL's int-sized lengths allow.
+    #[error("input of {0} bytes is too long for one call")]
+    TooLong(usize),
+    /// Any other library failure, with OpenSSL's error text.
+    #[error("OpenSSL error: {0}")]
+    Library(String),
+}

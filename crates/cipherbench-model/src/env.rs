@@ -1,0 +1,227 @@
+//! The environment fingerprint: what machine and software a result was measured on.
+//!
+//! `cipherbench probe` fills these types; every result file carries them so that a
+//! figure can always be traced to the CPU, flags, kernel, library and acceleration
+//! vector that produced it. Filling them (reading `/proc`, asking OpenSSL) happens in
+//! the app; this module only describes and interprets.
+
+use serde::{Deserialize, Serialize};
+
+/// Everything `cipherbench probe` learns about the machine.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Environment {
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release (`uname -r`).
+    pub kernel: String,
+    /// Operating system (PRETTY_NAME from /etc/os-release).
+    pub os: String,
+    /// The CPU.
+    pub cpu: Cpu,
+    /// The OpenSSL library and CLI.
+    pub openssl: OpensslInfo,
+    /// The kernel's crypto drivers for the algorithms we care about.
+    pub kernel_crypto: Vec<KernelCryptoDriver>,
+    /// Crypto offload devices (QAT and the like).
+    pub offload_devices: Vec<OffloadDevice>,
+    /// One verdict per capability: in the CPU, used by OpenSSL, used by the kernel.
+    pub verdicts: Vec<Verdict>,
+    /// Versions of the external tools the layers drive, where installed.
+    #[serde(default)]
+    pub tools: Vec<ToolVersion>,
+}
+
+/// The CPU as `/proc/cpuinfo` (and CPUID for the hypervisor) describes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Cpu {
+    /// Architecture (`x86_64`, `aarch64`).
+    pub arch: String,
+    /// Vendor (`GenuineIntel`, `AuthenticAMD`, or the implementer on ARM).
+    pub vendor: String,
+    /// Model name.
+    pub model: String,
+    /// Logical CPUs online.
+    pub logical_cores: usize,
+    /// The hypervisor, if the CPU reports running under one (`KVM`, `VMware`, ...).
+    pub hypervisor: Option<String>,
+    /// The crypto-relevant flags and whether each is present.
+    pub crypto_flags: Vec<CpuFlag>,
+}
+
+/// One CPU feature flag.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CpuFlag {
+    /// Name as in /proc/cpuinfo (`aes`, `pclmulqdq`, `sha_ni`, ...).
+    pub name: String,
+    /// Present on this CPU.
+    pub present: bool,
+}
+
+impl Cpu {
+    /// Whether the named flag is present.
+    pub fn has(&self, flag: &str) -> bool {
+        self.crypto_flags
+            .iter()
+            .any(|f| f.name == flag && f.present)
+    }
+}
+
+/// The OpenSSL that cipherbench links and the `openssl` command line tool.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct OpensslInfo {
+    /// `OpenSSL_version(OPENSSL_VERSION)` of the linked libcrypto.
+    pub library_version: String,
+    /// `openssl version` of the CLI on PATH, if any.
+    pub cli_version: Option<String>,
+    /// The capability vector the linked library uses, as `OPENSSL_info(CPU_SETTINGS)`
+    /// prints it (`OPENSSL_ia32cap=0x...:0x...`, with `env:` when the user set one).
+    pub cpu_settings: Option<String>,
+    /// `OPENSSL_ia32cap` from cipherbench's environment, if the user set it.
+    pub ia32cap_env: Option<String>,
+    /// Engines found (name and description).
+    pub engines: Vec<String>,
+    /// Providers loaded or available.
+    pub providers: Vec<String>,
+}
+
+/// The kernel's preferred implementation of one algorithm, from `/proc/crypto`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct KernelCryptoDriver {
+    /// Algorithm name (`aes`, `gcm(aes)`, `sha256`).
+    pub algorithm: String,
+    /// Highest-priority driver (`aesni_intel`'s `aes-aesni`, or `aes-generic`).
+    pub driver: String,
+    /// Module providing it (`kernel` when built in).
+    pub module: String,
+    /// Its priority.
+    pub priority: i64,
+    /// Whether the driver uses CPU crypto instructions or an offload device.
+    pub accelerated: bool,
+}
+
+/// A crypto offload device on the PCI bus.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OffloadDevice {
+    /// PCI address.
+    pub address: String,
+    /// What it is (`Intel QAT C62x (PF)`).
+    pub description: String,
+    /// `vendor:device` in hex.
+    pub id: String,
+    /// Bound driver, if any.
+    pub driver: Option<String>,
+}
+
+/// Where one capability stands: in the CPU, in OpenSSL, in the kernel.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Verdict {
+    /// Capability (`AES-NI`, `PCLMULQDQ`, `VAES`, ...).
+    pub capability: String,
+    /// The CPU reports it.
+    pub in_cpu: bool,
+    /// OpenSSL's effective capability vector has it (None: not applicable/unknown).
+    pub used_by_openssl: Option<bool>,
+    /// The kernel's preferred driver uses it (None: the kernel has no use for it).
+    pub used_by_kernel: Option<bool>,
+    /// One sentence for a person.
+    pub note: String,
+}
+
+/// A tool's version line.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ToolVersion {
+    /// Program name.
+    pub name: String,
+    /// Its version line, or None if not installed.
+    pub version: Option<String>,
+}
+
+/// OpenSSL's x86 capability vector, two 64-bit words (see `OPENSSL_ia32cap(3)`).
+///
+/// Word 0 is CPUID.1:EDX in bits 0-31 and CPUID.1:ECX in bits 32-63; word 1 is
+/// CPUID.(EAX=7,ECX=0):EBX in bits 0-31 and ECX in bits 32-63.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Ia32Cap {
+    /// First word.
+    pub word0: u64,
+    /// Second word.
+    pub word1: u64,
+}
+
+impl Ia32Cap {
+    /// AES-NI: CPUID.1:ECX bit 25.
+    pub const AESNI: (usize, u64) = (0, 1 << 57);
+    /// PCLMULQDQ: CPUID.1:ECX bit 1.
+    pub const PCLMULQDQ: (usize, u64) = (0, 1 << 33);
+    /// AVX: CPUID.1:ECX bit 28.
+    pub const AVX: (usize, u64) = (0, 1 << 60);
+    /// AVX2: CPUID.7:EBX bit 5.
+    pub const AVX2: (usize, u64) = (1, 1 << 5);
+    /// AVX-512F: CPUID.7:EBX bit 16.
+    pub const AVX512F: (usize, u64) = (1, 1 << 16);
+    /// SHA extensions: CPUID.7:EBX bit 29.
+    pub const SHA: (usize, u64) = (1, 1 << 29);
+    /// GFNI: CPUID.7:ECX bit 8.
+    pub const GFNI: (usize, u64) = (1, 1 << 40);
+    /// VAES: CPUID.7:ECX bit 9.
+    pub const VAES: (usize, u64) = (1, 1 << 41);
+    /// VPCLMULQDQ: CPUID.7:ECX bit 10.
+    pub const VPCLMULQDQ: (usize, u64) = (1, 1 << 42);
+
+    /// The mask that turns off AES-NI and PCLMULQDQ and nothing else. The explicit
+    /// `:~0x0` keeps the second word as detected; without it OpenSSL zeroes it.
+    pub const NOAESNI_MASK: &'static str = "~0x200000200000000:~0x0";
+
+    /// Parses the vector out of `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)` or
+    /// `openssl info -cpusettings`: `OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b41...`,
+    /// possibly followed by ` env:...`.
+    pub fn parse_settings(text: &str) -> Option<Ia32Cap> {
+        let value = text
+            .split_whitespace()
+            .find_map(|t| t.strip_prefix("OPENSSL_ia32cap="))?;
+        let (a, b) = value.split_once(':')?;
+        let word = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+        Some(Ia32Cap {
+            word0: word(a)?,
+            word1: word(b)?,
+        })
+    }
+
+    /// Whether a bit (one of the associated constants) is set.
+    pub fn has(&self, bit: (usize, u64)) -> bool {
+        let word = if bit.0 == 0 { self.word0 } else { self.word1 };
+        word & bit.1 != 0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_cpu_settings_with_and_without_env() {
+        let full = Ia32Cap::parse_settings("OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb")
+            .unwrap();
+        assert!(full.has(Ia32Cap::AESNI));
+        assert!(full.has(Ia32Cap::PCLMULQDQ));
+        assert!(full.has(Ia32Cap::VAES));
+        assert!(full.has(Ia32Cap::VPCLMULQDQ));
+        assert!(full.has(Ia32Cap::AVX512F));
+        assert!(full.has(Ia32Cap::SHA));
+        let masked = Ia32Cap::parse_settings(
+            "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x1b415fdef1bf27eb env:~0x200000200000000:~0x0",
+        )
+        .unwrap();
+        assert!(!masked.has(Ia32Cap::AESNI));
+        assert!(!masked.has(Ia32Cap::PCLMULQDQ));
+        assert!(masked.has(Ia32Cap::AVX2));
+        assert_eq!(masked.word1, full.word1);
+    }
+
+    #[test]
+    fn rejects_malformed_settings() {
+        assert!(Ia32Cap::parse_settings("nothing here").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0xzz:0x1").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1").is_none());
+    }
+}

@@ -1,0 +1,152 @@
+//! The `run.json` schema: one record per `cipherbench run` (or per layer command),
+//! versioned, carrying the environment and every raw sample.
+//!
+//! Compatibility rule: a new optional field does not change [`SCHEMA_VERSION`]; a
+//! renamed, removed or re-interpreted field does. Readers refuse a version newer than
+//! the one they know and say so (see [`RunRecord::from_json`]).
+
+use crate::env::Environment;
+use crate::speed::SpeedResults;
+use serde::{Deserialize, Serialize};
+
+/// The value of the `schema` field.
+pub const SCHEMA_NAME: &str = "cipherbench.run";
+/// The current schema version.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A warning that travels with the data: noisy samples, a saturated load generator, a
+/// variant that did not take effect.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Warning {
+    /// Layer (`speed`, `file`, `tls`, `tunnel`) or `run`.
+    pub layer: String,
+    /// Stable machine-readable kind (`high_spread`, `variant_not_effective`, ...).
+    pub kind: String,
+    /// One sentence for a person.
+    pub message: String,
+}
+
+/// One results directory's canonical record.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RunRecord {
+    /// Always [`SCHEMA_NAME`].
+    pub schema: String,
+    /// [`SCHEMA_VERSION`] at the time of writing.
+    pub schema_version: u32,
+    /// cipherbench's version.
+    pub tool_version: String,
+    /// The command line that produced this record.
+    pub command_line: Vec<String>,
+    /// Preset name (`quick`, `full`, `tiny`, or `custom`).
+    pub preset: String,
+    /// Start, RFC 3339 UTC.
+    pub started_at: String,
+    /// End, RFC 3339 UTC; None while running or if interrupted.
+    pub finished_at: Option<String>,
+    /// The run ended before all scenarios were measured (Ctrl-C or an error); what is
+    /// here was measured.
+    pub interrupted: bool,
+    /// The machine and software.
+    pub environment: Environment,
+    /// Layer 1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub speed: Option<SpeedResults>,
+    /// Warnings.
+    #[serde(default)]
+    pub warnings: Vec<Warning>,
+}
+
+/// Why a `run.json` could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// Not JSON, or not of our shape.
+    #[error("not a cipherbench run.json: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// Another program's JSON.
+    #[error("not a cipherbench run.json: schema is '{0}', expected '{SCHEMA_NAME}'")]
+    WrongSchema(String),
+    /// Written by a newer cipherbench.
+    #[error("run.json has schema version {found}, newer than this cipherbench understands ({SCHEMA_VERSION}); upgrade cipherbench to read it")]
+    TooNew {
+        /// Version in the file.
+        found: u32,
+    },
+    /// Written by an older cipherbench whose format we no longer read.
+    #[error("run.json has schema version {found}, older than the oldest this cipherbench reads ({SCHEMA_VERSION}); re-run the measurement")]
+    TooOld {
+        /// Version in the file.
+        found: u32,
+    },
+}
+
+/// Just enough to check the schema before parsing the whole record.
+#[derive(Deserialize)]
+struct Header {
+    schema: String,
+    schema_version: u32,
+}
+
+impl RunRecord {
+    /// Parses a record, checking the schema name and version first so that an old or
+    /// new file gets a clear message instead of a field error.
+    pub fn from_json(text: &str) -> Result<RunRecord, SchemaError> {
+        let header: Header = serde_json::from_str(text)?;
+        if header.schema != SCHEMA_NAME {
+            return Err(SchemaError::WrongSchema(header.schema));
+        }
+        if header.schema_version > SCHEMA_VERSION {
+            return Err(SchemaError::TooNew {
+                found: header.schema_version,
+            });
+        }
+        if header.schema_version < SCHEMA_VERSION {
+            return Err(SchemaError::TooOld {
+                found: header.schema_version,
+            });
+        }
+        Ok(serde_json::from_str(text)?)
+    }
+
+    /// Pretty JSON.
+    pub fn to_json(&self) -> String {
+        // Serialising plain data structs with string keys cannot fail.
+        serde_json::to_string_pretty(self).expect("run record serialises")
+    }
+
+    /// Adds a warning unless an identical one is already there.
+    pub fn warn(&mut self, layer: &str, kind: &str, message: impl Into<String>) {
+        let w = Warning {
+            layer: layer.to_string(),
+            kind: kind.to_string(),
+            message: message.into(),
+        };
+        if !self.warnings.contains(&w) {
+            self.warnings.push(w);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_other_schemas_and_versions() {
+        assert!(matches!(
+            RunRecord::from_json(r#"{"schema":"other","schema_version":1}"#),
+            Err(SchemaError::WrongSchema(_))
+        ));
+        assert!(matches!(
+            RunRecord::from_json(r#"{"schema":"cipherbench.run","schema_version":99}"#),
+            Err(SchemaError::TooNew { found: 99 })
+        ));
+        assert!(matches!(
+            RunRecord::from_json(r#"{"schema":"cipherbench.run","schema_version":0}"#),
+            Err(SchemaError::TooOld { found: 0 })
+        ));
+        assert!(matches!(
+            RunRecord::from_json("not json"),
+            Err(SchemaError::Malformed(_))
+        ));
+    }
+}
