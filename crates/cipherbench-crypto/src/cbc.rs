@@ -75,7 +75,7 @@ impl Cbc {
 
     fn check(&self, iv: &[u8], len: usize) -> Result<(), CryptoError> {
         let block = self.algorithm.block_len();
-        if len % block != 0 {
+        if !len.is_multiple_of(block) {
             return Err(CryptoError::NotBlockAligned { len, block });
         }
         if iv.len() != block {
@@ -104,7 +104,12 @@ impl Cbc {
     }
 
     /// Encrypts whole blocks from `input` into `output[..input.len()]`.
-    pub fn encrypt(&mut self, iv: &[u8], input: &[u8], output: &mut [u8]) -> Result<(), CryptoError> {
+    pub fn encrypt(
+        &mut self,
+        iv: &[u8],
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CryptoError> {
         self.check(iv, input.len())?;
         self.encrypt_ctx.start(iv)?;
         self.encrypt_ctx.update(input, output)?;
@@ -112,7 +117,12 @@ impl Cbc {
     }
 
     /// Decrypts whole blocks from `input` into `output[..input.len()]`.
-    pub fn decrypt(&mut self, iv: &[u8], input: &[u8], output: &mut [u8]) -> Result<(), CryptoError> {
+    pub fn decrypt(
+        &mut self,
+        iv: &[u8],
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CryptoError> {
         self.check(iv, input.len())?;
         self.decrypt_ctx.start(iv)?;
         self.decrypt_ctx.update(input, output)?;
@@ -123,13 +133,13 @@ impl Cbc {
 /// Appends PKCS#7 padding (RFC 5652 §6.3): 1 to `block` bytes, each the pad length.
 pub fn pkcs7_pad(data: &mut Vec<u8>, block: usize) {
     let pad = block - data.len() % block;
-    data.extend(std::iter::repeat(pad as u8).take(pad));
+    data.extend(std::iter::repeat_n(pad as u8, pad));
 }
 
 /// Strips PKCS#7 padding, or fails if it is malformed.
 pub fn pkcs7_unpad(data: &[u8], block: usize) -> Result<&[u8], CryptoError> {
     let last = *data.last().ok_or(CryptoError::AuthenticationFailed)? as usize;
-    if data.len() % block != 0 || last == 0 || last > block || last > data.len() {
+    if !data.len().is_multiple_of(block) || last == 0 || last > block || last > data.len() {
         return Err(CryptoError::AuthenticationFailed);
     }
     let (body, pad) = data.split_at(data.len() - last);

@@ -44,7 +44,15 @@ impl TlsCbcHmacSha1 {
     /// Keys the cipher with a 16-byte AES key and the HMAC key.
     pub fn new(aes_key: &[u8], mac_key: &[u8]) -> Result<TlsCbcHmacSha1, CryptoError> {
         let name = "AES-128-CBC-HMAC-SHA1";
-        let mut encrypt_ctx = CipherCtx::new(name, aes_key, None, true)?;
+        let mut encrypt_ctx = CipherCtx::new(name, aes_key, None, true).map_err(|e| match e {
+            CryptoError::Unavailable { cipher, reason } => CryptoError::Unavailable {
+                cipher,
+                reason: format!(
+                    "OpenSSL offers the stitched cipher only where AES-NI is usable ({reason})"
+                ),
+            },
+            other => other,
+        })?;
         let mut decrypt_ctx = CipherCtx::new(name, aes_key, None, false)?;
         for ctx in [&mut encrypt_ctx, &mut decrypt_ctx] {
             // OpenSSL copies the key; the pointer is only read.
@@ -86,8 +94,15 @@ impl TlsCbcHmacSha1 {
         payload_len: usize,
         output: &mut [u8],
     ) -> Result<usize, CryptoError> {
-        let total = self.begin_seal(iv, sequence, content_type, payload_len, input.len().min(output.len()))?;
-        self.encrypt_ctx.update(&input[..total], &mut output[..total])?;
+        let total = self.begin_seal(
+            iv,
+            sequence,
+            content_type,
+            payload_len,
+            input.len().min(output.len()),
+        )?;
+        self.encrypt_ctx
+            .update(&input[..total], &mut output[..total])?;
         Ok(total)
     }
 
@@ -150,7 +165,7 @@ impl TlsCbcHmacSha1 {
         content_type: u8,
         len: usize,
     ) -> Result<(), CryptoError> {
-        if len % BLOCK != 0 || len < sealed_len(0) || len > u16::MAX as usize {
+        if !len.is_multiple_of(BLOCK) || len < sealed_len(0) || len > u16::MAX as usize {
             return Err(CryptoError::AuthenticationFailed);
         }
         self.decrypt_ctx.start(iv)?;
@@ -202,24 +217,31 @@ mod tests {
             let total = sealed_len(payload_len);
             let mut record = payload.clone();
             record.resize(total, 0);
-            cipher.seal_in_place(&iv, 5, APPLICATION_DATA, &mut record, payload_len).unwrap();
+            cipher
+                .seal_in_place(&iv, 5, APPLICATION_DATA, &mut record, payload_len)
+                .unwrap();
 
             let mut expected = payload.clone();
             let mut mac = [0u8; MAC_LEN];
             Hmac::new(HmacDigest::Sha1, &[0x17; 20])
                 .unwrap()
-                .compute(&[&header(5, APPLICATION_DATA, payload_len), &payload], &mut mac)
+                .compute(
+                    &[&header(5, APPLICATION_DATA, payload_len), &payload],
+                    &mut mac,
+                )
                 .unwrap();
             expected.extend_from_slice(&mac);
             let pad = total - expected.len();
-            expected.extend(std::iter::repeat((pad - 1) as u8).take(pad));
+            expected.extend(std::iter::repeat_n((pad - 1) as u8, pad));
             Cbc::new(CbcAlgorithm::Aes128Cbc, &[0x42; 16])
                 .unwrap()
                 .encrypt_in_place(&iv, &mut expected)
                 .unwrap();
             assert_eq!(record, expected, "payload {payload_len}");
 
-            let n = cipher.open_in_place(&iv, 5, APPLICATION_DATA, &mut record).unwrap();
+            let n = cipher
+                .open_in_place(&iv, 5, APPLICATION_DATA, &mut record)
+                .unwrap();
             assert_eq!(n, payload_len);
             assert_eq!(&record[..n], &payload[..]);
         }
@@ -230,7 +252,9 @@ mod tests {
         let Some(mut cipher) = stitched() else { return };
         let iv = [0u8; 16];
         let mut record = vec![7u8; sealed_len(64)];
-        let total = cipher.seal_in_place(&iv, 1, APPLICATION_DATA, &mut record, 64).unwrap();
+        let total = cipher
+            .seal_in_place(&iv, 1, APPLICATION_DATA, &mut record, 64)
+            .unwrap();
         for position in [0, 30, total - 17, total - 1] {
             let mut forged = record.clone();
             forged[position] ^= 0x80;
@@ -241,8 +265,13 @@ mod tests {
             );
         }
         let mut replayed = record.clone();
-        assert!(cipher.open_in_place(&iv, 2, APPLICATION_DATA, &mut replayed).is_err());
+        assert!(cipher
+            .open_in_place(&iv, 2, APPLICATION_DATA, &mut replayed)
+            .is_err());
         let mut ok = record.clone();
-        assert_eq!(cipher.open_in_place(&iv, 1, APPLICATION_DATA, &mut ok), Ok(64));
+        assert_eq!(
+            cipher.open_in_place(&iv, 1, APPLICATION_DATA, &mut ok),
+            Ok(64)
+        );
     }
 }

@@ -121,10 +121,10 @@ impl fmt::Display for ByteSize {
             ("KiB", ByteSize::KIB),
         ] {
             if n >= size {
-                if n % size == 0 {
+                if n.is_multiple_of(size) {
                     return write!(f, "{} {unit}", n / size);
                 }
-                if (n * 10) % size == 0 {
+                if (n * 10).is_multiple_of(size) {
                     return write!(f, "{:.1} {unit}", n as f64 / size as f64);
                 }
             }

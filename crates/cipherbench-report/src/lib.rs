@@ -1,1 +1,36 @@
-//! placeholder
+//! Renders results: terminal tables, CSV, and a self-contained HTML page with inline
+//! SVG charts. Every function here is pure: it takes the data of `run.json` and
+//! returns text. Nothing here measures, reads files or prints, so `cipherbench report
+//! DIR` re-renders without re-measuring, and a rendering bug can never destroy data.
+
+pub mod csv;
+pub mod html;
+pub mod svg;
+pub mod text;
+
+use cipherbench_model::RunRecord;
+
+/// One rendered file: its name in the results directory and its contents.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rendered {
+    /// File name (no directory).
+    pub name: String,
+    /// Contents.
+    pub contents: String,
+}
+
+/// Every derived file for a record: CSV per layer and `report.html`.
+pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
+    let mut files = Vec::new();
+    if let Some(speed) = &record.speed {
+        files.push(Rendered {
+            name: "speed.csv".into(),
+            contents: csv::speed(speed),
+        });
+    }
+    files.push(Rendered {
+        name: "report.html".into(),
+        contents: html::render(record),
+    });
+    files
+}

@@ -1,0 +1,33 @@
+# The two commands: `make run` (install what is missing, build, run the main job)
+# and `make test` (install what is missing, check formatting and lints, run every
+# test). Both work on a fresh Debian machine, as root or with sudo.
+
+CARGO ?= cargo
+BIN := target/release/cipherbench
+
+.PHONY: run test deps deps-test build lint bench clean
+
+run: deps build
+	./$(BIN) run
+
+test: deps-test
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
+	$(CARGO) build --release --locked
+	$(CARGO) test --workspace --locked
+
+deps:
+	scripts/install-deps.sh run
+
+deps-test:
+	scripts/install-deps.sh test
+
+build:
+	$(CARGO) build --release --locked
+
+lint:
+	$(CARGO) fmt --all --check
+	$(CARGO) clippy --workspace --all-targets -- -D warnings
+
+clean:
+	$(CARGO) clean

@@ -1,0 +1,221 @@
+//! Inline SVG charts: small, dependency-free, accessible (a `<title>` and `<desc>`
+//! on every chart; the page puts the numbers in a table beside it), and scalable (a
+//! `viewBox`, no fixed pixel width) so they read on a phone and print cleanly.
+
+/// Escapes text for XML/HTML.
+pub fn escape(s: &str) -> String {
+    s.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
+}
+
+/// Colours for series, chosen to stay distinct in greyscale print and for the common
+/// colour-vision deficiencies (Okabe-Ito palette).
+pub const PALETTE: [&str; 6] = [
+    "#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00",
+];
+
+/// A series: a name and one value per category (None: not measured).
+#[derive(Debug, Clone)]
+pub struct Series {
+    /// Legend text.
+    pub name: String,
+    /// Values, one per category.
+    pub values: Vec<Option<f64>>,
+}
+
+/// A grouped bar chart.
+#[derive(Debug, Clone)]
+pub struct BarChart {
+    /// Element id (for links and tests).
+    pub id: String,
+    /// Title shown above and read by screen readers.
+    pub title: String,
+    /// Longer description for screen readers.
+    pub description: String,
+    /// Category labels along the x axis.
+    pub categories: Vec<String>,
+    /// The series.
+    pub series: Vec<Series>,
+    /// Y axis label, with the unit.
+    pub y_label: String,
+    /// A horizontal reference line (such as 1.0 for ratios), if any.
+    pub reference: Option<f64>,
+    /// Formats a value for bar labels.
+    pub format: fn(f64) -> String,
+}
+
+/// Picks a "nice" axis maximum and step above `max`.
+pub fn nice_axis(max: f64) -> (f64, f64) {
+    if max <= 0.0 || !max.is_finite() {
+        return (1.0, 0.25);
+    }
+    let magnitude = 10f64.powf(max.log10().floor());
+    for step_factor in [0.1, 0.2, 0.25, 0.5, 1.0, 2.0, 2.5, 5.0] {
+        let step = magnitude * step_factor;
+        if max / step <= 6.0 {
+            return ((max / step).ceil() * step, step);
+        }
+    }
+    (max.ceil(), max.ceil() / 4.0)
+}
+
+impl BarChart {
+    /// Renders the chart.
+    pub fn render(&self) -> String {
+        let width = 720.0;
+        let height = 320.0;
+        let (left, right, top, bottom) = (64.0, 16.0, 16.0, 72.0);
+        let plot_w = width - left - right;
+        let plot_h = height - top - bottom;
+        let max = self
+            .series
+            .iter()
+            .flat_map(|s| s.values.iter().flatten())
+            .cloned()
+            .fold(self.reference.unwrap_or(0.0), f64::max);
+        let (axis_max, step) = nice_axis(max);
+        let y = |v: f64| top + plot_h - (v / axis_max) * plot_h;
+        let mut svg = format!(
+            "<svg id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t {id}-d\" xmlns=\"http://www.w3.org/2000/svg\">\
+<title id=\"{id}-t\">{title}</title><desc id=\"{id}-d\">{desc}</desc>",
+            id = escape(&self.id),
+            title = escape(&self.title),
+            desc = escape(&self.description)
+        );
+        let mut tick = 0.0;
+        while tick <= axis_max + step * 0.01 {
+            let ty = y(tick);
+            svg.push_str(&format!(
+                "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
+<text x=\"{tx}\" y=\"{ty2:.1}\" class=\"tick\" text-anchor=\"end\">{label}</text>",
+                x2 = width - right,
+                tx = left - 6.0,
+                ty2 = ty + 4.0,
+                label = escape(&trim_number(tick))
+            ));
+            tick += step;
+        }
+        svg.push_str(&format!(
+            "<text transform=\"translate(14 {cy}) rotate(-90)\" class=\"axis\" text-anchor=\"middle\">{}</text>",
+            escape(&self.y_label),
+            cy = top + plot_h / 2.0
+        ));
+        let groups = self.categories.len().max(1) as f64;
+        let group_w = plot_w / groups;
+        let n_series = self.series.len().max(1) as f64;
+        let bar_w = (group_w * 0.8) / n_series;
+        for (g, category) in self.categories.iter().enumerate() {
+            let gx = left + g as f64 * group_w;
+            for (s, series) in self.series.iter().enumerate() {
+                let Some(Some(v)) = series.values.get(g) else {
+                    continue;
+                };
+                let x = gx + group_w * 0.1 + s as f64 * bar_w;
+                let by = y(*v);
+                svg.push_str(&format!(
+                    "<rect x=\"{x:.1}\" y=\"{by:.1}\" width=\"{w:.1}\" height=\"{h:.1}\" fill=\"{c}\"><title>{name}, {cat}: {val}</title></rect>",
+                    w = (bar_w - 2.0).max(1.0),
+                    h = (top + plot_h - by).max(0.0),
+                    c = PALETTE[s % PALETTE.len()],
+                    name = escape(&series.name),
+                    cat = escape(category),
+                    val = escape(&(self.format)(*v))
+                ));
+                if bar_w >= 28.0 {
+                    svg.push_str(&format!(
+                        "<text x=\"{cx:.1}\" y=\"{ly:.1}\" class=\"value\" text-anchor=\"middle\">{}</text>",
+                        escape(&(self.format)(*v)),
+                        cx = x + bar_w / 2.0 - 1.0,
+                        ly = by - 3.0
+                    ));
+                }
+            }
+            svg.push_str(&format!(
+                "<text x=\"{cx:.1}\" y=\"{ly}\" class=\"tick\" text-anchor=\"middle\">{}</text>",
+                escape(category),
+                cx = gx + group_w / 2.0,
+                ly = top + plot_h + 16.0
+            ));
+        }
+        if let Some(r) = self.reference {
+            let ry = y(r);
+            svg.push_str(&format!(
+                "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ry:.1}\" y2=\"{ry:.1}\" class=\"reference\"/>",
+                x2 = width - right
+            ));
+        }
+        // Legend, below the axis.
+        let mut lx = left;
+        for (s, series) in self.series.iter().enumerate() {
+            let ly = height - 24.0;
+            svg.push_str(&format!(
+                "<rect x=\"{lx:.1}\" y=\"{ry}\" width=\"12\" height=\"12\" fill=\"{c}\"/>\
+<text x=\"{tx:.1}\" y=\"{ly}\" class=\"legend\">{name}</text>",
+                ry = ly - 10.0,
+                c = PALETTE[s % PALETTE.len()],
+                tx = lx + 16.0,
+                name = escape(&series.name)
+            ));
+            lx += 24.0 + 7.0 * series.name.chars().count() as f64;
+        }
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{b}\" y2=\"{b}\" class=\"axisline\"/></svg>",
+            x2 = width - right,
+            b = top + plot_h
+        ));
+        svg
+    }
+}
+
+fn trim_number(v: f64) -> String {
+    if v >= 100.0 || v == v.round() {
+        format!("{v:.0}")
+    } else if v >= 1.0 {
+        format!("{v:.1}")
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nice_axes_cover_the_maximum() {
+        for max in [0.3, 1.0, 4.2, 17.0, 999.0, 1.2e9] {
+            let (axis, step) = nice_axis(max);
+            assert!(axis >= max, "{max} -> {axis}");
+            assert!(axis / step <= 6.5);
+        }
+        assert_eq!(nice_axis(0.0), (1.0, 0.25));
+    }
+
+    #[test]
+    fn renders_an_accessible_chart_with_escaped_text() {
+        let chart = BarChart {
+            id: "c1".into(),
+            title: "GCM <vs> CBC".into(),
+            description: "ratio".into(),
+            categories: vec!["16 B".into(), "1 KiB".into()],
+            series: vec![Series {
+                name: "accel".into(),
+                values: vec![Some(2.0), None],
+            }],
+            y_label: "ratio".into(),
+            reference: Some(1.0),
+            format: |v| format!("{v:.1}x"),
+        };
+        let svg = chart.render();
+        assert!(svg.contains("<title id=\"c1-t\">GCM &lt;vs&gt; CBC</title>"));
+        assert!(svg.contains("role=\"img\""));
+        assert_eq!(
+            svg.matches("<rect x=").count(),
+            2,
+            "one bar and one legend swatch"
+        );
+        assert!(svg.contains("accel, 16 B: 2.0x"));
+    }
+}

@@ -1,0 +1,127 @@
+//! cipherbench, the application: command line, probe, the four layers' runners, the
+//! process supervisor and the results sink.
+//!
+//! Data flow: `argv -> Cli -> plan -> probe -> for each scenario: run -> outcome ->
+//! save -> report`. Runners return data and never print; the [`progress`] observer
+//! prints; the report crate renders. See ARCHITECTURE.md.
+
+pub mod cli;
+pub mod interrupt;
+pub mod probe;
+pub mod progress;
+pub mod results;
+pub mod run;
+pub mod speed;
+pub mod supervisor;
+
+use anyhow::Result;
+use cli::{Cli, Command};
+use progress::Progress;
+use results::Session;
+use std::process::ExitCode;
+
+/// Exit code for an interrupted run (128 + SIGINT, as shells report it).
+pub const EXIT_INTERRUPTED: u8 = 130;
+
+/// Runs a parsed command line; returns the process exit code. Errors are printed
+/// here, as one line on stderr.
+pub fn main(cli: Cli) -> ExitCode {
+    match dispatch(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            if e.downcast_ref::<interrupt::Interrupted>().is_some() {
+                eprintln!("cipherbench: interrupted");
+                return ExitCode::from(EXIT_INTERRUPTED);
+            }
+            eprintln!("cipherbench: {}", one_line(&e));
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// An error and its causes on one line: "what failed: why".
+pub fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
+
+fn dispatch(cli: Cli) -> Result<ExitCode> {
+    match cli.command {
+        Command::SpeedWorker => {
+            speed::worker::main()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Probe { json } => {
+            let env = probe::collect();
+            if json {
+                println!("{}", serde_json::to_string_pretty(&env)?);
+            } else {
+                print!("{}", cipherbench_report::text::probe(&env));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Report { dir } => {
+            let record = results::load(&dir)?;
+            for file in cipherbench_report::render_all(&record) {
+                results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
+            }
+            println!("{}", dir.join("report.html").display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Speed(args) => {
+            let plan = args.plan()?;
+            interrupt::install();
+            let environment = probe::collect();
+            let dir = if args.output.no_save {
+                None
+            } else {
+                Some(
+                    args.output
+                        .results
+                        .clone()
+                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
+                )
+            };
+            let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
+            let outcome = speed::run(&plan, &mut session);
+            finish(&mut session, outcome, |s| {
+                if let Some(speed) = &s.record.speed {
+                    if args.json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(speed).unwrap_or_default()
+                        );
+                    } else {
+                        print!("{}", cipherbench_report::text::speed(speed));
+                    }
+                }
+            })
+        }
+        Command::Run(args) => {
+            interrupt::install();
+            let (mut session, outcome) = run::run(&args, cli.quiet)?;
+            finish(&mut session, outcome, |s| {
+                if let Some(speed) = &s.record.speed {
+                    print!("{}", cipherbench_report::text::speed(speed));
+                }
+            })
+        }
+    }
+}
+
+/// Saves the session whatever the outcome, prints the summary of what was measured,
+/// and turns the outcome into an exit code.
+fn finish(
+    session: &mut Session,
+    outcome: Result<()>,
+    summary: impl FnOnce(&Session),
+) -> Result<ExitCode> {
+    session.finish(&outcome)?;
+    if session.has_measurements() {
+        summary(session);
+        if let Some(dir) = session.dir() {
+            println!("\nresults: {}", dir.display());
+            println!("report:  {}", dir.join("report.html").display());
+        }
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}

@@ -1,0 +1,558 @@
+//! Layer 1, `cipherbench speed`: cipher throughput by buffer size, with AES-NI
+//! available (`accel`) and masked (`noaesni`).
+//!
+//! The parent resolves the plan and, for each cipher and variant, starts a worker
+//! child with the variant's `OPENSSL_ia32cap` (see [`worker`]). It records the
+//! vector each child's OpenSSL reports, decides whether the variant took effect, and
+//! checks the control ciphers. It never prints: progress goes to the observer.
+
+pub mod openssl_speed;
+pub mod worker;
+
+use crate::interrupt;
+use crate::progress::Progress;
+use crate::results::Session;
+use crate::supervisor::{Line, Spawn};
+use anyhow::{anyhow, bail, Context, Result};
+use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::env::Ia32Cap;
+use cipherbench_model::speed::{
+    Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable, VariantRecord,
+};
+use std::time::Duration;
+use worker::{WorkerMessage, WorkerRequest};
+
+/// An acceleration variant: a name and the `OPENSSL_ia32cap` it runs under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// `accel`, `noaesni`, or `ia32cap:MASK`.
+    pub name: String,
+    /// The mask (None: unset, the library's defaults).
+    pub ia32cap: Option<String>,
+}
+
+impl Variant {
+    /// The library's default paths.
+    pub fn accel() -> Variant {
+        Variant {
+            name: "accel".into(),
+            ia32cap: None,
+        }
+    }
+
+    /// AES-NI and PCLMULQDQ masked, everything else as detected.
+    pub fn noaesni() -> Variant {
+        Variant {
+            name: "noaesni".into(),
+            ia32cap: Some(Ia32Cap::NOAESNI_MASK.into()),
+        }
+    }
+
+    /// Parses `accel`, `noaesni` or `ia32cap:MASK`.
+    pub fn parse(text: &str) -> Result<Variant> {
+        match text.trim() {
+            "accel" => Ok(Variant::accel()),
+            "noaesni" => Ok(Variant::noaesni()),
+            t => match t.strip_prefix("ia32cap:") {
+                Some(mask) if !mask.is_empty() => Ok(Variant {
+                    name: t.to_string(),
+                    ia32cap: Some(mask.to_string()),
+                }),
+                _ => bail!(
+                    "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as ~0x200000200000000:~0x0)"
+                ),
+            },
+        }
+    }
+}
+
+/// Parses a comma-separated variant list.
+pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
+    let v: Vec<Variant> = text.split(',').map(Variant::parse).collect::<Result<_>>()?;
+    Ok(v)
+}
+
+/// Parses a comma-separated cipher list, refusing unknown names with the known ones.
+pub fn parse_ciphers(text: &str) -> Result<Vec<CipherId>> {
+    text.split(',')
+        .map(|name| {
+            CipherId::from_name(name).ok_or_else(|| {
+                anyhow!(
+                    "unknown cipher '{}': known ciphers are {}",
+                    name.trim(),
+                    catalogue::known_names()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Parses `1,2` or `all` (every online CPU).
+pub fn parse_threads(text: &str, cores: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let n = match t.trim() {
+            "all" => cores,
+            s => s
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=1024).contains(&n))
+                .ok_or_else(|| anyhow!("bad thread count '{s}': use a number from 1 or 'all'"))?,
+        };
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// Everything `speed` will measure, resolved once from the flags.
+#[derive(Debug, Clone)]
+pub struct SpeedPlan {
+    /// Ciphers.
+    pub ciphers: Vec<CipherId>,
+    /// Buffer sizes, bytes.
+    pub sizes: Vec<u64>,
+    /// Variants.
+    pub variants: Vec<Variant>,
+    /// Thread counts.
+    pub threads: Vec<usize>,
+    /// Sizes at which thread counts above 1 are measured (empty: all sizes).
+    pub multi_thread_sizes: Vec<u64>,
+    /// Directions.
+    pub directions: Vec<Direction>,
+    /// Warm-up per point.
+    pub warmup: Duration,
+    /// One sample's length.
+    pub sample: Duration,
+    /// Samples per point.
+    pub samples: usize,
+    /// Cross-check against `openssl speed` for single-thread points.
+    pub check_openssl: bool,
+    /// Seconds per `openssl speed` run.
+    pub check_seconds: u32,
+}
+
+impl SpeedPlan {
+    /// The default sizes (seed 003's `openssl speed` sizes).
+    pub const DEFAULT_SIZES: [u64; 6] = [16, 64, 256, 1024, 8192, 16384];
+
+    fn points(&self) -> Vec<(Direction, u64, usize)> {
+        let mut points = Vec::new();
+        for &size in &self.sizes {
+            for &direction in &self.directions {
+                for &threads in &self.threads {
+                    if threads > 1
+                        && !self.multi_thread_sizes.is_empty()
+                        && !self.multi_thread_sizes.contains(&size)
+                    {
+                        continue;
+                    }
+                    points.push((direction, size, threads));
+                }
+            }
+        }
+        points
+    }
+
+    /// Number of points to measure.
+    pub fn total_points(&self) -> usize {
+        self.points().len() * self.ciphers.len() * self.variants.len()
+    }
+
+    /// A rough duration, for the estimate printed before a run.
+    pub fn estimate(&self) -> Duration {
+        let per_point = self.warmup + self.sample * self.samples as u32 + Duration::from_millis(5);
+        let checks = if self.check_openssl {
+            Duration::from_secs(u64::from(self.check_seconds)) * 12
+        } else {
+            Duration::ZERO
+        };
+        per_point * self.total_points() as u32 + checks
+    }
+
+    fn config(&self) -> SpeedConfig {
+        SpeedConfig {
+            ciphers: self.ciphers.iter().map(|c| c.name().to_string()).collect(),
+            sizes_bytes: self.sizes.clone(),
+            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            threads: self.threads.clone(),
+            directions: self.directions.clone(),
+            warmup_ns: self.warmup.as_nanos() as u64,
+            sample_ns: self.sample.as_nanos() as u64,
+            samples: self.samples,
+        }
+    }
+}
+
+/// Runs the plan, saving into the session after every cipher and variant. Returns
+/// early (with what it has saved) if the user interrupts.
+pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
+    let mut results = SpeedResults {
+        config: plan.config(),
+        variants: Vec::new(),
+        points: Vec::new(),
+        unavailable: Vec::new(),
+        controls: Vec::new(),
+        openssl_checks: Vec::new(),
+    };
+    let points = plan.points();
+    let total = plan.total_points();
+    session.progress.layer("speed", total, plan.estimate());
+    // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
+    // affects both variants of a cipher alike.
+    for cipher in &plan.ciphers {
+        for variant in &plan.variants {
+            interrupt::check()?;
+            run_worker(
+                *cipher,
+                variant,
+                &points,
+                plan,
+                &mut results,
+                &mut session.progress,
+            )?;
+            results.compute_controls(&control_names());
+            session.record.speed = Some(results.clone());
+            session.save()?;
+        }
+    }
+    for v in &results.variants {
+        if !v.took_effect {
+            session.record.warn(
+                "speed",
+                "variant_not_effective",
+                format!(
+                    "variant {} did not take effect: OpenSSL reported {}",
+                    v.name, v.cpu_settings
+                ),
+            );
+        }
+    }
+    for c in results.controls.iter().filter(|c| !c.held) {
+        session.record.warn(
+            "speed",
+            "control_moved",
+            format!(
+                "control cipher {} ran at {:.2}x in noaesni vs accel ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
+                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads
+            ),
+        );
+    }
+    for p in results
+        .points
+        .iter()
+        .filter(|p| p.throughput_bytes_per_sec.high_spread())
+    {
+        session.record.warn(
+            "speed",
+            "high_spread",
+            format!(
+                "{} {} {} B {} x{}: spread ±{:.1} % across samples",
+                p.cipher,
+                p.variant,
+                p.size_bytes,
+                p.direction.as_str(),
+                p.threads,
+                p.throughput_bytes_per_sec.rel_spread * 100.0
+            ),
+        );
+    }
+    session.record.speed = Some(results.clone());
+    session.save()?;
+    if plan.check_openssl {
+        check_openssl(plan, &mut results, session)?;
+    }
+    Ok(())
+}
+
+fn control_names() -> Vec<&'static str> {
+    catalogue::ALL
+        .iter()
+        .filter(|c| c.is_control())
+        .map(|c| c.name())
+        .collect()
+}
+
+fn run_worker(
+    cipher: CipherId,
+    variant: &Variant,
+    points: &[(Direction, u64, usize)],
+    plan: &SpeedPlan,
+    results: &mut SpeedResults,
+    progress: &mut Progress,
+) -> Result<()> {
+    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let request = WorkerRequest {
+        cipher: cipher.name().into(),
+        variant: variant.name.clone(),
+        points: points.to_vec(),
+        warmup_ns: plan.warmup.as_nanos() as u64,
+        sample_ns: plan.sample.as_nanos() as u64,
+        samples: plan.samples,
+    };
+    let mut child = Spawn::new(&exe)
+        .args(["__speed-worker"])
+        .ia32cap(variant.ia32cap.as_deref())
+        .piped_stdin()
+        .piped_stdout()
+        .start()?;
+    child.send_stdin(&serde_json::to_vec(&request)?)?;
+    // Generous: a point takes warm-up plus samples; allow 10x for a loaded machine.
+    let per_point =
+        (plan.warmup + plan.sample * plan.samples as u32) * 10 + Duration::from_secs(10);
+    let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
+    let mut received = 0;
+    loop {
+        if interrupt::requested() {
+            child.stop();
+            return Err(interrupt::Interrupted.into());
+        }
+        match child.next_line(Duration::from_millis(100)) {
+            Line::Text(line) => {
+                let message: WorkerMessage = serde_json::from_str(&line)
+                    .with_context(|| format!("reading the speed worker's answer: {line}"))?;
+                match message {
+                    WorkerMessage::Settings(settings) => {
+                        results
+                            .variants
+                            .retain(|v| v.name != variant.name || v.cpu_settings != settings);
+                        if !results.variants.iter().any(|v| v.name == variant.name) {
+                            let record = variant_record(variant, &settings, &results.variants);
+                            results.variants.push(record);
+                        }
+                    }
+                    WorkerMessage::Point(p) => {
+                        received += 1;
+                        progress.point(&format!(
+                            "{} {} {} {} B x{}: {}",
+                            p.cipher,
+                            p.variant,
+                            p.direction.as_str(),
+                            p.size_bytes,
+                            p.threads,
+                            cipherbench_model::units::format_bytes_per_sec(
+                                p.throughput_bytes_per_sec.median
+                            )
+                        ));
+                        results.points.push(p);
+                    }
+                    WorkerMessage::Unavailable(reason) => {
+                        progress.skip(points.len() - received);
+                        progress.note(&format!(
+                            "{} is not available in the {} variant: {reason}",
+                            cipher.name(),
+                            variant.name
+                        ));
+                        results.unavailable.push(Unavailable {
+                            cipher: cipher.name().into(),
+                            variant: variant.name.clone(),
+                            reason,
+                        });
+                    }
+                    WorkerMessage::Failed(reason) => {
+                        bail!(
+                            "measuring {} ({}) failed: {reason}",
+                            cipher.name(),
+                            variant.name
+                        )
+                    }
+                }
+            }
+            Line::Timeout => {
+                if let Some(status) = child.try_wait()? {
+                    if !status.success() {
+                        bail!(
+                            "the speed worker exited with {status}: {}",
+                            child.stderr_tail()
+                        );
+                    }
+                }
+                if std::time::Instant::now() > deadline {
+                    child.stop();
+                    bail!(
+                        "the speed worker for {} ({}) did not finish in time; it was stopped",
+                        cipher.name(),
+                        variant.name
+                    );
+                }
+            }
+            Line::Closed => break,
+        }
+    }
+    let status = child.wait(per_point)?;
+    if !status.success() {
+        bail!(
+            "the speed worker exited with {status}: {}",
+            child.stderr_tail()
+        );
+    }
+    Ok(())
+}
+
+/// Decides whether a variant's effective vector is what the variant means.
+fn variant_record(variant: &Variant, settings: &str, known: &[VariantRecord]) -> VariantRecord {
+    let cap = Ia32Cap::parse_settings(settings);
+    let aesni = cap.map(|c| c.has(Ia32Cap::AESNI)).unwrap_or(false);
+    let pclmulqdq = cap.map(|c| c.has(Ia32Cap::PCLMULQDQ)).unwrap_or(false);
+    let cpu_has_aes = std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| crate::probe::cpuinfo::parse(&t).flags.contains("aes"))
+        .unwrap_or(false);
+    let accel_word1 = known
+        .iter()
+        .find(|v| v.name == "accel")
+        .and_then(|v| Ia32Cap::parse_settings(&v.cpu_settings))
+        .map(|c| c.word1);
+    let took_effect = match variant.name.as_str() {
+        "accel" => aesni == cpu_has_aes,
+        "noaesni" => {
+            !aesni
+                && !pclmulqdq
+                // The second word must survive: `~0x200000200000000` alone zeroes it.
+                && match (accel_word1, cap) {
+                    (Some(w), Some(c)) => c.word1 == w,
+                    (None, Some(c)) => c.word1 != 0 || !cpu_has_aes,
+                    _ => false,
+                }
+        }
+        _ => settings.contains("env:"),
+    };
+    VariantRecord {
+        name: variant.name.clone(),
+        ia32cap_env: variant.ia32cap.clone(),
+        cpu_settings: settings.to_string(),
+        aesni,
+        pclmulqdq,
+        took_effect,
+    }
+}
+
+fn check_openssl(
+    plan: &SpeedPlan,
+    results: &mut SpeedResults,
+    session: &mut Session,
+) -> Result<()> {
+    let single: Vec<_> = results
+        .points
+        .iter()
+        .filter(|p| p.threads == 1)
+        .cloned()
+        .collect();
+    for p in single {
+        interrupt::check()?;
+        let Some(cipher) = CipherId::from_name(&p.cipher) else {
+            continue;
+        };
+        let Some((name, aead)) = cipher.openssl_speed() else {
+            continue;
+        };
+        let Some(variant) = plan.variants.iter().find(|v| v.name == p.variant) else {
+            continue;
+        };
+        let args = openssl_speed::command(
+            name,
+            aead,
+            p.direction == Direction::Decrypt,
+            p.size_bytes,
+            plan.check_seconds,
+        );
+        let rate = match openssl_speed::run(&args, variant.ia32cap.as_deref(), plan.check_seconds) {
+            Ok(r) => r,
+            Err(e) => {
+                session.progress.note(&format!(
+                    "openssl speed for {} {}: {e:#}",
+                    p.cipher, p.variant
+                ));
+                continue;
+            }
+        };
+        let ours = p.throughput_bytes_per_sec.median;
+        session.progress.point(&format!(
+            "openssl speed {} {} {} B: ours/openssl {:.2}",
+            p.cipher,
+            p.variant,
+            p.size_bytes,
+            ours / rate
+        ));
+        let mut command = vec!["openssl".to_string()];
+        command.extend(args);
+        results.openssl_checks.push(OpensslCheck {
+            cipher: p.cipher.clone(),
+            variant: p.variant.clone(),
+            direction: p.direction,
+            size_bytes: p.size_bytes,
+            command,
+            openssl_bytes_per_sec: rate,
+            ours_bytes_per_sec: ours,
+            ratio: ours / rate,
+        });
+        session.record.speed = Some(results.clone());
+        session.save()?;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_variants_and_refuses_unknown_ones() {
+        let v = parse_variants("accel,noaesni,ia32cap:~0x0:~0x60000000000").unwrap();
+        assert_eq!(v[0].ia32cap, None);
+        assert_eq!(v[1].ia32cap.as_deref(), Some("~0x200000200000000:~0x0"));
+        assert_eq!(v[2].ia32cap.as_deref(), Some("~0x0:~0x60000000000"));
+        let err = parse_variants("fast").unwrap_err().to_string();
+        assert!(err.contains("unknown variant 'fast'"), "{err}");
+    }
+
+    #[test]
+    fn refuses_unknown_ciphers_listing_the_known_ones() {
+        let err = parse_ciphers("aes-128-gcm,rc4").unwrap_err().to_string();
+        assert!(
+            err.contains("'rc4'") && err.contains("chacha20-poly1305"),
+            "{err}"
+        );
+        assert_eq!(
+            parse_ciphers("AES-128-GCM").unwrap(),
+            vec![CipherId::Aes128Gcm]
+        );
+    }
+
+    #[test]
+    fn parses_thread_counts() {
+        assert_eq!(parse_threads("1,all", 4).unwrap(), vec![1, 4]);
+        assert_eq!(parse_threads("2,2", 4).unwrap(), vec![2]);
+        assert!(parse_threads("0", 4).is_err());
+        assert!(parse_threads("many", 4).is_err());
+    }
+
+    #[test]
+    fn judges_whether_a_variant_took_effect() {
+        let accel = variant_record(
+            &Variant::accel(),
+            "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb",
+            &[],
+        );
+        let good = variant_record(
+            &Variant::noaesni(),
+            "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x1b415fdef1bf27eb env:~0x200000200000000:~0x0",
+            std::slice::from_ref(&accel),
+        );
+        assert!(good.took_effect && !good.aesni && !good.pclmulqdq);
+        // The classic mistake: the second word zeroed too.
+        let zeroed = variant_record(
+            &Variant::noaesni(),
+            "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x0 env:~0x200000200000000",
+            std::slice::from_ref(&accel),
+        );
+        assert!(!zeroed.took_effect);
+        // A mask that did nothing.
+        let ignored = variant_record(
+            &Variant::noaesni(),
+            "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb",
+            &[accel],
+        );
+        assert!(!ignored.took_effect);
+    }
+}

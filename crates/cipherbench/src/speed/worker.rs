@@ -1,0 +1,273 @@
+//! The measuring side of layer 1, run in a child process whose environment carries
+//! the acceleration variant (`OPENSSL_ia32cap` is read once, when libcrypto starts,
+//! so a variant cannot be switched inside one process).
+//!
+//! Protocol: the parent writes one [`WorkerRequest`] as JSON to stdin; the worker
+//! answers with JSON lines: first `settings` (the vector its OpenSSL uses), then one
+//! `point` per measured point, or `unavailable` if the library cannot do the cipher
+//! here, or `failed`.
+
+use anyhow::{Context, Result};
+use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_crypto::CryptoError;
+use cipherbench_model::speed::{Direction, SpeedPoint, SpeedSample};
+use cipherbench_model::Summary;
+use serde::{Deserialize, Serialize};
+use std::io::Write;
+use std::sync::Barrier;
+use std::time::{Duration, Instant};
+
+/// What the parent asks one worker to measure: one cipher, several points.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WorkerRequest {
+    /// Catalogue name.
+    pub cipher: String,
+    /// Variant name, recorded in the points.
+    pub variant: String,
+    /// The points: direction, size, threads.
+    pub points: Vec<(Direction, u64, usize)>,
+    /// Warm-up per point.
+    pub warmup_ns: u64,
+    /// Length of one sample.
+    pub sample_ns: u64,
+    /// Samples per point.
+    pub samples: usize,
+}
+
+/// One line of the worker's answer.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WorkerMessage {
+    /// The capability vector this process's OpenSSL uses.
+    Settings(String),
+    /// A measured point.
+    Point(SpeedPoint),
+    /// The library cannot do this cipher in this process.
+    Unavailable(String),
+    /// Something else went wrong.
+    Failed(String),
+}
+
+/// Entry point of `cipherbench __speed-worker`.
+pub fn main() -> Result<()> {
+    let request: WorkerRequest =
+        serde_json::from_reader(std::io::stdin()).context("reading the worker request")?;
+    let mut out = std::io::stdout().lock();
+    let mut send = |m: &WorkerMessage| -> Result<()> {
+        writeln!(out, "{}", serde_json::to_string(m)?)?;
+        out.flush()?;
+        Ok(())
+    };
+    send(&WorkerMessage::Settings(
+        cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
+    ))?;
+    let Some(cipher) = CipherId::from_name(&request.cipher) else {
+        send(&WorkerMessage::Failed(format!(
+            "unknown cipher {}",
+            request.cipher
+        )))?;
+        return Ok(());
+    };
+    for &(direction, size, threads) in &request.points {
+        match measure(cipher, direction, size as usize, threads, &request) {
+            Ok(samples) => send(&WorkerMessage::Point(point(
+                &request, cipher, direction, size, threads, samples,
+            )))?,
+            Err(CryptoError::Unavailable { reason, .. }) => {
+                send(&WorkerMessage::Unavailable(reason))?;
+                return Ok(());
+            }
+            Err(e) => {
+                send(&WorkerMessage::Failed(e.to_string()))?;
+                return Ok(());
+            }
+        }
+    }
+    Ok(())
+}
+
+fn point(
+    request: &WorkerRequest,
+    cipher: CipherId,
+    direction: Direction,
+    size: u64,
+    threads: usize,
+    samples: Vec<SpeedSample>,
+) -> SpeedPoint {
+    let rates: Vec<f64> = samples
+        .iter()
+        .map(SpeedSample::throughput_bytes_per_sec)
+        .collect();
+    let elapsed: u64 = samples.iter().map(|s| s.elapsed_ns).sum();
+    let cpu: u64 = samples.iter().map(|s| s.cpu_ns).sum();
+    SpeedPoint {
+        cipher: cipher.name().to_string(),
+        variant: request.variant.clone(),
+        direction,
+        size_bytes: size,
+        threads,
+        // At least one sample is always taken (samples >= 1 is checked by the plan).
+        throughput_bytes_per_sec: Summary::of(&rates).unwrap_or(Summary {
+            n: 0,
+            median: 0.0,
+            mean: 0.0,
+            min: 0.0,
+            max: 0.0,
+            stddev: 0.0,
+            rel_spread: 0.0,
+        }),
+        cpu_cores_used: if elapsed > 0 {
+            cpu as f64 / elapsed as f64
+        } else {
+            0.0
+        },
+        samples,
+    }
+}
+
+/// Per-thread result of one sample.
+#[derive(Clone, Copy, Default)]
+struct ThreadSample {
+    ops: u64,
+    elapsed_ns: u64,
+    cpu_ns: u64,
+}
+
+/// Measures one point: `threads` threads, each pinned to its own core, each with its
+/// own keyed context, warmed up, then `samples` synchronised samples.
+pub fn measure(
+    cipher: CipherId,
+    direction: Direction,
+    size: usize,
+    threads: usize,
+    request: &WorkerRequest,
+) -> Result<Vec<SpeedSample>, CryptoError> {
+    let encrypt = direction == Direction::Encrypt;
+    let mut ops = Vec::with_capacity(threads);
+    for _ in 0..threads {
+        ops.push(catalogue::bench_op(cipher, encrypt, size)?);
+    }
+    let payload = ops[0].payload_len() as u64;
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let warmup = Duration::from_nanos(request.warmup_ns);
+    let sample = Duration::from_nanos(request.sample_ns);
+    let samples = request.samples;
+    let barrier = Barrier::new(threads);
+    let per_thread: Vec<Result<Vec<ThreadSample>, CryptoError>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = ops
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut op)| {
+                let barrier = &barrier;
+                scope.spawn(move || {
+                    pin_to_core(i % cores);
+                    // Warm-up, which also sizes a batch to about 1 ms of work so that
+                    // reading the clock costs nothing measurable.
+                    let start = Instant::now();
+                    let mut warm_ops = 0u64;
+                    while start.elapsed() < warmup || warm_ops == 0 {
+                        op.run()?;
+                        warm_ops += 1;
+                    }
+                    let per_op = start.elapsed().as_nanos() as u64 / warm_ops.max(1);
+                    let batch = (1_000_000 / per_op.max(1)).clamp(1, 100_000);
+                    let mut out = Vec::with_capacity(samples);
+                    for _ in 0..samples {
+                        barrier.wait();
+                        let cpu0 = thread_cpu_ns();
+                        let t0 = Instant::now();
+                        let mut n = 0u64;
+                        loop {
+                            for _ in 0..batch {
+                                op.run()?;
+                            }
+                            n += batch;
+                            if t0.elapsed() >= sample {
+                                break;
+                            }
+                        }
+                        out.push(ThreadSample {
+                            ops: n,
+                            elapsed_ns: t0.elapsed().as_nanos() as u64,
+                            cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                        });
+                    }
+                    Ok(out)
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    Err(CryptoError::Library("measuring thread panicked".into()))
+                })
+            })
+            .collect()
+    });
+    let per_thread = per_thread.into_iter().collect::<Result<Vec<_>, _>>()?;
+    Ok((0..samples)
+        .map(|i| {
+            let ops: u64 = per_thread.iter().map(|t| t[i].ops).sum();
+            SpeedSample {
+                ops,
+                bytes: ops * payload,
+                elapsed_ns: per_thread
+                    .iter()
+                    .map(|t| t[i].elapsed_ns)
+                    .max()
+                    .unwrap_or(0),
+                cpu_ns: per_thread.iter().map(|t| t[i].cpu_ns).sum(),
+            }
+        })
+        .collect())
+}
+
+/// CPU time of the calling thread.
+fn thread_cpu_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec to write; CLOCK_THREAD_CPUTIME_ID always exists
+    // on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// Pins the calling thread to one CPU (best effort: a cpuset may forbid it).
+pub fn pin_to_core(core: usize) {
+    // SAFETY: the cpu_set_t is zeroed then filled with CPU_SET; sched_setaffinity
+    // with pid 0 affects only the calling thread.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn measures_real_work_in_each_sample() {
+        let request = WorkerRequest {
+            cipher: "aes-128-gcm".into(),
+            variant: "accel".into(),
+            points: vec![],
+            warmup_ns: 2_000_000,
+            sample_ns: 5_000_000,
+            samples: 3,
+        };
+        let samples = measure(CipherId::Aes128Gcm, Direction::Decrypt, 1024, 2, &request).unwrap();
+        assert_eq!(samples.len(), 3);
+        for s in &samples {
+            assert!(s.ops > 0 && s.bytes == s.ops * 1024);
+            assert!(s.elapsed_ns >= 5_000_000);
+            assert!(s.cpu_ns > 0);
+        }
+    }
+}

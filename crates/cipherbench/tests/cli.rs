@@ -1,0 +1,238 @@
+//! The command line as a user meets it: bad input is one clear line and a non-zero
+//! exit with nothing written; the main job in its tiny preset produces a results
+//! directory whose run.json reads back under the schema; Ctrl-C keeps what was
+//! measured.
+
+use cipherbench_model::RunRecord;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    dir
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// One line, starting with "cipherbench:", for an error.
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure");
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].contains(needle), "{needle:?} not in {:?}", lines[0]);
+}
+
+#[test]
+fn unknown_cipher_is_refused_with_the_known_ones() {
+    let dir = scratch("unknown-cipher");
+    let out = bin()
+        .args(["speed", "--cipher", "aes-128-gcm,rot13", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "unknown cipher 'rot13'");
+    assert!(stderr(&out).contains("des-ede3-cbc"));
+    assert!(!dir.exists(), "a results directory was created for bad input");
+}
+
+#[test]
+fn bad_size_is_refused() {
+    let dir = scratch("bad-size");
+    for sizes in ["16,1K", "abc", "0", "16,,64"] {
+        let out = bin()
+            .args(["speed", "--sizes", sizes, "--results"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "--sizes");
+        assert!(!dir.exists());
+    }
+}
+
+#[test]
+fn unknown_variant_and_flag_are_refused() {
+    let out = bin().args(["speed", "--variants", "turbo"]).output().unwrap();
+    assert_one_line_error(&out, "unknown variant 'turbo'");
+    let out = bin().args(["speed", "--frobnicate"]).output().unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(stderr(&out).contains("--frobnicate"));
+}
+
+#[test]
+fn unwritable_results_directory_is_refused_before_measuring() {
+    // A path under a regular file cannot be a directory, even for root.
+    let file = scratch("not-a-dir");
+    std::fs::write(&file, b"x").unwrap();
+    let target = file.join("results");
+    let started = Instant::now();
+    let out = bin()
+        .args(["speed", "--cipher", "aes-128-gcm", "--results"])
+        .arg(&target)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "results directory");
+    assert!(started.elapsed() < Duration::from_secs(10), "it measured first");
+    assert_eq!(std::fs::read(&file).unwrap(), b"x");
+    std::fs::remove_file(&file).unwrap();
+}
+
+#[test]
+fn a_directory_holding_a_run_is_not_overwritten() {
+    let dir = scratch("held");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::write(dir.join("run.json"), "precious").unwrap();
+    let out = bin()
+        .args(["speed", "--cipher", "aes-128-gcm", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "already holds a run");
+    assert_eq!(std::fs::read_to_string(dir.join("run.json")).unwrap(), "precious");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn check_record(dir: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    let record = RunRecord::from_json(&text).expect("run.json reads under the schema");
+    // Nothing is lost in a round trip through the typed schema.
+    let reparsed: serde_json::Value = serde_json::from_str(&record.to_json()).unwrap();
+    let original: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(reparsed, original, "run.json has fields the schema does not know");
+    record
+}
+
+#[test]
+fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
+    let dir = scratch("tiny");
+    let out = bin()
+        .args(["run", "--preset", "tiny", "--quiet", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = check_record(&dir);
+    assert_eq!(record.preset, "tiny");
+    assert!(!record.interrupted);
+    assert!(record.finished_at.is_some());
+    assert!(record.environment.openssl.cpu_settings.is_some());
+    let speed = record.speed.expect("speed results");
+    assert_eq!(speed.points.len(), 12, "3 ciphers x 2 sizes x 2 variants");
+    for p in &speed.points {
+        assert_eq!(p.samples.len(), 3);
+        assert!(p.samples.iter().all(|s| s.bytes == s.ops * p.size_bytes && s.ops > 0));
+        assert!(p.throughput_bytes_per_sec.median > 0.0);
+    }
+    let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
+    assert!(noaesni.took_effect && !noaesni.aesni, "{noaesni:?}");
+    assert!(!speed.controls.is_empty());
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("id=\"fig-relative\"") && html.contains("id=\"fig-aesni-control\""));
+    let csv = std::fs::read_to_string(dir.join("speed.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 13);
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("ratio") && stdout.contains("report.html"), "{stdout}");
+
+    // `report` re-renders from run.json alone.
+    std::fs::remove_file(dir.join("report.html")).unwrap();
+    let out = bin().arg("report").arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(dir.join("report.html").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn report_refuses_a_directory_without_a_run() {
+    let dir = scratch("empty");
+    std::fs::create_dir_all(&dir).unwrap();
+    let out = bin().arg("report").arg(&dir).output().unwrap();
+    assert_one_line_error(&out, "run.json");
+    std::fs::write(
+        dir.join("run.json"),
+        r#"{"schema":"cipherbench.run","schema_version":999}"#,
+    )
+    .unwrap();
+    let out = bin().arg("report").arg(&dir).output().unwrap();
+    assert_one_line_error(&out, "newer than this cipherbench understands");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_keeps_what_was_measured() {
+    let dir = scratch("sigint");
+    let mut child = bin()
+        .args([
+            "speed",
+            "--cipher",
+            "aes-128-gcm,aes-256-gcm,chacha20-poly1305",
+            "--sizes",
+            "1KiB",
+            "--threads",
+            "1",
+            "--direction",
+            "encrypt",
+            "--sample-ms",
+            "200",
+            "--samples",
+            "3",
+            "--results",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Wait until the first cipher's results are saved, then interrupt.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !dir.join("run.json").exists()
+        || std::fs::read_to_string(dir.join("run.json"))
+            .map(|t| !t.contains("\"points\": [\n      {"))
+            .unwrap_or(true)
+    {
+        assert!(Instant::now() < deadline, "no results saved");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let workers = children_of(child.id());
+    // SAFETY: kill with a valid pid of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let record = check_record(&dir);
+    assert!(record.interrupted);
+    let speed = record.speed.unwrap();
+    assert!(!speed.points.is_empty());
+    assert!(speed.points.len() < 6, "it should have stopped early");
+    assert!(dir.join("report.html").exists());
+    // No worker left behind.
+    for pid in workers {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        let running = !stat.is_empty() && !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z');
+        assert!(!running, "worker {pid} left running");
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Pids whose parent is `parent`.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
+        let ppid = status
+            .lines()
+            .find_map(|l| l.strip_prefix("PPid:"))
+            .and_then(|v| v.trim().parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out
+}

@@ -1,0 +1,45 @@
+#!/usr/bin/env bash
+# Installs what cipherbench needs on a Debian machine, and nothing that is already
+# there. Usage: scripts/install-deps.sh run|test
+#   run:  build tools, OpenSSL, and the programs the layers drive
+#   test: the same, plus what the tests use (tshark, chromium for the report test)
+# Runs apt-get as root, or through sudo. Prints one line per action.
+set -euo pipefail
+
+mode=${1:-run}
+packages=(
+  build-essential pkg-config libssl-dev openssl ca-certificates
+  nginx iperf3 iproute2 nftables
+  age gnupg wrk
+)
+if [[ "$mode" == test ]]; then
+  packages+=(tshark)
+fi
+
+missing=()
+for p in "${packages[@]}"; do
+  if ! dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed'; then
+    missing+=("$p")
+  fi
+done
+
+if ((${#missing[@]})); then
+  if [[ $(id -u) -eq 0 ]]; then
+    sudo=()
+  elif command -v sudo >/dev/null 2>&1; then
+    sudo=(sudo)
+  else
+    echo "install-deps: missing Debian packages (${missing[*]}) and not root, no sudo: install them, or run as root" >&2
+    exit 1
+  fi
+  echo "install-deps: installing ${missing[*]}"
+  export DEBIAN_FRONTEND=noninteractive
+  "${sudo[@]}" apt-get update -qq
+  # tshark asks whether non-root users may capture; the default (no) is fine.
+  "${sudo[@]}" apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+fi
+
+if ! command -v cargo >/dev/null 2>&1; then
+  echo "install-deps: Rust is missing: install a stable toolchain (1.80 or newer) with rustup, https://rustup.rs" >&2
+  exit 1
+fi
