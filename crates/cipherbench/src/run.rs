@@ -37,8 +37,28 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
     let outcome = (|| -> Result<()> {
         session.save()?;
         interrupt::check()?;
-        crate::speed::run(&speed_plan, &mut session)?;
+        layer(&mut session, "speed", |s| crate::speed::run(&speed_plan, s))?;
         Ok(())
     })();
     Ok((session, outcome))
+}
+
+/// Runs one layer of the main job. A layer that fails (a missing program, no root
+/// for namespaces) becomes a note and a `layer_failed` warning in the record, and the
+/// run goes on; Ctrl-C stops the whole run.
+fn layer(
+    session: &mut Session,
+    name: &str,
+    run: impl FnOnce(&mut Session) -> Result<()>,
+) -> Result<()> {
+    match run(session) {
+        Ok(()) => Ok(()),
+        Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => Err(e),
+        Err(e) => {
+            let message = format!("{name} skipped: {}", crate::one_line(&e));
+            session.progress.note(&message);
+            session.record.warn(name, "layer_failed", message);
+            session.save()
+        }
+    }
 }
