@@ -10,7 +10,7 @@
 //! - [`stitched`]: OpenSSL's AES-128-CBC-HMAC-SHA1 TLS record cipher;
 //! - [`hkdf`]: HKDF-SHA-256 (RFC 5869), built on [`hmac`];
 //! - [`kdf`]: scrypt (RFC 7914) for passphrases;
-//! - [`digest`]: SHA-256;
+//! - [`digest`]: SHA-256 (streaming);
 //! - [`catalogue`]: the ciphers layer 1 measures and one benchmark operation for each;
 //! - [`info`]: the library's version and the capability vector it uses.
 //!

@@ -6,6 +6,7 @@
 //! measured, and the report crate renders it.
 
 pub mod env;
+pub mod file;
 pub mod schema;
 pub mod speed;
 pub mod stats;

@@ -6,6 +6,7 @@
 //! the one they know and say so (see [`RunRecord::from_json`]).
 
 use crate::env::Environment;
+use crate::file::FileResults;
 use crate::speed::SpeedResults;
 use serde::{Deserialize, Serialize};
 
@@ -51,6 +52,9 @@ pub struct RunRecord {
     /// Layer 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<SpeedResults>,
+    /// Layer 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileResults>,
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,

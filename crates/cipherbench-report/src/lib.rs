@@ -4,6 +4,7 @@
 //! DIR` re-renders without re-measuring, and a rendering bug can never destroy data.
 
 pub mod csv;
+pub mod file;
 pub mod html;
 pub mod svg;
 pub mod text;
@@ -26,6 +27,12 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
         files.push(Rendered {
             name: "speed.csv".into(),
             contents: csv::speed(speed),
+        });
+    }
+    if let Some(file) = &record.file {
+        files.push(Rendered {
+            name: "file.csv".into(),
+            contents: file::csv(file),
         });
     }
     files.push(Rendered {

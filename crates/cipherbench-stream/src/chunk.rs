@@ -30,6 +30,12 @@ pub fn nonce(prefix: &[u8; NONCE_PREFIX_LEN], index: u32, last: bool) -> [u8; NO
     n
 }
 
+/// Whether `len` is a whole number of `unit`s (written out rather than with `%` or
+/// `is_multiple_of`, which is newer than the workspace's minimum Rust).
+fn whole_units(len: usize, unit: usize) -> bool {
+    len / unit * unit == len
+}
+
 /// Sealed size of `plaintext_len` bytes with chunks of `chunk_size` (body only, no
 /// header): every chunk gains a tag, and an empty plaintext is one empty chunk.
 pub fn sealed_len(plaintext_len: u64, chunk_size: usize) -> u64 {
@@ -111,7 +117,7 @@ impl Sealer {
         output: &mut [u8],
     ) -> Result<usize, SealError> {
         let c = self.chunk_size;
-        if !last && (input.is_empty() || input.len() % c != 0) {
+        if !last && (input.is_empty() || !whole_units(input.len(), c)) {
             return Err(SealError::Misaligned { len: input.len() });
         }
         if input.is_empty() && first_index != 0 {
@@ -297,7 +303,7 @@ impl Opener {
                 },
             );
         }
-        if !last && input.len() % unit != 0 {
+        if !last && !whole_units(input.len(), unit) {
             return fail(
                 first_index,
                 ChunkFailure::BadBatch(format!(

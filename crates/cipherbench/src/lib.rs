@@ -6,6 +6,7 @@
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
 pub mod cli;
+pub mod file;
 pub mod interrupt;
 pub mod probe;
 pub mod progress;
@@ -96,12 +97,38 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             })
         }
+        Command::Seal(args) => {
+            file::seal_command(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Open(args) => {
+            file::open_command(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::File(args) => {
+            let (mut session, outcome) = file::file_command(&args, cli.quiet)?;
+            finish(&mut session, outcome, |s| {
+                if let Some(results) = &s.record.file {
+                    if args.json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(results).unwrap_or_default()
+                        );
+                    } else {
+                        print!("{}", cipherbench_report::file::text(results));
+                    }
+                }
+            })
+        }
         Command::Run(args) => {
             interrupt::install();
             let (mut session, outcome) = run::run(&args, cli.quiet)?;
             finish(&mut session, outcome, |s| {
                 if let Some(speed) = &s.record.speed {
                     print!("{}", cipherbench_report::text::speed(speed));
+                }
+                if let Some(results) = &s.record.file {
+                    print!("\n{}", cipherbench_report::file::text(results));
                 }
             })
         }
