@@ -160,6 +160,14 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     assert!(html.contains("id=\"fig-relative\"") && html.contains("id=\"fig-aesni-control\""));
     let csv = std::fs::read_to_string(dir.join("speed.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13);
+    let file = record.file.expect("file results (layer 2)");
+    assert!(
+        !file.points.is_empty() && file.verified("cipherbench"),
+        "{:?}",
+        file.checks
+    );
+    assert!(html.contains("id=\"fig-file-encrypt-warm-fsync\""));
+    assert!(dir.join("file.csv").exists());
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("ratio") && stdout.contains("report.html"),
