@@ -95,7 +95,8 @@ impl Aead {
         ctx.start(nonce)?;
         ctx.aad(aad)?;
         ctx.update_in_place(buf)?;
-        ctx.finish().map_err(|_| CryptoError::Library("AEAD final failed".into()))?;
+        ctx.finish()
+            .map_err(|_| CryptoError::Library("AEAD final failed".into()))?;
         ctx.get_tag(tag)
     }
 
@@ -113,7 +114,8 @@ impl Aead {
         ctx.start(nonce)?;
         ctx.aad(aad)?;
         ctx.update(input, output)?;
-        ctx.finish().map_err(|_| CryptoError::Library("AEAD final failed".into()))?;
+        ctx.finish()
+            .map_err(|_| CryptoError::Library("AEAD final failed".into()))?;
         ctx.get_tag(tag)
     }
 
@@ -191,7 +193,8 @@ mod tests {
             let nonce = [1u8; NONCE_LEN];
             let mut buf = b"attack at dawn, bring snacks".to_vec();
             let mut tag = [0u8; TAG_LEN];
-            aead.seal_in_place(&nonce, b"hdr", &mut buf, &mut tag).unwrap();
+            aead.seal_in_place(&nonce, b"hdr", &mut buf, &mut tag)
+                .unwrap();
             assert_ne!(&buf[..], b"attack at dawn, bring snacks");
             let sealed = buf.clone();
             aead.open_in_place(&nonce, b"hdr", &mut buf, &tag).unwrap();
@@ -203,12 +206,18 @@ mod tests {
                 aead.open_in_place(&nonce, b"hdr", &mut forged, &tag),
                 Err(CryptoError::AuthenticationFailed)
             );
-            assert!(forged.iter().all(|&b| b == 0), "plaintext left after failure");
+            assert!(
+                forged.iter().all(|&b| b == 0),
+                "plaintext left after failure"
+            );
             let mut wrong_aad = sealed.clone();
-            assert!(aead.open_in_place(&nonce, b"hdx", &mut wrong_aad, &tag).is_err());
+            assert!(aead
+                .open_in_place(&nonce, b"hdx", &mut wrong_aad, &tag)
+                .is_err());
             // The context recovers after a failure.
             let mut again = sealed.clone();
-            aead.open_in_place(&nonce, b"hdr", &mut again, &tag).unwrap();
+            aead.open_in_place(&nonce, b"hdr", &mut again, &tag)
+                .unwrap();
         }
     }
 
@@ -216,7 +225,11 @@ mod tests {
     fn rejects_wrong_key_length_and_bad_tags() {
         assert!(matches!(
             Aead::new(AeadAlgorithm::Aes128Gcm, &[0u8; 32]),
-            Err(CryptoError::BadKeyLength { expected: 16, got: 32, .. })
+            Err(CryptoError::BadKeyLength {
+                expected: 16,
+                got: 32,
+                ..
+            })
         ));
         let mut aead = Aead::new(AeadAlgorithm::Aes128Gcm, &[0u8; 16]).unwrap();
         let mut buf = [0u8; 4];
@@ -224,6 +237,8 @@ mod tests {
             aead.seal_in_place(&[0; 12], &[], &mut buf, &mut [0u8; 17]),
             Err(CryptoError::BadTagLength(17))
         );
-        assert!(aead.seal_in_place(&[0; 11], &[], &mut buf, &mut [0u8; 16]).is_err());
+        assert!(aead
+            .seal_in_place(&[0; 11], &[], &mut buf, &mut [0u8; 16])
+            .is_err());
     }
 }

@@ -128,7 +128,11 @@ pub trait BenchOp: Send {
 /// Builds the operation for `cipher` in one direction on `size`-byte payloads, keyed
 /// with a fixed test key. Fails with [`CryptoError::Unavailable`] where the library
 /// does not offer the cipher in this process (the stitched cipher without AES-NI).
-pub fn bench_op(cipher: CipherId, encrypt: bool, size: usize) -> Result<Box<dyn BenchOp>, CryptoError> {
+pub fn bench_op(
+    cipher: CipherId,
+    encrypt: bool,
+    size: usize,
+) -> Result<Box<dyn BenchOp>, CryptoError> {
     let aligned = size.div_ceil(cipher.alignment()) * cipher.alignment();
     Ok(match cipher {
         CipherId::Aes128Gcm | CipherId::Aes256Gcm | CipherId::ChaCha20Poly1305 => {
@@ -148,9 +152,13 @@ pub fn bench_op(cipher: CipherId, encrypt: bool, size: usize) -> Result<Box<dyn 
             };
             Box::new(CbcOp::new(alg, encrypt, size, aligned, false)?)
         }
-        CipherId::Aes256CbcHmacSha256 => {
-            Box::new(CbcOp::new(CbcAlgorithm::Aes256Cbc, encrypt, size, aligned, true)?)
-        }
+        CipherId::Aes256CbcHmacSha256 => Box::new(CbcOp::new(
+            CbcAlgorithm::Aes256Cbc,
+            encrypt,
+            size,
+            aligned,
+            true,
+        )?),
     })
 }
 
@@ -194,11 +202,21 @@ impl BenchOp for AeadOp {
             // A fresh nonce per record, as TLS 1.2 GCM's explicit nonce and ESP's IV do.
             self.counter = self.counter.wrapping_add(1);
             self.nonce[4..].copy_from_slice(&self.counter.to_be_bytes());
-            self.aead
-                .seal(&self.nonce, &self.aad, &self.input, &mut self.output, &mut self.tag)
+            self.aead.seal(
+                &self.nonce,
+                &self.aad,
+                &self.input,
+                &mut self.output,
+                &mut self.tag,
+            )
         } else {
-            self.aead
-                .open(&self.nonce, &self.aad, &self.input, &mut self.output, &self.tag)
+            self.aead.open(
+                &self.nonce,
+                &self.aad,
+                &self.input,
+                &mut self.output,
+                &self.tag,
+            )
         }
     }
 
@@ -230,13 +248,8 @@ impl StitchedOp {
             output: vec![0; total],
         };
         if !encrypt {
-            op.cipher.seal_in_place(
-                &op.iv,
-                0,
-                stitched::APPLICATION_DATA,
-                &mut op.record,
-                size,
-            )?;
+            op.cipher
+                .seal_in_place(&op.iv, 0, stitched::APPLICATION_DATA, &mut op.record, size)?;
         }
         Ok(op)
     }
@@ -258,7 +271,13 @@ impl BenchOp for StitchedOp {
                 .map(|_| ())
         } else {
             self.cipher
-                .open(&self.iv, 0, stitched::APPLICATION_DATA, &self.record, &mut self.output)
+                .open(
+                    &self.iv,
+                    0,
+                    stitched::APPLICATION_DATA,
+                    &self.record,
+                    &mut self.output,
+                )
                 .map(|_| ())
         }
     }
@@ -365,7 +384,8 @@ mod tests {
                     match bench_op(c, encrypt, size) {
                         Ok(mut op) => {
                             for _ in 0..3 {
-                                op.run().unwrap_or_else(|e| panic!("{} {size}: {e}", c.name()));
+                                op.run()
+                                    .unwrap_or_else(|e| panic!("{} {size}: {e}", c.name()));
                             }
                             assert_eq!(op.payload_len(), size);
                         }

@@ -104,7 +104,12 @@ impl Cbc {
     }
 
     /// Encrypts whole blocks from `input` into `output[..input.len()]`.
-    pub fn encrypt(&mut self, iv: &[u8], input: &[u8], output: &mut [u8]) -> Result<(), CryptoError> {
+    pub fn encrypt(
+        &mut self,
+        iv: &[u8],
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CryptoError> {
         self.check(iv, input.len())?;
         self.encrypt_ctx.start(iv)?;
         self.encrypt_ctx.update(input, output)?;
@@ -112,7 +117,12 @@ impl Cbc {
     }
 
     /// Decrypts whole blocks from `input` into `output[..input.len()]`.
-    pub fn decrypt(&mut self, iv: &[u8], input: &[u8], output: &mut [u8]) -> Result<(), CryptoError> {
+    pub fn decrypt(
+        &mut self,
+        iv: &[u8],
+        input: &[u8],
+        output: &mut [u8],
+    ) -> Result<(), CryptoError> {
         self.check(iv, input.len())?;
         self.decrypt_ctx.start(iv)?;
         self.decrypt_ctx.update(input, output)?;

@@ -64,8 +64,12 @@ extern "C" {
     fn EVP_CIPHER_get_iv_length(cipher: *const EvpCipher) -> c_int;
     fn EVP_CIPHER_CTX_new() -> *mut EvpCipherCtx;
     fn EVP_CIPHER_CTX_free(ctx: *mut EvpCipherCtx);
-    fn EVP_CIPHER_CTX_ctrl(ctx: *mut EvpCipherCtx, kind: c_int, arg: c_int, ptr: *mut c_void)
-        -> c_int;
+    fn EVP_CIPHER_CTX_ctrl(
+        ctx: *mut EvpCipherCtx,
+        kind: c_int,
+        arg: c_int,
+        ptr: *mut c_void,
+    ) -> c_int;
     fn EVP_CIPHER_CTX_set_padding(ctx: *mut EvpCipherCtx, pad: c_int) -> c_int;
     fn EVP_CipherInit_ex2(
         ctx: *mut EvpCipherCtx,
@@ -264,8 +268,16 @@ impl CipherCtx {
             }
         }
         // SAFETY: key has key_len bytes (checked above); IV is set per operation.
-        if unsafe { EVP_CipherInit_ex2(ctx, ptr::null(), key.as_ptr(), ptr::null(), enc, ptr::null()) }
-            != 1
+        if unsafe {
+            EVP_CipherInit_ex2(
+                ctx,
+                ptr::null(),
+                key.as_ptr(),
+                ptr::null(),
+                enc,
+                ptr::null(),
+            )
+        } != 1
         {
             return Err(CryptoError::Library(last_error()));
         }
@@ -288,8 +300,16 @@ impl CipherCtx {
         }
         // SAFETY: ctx is valid and iv has the length the context expects; enc -1 keeps
         // the direction.
-        if unsafe { EVP_CipherInit_ex2(self.ctx, ptr::null(), ptr::null(), iv.as_ptr(), -1, ptr::null()) }
-            != 1
+        if unsafe {
+            EVP_CipherInit_ex2(
+                self.ctx,
+                ptr::null(),
+                ptr::null(),
+                iv.as_ptr(),
+                -1,
+                ptr::null(),
+            )
+        } != 1
         {
             return Err(CryptoError::Library(last_error()));
         }
@@ -400,7 +420,12 @@ impl CipherCtx {
     }
 
     /// EVP_CIPHER_CTX_ctrl; returns the raw positive value where one is meaningful.
-    pub(crate) fn ctrl(&mut self, kind: c_int, arg: c_int, p: *mut c_void) -> Result<(), CryptoError> {
+    pub(crate) fn ctrl(
+        &mut self,
+        kind: c_int,
+        arg: c_int,
+        p: *mut c_void,
+    ) -> Result<(), CryptoError> {
         self.ctrl_value(kind, arg, p).map(|_| ())
     }
 
@@ -462,7 +487,8 @@ impl MacCtx {
             return Err(CryptoError::Library(last_error()));
         }
         let this = MacCtx { ctx, output_len };
-        let digest_c = CString::new(digest).map_err(|_| CryptoError::Library("bad digest".into()))?;
+        let digest_c =
+            CString::new(digest).map_err(|_| CryptoError::Library("bad digest".into()))?;
         let params = [
             OsslParam {
                 key: c"digest".as_ptr(),
@@ -482,7 +508,11 @@ impl MacCtx {
         // An empty key is legal for HMAC but OpenSSL treats a NULL key as "reuse";
         // pass a valid pointer with length 0.
         let dummy = [0u8; 1];
-        let key_ptr = if key.is_empty() { dummy.as_ptr() } else { key.as_ptr() };
+        let key_ptr = if key.is_empty() {
+            dummy.as_ptr()
+        } else {
+            key.as_ptr()
+        };
         // SAFETY: ctx is valid; params is a properly terminated array whose strings
         // outlive the call; key_ptr is valid for key.len() bytes.
         if unsafe { EVP_MAC_init(this.ctx, key_ptr, key.len(), params.as_ptr()) } != 1 {

@@ -5,14 +5,23 @@ use crate::hmac::{Hmac, HmacDigest};
 use crate::CryptoError;
 
 /// HKDF-Extract then HKDF-Expand into `out` (at most 255 × 32 bytes).
-pub fn hkdf_sha256(salt: &[u8], ikm: &[u8], info: &[u8], out: &mut [u8]) -> Result<(), CryptoError> {
+pub fn hkdf_sha256(
+    salt: &[u8],
+    ikm: &[u8],
+    info: &[u8],
+    out: &mut [u8],
+) -> Result<(), CryptoError> {
     const HASH_LEN: usize = 32;
     if out.len() > 255 * HASH_LEN {
         return Err(CryptoError::TooLong(out.len()));
     }
     // RFC 5869 §2.2: a missing salt is HashLen zeros.
     let zero_salt = [0u8; HASH_LEN];
-    let salt = if salt.is_empty() { &zero_salt[..] } else { salt };
+    let salt = if salt.is_empty() {
+        &zero_salt[..]
+    } else {
+        salt
+    };
     let mut prk = [0u8; HASH_LEN];
     Hmac::new(HmacDigest::Sha256, salt)?.compute(&[ikm], &mut prk)?;
     let mut expand = Hmac::new(HmacDigest::Sha256, &prk)?;

@@ -84,13 +84,15 @@ mod tests {
     fn matches_rfc4231_case_2() {
         let mut h = Hmac::new(HmacDigest::Sha256, b"Jefe").unwrap();
         let mut tag = [0u8; 32];
-        h.compute(&[b"what do ya want ", b"for nothing?"], &mut tag).unwrap();
+        h.compute(&[b"what do ya want ", b"for nothing?"], &mut tag)
+            .unwrap();
         let hex: String = tag.iter().map(|b| format!("{b:02x}")).collect();
         assert_eq!(
             hex,
             "5bdcc146bf60754e6a042426089575c75a003f089d2739839dec58b964ec3843"
         );
-        h.verify(&[b"what do ya want for nothing?"], &tag[..16]).unwrap();
+        h.verify(&[b"what do ya want for nothing?"], &tag[..16])
+            .unwrap();
         assert_eq!(
             h.verify(&[b"what do ya want for nothing!"], &tag[..16]),
             Err(CryptoError::AuthenticationFailed)

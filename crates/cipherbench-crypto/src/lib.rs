@@ -15,12 +15,12 @@
 //! It does not measure time, spawn processes or print: callers do.
 
 pub mod aead;
-pub mod info;
 pub mod catalogue;
 pub mod cbc;
 mod ffi;
 pub mod hkdf;
 pub mod hmac;
+pub mod info;
 pub mod secret;
 pub mod stitched;
 

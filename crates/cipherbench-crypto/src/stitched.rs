@@ -86,8 +86,15 @@ impl TlsCbcHmacSha1 {
         payload_len: usize,
         output: &mut [u8],
     ) -> Result<usize, CryptoError> {
-        let total = self.begin_seal(iv, sequence, content_type, payload_len, input.len().min(output.len()))?;
-        self.encrypt_ctx.update(&input[..total], &mut output[..total])?;
+        let total = self.begin_seal(
+            iv,
+            sequence,
+            content_type,
+            payload_len,
+            input.len().min(output.len()),
+        )?;
+        self.encrypt_ctx
+            .update(&input[..total], &mut output[..total])?;
         Ok(total)
     }
 
@@ -202,13 +209,18 @@ mod tests {
             let total = sealed_len(payload_len);
             let mut record = payload.clone();
             record.resize(total, 0);
-            cipher.seal_in_place(&iv, 5, APPLICATION_DATA, &mut record, payload_len).unwrap();
+            cipher
+                .seal_in_place(&iv, 5, APPLICATION_DATA, &mut record, payload_len)
+                .unwrap();
 
             let mut expected = payload.clone();
             let mut mac = [0u8; MAC_LEN];
             Hmac::new(HmacDigest::Sha1, &[0x17; 20])
                 .unwrap()
-                .compute(&[&header(5, APPLICATION_DATA, payload_len), &payload], &mut mac)
+                .compute(
+                    &[&header(5, APPLICATION_DATA, payload_len), &payload],
+                    &mut mac,
+                )
                 .unwrap();
             expected.extend_from_slice(&mac);
             let pad = total - expected.len();
@@ -219,7 +231,9 @@ mod tests {
                 .unwrap();
             assert_eq!(record, expected, "payload {payload_len}");
 
-            let n = cipher.open_in_place(&iv, 5, APPLICATION_DATA, &mut record).unwrap();
+            let n = cipher
+                .open_in_place(&iv, 5, APPLICATION_DATA, &mut record)
+                .unwrap();
             assert_eq!(n, payload_len);
             assert_eq!(&record[..n], &payload[..]);
         }
@@ -230,7 +244,9 @@ mod tests {
         let Some(mut cipher) = stitched() else { return };
         let iv = [0u8; 16];
         let mut record = vec![7u8; sealed_len(64)];
-        let total = cipher.seal_in_place(&iv, 1, APPLICATION_DATA, &mut record, 64).unwrap();
+        let total = cipher
+            .seal_in_place(&iv, 1, APPLICATION_DATA, &mut record, 64)
+            .unwrap();
         for position in [0, 30, total - 17, total - 1] {
             let mut forged = record.clone();
             forged[position] ^= 0x80;
@@ -241,8 +257,13 @@ mod tests {
             );
         }
         let mut replayed = record.clone();
-        assert!(cipher.open_in_place(&iv, 2, APPLICATION_DATA, &mut replayed).is_err());
+        assert!(cipher
+            .open_in_place(&iv, 2, APPLICATION_DATA, &mut replayed)
+            .is_err());
         let mut ok = record.clone();
-        assert_eq!(cipher.open_in_place(&iv, 1, APPLICATION_DATA, &mut ok), Ok(64));
+        assert_eq!(
+            cipher.open_in_place(&iv, 1, APPLICATION_DATA, &mut ok),
+            Ok(64)
+        );
     }
 }

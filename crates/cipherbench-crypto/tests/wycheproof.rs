@@ -71,7 +71,8 @@ fn check_aead(file: &str, pick: fn(usize) -> Option<AeadAlgorithm>) -> Tally {
                     };
                     let mut buf = msg.clone();
                     let mut got_tag = vec![0u8; tag.len()];
-                    aead.seal_in_place(&iv, &aad, &mut buf, &mut got_tag).unwrap();
+                    aead.seal_in_place(&iv, &aad, &mut buf, &mut got_tag)
+                        .unwrap();
                     assert_eq!(buf, ct, "{file} #{id}: ciphertext");
                     assert_eq!(got_tag, tag, "{file} #{id}: tag");
                     aead.open_in_place(&iv, &aad, &mut buf, &tag)
@@ -103,7 +104,9 @@ fn kat_gcm() -> Tally {
 }
 
 fn kat_chacha() -> Tally {
-    check_aead("chacha20_poly1305_test.json", |_| Some(AeadAlgorithm::ChaCha20Poly1305))
+    check_aead("chacha20_poly1305_test.json", |_| {
+        Some(AeadAlgorithm::ChaCha20Poly1305)
+    })
 }
 
 fn kat_cbc() -> Tally {
@@ -172,15 +175,29 @@ fn run_all() -> String {
         ("aes-gcm", kat_gcm()),
         ("chacha20-poly1305", kat_chacha()),
         ("aes-cbc", kat_cbc()),
-        ("hmac-sha256", kat_hmac("hmac_sha256_test.json", HmacDigest::Sha256)),
-        ("hmac-sha1", kat_hmac("hmac_sha1_test.json", HmacDigest::Sha1)),
+        (
+            "hmac-sha256",
+            kat_hmac("hmac_sha256_test.json", HmacDigest::Sha256),
+        ),
+        (
+            "hmac-sha1",
+            kat_hmac("hmac_sha1_test.json", HmacDigest::Sha1),
+        ),
     ];
     for (name, t) in &results {
-        assert!(t.valid >= 40 && t.invalid >= 20, "{name}: too few cases ran: {t:?}");
+        assert!(
+            t.valid >= 40 && t.invalid >= 20,
+            "{name}: too few cases ran: {t:?}"
+        );
     }
     results
         .iter()
-        .map(|(n, t)| format!("{n}: {} valid, {} invalid, {} skipped", t.valid, t.invalid, t.skipped))
+        .map(|(n, t)| {
+            format!(
+                "{n}: {} valid, {} invalid, {} skipped",
+                t.valid, t.invalid, t.skipped
+            )
+        })
         .collect::<Vec<_>>()
         .join("; ")
 }
@@ -202,7 +219,11 @@ fn wycheproof_vectors_with_aesni_masked() {
         return; // We are the child (or the user chose a mask): nothing to re-run.
     }
     let out = Command::new(std::env::current_exe().unwrap())
-        .args(["--exact", "wycheproof_vectors_in_this_process", "--nocapture"])
+        .args([
+            "--exact",
+            "wycheproof_vectors_in_this_process",
+            "--nocapture",
+        ])
         .env("OPENSSL_ia32cap", "~0x200000200000000:~0x0")
         .output()
         .unwrap();
@@ -210,7 +231,10 @@ fn wycheproof_vectors_with_aesni_masked() {
     assert!(out.status.success(), "noaesni run failed:\n{stderr}");
     let settings = stderr
         .lines()
-        .find_map(|l| l.split_once('[').map(|(_, s)| s.trim_end_matches(']').to_string()))
+        .find_map(|l| {
+            l.split_once('[')
+                .map(|(_, s)| s.trim_end_matches(']').to_string())
+        })
         .expect("child printed its cpu settings");
     let cap = cipherbench_model_free_parse(&settings);
     assert_eq!(cap & (1 << 57), 0, "AES-NI still on in child: {settings}");
