@@ -227,6 +227,13 @@ pub struct SweepPoint {
     pub requests_sent: u64,
     /// Requests the server counted over the same span (nginx `stub_status`), if known.
     pub server_requests: Option<u64>,
+    /// Requests still in flight when the drain after the window ended, abandoned
+    /// (then the server's count may differ from `requests_sent`).
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Successful requests over the whole measurement (warm-up, window and drain).
+    #[serde(default)]
+    pub requests_ok_total: u64,
     /// Body bytes of all successful responses over the whole measurement, each
     /// checked against the file's size.
     pub body_bytes: u64,

@@ -498,6 +498,8 @@ mod tests {
             requests: 160,
             requests_sent: 163,
             server_requests: Some(163),
+            cancelled: 0,
+            requests_ok_total: 163,
             body_bytes: 163 << 24,
             errors: 0,
             errors_by_reason: Default::default(),

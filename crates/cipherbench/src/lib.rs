@@ -97,19 +97,28 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             })
         }
+        Command::Tls(tls::args::TlsArgs {
+            command: tls::args::TlsCommand::Serve(a),
+        }) => {
+            let plan = a.plan()?;
+            interrupt::install();
+            tls::serve::run(&plan)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Command::Tls(args) => {
             let (output, json) = match &args.command {
                 tls::args::TlsCommand::Sweep(a) => (a.output(), a.common.json),
                 tls::args::TlsCommand::Ramp(a) => (a.output(), a.common.json),
+                tls::args::TlsCommand::Serve(_) => return Ok(ExitCode::SUCCESS),
             };
             // Resolve the plan first: bad input fails before anything starts.
             let sweep = match &args.command {
                 tls::args::TlsCommand::Sweep(a) => Some(a.plan()?),
-                tls::args::TlsCommand::Ramp(_) => None,
+                tls::args::TlsCommand::Ramp(_) | tls::args::TlsCommand::Serve(_) => None,
             };
             let ramp = match &args.command {
                 tls::args::TlsCommand::Ramp(a) => Some(a.plan()?),
-                tls::args::TlsCommand::Sweep(_) => None,
+                tls::args::TlsCommand::Sweep(_) | tls::args::TlsCommand::Serve(_) => None,
             };
             interrupt::install();
             let environment = probe::collect();

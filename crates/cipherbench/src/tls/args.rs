@@ -28,6 +28,9 @@ pub enum TlsCommand {
     /// Seed 002: attempted, successful and unsuccessful requests under an arrival
     /// rate rising linearly to a target.
     Ramp(RampArgs),
+    /// Start the nginx a measurement would use and keep it running until Ctrl-C,
+    /// printing its URLs (to compare other load generators against the same server).
+    Serve(ServeArgs),
 }
 
 /// Flags both measurements share.
@@ -56,6 +59,10 @@ pub struct CommonArgs {
     /// Allow --server to name a host other than this machine.
     #[arg(long)]
     pub allow_remote: bool,
+    /// CPUs for the load generator, one thread each (default: every CPU not given
+    /// to nginx).
+    #[arg(long, value_name = "LIST")]
+    pub generator_cpus: Option<String>,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -98,6 +105,77 @@ pub struct SweepArgs {
     /// Resume TLS sessions instead of a full handshake per request.
     #[arg(long)]
     pub resumption: bool,
+    /// Measure at this concurrency only, without searching.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+}
+
+/// `cipherbench tls serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The one suite.
+    #[arg(long, default_value = "AES128-GCM-SHA256")]
+    pub suite: String,
+    /// File sizes to serve, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "16MiB")]
+    pub sizes: String,
+    /// nginx worker count (pinned to the first CPUs).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Variant: accel, noaesni, or ia32cap:MASK.
+    #[arg(long, default_value = "accel")]
+    pub variant: String,
+    /// Server key: rsa2048 or ecdsa-p256.
+    #[arg(long, default_value = "rsa2048")]
+    pub key: String,
+    /// The nginx binary.
+    #[arg(long, value_name = "PATH")]
+    pub nginx: Option<PathBuf>,
+    /// Port on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// `tls serve`, resolved.
+#[derive(Debug, Clone)]
+pub struct ServePlan {
+    /// Suite.
+    pub suite: suite::Suite,
+    /// Sizes.
+    pub sizes: Vec<u64>,
+    /// Workers.
+    pub cores: usize,
+    /// Variant.
+    pub variant: Variant,
+    /// Key.
+    pub key: KeyType,
+    /// nginx binary.
+    pub nginx: Option<PathBuf>,
+    /// Port.
+    pub port: Option<u16>,
+}
+
+impl ServeArgs {
+    /// Resolves the flags.
+    pub fn plan(&self) -> Result<ServePlan> {
+        let key = KeyType::parse(&self.key)?;
+        let suites = suite::parse_suites(&self.suite, key)?;
+        if suites.len() != 1 {
+            bail!("--suite takes exactly one suite");
+        }
+        if self.port == Some(0) {
+            bail!("--port must be between 1 and 65535 (leave it out for a free one)");
+        }
+        Ok(ServePlan {
+            suite: suites[0],
+            sizes: sizes(&self.sizes, 64 * (1 << 30))?,
+            cores: parse_cores(&self.cores.to_string())?[0],
+            variant: Variant::parse(&self.variant)?,
+            key,
+            nginx: self.nginx.clone(),
+            port: self.port,
+        })
+    }
 }
 
 /// `cipherbench tls ramp`.
@@ -183,6 +261,31 @@ impl CommonArgs {
         }
     }
 
+    fn generator_cpus(&self) -> Result<Option<Vec<usize>>> {
+        let Some(text) = &self.generator_cpus else {
+            return Ok(None);
+        };
+        let allowed = super::cpu::allowed_cpus();
+        let mut out = Vec::new();
+        for t in text.split(',') {
+            let c = t
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|c| allowed.contains(c))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--generator-cpus: '{}' is not one of this process's CPUs {allowed:?}",
+                        t.trim()
+                    )
+                })?;
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        Ok(Some(out))
+    }
+
     fn variants(&self) -> Result<Vec<Variant>> {
         let mut out: Vec<Variant> = Vec::new();
         for v in speed::parse_variants(&self.variants)? {
@@ -236,7 +339,14 @@ impl SweepArgs {
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
             drain: Duration::from_secs(5),
             max_concurrency: self.max_concurrency,
+            fixed_concurrency: match self.concurrency {
+                Some(c) if c == 0 || c > 100_000 => {
+                    bail!("--concurrency must be between 1 and 100000")
+                }
+                c => c,
+            },
             resumption: self.resumption,
+            generator_cpus: self.common.generator_cpus()?,
             target,
         })
     }
@@ -271,6 +381,7 @@ impl RampArgs {
             target_rate: self.rate,
             duration: flag_duration("duration", &self.duration, Duration::from_millis(100))?,
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
+            generator_cpus: self.common.generator_cpus()?,
             target,
         })
     }
@@ -320,6 +431,8 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 timeout: Duration::from_secs(30),
                 drain: Duration::from_secs(2),
                 max_concurrency: 2,
+                fixed_concurrency: None,
+                generator_cpus: None,
                 resumption: false,
                 target: target.clone(),
             },
@@ -332,6 +445,7 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 target_rate: 50.0,
                 duration: Duration::from_secs(2),
                 timeout: Duration::from_secs(2),
+                generator_cpus: None,
                 target,
             },
         },
@@ -349,6 +463,8 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 timeout: Duration::from_secs(60),
                 drain: Duration::from_secs(3),
                 max_concurrency: 16,
+                fixed_concurrency: None,
+                generator_cpus: None,
                 resumption: false,
                 target: target.clone(),
             },
@@ -361,6 +477,7 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 target_rate: 50.0,
                 duration: Duration::from_secs(12),
                 timeout: Duration::from_secs(2),
+                generator_cpus: None,
                 target,
             },
         },
@@ -378,6 +495,8 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 timeout: Duration::from_secs(600),
                 drain: Duration::from_secs(5),
                 max_concurrency: 1024,
+                fixed_concurrency: None,
+                generator_cpus: None,
                 resumption: false,
                 target: target.clone(),
             },
@@ -390,6 +509,7 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
                 target_rate: 50.0,
                 duration: Duration::from_secs(60),
                 timeout: Duration::from_secs(2),
+                generator_cpus: None,
                 target,
             },
         },

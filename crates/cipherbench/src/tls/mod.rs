@@ -19,6 +19,7 @@ pub mod engine;
 pub mod http;
 pub mod nginx;
 pub mod ramp;
+pub mod serve;
 pub mod suite;
 pub mod sweep;
 
@@ -139,6 +140,10 @@ pub struct SweepPlan {
     pub drain: Duration,
     /// Highest concurrency tried.
     pub max_concurrency: usize,
+    /// Measure at this concurrency only (no search).
+    pub fixed_concurrency: Option<usize>,
+    /// Generator CPUs (None: every CPU not given to nginx).
+    pub generator_cpus: Option<Vec<usize>>,
     /// Resume TLS sessions.
     pub resumption: bool,
     /// Where the load goes.
@@ -164,6 +169,8 @@ pub struct RampPlan {
     pub duration: Duration,
     /// A request not done within this is unsuccessful.
     pub timeout: Duration,
+    /// Generator CPUs (None: every CPU not given to nginx).
+    pub generator_cpus: Option<Vec<usize>>,
     /// Where the load goes.
     pub target: ServerTarget,
 }
@@ -188,6 +195,28 @@ impl TlsPlan {
 pub fn run(plan: &TlsPlan, session: &mut Session) -> Result<()> {
     sweep::run(&plan.sweep, session)?;
     ramp::run(&plan.ramp, session)
+}
+
+/// Server and generator CPUs: nginx gets the first `cores` allowed CPUs, the
+/// generator the rest or those asked for, which must not overlap nginx's.
+pub(crate) fn assign_cpus(
+    allowed: &[usize],
+    cores: usize,
+    generator: Option<&[usize]>,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let (server, rest) = nginx::split_cpus(allowed, cores)?;
+    match generator {
+        None => Ok((server, rest)),
+        Some(g) => {
+            if let Some(c) = g.iter().find(|c| server.contains(c)) {
+                bail!("--generator-cpus: CPU {c} is one of nginx's {server:?}: server and generator must not share cores");
+            }
+            if g.is_empty() {
+                bail!("--generator-cpus: no CPU given");
+            }
+            Ok((server, g.to_vec()))
+        }
+    }
 }
 
 /// The session's layer 3 record, created on first use.

@@ -72,7 +72,10 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 expected_len: Some(f.body_len),
                 ..probe
             };
-            let generator_cpus = cpu::allowed_cpus();
+            let generator_cpus = plan
+                .generator_cpus
+                .clone()
+                .unwrap_or_else(cpu::allowed_cpus);
             session.progress.layer("tls ramp", 1, plan.estimate());
             let run = one(
                 plan,
@@ -114,7 +117,8 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 nginx::check_port(*p)?;
             }
             let allowed = cpu::allowed_cpus();
-            let (server_cpus, generator_cpus) = nginx::split_cpus(&allowed, plan.cores)?;
+            let (server_cpus, generator_cpus) =
+                super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
             let variants = nginx::variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session

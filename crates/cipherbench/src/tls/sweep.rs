@@ -81,7 +81,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             }
             let allowed = cpu::allowed_cpus();
             for &c in &plan.cores {
-                nginx::split_cpus(&allowed, c)?;
+                super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())?;
             }
             let variants = nginx::variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
@@ -89,7 +89,8 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
             for &cores in &plan.cores {
-                let (server_cpus, generator_cpus) = nginx::split_cpus(&allowed, cores)?;
+                let (server_cpus, generator_cpus) =
+                    super::assign_cpus(&allowed, cores, plan.generator_cpus.as_deref())?;
                 for &size in &plan.sizes {
                     for suite in &plan.suites {
                         let client = Client::new(suite, plan.resumption)?;
@@ -176,7 +177,10 @@ fn run_external(
             url.path
         );
     }
-    let allowed = cpu::allowed_cpus();
+    let allowed = plan
+        .generator_cpus
+        .clone()
+        .unwrap_or_else(cpu::allowed_cpus);
     session.progress.layer(
         "tls sweep",
         1,
@@ -290,12 +294,12 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
         );
     }
     if let Some(n) = p.server_requests {
-        if n != p.requests_sent {
+        if n != p.requests_sent && p.cancelled == 0 {
             session.record.warn(
                 "tls",
                 "count_mismatch",
                 format!(
-                    "{what}: nginx counted {n} requests, the generator sent {} (requests cut off at the end of a window can differ)",
+                    "{what}: nginx counted {n} requests, the generator sent {}",
                     p.requests_sent
                 ),
             );
@@ -414,10 +418,10 @@ pub(crate) fn search(
     labels: Labels<'_>,
 ) -> Result<SweepPoint> {
     let mut probes = Vec::new();
-    let mut best: Option<(usize, f64)> = None;
+    let mut best: Option<(usize, f64)> = plan.fixed_concurrency.map(|c| (c, 0.0));
     let mut flat = 0;
     let mut concurrency = 1usize;
-    loop {
+    while plan.fixed_concurrency.is_none() {
         interrupt::check()?;
         let m = measure(
             plan,
@@ -470,7 +474,11 @@ pub(crate) fn search(
             plan.window,
         )?;
         probes.push(probe_of(&m, chosen, plan.limit));
-        if m.within(plan.limit) || chosen == 1 || step_downs >= STEP_DOWNS {
+        if m.within(plan.limit)
+            || chosen == 1
+            || step_downs >= STEP_DOWNS
+            || plan.fixed_concurrency.is_some()
+        {
             break m;
         }
         chosen = (chosen / 2).max(1);
@@ -537,6 +545,8 @@ fn point(
         requests: r.ok,
         requests_sent: r.requests_sent,
         server_requests: m.server_requests,
+        cancelled: r.cancelled,
+        requests_ok_total: r.ok_total,
         body_bytes: r.body_bytes,
         errors: r.failed,
         errors_by_reason: r.failures.clone(),
