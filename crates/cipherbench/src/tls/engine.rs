@@ -632,7 +632,9 @@ impl<'a> Worker<'a> {
                         break;
                     }
                 } else {
-                    while self.active < slots {
+                    // One start per free slot per turn: a start that fails at once
+                    // (connection refused) frees its slot again, and must not spin.
+                    for _ in self.active..slots {
                         self.start(now, now);
                     }
                 }
@@ -1128,6 +1130,7 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tls::suite::Suite;
 
     #[test]
     fn a_ramp_starts_half_its_peak_rate_times_its_length() {
@@ -1154,6 +1157,192 @@ mod tests {
         };
         assert_eq!(s.count(), 200);
         assert_eq!(s.offset(50), Duration::from_millis(500));
+    }
+
+    /// A tiny TLS server: sequential, one 100-byte response per connection, and
+    /// unresponsive (not accepting) during `stall` after it starts.
+    struct TinyServer {
+        addr: SocketAddr,
+        served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        handle: Option<std::thread::JoinHandle<()>>,
+    }
+
+    const BODY: usize = 100;
+
+    impl TinyServer {
+        fn start(stall: Option<(Duration, Duration)>) -> TinyServer {
+            use openssl::ssl::SslAcceptor;
+            use std::sync::atomic::Ordering;
+            let key = crate::tls::cert::key(crate::tls::suite::KeyType::Rsa2048).unwrap();
+            let cert = crate::tls::cert::self_signed(&key).unwrap();
+            let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).unwrap();
+            b.set_private_key(&key).unwrap();
+            b.set_certificate(&cert).unwrap();
+            b.set_cipher_list("AES128-GCM-SHA256").unwrap();
+            let acceptor = b.build();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (s2, st2) = (served.clone(), stop.clone());
+            let handle = std::thread::spawn(move || {
+                let started = Instant::now();
+                while !st2.load(Ordering::SeqCst) {
+                    if let Some((from, len)) = stall {
+                        let now = started.elapsed();
+                        if now >= from && now < from + len {
+                            std::thread::sleep(from + len - now);
+                        }
+                    }
+                    let Ok((tcp, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_micros(200));
+                        continue;
+                    };
+                    tcp.set_nonblocking(false).unwrap();
+                    let Ok(mut tls) = acceptor.accept(tcp) else {
+                        continue;
+                    };
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    s2.fetch_add(1, Ordering::SeqCst);
+                    let mut response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+                    )
+                    .into_bytes();
+                    response.extend_from_slice(&[7u8; BODY]);
+                    let _ = tls.write_all(&response);
+                    let _ = tls.shutdown();
+                }
+            });
+            TinyServer {
+                addr,
+                served,
+                stop,
+                handle: Some(handle),
+            }
+        }
+
+        fn target(&self) -> Target {
+            Target {
+                addr: self.addr,
+                host: "127.0.0.1".into(),
+                path: "/f/100".into(),
+                expected_len: Some(BODY as u64),
+            }
+        }
+    }
+
+    impl Drop for TinyServer {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(h) = self.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn spec(target: Target, arrivals: Arrivals) -> Spec {
+        Spec {
+            target,
+            arrivals,
+            warmup: Duration::from_millis(50),
+            window: Duration::from_millis(400),
+            drain: Duration::from_secs(2),
+            timeout: Duration::from_secs(5),
+            interval: Duration::from_millis(100),
+            cpus: vec![*cpu::allowed_cpus().last().unwrap()],
+            max_connections: 512,
+        }
+    }
+
+    fn gcm() -> Suite {
+        Suite::find("AES128-GCM-SHA256").unwrap()
+    }
+
+    #[test]
+    fn an_open_loop_run_shows_a_server_stall_in_the_latencies() {
+        // The server stops accepting for 600 ms, 500 ms in. Requests scheduled during
+        // the stall wait for its end; counted from their scheduled start, dozens of
+        // them show the wait (a generator that only sends when the previous request
+        // came back would show it once).
+        let server = TinyServer::start(Some((
+            Duration::from_millis(500),
+            Duration::from_millis(600),
+        )));
+        let client = Client::new(&gcm(), false).unwrap();
+        let schedule = Schedule::Constant {
+            rate: 100.0,
+            duration: Duration::from_secs(2),
+        };
+        let report = run(&client, &spec(server.target(), Arrivals::Open(schedule))).unwrap();
+        assert_eq!(report.attempted, 200);
+        assert_eq!(report.ok, 200, "failures: {:?}", report.failures);
+        let slow = report.latency.count_between(300_000, u64::MAX);
+        assert!(slow >= 20, "only {slow} requests show the stall");
+        assert!(
+            report.latency.max() >= 450_000,
+            "max {} µs",
+            report.latency.max()
+        );
+        // Requests scheduled before the stall were fast.
+        let early = &report.buckets[..4];
+        assert!(
+            early.iter().all(|b| b.max_latency_ns < 300_000_000),
+            "{early:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_loop_run_counts_what_the_server_served() {
+        let server = TinyServer::start(None);
+        let client = Client::new(&gcm(), false).unwrap();
+        let report = run(
+            &client,
+            &spec(server.target(), Arrivals::Closed { concurrency: 2 }),
+        )
+        .unwrap();
+        assert_eq!(
+            report.negotiated,
+            Some(("AES128-GCM-SHA256".to_string(), "TLSv1.2".to_string()))
+        );
+        assert!(report.ok > 0 && report.failed == 0, "{:?}", report.failures);
+        assert_eq!(report.cancelled, 0);
+        let served = server.served.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(report.requests_sent, served);
+        assert_eq!(report.ok_total, served);
+        assert_eq!(report.body_bytes, served * BODY as u64);
+        assert!(report.window_bytes > 0 && report.window_bytes <= report.body_bytes);
+    }
+
+    #[test]
+    fn a_suite_the_server_refuses_is_a_handshake_failure() {
+        let server = TinyServer::start(None);
+        let client = Client::new(&Suite::find("AES128-SHA").unwrap(), false).unwrap();
+        let report = run(
+            &client,
+            &spec(server.target(), Arrivals::Closed { concurrency: 1 }),
+        )
+        .unwrap();
+        assert_eq!(report.ok, 0);
+        assert!(
+            report
+                .failures
+                .get(&FailureReason::Handshake)
+                .copied()
+                .unwrap_or(0)
+                > 0,
+            "{:?}",
+            report.failures
+        );
+        assert!(fetch_once(&client, &server.target(), Duration::from_secs(2)).is_err());
     }
 
     #[test]
