@@ -87,6 +87,11 @@ pub struct ServerCpu {
     pub peak: f64,
     /// Sampling interval.
     pub interval_ns: u64,
+    /// Time the workers were runnable but waiting for a CPU (`/proc/PID/schedstat`)
+    /// divided by (window x workers): above a few percent, something else was using
+    /// the cores under test and the throughput is below what this machine can do.
+    #[serde(default)]
+    pub runqueue_wait: f64,
 }
 
 /// Why a request did not succeed.

@@ -514,6 +514,7 @@ mod tests {
                 total: 0.98,
                 peak: 0.99,
                 interval_ns: 1_000_000_000,
+                runqueue_wait: 0.0,
             }),
             generator_cpu: 0.4,
             generator_threads: 1,

@@ -43,6 +43,19 @@ pub fn thread_cpu_ns() -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// (CPU time, time runnable but waiting for a CPU), cumulative nanoseconds. The wait
+/// comes from `/proc/PID/schedstat` and is 0 where only `/proc/PID/stat` exists.
+pub fn process_times(pid: u32) -> Option<(u64, u64)> {
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
+        let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+        if let (Some(Some(cpu)), Some(Some(wait))) = (fields.next(), fields.next()) {
+            return Some((cpu, wait));
+        }
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_ticks(&stat).map(|ticks| (ticks * 1_000_000_000 / clock_ticks_per_sec(), 0))
+}
+
 /// Cumulative CPU time of a process (all its threads), nanoseconds: from
 /// `/proc/PID/schedstat` (nanosecond resolution) or else `/proc/PID/stat` (clock
 /// ticks). None if the process is gone.
@@ -109,6 +122,8 @@ pub struct CpuSample {
     pub at: Instant,
     /// Cumulative CPU ns per worker, in worker order.
     pub cpu_ns: Vec<u64>,
+    /// Cumulative ns each worker was runnable but waiting for a CPU.
+    pub wait_ns: Vec<u64>,
 }
 
 /// Reads the workers' CPU time every `interval` on a thread until stopped.
@@ -130,13 +145,14 @@ impl Sampler {
             std::thread::spawn(move || {
                 let mut next = Instant::now();
                 loop {
-                    let cpu_ns = pids
+                    let times: Vec<(u64, u64)> = pids
                         .iter()
-                        .map(|&p| process_cpu_ns(p).unwrap_or(0))
+                        .map(|&p| process_times(p).unwrap_or((0, 0)))
                         .collect();
                     let sample = CpuSample {
                         at: Instant::now(),
-                        cpu_ns,
+                        cpu_ns: times.iter().map(|t| t.0).collect(),
+                        wait_ns: times.iter().map(|t| t.1).collect(),
                     };
                     samples
                         .lock()
@@ -208,6 +224,13 @@ pub fn server_cpu(
         .map(|w| last.cpu_ns[w].saturating_sub(first.cpu_ns[w]) as f64 / span)
         .collect();
     let total = per_worker.iter().sum::<f64>() / workers as f64;
+    let waited: u64 = (0..workers)
+        .map(|w| {
+            let at = |s: &CpuSample| s.wait_ns.get(w).copied().unwrap_or(0);
+            at(last).saturating_sub(at(first))
+        })
+        .sum();
+    let runqueue_wait = waited as f64 / (span * workers as f64);
     let mut peak: f64 = 0.0;
     let mut from = *first;
     for s in &inside[1..] {
@@ -227,6 +250,7 @@ pub fn server_cpu(
         total,
         peak: peak.max(total),
         interval_ns: peak_interval.as_nanos() as u64,
+        runqueue_wait,
     })
 }
 
@@ -251,24 +275,34 @@ mod tests {
             CpuSample {
                 at: at(0),
                 cpu_ns: vec![0, 0],
+                wait_ns: vec![0, 0],
             },
             CpuSample {
                 at: at(1000),
                 cpu_ns: vec![1_000_000_000, 0],
+                wait_ns: vec![0, 0],
             },
             CpuSample {
                 at: at(2000),
                 cpu_ns: vec![2_000_000_000, 1_000_000_000],
+                wait_ns: vec![0, 400_000_000],
             },
             CpuSample {
                 at: at(5000),
                 cpu_ns: vec![9_000_000_000, 9_000_000_000],
+                wait_ns: vec![0, 400_000_000],
             },
         ];
         let cpu = server_cpu(&samples, at(0), at(2000), Duration::from_secs(1)).unwrap();
         assert_eq!(cpu.per_worker, vec![1.0, 0.5]);
         assert!((cpu.total - 0.75).abs() < 1e-9);
         assert!((cpu.peak - 1.0).abs() < 1e-9, "{}", cpu.peak);
+        // 0.4 s of waiting over 2 s and 2 workers.
+        assert!(
+            (cpu.runqueue_wait - 0.1).abs() < 1e-9,
+            "{}",
+            cpu.runqueue_wait
+        );
         assert!(server_cpu(&samples, at(100), at(900), Duration::from_secs(1)).is_none());
     }
 

@@ -277,6 +277,20 @@ fn record_run(
             ),
         );
     }
+    if let Some(cpu) = run
+        .server_cpu
+        .as_ref()
+        .filter(|c| c.runqueue_wait > super::sweep::CONTENDED)
+    {
+        session.record.warn(
+            "tls",
+            "server_contended",
+            format!(
+                "ramp {what}: nginx's workers waited for a CPU {:.0} % of the ramp: another program was using the cores under test",
+                cpu.runqueue_wait * 100.0
+            ),
+        );
+    }
     if !server.variant.took_effect {
         session.record.warn(
             "tls",

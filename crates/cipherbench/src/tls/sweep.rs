@@ -27,6 +27,9 @@ use std::time::Duration;
 pub const PLATEAU_GAIN: f64 = 0.05;
 /// Generator CPU above this fraction of its cores marks a point invalid.
 pub const GENERATOR_SATURATED: f64 = 0.90;
+/// nginx's workers waiting for a CPU more than this fraction of the window is a
+/// `server_contended` warning.
+pub const CONTENDED: f64 = 0.05;
 /// Final-window retries at a lower concurrency when the long window breaks the limit.
 const STEP_DOWNS: usize = 2;
 
@@ -304,6 +307,20 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
                 ),
             );
         }
+    }
+    if let Some(cpu) = p
+        .server_cpu
+        .as_ref()
+        .filter(|c| c.runqueue_wait > CONTENDED)
+    {
+        session.record.warn(
+            "tls",
+            "server_contended",
+            format!(
+                "{what}: nginx's workers waited for a CPU {:.0} % of the window: another program was using the cores under test, so the throughput is below what this machine can do",
+                cpu.runqueue_wait * 100.0
+            ),
+        );
     }
     if p.interval_throughput_bytes_per_sec.high_spread() {
         session.record.warn(
