@@ -359,10 +359,10 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         }
         out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more.</p>");
     }
-    out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>generator CPU</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
+    out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
@@ -379,6 +379,10 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             p.server_cpu
                 .as_ref()
                 .map(|c| c.per_worker.iter().map(|w| format!("{:.0} %", w * 100.0)).collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|| "-".into()),
+            p.server_cpu
+                .as_ref()
+                .map(|c| format!("{:.0} %", c.runqueue_wait * 100.0))
                 .unwrap_or_else(|| "-".into()),
             p.generator_cpu * 100.0,
             reasons(&p.errors_by_reason),

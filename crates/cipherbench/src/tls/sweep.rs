@@ -46,7 +46,8 @@ impl SweepPlan {
 
     /// A rough duration: four probes and the window per point.
     pub fn estimate(&self) -> Duration {
-        let per_point = (self.warmup + self.probe + Duration::from_millis(200)) * 4
+        // Four probes, each with its warm-up and the drain of its last requests.
+        let per_point = (self.warmup + self.probe + Duration::from_secs(1)) * 4
             + self.warmup
             + self.window
             + Duration::from_millis(500);
