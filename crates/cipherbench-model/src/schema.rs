@@ -7,6 +7,7 @@
 
 use crate::env::Environment;
 use crate::speed::SpeedResults;
+use crate::tls::TlsResults;
 use serde::{Deserialize, Serialize};
 
 /// The value of the `schema` field.
@@ -51,6 +52,9 @@ pub struct RunRecord {
     /// Layer 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<SpeedResults>,
+    /// Layer 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsResults>,
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,

@@ -8,6 +8,7 @@ pub mod csv;
 pub mod html;
 pub mod svg;
 pub mod text;
+pub mod tls;
 
 use cipherbench_model::RunRecord;
 
@@ -28,6 +29,20 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
             name: "speed.csv".into(),
             contents: csv::speed(speed),
         });
+    }
+    if let Some(t) = &record.tls {
+        if let Some(sweep) = &t.sweep {
+            files.push(Rendered {
+                name: "tls.csv".into(),
+                contents: tls::csv_sweep(sweep),
+            });
+        }
+        if let Some(ramp) = &t.ramp {
+            files.push(Rendered {
+                name: "tls-ramp.csv".into(),
+                contents: tls::csv_ramp(ramp),
+            });
+        }
     }
     files.push(Rendered {
         name: "report.html".into(),

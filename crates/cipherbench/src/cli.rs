@@ -34,6 +34,8 @@ pub enum Command {
     },
     /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
     Speed(SpeedArgs),
+    /// Layer 3: TLS web serving with a real nginx: the throughput sweep and the ramp.
+    Tls(crate::tls::args::TlsArgs),
     /// The main job: probe and every layer, into a results directory with a report.
     Run(RunArgs),
     /// Re-render report.html and the CSV files of a results directory, without measuring.

@@ -23,11 +23,12 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
         Progress::new(quiet),
     )?;
     let speed_plan = preset_speed_plan(args.preset);
+    let tls_plan = crate::tls::args::preset_plan(args.preset)?;
     if !quiet {
         eprintln!(
             "cipherbench run, preset {}: about {} in all; results in {}",
             args.preset.name(),
-            human_duration(speed_plan.estimate()),
+            human_duration(speed_plan.estimate() + tls_plan.estimate()),
             session
                 .dir()
                 .map(|d| d.display().to_string())
@@ -38,6 +39,13 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
         session.save()?;
         interrupt::check()?;
         layer(&mut session, "speed", |s| crate::speed::run(&speed_plan, s))?;
+        interrupt::check()?;
+        session
+            .record
+            .environment
+            .tools
+            .extend(crate::probe::tool_versions(&["nginx"]));
+        layer(&mut session, "tls", |s| crate::tls::run(&tls_plan, s))?;
         Ok(())
     })();
     Ok((session, outcome))
