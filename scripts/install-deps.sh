@@ -9,6 +9,8 @@ set -euo pipefail
 mode=${1:-run}
 packages=(
   build-essential pkg-config libssl-dev openssl ca-certificates
+  # Debian 12: `nginx` is the server itself (nginx-light/-full are metapackages
+  # pulling it in with extra modules); it has the SSL and stub_status modules.
   nginx iperf3 iproute2 nftables
   age gnupg wrk
 )

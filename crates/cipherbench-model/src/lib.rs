@@ -11,6 +11,7 @@ pub mod schema;
 pub mod speed;
 pub mod stats;
 pub mod time;
+pub mod tls;
 pub mod units;
 
 pub use schema::{RunRecord, Warning, SCHEMA_NAME, SCHEMA_VERSION};

@@ -8,6 +8,7 @@
 use crate::env::Environment;
 use crate::file::FileResults;
 use crate::speed::SpeedResults;
+use crate::tls::TlsResults;
 use serde::{Deserialize, Serialize};
 
 /// The value of the `schema` field.
@@ -55,6 +56,9 @@ pub struct RunRecord {
     /// Layer 2.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub file: Option<FileResults>,
+    /// Layer 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsResults>,
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,

@@ -3,11 +3,13 @@
 //! returns text. Nothing here measures, reads files or prints, so `cipherbench report
 //! DIR` re-renders without re-measuring, and a rendering bug can never destroy data.
 
+pub mod compare;
 pub mod csv;
 pub mod file;
 pub mod html;
 pub mod svg;
 pub mod text;
+pub mod tls;
 
 use cipherbench_model::RunRecord;
 
@@ -34,6 +36,20 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
             name: "file.csv".into(),
             contents: file::csv(file),
         });
+    }
+    if let Some(t) = &record.tls {
+        if let Some(sweep) = &t.sweep {
+            files.push(Rendered {
+                name: "tls.csv".into(),
+                contents: tls::csv_sweep(sweep),
+            });
+        }
+        if let Some(ramp) = &t.ramp {
+            files.push(Rendered {
+                name: "tls-ramp.csv".into(),
+                contents: tls::csv_ramp(ramp),
+            });
+        }
     }
     files.push(Rendered {
         name: "report.html".into(),

@@ -40,12 +40,25 @@ pub enum Command {
     Seal(crate::file::args::SealArgs),
     /// Decrypt a sealed file; the output appears only if every chunk verified.
     Open(crate::file::args::OpenArgs),
+    /// Layer 3: TLS web serving with a real nginx: the throughput sweep and the ramp.
+    Tls(crate::tls::args::TlsArgs),
     /// The main job: probe and every layer, into a results directory with a report.
     Run(RunArgs),
     /// Re-render report.html and the CSV files of a results directory, without measuring.
     Report {
         /// A results directory (holding run.json).
         dir: PathBuf,
+    },
+    /// Two or more results directories side by side: environment differences, then
+    /// per-layer ratios, with 3DES as the control that separates CPU speed from
+    /// acceleration.
+    Compare {
+        /// Results directories; the first is the baseline.
+        #[arg(required = true, num_args = 2..)]
+        dirs: Vec<PathBuf>,
+        /// Also write compare.md and compare.html into this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
     },
     /// Internal: the measuring child of `speed` (reads a request on stdin).
     #[command(name = "__speed-worker", hide = true)]

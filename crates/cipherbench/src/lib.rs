@@ -14,8 +14,9 @@ pub mod results;
 pub mod run;
 pub mod speed;
 pub mod supervisor;
+pub mod tls;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cli::{Cli, Command};
 use progress::Progress;
 use results::Session;
@@ -66,6 +67,29 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
             }
             println!("{}", dir.join("report.html").display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare { dirs, out } => {
+            let records = dirs
+                .iter()
+                .map(|d| results::load(d))
+                .collect::<Result<Vec<_>>>()?;
+            let labels = compare_labels(&records, &dirs);
+            let comparison = cipherbench_report::compare::analyze(&records, &labels);
+            print!("{}", cipherbench_report::compare::text(&comparison));
+            if let Some(out) = out {
+                std::fs::create_dir_all(&out)
+                    .with_context(|| format!("creating {}", out.display()))?;
+                results::write_atomic(
+                    &out.join("compare.md"),
+                    cipherbench_report::compare::markdown(&comparison).as_bytes(),
+                )?;
+                results::write_atomic(
+                    &out.join("compare.html"),
+                    cipherbench_report::compare::html(&comparison).as_bytes(),
+                )?;
+                println!("\nwritten: {}", out.join("compare.html").display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Speed(args) => {
@@ -120,6 +144,62 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             })
         }
+        Command::Tls(tls::args::TlsArgs {
+            command: tls::args::TlsCommand::Serve(a),
+        }) => {
+            let plan = a.plan()?;
+            interrupt::install();
+            tls::serve::run(&plan)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tls(args) => {
+            let (output, json) = match &args.command {
+                tls::args::TlsCommand::Sweep(a) => (a.output(), a.common.json),
+                tls::args::TlsCommand::Ramp(a) => (a.output(), a.common.json),
+                tls::args::TlsCommand::Serve(_) => return Ok(ExitCode::SUCCESS),
+            };
+            // Resolve the plan first: bad input fails before anything starts.
+            let sweep = match &args.command {
+                tls::args::TlsCommand::Sweep(a) => Some(a.plan()?),
+                tls::args::TlsCommand::Ramp(_) | tls::args::TlsCommand::Serve(_) => None,
+            };
+            let ramp = match &args.command {
+                tls::args::TlsCommand::Ramp(a) => Some(a.plan()?),
+                tls::args::TlsCommand::Sweep(_) | tls::args::TlsCommand::Serve(_) => None,
+            };
+            interrupt::install();
+            let environment = probe::collect();
+            let dir = if output.no_save {
+                None
+            } else {
+                Some(
+                    output
+                        .results
+                        .clone()
+                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
+                )
+            };
+            let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
+            session
+                .record
+                .environment
+                .tools
+                .extend(probe::tool_versions(&["nginx"]));
+            let outcome = match (&sweep, &ramp) {
+                (Some(plan), _) => tls::sweep::run(plan, &mut session),
+                (_, Some(plan)) => tls::ramp::run(plan, &mut session),
+                (None, None) => Ok(()),
+            };
+            finish(&mut session, outcome, |s| {
+                if let Some(t) = &s.record.tls {
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(t).unwrap_or_default());
+                    } else {
+                        print!("{}", cipherbench_report::tls::text(t));
+                    }
+                }
+            })
+        }
         Command::Run(args) => {
             interrupt::install();
             let (mut session, outcome) = run::run(&args, cli.quiet)?;
@@ -130,9 +210,36 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 if let Some(results) = &s.record.file {
                     print!("\n{}", cipherbench_report::file::text(results));
                 }
+                if let Some(t) = &s.record.tls {
+                    print!("{}", cipherbench_report::tls::text(t));
+                }
             })
         }
     }
+}
+
+/// A label per record: the host name, or the directory name where hosts repeat.
+fn compare_labels(
+    records: &[cipherbench_model::RunRecord],
+    dirs: &[std::path::PathBuf],
+) -> Vec<String> {
+    let hosts: Vec<String> = records
+        .iter()
+        .map(|r| r.environment.hostname.clone())
+        .collect();
+    let unique = hosts
+        .iter()
+        .all(|h| hosts.iter().filter(|x| *x == h).count() == 1);
+    if unique {
+        return hosts;
+    }
+    dirs.iter()
+        .map(|d| {
+            d.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| d.display().to_string())
+        })
+        .collect()
 }
 
 /// Saves the session whatever the outcome, prints the summary of what was measured,

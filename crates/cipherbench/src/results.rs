@@ -80,6 +80,7 @@ impl Session {
                 environment,
                 speed: None,
                 file: None,
+                tls: None,
                 warnings: Vec::new(),
             },
             progress,
@@ -94,7 +95,7 @@ impl Session {
 
     /// Whether any layer has data.
     pub fn has_measurements(&self) -> bool {
-        self.record.speed.is_some() || self.record.file.is_some()
+        self.record.speed.is_some() || self.record.file.is_some() || self.record.tls.is_some()
     }
 
     /// Saves `run.json` and the CSV files (not the HTML: that is rendered at the end,

@@ -24,11 +24,12 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
     )?;
     let speed_plan = preset_speed_plan(args.preset);
     let file_plan = preset_file_plan(args.preset);
+    let tls_plan = crate::tls::args::preset_plan(args.preset)?;
     if !quiet {
         eprintln!(
             "cipherbench run, preset {}: about {} in all; results in {}",
             args.preset.name(),
-            human_duration(speed_plan.estimate() + file_plan.estimate()),
+            human_duration(speed_plan.estimate() + file_plan.estimate() + tls_plan.estimate()),
             session
                 .dir()
                 .map(|d| d.display().to_string())
@@ -43,6 +44,13 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
         layer(&mut session, "file", |s| {
             crate::file::bench::run(&file_plan, s)
         })?;
+        interrupt::check()?;
+        session
+            .record
+            .environment
+            .tools
+            .extend(crate::probe::tool_versions(&["nginx"]));
+        layer(&mut session, "tls", |s| crate::tls::run(&tls_plan, s))?;
         Ok(())
     })();
     Ok((session, outcome))
