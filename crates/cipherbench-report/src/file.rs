@@ -187,7 +187,7 @@ pub fn text(r: &FileResults) -> String {
 pub fn html_section(r: &FileResults) -> String {
     let size = mib(r.config.input.size_bytes);
     let mut out = format!(
-        "<h2 id=\"file\">Layer 2: a file through the disk</h2>\
+        "<h2 id=\"file\">Layer 2: a file through the disk <a class=\"how\" href=\"#m-file\">how measured</a></h2>\
 <p>The time to encrypt a {size} MiB {} with each tool, written to a new file on the same file system ({}), \
 with AES-NI available (<b>accel</b>) and, for tools whose crypto is OpenSSL's, masked (<b>noaesni</b>). \
 Each point is the median of {} runs; <b>fsync</b> means until the output and its directory are on disk. \

@@ -7,6 +7,8 @@ pub mod compare;
 pub mod csv;
 pub mod file;
 pub mod html;
+pub mod ladder;
+pub mod markdown;
 pub mod svg;
 pub mod text;
 pub mod tls;
@@ -22,7 +24,7 @@ pub struct Rendered {
     pub contents: String,
 }
 
-/// Every derived file for a record: CSV per layer and `report.html`.
+/// Every derived file for a record: CSV per layer, `summary.md` and `report.html`.
 pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
     let mut files = Vec::new();
     if let Some(speed) = &record.speed {
@@ -51,6 +53,10 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
             });
         }
     }
+    files.push(Rendered {
+        name: "summary.md".into(),
+        contents: markdown::summary(record),
+    });
     files.push(Rendered {
         name: "report.html".into(),
         contents: html::render(record),

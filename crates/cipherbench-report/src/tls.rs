@@ -250,7 +250,7 @@ pub fn csv_ramp(r: &RampResults) -> String {
 
 /// The report section.
 pub fn section(t: &TlsResults) -> String {
-    let mut out = String::from("<h2 id=\"tls\">Layer 3: TLS web serving</h2>");
+    let mut out = String::from("<h2 id=\"tls\">Layer 3: TLS web serving <a class=\"how\" href=\"#m-tls\">how measured</a></h2>");
     if let Some(s) = &t.sweep {
         out.push_str(&sweep_section(s));
     }
