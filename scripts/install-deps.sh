@@ -15,7 +15,8 @@ packages=(
   age gnupg wrk
 )
 if [[ "$mode" == test ]]; then
-  packages+=(tshark)
+  # tshark: the tunnel's independent wire check; chromium: the report's browser test.
+  packages+=(tshark chromium)
 fi
 
 missing=()

@@ -16,6 +16,7 @@ h3 { font-size: 1.05em; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child, th.l, td.l { text-align: left; }
+td.l { white-space: normal; min-width: 12em; }
 .scroll { overflow-x: auto; }
 .chart { width: 100%; height: auto; max-width: 760px; display: block; }
 .chart .grid { stroke: #eaeef2; } .chart .axisline { stroke: #57606a; } .chart .reference { stroke: #cf222e; stroke-dasharray: 4 3; }

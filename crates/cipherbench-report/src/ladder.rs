@@ -135,8 +135,8 @@ fn file(record: &RunRecord) -> Result<Step, String> {
             cache.as_str(),
             if sync == SyncMode::Fsync { "to disk (fsync)" } else { "no fsync" }
         ),
-        accel: format!("{:.2} s", a.elapsed_seconds.median),
-        noaesni: format!("{:.2} s", n.elapsed_seconds.median),
+        accel: seconds(a.elapsed_seconds.median),
+        noaesni: seconds(n.elapsed_seconds.median),
         gain: am / nm,
         survives: None,
         crypto_share: None,
@@ -207,6 +207,23 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
 fn tunnel(record: &RunRecord) -> Result<Step, String> {
     let _ = record;
     Err("the tunnel layer did not run".into())
+}
+
+/// Seconds with three significant digits: `7.31 s`, `0.0164 s`.
+fn seconds(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} s")
+    } else if v >= 10.0 {
+        format!("{v:.1} s")
+    } else if v >= 1.0 {
+        format!("{v:.2} s")
+    } else {
+        format!(
+            "{:.1$} s",
+            v,
+            (2 - v.log10().floor() as i32).max(2) as usize
+        )
+    }
 }
 
 /// Percent with no decimals.
