@@ -188,13 +188,17 @@ impl SpeedPlan {
 /// Runs the plan, saving into the session after every cipher and variant. Returns
 /// early (with what it has saved) if the user interrupts.
 pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
-    let mut results = SpeedResults {
-        config: plan.config(),
-        variants: Vec::new(),
-        points: Vec::new(),
-        unavailable: Vec::new(),
-        controls: Vec::new(),
-        openssl_checks: Vec::new(),
+    // A resumed run keeps what an earlier, interrupted run of the same plan measured.
+    let mut results = match session.record.speed.take() {
+        Some(earlier) if earlier.config == plan.config() => earlier,
+        _ => SpeedResults {
+            config: plan.config(),
+            variants: Vec::new(),
+            points: Vec::new(),
+            unavailable: Vec::new(),
+            controls: Vec::new(),
+            openssl_checks: Vec::new(),
+        },
     };
     let points = plan.points();
     let total = plan.total_points();
@@ -204,6 +208,14 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     for cipher in &plan.ciphers {
         for variant in &plan.variants {
             interrupt::check()?;
+            if chunk_done(&results, *cipher, &variant.name, &points) {
+                session.progress.skip(points.len());
+                continue;
+            }
+            // A half-measured chunk is measured again whole, in one process.
+            results
+                .points
+                .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name));
             run_worker(
                 *cipher,
                 variant,
@@ -264,6 +276,23 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         check_openssl(plan, &mut results, session)?;
     }
     Ok(())
+}
+
+/// Whether one cipher in one variant is fully measured (or known unavailable).
+fn chunk_done(
+    results: &SpeedResults,
+    cipher: CipherId,
+    variant: &str,
+    points: &[(Direction, u64, usize)],
+) -> bool {
+    let name = cipher.name();
+    results
+        .unavailable
+        .iter()
+        .any(|u| u.cipher == name && u.variant == variant)
+        || points
+            .iter()
+            .all(|&(d, size, threads)| results.point(name, variant, d, size, threads).is_some())
 }
 
 fn control_names() -> Vec<&'static str> {
