@@ -1,0 +1,133 @@
+//! One gateway's inbound SAs, keyed by SPI, and the outcome-enum entry point for a UDP
+//! payload received on the ESP-in-UDP port.
+//!
+//! A gateway holds more than one inbound SA while a replacement overlaps the old one;
+//! the SPI of each packet picks the SA (RFC 4303 §3.4.2), and a packet no SA claims is
+//! counted here as [`DropReason::UnknownSpi`]. The set owns no buffers: the caller
+//! passes the received payload and an output buffer and gets an [`Inbound`] back,
+//! borrowing from them.
+
+use crate::counters::{DropCounts, DropReason, SetCounters};
+use crate::sa::{InboundSa, SaError};
+use crate::udp::{self, UdpPayload};
+use crate::ESP_HEADER_LEN;
+
+/// What to do with one received UDP payload.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Inbound<'a> {
+    /// An authentic inner IP packet: write it to the TUN device.
+    Packet {
+        /// The SA that opened it.
+        spi: u32,
+        /// The inner packet, inside the caller's output buffer.
+        inner: &'a mut [u8],
+    },
+    /// An RFC 3948 NAT keepalive: nothing to do.
+    NatKeepalive,
+    /// An IKE message behind the non-ESP marker (the bytes after it); this crate has no
+    /// IKE, so the gateway ignores or logs it.
+    NonEsp(&'a [u8]),
+    /// Dropped and counted.
+    Dropped(DropReason),
+}
+
+/// The inbound SAs of one gateway.
+#[derive(Default)]
+pub struct InboundSet {
+    /// A handful at most (old and new during a rekey): a linear scan beats hashing.
+    sas: Vec<InboundSa>,
+    counters: SetCounters,
+}
+
+impl InboundSet {
+    /// An empty set.
+    pub fn new() -> InboundSet {
+        InboundSet::default()
+    }
+
+    /// Adds an SA; its SPI must be new to the set.
+    pub fn insert(&mut self, sa: InboundSa) -> Result<(), SaError> {
+        if self.get(sa.spi()).is_some() {
+            return Err(SaError::DuplicateSpi(sa.spi()));
+        }
+        self.sas.push(sa);
+        Ok(())
+    }
+
+    /// Removes and returns the SA with this SPI (its keys are wiped when dropped).
+    pub fn remove(&mut self, spi: u32) -> Option<InboundSa> {
+        let at = self.sas.iter().position(|sa| sa.spi() == spi)?;
+        Some(self.sas.swap_remove(at))
+    }
+
+    /// The SA with this SPI.
+    pub fn get(&self, spi: u32) -> Option<&InboundSa> {
+        self.sas.iter().find(|sa| sa.spi() == spi)
+    }
+
+    /// Every SA, for stats.
+    pub fn iter(&self) -> impl Iterator<Item = &InboundSa> {
+        self.sas.iter()
+    }
+
+    /// Number of SAs.
+    pub fn len(&self) -> usize {
+        self.sas.len()
+    }
+
+    /// True with no SA.
+    pub fn is_empty(&self) -> bool {
+        self.sas.is_empty()
+    }
+
+    /// What the set counted itself (drops before an SA was found, keepalives, IKE).
+    pub fn counters(&self) -> &SetCounters {
+        &self.counters
+    }
+
+    /// Drops by reason over the set and all its SAs.
+    pub fn total_drops(&self) -> DropCounts {
+        let mut total = self.counters.drops;
+        for sa in &self.sas {
+            total.add(&sa.counters().drops);
+        }
+        total
+    }
+
+    /// Opens an ESP packet with the SA its SPI names (see [`InboundSa::open`]).
+    pub fn open(&mut self, esp: &[u8], out: &mut [u8]) -> Result<usize, DropReason> {
+        if esp.len() < ESP_HEADER_LEN {
+            self.counters.drops.increment(DropReason::Truncated);
+            return Err(DropReason::Truncated);
+        }
+        let spi = u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]);
+        match self.sas.iter_mut().find(|sa| sa.spi() == spi) {
+            Some(sa) => sa.open(esp, out),
+            None => {
+                self.counters.drops.increment(DropReason::UnknownSpi);
+                Err(DropReason::UnknownSpi)
+            }
+        }
+    }
+
+    /// RFC 3948: handles one UDP payload received on the ESP-in-UDP port.
+    pub fn receive_udp<'a>(&mut self, payload: &'a [u8], out: &'a mut [u8]) -> Inbound<'a> {
+        match udp::classify(payload) {
+            UdpPayload::NatKeepalive => {
+                self.counters.nat_keepalives += 1;
+                Inbound::NatKeepalive
+            }
+            UdpPayload::NonEsp(ike) => {
+                self.counters.non_esp += 1;
+                Inbound::NonEsp(ike)
+            }
+            UdpPayload::Esp(esp) => match self.open(esp, out) {
+                Ok(len) => Inbound::Packet {
+                    spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
+                    inner: &mut out[..len],
+                },
+                Err(reason) => Inbound::Dropped(reason),
+            },
+        }
+    }
+}
