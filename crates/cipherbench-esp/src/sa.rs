@@ -429,7 +429,7 @@ impl InboundSa {
         let body_start = ESP_HEADER_LEN + transform.iv_len();
         let body_end = esp.len() - transform.icv_len();
         let body_len = body_end - body_start;
-        if body_len % transform.alignment() != 0 {
+        if !body_len.is_multiple_of(transform.alignment()) {
             return Err(DropReason::Truncated);
         }
         if body_len > out.len() {
