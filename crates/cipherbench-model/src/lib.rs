@@ -10,6 +10,7 @@ pub mod schema;
 pub mod speed;
 pub mod stats;
 pub mod time;
+pub mod tunnel;
 pub mod units;
 
 pub use schema::{RunRecord, Warning, SCHEMA_NAME, SCHEMA_VERSION};

@@ -7,6 +7,7 @@
 
 use crate::env::Environment;
 use crate::speed::SpeedResults;
+use crate::tunnel::TunnelResults;
 use serde::{Deserialize, Serialize};
 
 /// The value of the `schema` field.
@@ -51,6 +52,9 @@ pub struct RunRecord {
     /// Layer 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<SpeedResults>,
+    /// Layer 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelResults>,
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,

@@ -60,6 +60,9 @@ pub fn render(record: &RunRecord) -> String {
     if let Some(speed) = &record.speed {
         body.push_str(&speed_section(speed));
     }
+    if let Some(t) = &record.tunnel {
+        body.push_str(&crate::tunnel::html(t));
+    }
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\

@@ -7,6 +7,7 @@ pub mod csv;
 pub mod html;
 pub mod svg;
 pub mod text;
+pub mod tunnel;
 
 use cipherbench_model::RunRecord;
 
@@ -26,6 +27,12 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
         files.push(Rendered {
             name: "speed.csv".into(),
             contents: csv::speed(speed),
+        });
+    }
+    if let Some(t) = &record.tunnel {
+        files.push(Rendered {
+            name: "tunnel.csv".into(),
+            contents: tunnel::csv(t),
         });
     }
     files.push(Rendered {

@@ -196,10 +196,11 @@ pub fn speed(results: &SpeedResults) -> String {
             "controls (3DES, ChaCha20-Poly1305): {held} of {} points within ±10 % between variants",
             results.controls.len()
         ));
-        let worst = results
-            .controls
-            .iter()
-            .max_by(|a, b| (a.ratio.value - 1.0).abs().total_cmp(&(b.ratio.value - 1.0).abs()));
+        let worst = results.controls.iter().max_by(|a, b| {
+            (a.ratio.value - 1.0)
+                .abs()
+                .total_cmp(&(b.ratio.value - 1.0).abs())
+        });
         match worst {
             Some(w) if held < results.controls.len() => out.push_str(&format!(
                 "; furthest: {} {} {} x{} at {:.2}x (noaesni/accel). A control that moves means the machine was busy or the mask changed more than AES-NI\n",

@@ -79,6 +79,7 @@ impl Session {
                 interrupted: false,
                 environment,
                 speed: None,
+                tunnel: None,
                 warnings: Vec::new(),
             },
             progress,
@@ -93,7 +94,7 @@ impl Session {
 
     /// Whether any layer has data.
     pub fn has_measurements(&self) -> bool {
-        self.record.speed.is_some()
+        self.record.speed.is_some() || self.record.tunnel.is_some()
     }
 
     /// Saves `run.json` and the CSV files (not the HTML: that is rendered at the end,

@@ -28,7 +28,11 @@ fn assert_one_line_error(out: &Output, needle: &str) {
     let err = stderr(out);
     let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
     assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
-    assert!(lines[0].contains(needle), "{needle:?} not in {:?}", lines[0]);
+    assert!(
+        lines[0].contains(needle),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
 }
 
 #[test]
@@ -41,7 +45,10 @@ fn unknown_cipher_is_refused_with_the_known_ones() {
         .unwrap();
     assert_one_line_error(&out, "unknown cipher 'rot13'");
     assert!(stderr(&out).contains("des-ede3-cbc"));
-    assert!(!dir.exists(), "a results directory was created for bad input");
+    assert!(
+        !dir.exists(),
+        "a results directory was created for bad input"
+    );
 }
 
 #[test]
@@ -60,7 +67,10 @@ fn bad_size_is_refused() {
 
 #[test]
 fn unknown_variant_and_flag_are_refused() {
-    let out = bin().args(["speed", "--variants", "turbo"]).output().unwrap();
+    let out = bin()
+        .args(["speed", "--variants", "turbo"])
+        .output()
+        .unwrap();
     assert_one_line_error(&out, "unknown variant 'turbo'");
     let out = bin().args(["speed", "--frobnicate"]).output().unwrap();
     assert_eq!(out.status.code(), Some(2));
@@ -80,7 +90,10 @@ fn unwritable_results_directory_is_refused_before_measuring() {
         .output()
         .unwrap();
     assert_one_line_error(&out, "results directory");
-    assert!(started.elapsed() < Duration::from_secs(10), "it measured first");
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "it measured first"
+    );
     assert_eq!(std::fs::read(&file).unwrap(), b"x");
     std::fs::remove_file(&file).unwrap();
 }
@@ -96,7 +109,10 @@ fn a_directory_holding_a_run_is_not_overwritten() {
         .output()
         .unwrap();
     assert_one_line_error(&out, "already holds a run");
-    assert_eq!(std::fs::read_to_string(dir.join("run.json")).unwrap(), "precious");
+    assert_eq!(
+        std::fs::read_to_string(dir.join("run.json")).unwrap(),
+        "precious"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -106,7 +122,10 @@ fn check_record(dir: &Path) -> RunRecord {
     // Nothing is lost in a round trip through the typed schema.
     let reparsed: serde_json::Value = serde_json::from_str(&record.to_json()).unwrap();
     let original: serde_json::Value = serde_json::from_str(&text).unwrap();
-    assert_eq!(reparsed, original, "run.json has fields the schema does not know");
+    assert_eq!(
+        reparsed, original,
+        "run.json has fields the schema does not know"
+    );
     record
 }
 
@@ -128,7 +147,10 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     assert_eq!(speed.points.len(), 12, "3 ciphers x 2 sizes x 2 variants");
     for p in &speed.points {
         assert_eq!(p.samples.len(), 3);
-        assert!(p.samples.iter().all(|s| s.bytes == s.ops * p.size_bytes && s.ops > 0));
+        assert!(p
+            .samples
+            .iter()
+            .all(|s| s.bytes == s.ops * p.size_bytes && s.ops > 0));
         assert!(p.throughput_bytes_per_sec.median > 0.0);
     }
     let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
@@ -139,7 +161,10 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     let csv = std::fs::read_to_string(dir.join("speed.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13);
     let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(stdout.contains("ratio") && stdout.contains("report.html"), "{stdout}");
+    assert!(
+        stdout.contains("ratio") && stdout.contains("report.html"),
+        "{stdout}"
+    );
 
     // `report` re-renders from run.json alone.
     std::fs::remove_file(dir.join("report.html")).unwrap();
@@ -214,7 +239,13 @@ fn ctrl_c_keeps_what_was_measured() {
     // No worker left behind.
     for pid in workers {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        let running = !stat.is_empty() && !stat.rsplit(')').next().unwrap_or("").trim_start().starts_with('Z');
+        let running = !stat.is_empty()
+            && !stat
+                .rsplit(')')
+                .next()
+                .unwrap_or("")
+                .trim_start()
+                .starts_with('Z');
         assert!(!running, "worker {pid} left running");
     }
     std::fs::remove_dir_all(&dir).unwrap();
@@ -224,7 +255,9 @@ fn ctrl_c_keeps_what_was_measured() {
 fn children_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
     for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else { continue };
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
         let status = std::fs::read_to_string(entry.path().join("status")).unwrap_or_default();
         let ppid = status
             .lines()

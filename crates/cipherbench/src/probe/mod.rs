@@ -133,7 +133,12 @@ pub fn name_hypervisor(signature: &str) -> String {
 }
 
 /// A capability row: name, cpuinfo flag, ia32cap bit, kernel algorithm.
-type Row = (&'static str, &'static str, (usize, u64), Option<&'static str>);
+type Row = (
+    &'static str,
+    &'static str,
+    (usize, u64),
+    Option<&'static str>,
+);
 
 /// One verdict per capability.
 pub fn verdicts(

@@ -391,7 +391,11 @@ fn run_worker(
 }
 
 /// Decides whether a variant's effective vector is what the variant means.
-fn variant_record(variant: &Variant, settings: &str, known: &[VariantRecord]) -> VariantRecord {
+pub(crate) fn variant_record(
+    variant: &Variant,
+    settings: &str,
+    known: &[VariantRecord],
+) -> VariantRecord {
     let cap = Ia32Cap::parse_settings(settings);
     let aesni = cap.map(|c| c.has(Ia32Cap::AESNI)).unwrap_or(false);
     let pclmulqdq = cap.map(|c| c.has(Ia32Cap::PCLMULQDQ)).unwrap_or(false);

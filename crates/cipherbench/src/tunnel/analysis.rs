@@ -1,0 +1,285 @@
+//! What a run's numbers mean: do iperf3's bytes agree with the gateways' counters,
+//! and which side ran out first. Pure functions of measured data.
+
+use super::iperf::received_datagrams;
+use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation};
+
+/// IPv4 (20) + UDP (8): what every iperf3 datagram carries besides its payload.
+pub const UDP_HEADERS: u64 = 28;
+/// IPv4 (20) + TCP (20): the least a TCP segment carries.
+pub const TCP_MIN_HEADERS: u64 = 40;
+/// IPv4 (20) + TCP with the most options (40): the most.
+pub const TCP_MAX_HEADERS: u64 = 60;
+/// What else may cross the tunnel in the data direction during a run: iperf3's
+/// control connection (parameters and results JSON, a few KiB) and its handshake.
+pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
+
+/// Reconciles iperf3's payload bytes with the inner bytes the receiving gateway
+/// opened. Lower bound: every payload byte the server read was opened, inside a
+/// packet with at least the minimal headers. Upper bound: nothing was opened that
+/// the client did not write (plus retransmissions and the control connection):
+/// opening a packet twice would break it.
+pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
+    let (min, max) = match iperf.protocol {
+        Protocol::Udp => {
+            let received = received_datagrams(iperf);
+            let sent = iperf.packets.unwrap_or(0);
+            (
+                iperf.received_bytes_total + UDP_HEADERS * received,
+                sent * (iperf.length_bytes + UDP_HEADERS) + CONTROL_ALLOWANCE,
+            )
+        }
+        Protocol::Tcp => {
+            let mss = iperf.tcp_mss_bytes.unwrap_or(1460).max(1);
+            let segments = iperf.received_bytes_total.div_ceil(mss);
+            let retransmitted = iperf.retransmits_total.unwrap_or(0) * mss;
+            (
+                iperf.received_bytes_total + TCP_MIN_HEADERS * segments,
+                iperf.sent_bytes_total
+                    + retransmitted
+                    + TCP_MAX_HEADERS * receiver.opened_packets
+                    + CONTROL_ALLOWANCE,
+            )
+        }
+    };
+    ByteCheck {
+        iperf_bytes: iperf.received_bytes_total,
+        opened_bytes: receiver.opened_bytes,
+        opened_packets: receiver.opened_packets,
+        expected_min: min,
+        expected_max: max,
+        ok: (min..=max).contains(&receiver.opened_bytes),
+    }
+}
+
+/// A thread at this share of a core or more counts as saturated.
+pub const SATURATED: f64 = 0.85;
+
+fn busiest(g: &GatewayRun) -> f64 {
+    g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used)
+}
+
+/// Which side ran out first. Losses say it best: a datagram dropped at the sending
+/// TUN queue was not read by the sending gateway in time; one dropped at the
+/// receiving gateway's socket was not read by the receiver; one lost after both was
+/// lost on the underlay (a rate-limited one) or in the receiving host past the
+/// gateway. Without losses (TCP), a gateway thread near a full core is the
+/// bottleneck; if none is, the shared cores are.
+pub fn saturation(
+    iperf: &IperfRun,
+    sender: &GatewayRun,
+    receiver: &GatewayRun,
+    underlay_rate_bits_per_sec: Option<u64>,
+) -> Saturation {
+    let at_sender = sender.tun_queue_drops;
+    let at_receiver = receiver.socket_drops;
+    let lost = match iperf.protocol {
+        Protocol::Udp => iperf.lost_packets.unwrap_or(0),
+        Protocol::Tcp => at_sender + at_receiver,
+    };
+    let beyond = lost.saturating_sub(at_sender + at_receiver);
+    let beyond_side = if underlay_rate_bits_per_sec.is_some() {
+        "underlay"
+    } else {
+        "receiver_host"
+    };
+    if lost > 0 && lost * 1000 >= iperf.packets.unwrap_or(lost).max(1) {
+        let (side, n) = [
+            ("sender_gateway", at_sender),
+            ("receiver_gateway", at_receiver),
+            (beyond_side, beyond),
+        ]
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or(("none", 0));
+        return Saturation {
+            side: side.to_string(),
+            evidence: format!(
+                "{lost} packets lost: {at_sender} at the sending TUN queue (sender gateway too slow), \
+                 {at_receiver} at the receiving gateway's socket (receiver gateway too slow), \
+                 {beyond} after both ({}); most ({n}) at the {}",
+                if beyond_side == "underlay" {
+                    "the rate-limited underlay or the receiving host"
+                } else {
+                    "in the receiving host past its gateway"
+                },
+                side.replace('_', " ")
+            ),
+        };
+    }
+    if let Some(rate) = underlay_rate_bits_per_sec {
+        if iperf.receiver_bits_per_sec >= 0.9 * rate as f64 {
+            return Saturation {
+                side: "underlay".into(),
+                evidence: format!(
+                    "throughput {:.0} Mbit/s is at least 90 % of the {:.0} Mbit/s underlay",
+                    iperf.receiver_bits_per_sec / 1e6,
+                    rate as f64 / 1e6
+                ),
+            };
+        }
+    }
+    let (s, r) = (busiest(sender), busiest(receiver));
+    let loads = format!(
+        "busiest thread: sender gateway {:.0} % of a core, receiver gateway {:.0} %; iperf3 client {:.0} %, server {:.0} %",
+        s * 100.0,
+        r * 100.0,
+        iperf.cpu_client_percent.unwrap_or(0.0),
+        iperf.cpu_server_percent.unwrap_or(0.0)
+    );
+    if s.max(r) >= SATURATED {
+        let side = if r >= s {
+            "receiver_gateway"
+        } else {
+            "sender_gateway"
+        };
+        return Saturation {
+            side: side.into(),
+            evidence: loads,
+        };
+    }
+    Saturation {
+        side: "cores".into(),
+        evidence: format!("no gateway thread saturated a core ({loads}): the gateways, iperf3 and the kernel shared the cores"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_model::tunnel::ThreadLoad;
+
+    fn iperf(protocol: Protocol) -> IperfRun {
+        IperfRun {
+            protocol,
+            command: vec![],
+            target_bits_per_sec: None,
+            length_bytes: 1220,
+            tcp_mss_bytes: Some(1348),
+            seconds: 3.0,
+            sent_bytes: 0,
+            received_bytes: 0,
+            sent_bytes_total: 1_000_000 * 1220,
+            received_bytes_total: 950_000 * 1220,
+            retransmits_total: Some(0),
+            sender_bits_per_sec: 1e9,
+            receiver_bits_per_sec: 0.95e9,
+            retransmits: None,
+            packets: Some(1_000_000),
+            lost_packets: Some(50_000),
+            lost_percent: Some(5.0),
+            out_of_order: None,
+            jitter_ms: None,
+            interval_bits_per_sec: vec![],
+            cpu_client_percent: None,
+            cpu_server_percent: None,
+        }
+    }
+
+    fn gateway(opened_packets: u64, opened_bytes: u64, load: f64) -> GatewayRun {
+        GatewayRun {
+            side: "x".into(),
+            variant: "accel".into(),
+            sealed_packets: 0,
+            sealed_bytes: 0,
+            seal_refused: 0,
+            esp_packets_sent: 0,
+            esp_bytes_sent: 0,
+            esp_packets_received: 0,
+            esp_bytes_received: 0,
+            opened_packets,
+            opened_bytes,
+            drops: Default::default(),
+            socket_drops: 0,
+            tun_queue_drops: 0,
+            io_errors: 0,
+            tun_reads: 0,
+            tun_writes: 0,
+            cpu_cores_used: load,
+            threads: vec![ThreadLoad {
+                name: "udp->tun".into(),
+                cpu_cores_used: load,
+                pinned_cpu: None,
+            }],
+        }
+    }
+
+    #[test]
+    fn udp_bytes_reconcile_with_28_bytes_of_headers() {
+        let run = iperf(Protocol::Udp);
+        // Exactly the received datagrams plus a little control traffic.
+        let exact = 950_000 * (1220 + 28) + 3_000;
+        assert!(byte_check(&run, &gateway(950_010, exact, 0.5)).ok);
+        // Fewer bytes than iperf3 received: impossible, flagged.
+        assert!(!byte_check(&run, &gateway(900_000, 900_000 * 1248, 0.5)).ok);
+        // Far more than was ever sent (delivered twice): flagged.
+        assert!(!byte_check(&run, &gateway(2_000_000, 2_000_000 * 1248, 0.5)).ok);
+    }
+
+    #[test]
+    fn tcp_bytes_reconcile_with_segment_headers() {
+        let mut run = iperf(Protocol::Tcp);
+        run.sent_bytes_total = 1_000_000_000;
+        run.received_bytes_total = 999_000_000;
+        let segments = 999_000_000u64.div_ceil(1348);
+        let opened = 999_000_000 + 52 * segments;
+        assert!(byte_check(&run, &gateway(segments, opened, 0.5)).ok);
+        assert!(!byte_check(&run, &gateway(segments, 999_000_000, 0.5)).ok);
+    }
+
+    #[test]
+    fn losses_point_at_the_side_that_dropped() {
+        let run = iperf(Protocol::Udp);
+        let sender = gateway(0, 0, 0.6);
+        let mut receiver = gateway(0, 0, 0.99);
+        receiver.socket_drops = 45_000;
+        let s = saturation(&run, &sender, &receiver, None);
+        assert_eq!(s.side, "receiver_gateway");
+        assert!(
+            s.evidence.contains("45000 at the receiving"),
+            "{}",
+            s.evidence
+        );
+        let mut sender = gateway(0, 0, 0.99);
+        sender.tun_queue_drops = 49_000;
+        assert_eq!(
+            saturation(&run, &sender, &gateway(0, 0, 0.5), None).side,
+            "sender_gateway"
+        );
+        assert_eq!(
+            saturation(
+                &run,
+                &gateway(0, 0, 0.2),
+                &gateway(0, 0, 0.2),
+                Some(1_000_000_000)
+            )
+            .side,
+            "underlay"
+        );
+    }
+
+    #[test]
+    fn without_losses_the_busiest_thread_decides() {
+        let mut run = iperf(Protocol::Tcp);
+        run.lost_packets = None;
+        run.packets = None;
+        assert_eq!(
+            saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.95), None).side,
+            "receiver_gateway"
+        );
+        assert_eq!(
+            saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.4), None).side,
+            "cores"
+        );
+        assert_eq!(
+            saturation(
+                &run,
+                &gateway(0, 0, 0.5),
+                &gateway(0, 0, 0.4),
+                Some(1_000_000_000)
+            )
+            .side,
+            "underlay"
+        );
+    }
+}
