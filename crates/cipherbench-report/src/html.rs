@@ -6,7 +6,7 @@ use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
 
-const STYLE: &str = r#"
+pub(crate) const STYLE: &str = r#"
 :root { --fg:#1b1f23; --muted:#586069; --line:#d0d7de; --bg:#fff; --accent:#0072B2; --warn:#9a6700; }
 * { box-sizing: border-box; }
 body { font: 15px/1.5 system-ui, -apple-system, "Segoe UI", Roboto, sans-serif; color: var(--fg); background: var(--bg); margin: 0 auto; max-width: 980px; padding: 16px; }

@@ -3,6 +3,7 @@
 //! returns text. Nothing here measures, reads files or prints, so `cipherbench report
 //! DIR` re-renders without re-measuring, and a rendering bug can never destroy data.
 
+pub mod compare;
 pub mod csv;
 pub mod html;
 pub mod svg;

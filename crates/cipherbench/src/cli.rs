@@ -47,6 +47,17 @@ pub enum Command {
         /// A results directory (holding run.json).
         dir: PathBuf,
     },
+    /// Two or more results directories side by side: environment differences, then
+    /// per-layer ratios, with 3DES as the control that separates CPU speed from
+    /// acceleration.
+    Compare {
+        /// Results directories; the first is the baseline.
+        #[arg(required = true, num_args = 2..)]
+        dirs: Vec<PathBuf>,
+        /// Also write compare.md and compare.html into this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
     /// Internal: the measuring child of `speed` (reads a request on stdin).
     #[command(name = "__speed-worker", hide = true)]
     SpeedWorker,

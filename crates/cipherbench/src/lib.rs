@@ -15,7 +15,7 @@ pub mod speed;
 pub mod supervisor;
 pub mod tunnel;
 
-use anyhow::Result;
+use anyhow::{Context, Result};
 use cli::{Cli, Command};
 use progress::Progress;
 use results::Session;
@@ -70,6 +70,29 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
             }
             println!("{}", dir.join("report.html").display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Compare { dirs, out } => {
+            let records = dirs
+                .iter()
+                .map(|d| results::load(d))
+                .collect::<Result<Vec<_>>>()?;
+            let labels = compare_labels(&records, &dirs);
+            let comparison = cipherbench_report::compare::analyze(&records, &labels);
+            print!("{}", cipherbench_report::compare::text(&comparison));
+            if let Some(out) = out {
+                std::fs::create_dir_all(&out)
+                    .with_context(|| format!("creating {}", out.display()))?;
+                results::write_atomic(
+                    &out.join("compare.md"),
+                    cipherbench_report::compare::markdown(&comparison).as_bytes(),
+                )?;
+                results::write_atomic(
+                    &out.join("compare.html"),
+                    cipherbench_report::compare::html(&comparison).as_bytes(),
+                )?;
+                println!("\nwritten: {}", out.join("compare.html").display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Command::Speed(args) => {
@@ -170,6 +193,30 @@ fn tunnel_cleanup(force: bool) -> Result<ExitCode> {
         println!("nothing to clean up");
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// A label per record: the host name, or the directory name where hosts repeat.
+fn compare_labels(
+    records: &[cipherbench_model::RunRecord],
+    dirs: &[std::path::PathBuf],
+) -> Vec<String> {
+    let hosts: Vec<String> = records
+        .iter()
+        .map(|r| r.environment.hostname.clone())
+        .collect();
+    let unique = hosts
+        .iter()
+        .all(|h| hosts.iter().filter(|x| *x == h).count() == 1);
+    if unique {
+        return hosts;
+    }
+    dirs.iter()
+        .map(|d| {
+            d.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| d.display().to_string())
+        })
+        .collect()
 }
 
 /// Saves the session whatever the outcome, prints the summary of what was measured,

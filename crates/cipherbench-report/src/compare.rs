@@ -1,0 +1,469 @@
+//! `cipherbench compare`: two or more results side by side (seed 001's "knight" and
+//! "padawan"; one machine before and after a change).
+//!
+//! The control separates "this CPU is just faster" from "this CPU has the
+//! acceleration": 3DES (which AES-NI does not touch) measures the CPU alone, so
+//! dividing the AES ratio by the 3DES ratio leaves what acceleration contributes.
+//! Differences in environment are listed first, because they explain the rest.
+
+use crate::svg::escape;
+use cipherbench_model::speed::{Direction, SpeedResults};
+use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
+use cipherbench_model::RunRecord;
+
+/// A control ratio within this of 1.0 means "equally fast otherwise".
+pub const SAME_CPU_TOLERANCE: f64 = 0.10;
+/// An acceleration factor within this of 1.0 means "no difference in acceleration".
+pub const SAME_ACCEL_TOLERANCE: f64 = 0.15;
+
+/// One environment field that differs between the records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct EnvDifference {
+    /// What differs.
+    pub field: String,
+    /// Its value in each record.
+    pub values: Vec<String>,
+}
+
+/// One layer-1 point present in several records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SpeedRow {
+    /// Cipher.
+    pub cipher: String,
+    /// Variant.
+    pub variant: String,
+    /// Direction.
+    pub direction: Direction,
+    /// Buffer size.
+    pub size_bytes: u64,
+    /// Threads.
+    pub threads: usize,
+    /// Median throughput per record (None where not measured).
+    pub values: Vec<Option<f64>>,
+}
+
+/// How record `i` relates to the baseline (record 0).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    /// Label of the compared record.
+    pub label: String,
+    /// AES-256-CBC (accel, encrypt, 1 thread) ratio to the baseline.
+    pub aes_ratio: Option<f64>,
+    /// 3DES ratio to the baseline: the CPU alone.
+    pub control_ratio: Option<f64>,
+    /// aes_ratio / control_ratio: what acceleration contributes.
+    pub acceleration_factor: Option<f64>,
+    /// The size the verdict was drawn at.
+    pub size_bytes: u64,
+    /// One paragraph for a person.
+    pub sentence: String,
+}
+
+/// The whole comparison.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Comparison {
+    /// A label per record.
+    pub labels: Vec<String>,
+    /// Environment differences.
+    pub differences: Vec<EnvDifference>,
+    /// Verdicts for records 1.. against record 0.
+    pub verdicts: Vec<Verdict>,
+    /// Layer 1 points common to at least two records.
+    pub speed: Vec<SpeedRow>,
+}
+
+fn flags(r: &RunRecord) -> String {
+    let mut present: Vec<&str> = r
+        .environment
+        .cpu
+        .crypto_flags
+        .iter()
+        .filter(|f| f.present)
+        .map(|f| f.name.as_str())
+        .collect();
+    present.sort();
+    if present.is_empty() {
+        "(none)".into()
+    } else {
+        present.join(" ")
+    }
+}
+
+/// How to read one environment field from a record.
+type Field = fn(&RunRecord) -> String;
+
+fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
+    let fields: [(&str, Field); 8] = [
+        ("CPU model", |r| r.environment.cpu.model.clone()),
+        ("crypto flags", flags),
+        ("logical cores", |r| {
+            r.environment.cpu.logical_cores.to_string()
+        }),
+        ("hypervisor", |r| {
+            r.environment
+                .cpu
+                .hypervisor
+                .clone()
+                .unwrap_or_else(|| "none".into())
+        }),
+        ("kernel", |r| r.environment.kernel.clone()),
+        ("OpenSSL", |r| r.environment.openssl.library_version.clone()),
+        ("capability vector", |r| {
+            r.environment
+                .openssl
+                .cpu_settings
+                .clone()
+                .unwrap_or_else(|| "unknown".into())
+        }),
+        ("preset", |r| r.preset.clone()),
+    ];
+    fields
+        .iter()
+        .filter_map(|(name, get)| {
+            let values: Vec<String> = records.iter().map(get).collect();
+            (values.iter().any(|v| v != &values[0])).then(|| EnvDifference {
+                field: (*name).to_string(),
+                values,
+            })
+        })
+        .collect()
+}
+
+fn median(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<f64> {
+    s?.point(cipher, "accel", Direction::Encrypt, size, 1)
+        .map(|p| p.throughput_bytes_per_sec.median)
+}
+
+fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
+/// The size both records measured closest to 256 bytes (seed 001's size).
+fn common_size(a: Option<&SpeedResults>, b: Option<&SpeedResults>) -> u64 {
+    let sizes =
+        |s: Option<&SpeedResults>| s.map(|s| s.config.sizes_bytes.clone()).unwrap_or_default();
+    let b_sizes = sizes(b);
+    sizes(a)
+        .into_iter()
+        .filter(|z| b_sizes.contains(z))
+        .min_by_key(|&z| (z as i64 - 256).abs())
+        .unwrap_or(256)
+}
+
+fn has_aes(r: &RunRecord) -> bool {
+    r.environment.cpu.has("aes")
+}
+
+fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -> Verdict {
+    let (sa, sb) = (base.speed.as_ref(), other.speed.as_ref());
+    let size = common_size(sa, sb);
+    let aes_ratio = ratio(
+        median(sb, "aes-256-cbc", size),
+        median(sa, "aes-256-cbc", size),
+    );
+    let control_ratio = ratio(
+        median(sb, "des-ede3-cbc", size),
+        median(sa, "des-ede3-cbc", size),
+    )
+    .or_else(|| {
+        ratio(
+            median(sb, "chacha20-poly1305", size),
+            median(sa, "chacha20-poly1305", size),
+        )
+    });
+    let acceleration_factor = match (aes_ratio, control_ratio) {
+        (Some(a), Some(c)) if c > 0.0 => Some(a / c),
+        _ => None,
+    };
+    let sentence = match (aes_ratio, control_ratio, acceleration_factor) {
+        (Some(a), Some(c), Some(f)) => {
+            let cpu = if (c - 1.0).abs() <= SAME_CPU_TOLERANCE {
+                format!(
+                    "On the control (3DES, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: the CPUs are about equally fast otherwise."
+                )
+            } else {
+                format!(
+                    "On the control (3DES, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: that much of any difference is the CPU itself."
+                )
+            };
+            let accel = if (f - 1.0).abs() <= SAME_ACCEL_TOLERANCE {
+                "After dividing by the control, AES gains nothing extra: no difference in acceleration.".to_string()
+            } else {
+                let (faster, slower) = if f > 1.0 { (label, base_label) } else { (base_label, label) };
+                let flags = match (has_aes(base), has_aes(other)) {
+                    (true, false) => format!(" {base_label} has AES-NI and {label} does not."),
+                    (false, true) => format!(" {label} has AES-NI and {base_label} does not."),
+                    _ => String::new(),
+                };
+                format!(
+                    "After dividing by the control, acceleration accounts for a factor of {:.1} in {faster}'s favour over {slower}.{flags}",
+                    if f > 1.0 { f } else { 1.0 / f }
+                )
+            };
+            format!(
+                "AES-256-CBC at {}: {label} runs at {a:.2}x {base_label}. {cpu} {accel}",
+                ByteSize(size)
+            )
+        }
+        _ => format!(
+            "{label} and {base_label} have no AES-256-CBC and 3DES points in common (accel, encrypt, 1 thread): measure both with the default ciphers to compare them."
+        ),
+    };
+    Verdict {
+        label: label.to_string(),
+        aes_ratio,
+        control_ratio,
+        acceleration_factor,
+        size_bytes: size,
+        sentence,
+    }
+}
+
+fn speed_rows(records: &[RunRecord]) -> Vec<SpeedRow> {
+    let mut rows: Vec<SpeedRow> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        let Some(s) = &r.speed else { continue };
+        for p in &s.points {
+            let key = |row: &SpeedRow| {
+                row.cipher == p.cipher
+                    && row.variant == p.variant
+                    && row.direction == p.direction
+                    && row.size_bytes == p.size_bytes
+                    && row.threads == p.threads
+            };
+            let idx = match rows.iter().position(key) {
+                Some(idx) => idx,
+                None => {
+                    rows.push(SpeedRow {
+                        cipher: p.cipher.clone(),
+                        variant: p.variant.clone(),
+                        direction: p.direction,
+                        size_bytes: p.size_bytes,
+                        threads: p.threads,
+                        values: vec![None; records.len()],
+                    });
+                    rows.len() - 1
+                }
+            };
+            rows[idx].values[i] = Some(p.throughput_bytes_per_sec.median);
+        }
+    }
+    rows.retain(|r| r.values.iter().filter(|v| v.is_some()).count() >= 2);
+    rows
+}
+
+/// Compares records; `labels` name them (host names or directory names).
+pub fn analyze(records: &[RunRecord], labels: &[String]) -> Comparison {
+    let verdicts = (1..records.len())
+        .map(|i| verdict(&records[0], &labels[0], &records[i], &labels[i]))
+        .collect();
+    Comparison {
+        labels: labels.to_vec(),
+        differences: differences(records),
+        verdicts,
+        speed: speed_rows(records),
+    }
+}
+
+fn fmt_ratio(r: Option<f64>) -> String {
+    r.map(|v| format!("{v:.2}x")).unwrap_or_else(|| "-".into())
+}
+
+/// Terminal rendering.
+pub fn text(c: &Comparison) -> String {
+    let mut out = String::new();
+    out.push_str(&format!(
+        "comparing {} (baseline: {})\n",
+        c.labels.join(", "),
+        c.labels[0]
+    ));
+    out.push_str("\nenvironment differences:\n");
+    if c.differences.is_empty() {
+        out.push_str("  none: same CPU, flags, kernel and OpenSSL\n");
+    }
+    for d in &c.differences {
+        out.push_str(&format!("  {}:\n", d.field));
+        for (l, v) in c.labels.iter().zip(&d.values) {
+            out.push_str(&format!("    {l:<16} {v}\n"));
+        }
+    }
+    out.push_str("\nverdict:\n");
+    for v in &c.verdicts {
+        out.push_str(&format!("  {}\n", v.sentence));
+    }
+    if !c.speed.is_empty() {
+        out.push_str("\nlayer 1 (median throughput; ratio to the baseline):\n");
+        out.push_str(&format!(
+            "  {:<24} {:<8} {:<7} {:>7} {:>3}",
+            "cipher", "variant", "dir", "size", "thr"
+        ));
+        for l in &c.labels {
+            out.push_str(&format!(" {:>12}", truncate(l, 12)));
+        }
+        for l in &c.labels[1..] {
+            out.push_str(&format!(" {:>9}", format!("/{}", truncate(l, 8))));
+        }
+        out.push('\n');
+        for r in &c.speed {
+            out.push_str(&format!(
+                "  {:<24} {:<8} {:<7} {:>7} {:>3}",
+                r.cipher,
+                r.variant,
+                r.direction.as_str(),
+                ByteSize(r.size_bytes).to_string(),
+                r.threads
+            ));
+            for v in &r.values {
+                out.push_str(&format!(
+                    " {:>12}",
+                    v.map(format_bytes_per_sec).unwrap_or_else(|| "-".into())
+                ));
+            }
+            for v in &r.values[1..] {
+                out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, r.values[0]))));
+            }
+            out.push('\n');
+        }
+    }
+    out
+}
+
+fn truncate(s: &str, n: usize) -> String {
+    s.chars().take(n).collect()
+}
+
+/// Markdown rendering (for a pull request or a chat).
+pub fn markdown(c: &Comparison) -> String {
+    let mut out = format!(
+        "# cipherbench compare: {}\n\nBaseline: **{}**.\n\n## Environment differences\n\n",
+        c.labels.join(" vs "),
+        c.labels[0]
+    );
+    if c.differences.is_empty() {
+        out.push_str("None: same CPU, flags, kernel and OpenSSL.\n");
+    } else {
+        out.push_str(&format!(
+            "| field | {} |\n|---|{}\n",
+            c.labels.join(" | "),
+            "---|".repeat(c.labels.len())
+        ));
+        for d in &c.differences {
+            out.push_str(&format!(
+                "| {} | {} |\n",
+                d.field,
+                d.values
+                    .iter()
+                    .map(|v| v.replace('|', "\\|"))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
+    out.push_str("\n## Verdict\n\n");
+    for v in &c.verdicts {
+        out.push_str(&format!("- {}\n", v.sentence));
+    }
+    if !c.speed.is_empty() {
+        out.push_str(&format!(
+            "\n## Layer 1\n\n| cipher | variant | direction | size | threads | {} | {} |\n|---|---|---|---|---|{}{}\n",
+            c.labels.join(" | "),
+            c.labels[1..].iter().map(|l| format!("{l} / {}", c.labels[0])).collect::<Vec<_>>().join(" | "),
+            "---:|".repeat(c.labels.len()),
+            "---:|".repeat(c.labels.len() - 1)
+        ));
+        for r in &c.speed {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                r.cipher,
+                r.variant,
+                r.direction.as_str(),
+                ByteSize(r.size_bytes),
+                r.threads,
+                r.values
+                    .iter()
+                    .map(|v| v.map(format_bytes_per_sec).unwrap_or_else(|| "–".into()))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                r.values[1..]
+                    .iter()
+                    .map(|v| fmt_ratio(ratio(*v, r.values[0])))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
+    out
+}
+
+/// A self-contained HTML page.
+pub fn html(c: &Comparison) -> String {
+    let mut body = format!(
+        "<h1>cipherbench compare</h1><p class=\"muted\">{} · baseline <b>{}</b></p><h2>Environment differences</h2>",
+        escape(&c.labels.join(" vs ")),
+        escape(&c.labels[0])
+    );
+    if c.differences.is_empty() {
+        body.push_str("<p>None: same CPU, flags, kernel and OpenSSL.</p>");
+    } else {
+        body.push_str("<div class=\"scroll\"><table><tr><th>field</th>");
+        for l in &c.labels {
+            body.push_str(&format!("<th class=\"l\">{}</th>", escape(l)));
+        }
+        body.push_str("</tr>");
+        for d in &c.differences {
+            body.push_str(&format!("<tr><td>{}</td>", escape(&d.field)));
+            for v in &d.values {
+                body.push_str(&format!("<td class=\"l\">{}</td>", escape(v)));
+            }
+            body.push_str("</tr>");
+        }
+        body.push_str("</table></div>");
+    }
+    body.push_str("<h2>Verdict</h2><ul>");
+    for v in &c.verdicts {
+        body.push_str(&format!("<li>{}</li>", escape(&v.sentence)));
+    }
+    body.push_str("</ul>");
+    if !c.speed.is_empty() {
+        body.push_str("<h2>Layer 1</h2><div class=\"scroll\"><table><tr><th class=\"l\">cipher</th><th class=\"l\">variant</th><th class=\"l\">direction</th><th>size</th><th>threads</th>");
+        for l in &c.labels {
+            body.push_str(&format!("<th>{}</th>", escape(l)));
+        }
+        for l in &c.labels[1..] {
+            body.push_str(&format!(
+                "<th>{} / {}</th>",
+                escape(l),
+                escape(&c.labels[0])
+            ));
+        }
+        body.push_str("</tr>");
+        for r in &c.speed {
+            body.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td>",
+                escape(&r.cipher),
+                escape(&r.variant),
+                r.direction.as_str(),
+                ByteSize(r.size_bytes),
+                r.threads
+            ));
+            for v in &r.values {
+                body.push_str(&format!(
+                    "<td>{}</td>",
+                    v.map(format_bytes_per_sec).unwrap_or_else(|| "–".into())
+                ));
+            }
+            for v in &r.values[1..] {
+                body.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, r.values[0]))));
+            }
+            body.push_str("</tr>");
+        }
+        body.push_str("</table></div>");
+    }
+    format!(
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"><title>cipherbench compare</title><style>{}</style></head><body>{body}</body></html>\n",
+        crate::html::STYLE
+    )
+}
