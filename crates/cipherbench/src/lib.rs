@@ -165,6 +165,9 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 if let Some(speed) = &s.record.speed {
                     print!("{}", cipherbench_report::text::speed(speed));
                 }
+                if let Some(t) = &s.record.tunnel {
+                    print!("{}", cipherbench_report::tunnel::text(t));
+                }
             })
         }
     }

@@ -33,9 +33,13 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    fn start(config: &GatewayConfig, variant: &Variant, side: &'static str) -> Result<Gateway> {
-        let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
-        let mut child = Spawn::new(&exe)
+    fn start(
+        program: &std::path::Path,
+        config: &GatewayConfig,
+        variant: &Variant,
+        side: &'static str,
+    ) -> Result<Gateway> {
+        let mut child = Spawn::new(program)
             .args(["__gateway"])
             .ia32cap(variant.ia32cap.as_deref())
             .piped_stdin()
@@ -81,6 +85,18 @@ impl Gateway {
         GatewayStats::read(&self.stats_path)
     }
 
+    /// Fails if the gateway has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            bail!(
+                "the {} gateway exited during the run ({status}): {}",
+                self.side,
+                self.child.stderr_tail()
+            );
+        }
+        Ok(())
+    }
+
     /// The gateway's pid.
     pub fn pid(&self) -> u32 {
         self.child.pid()
@@ -114,6 +130,8 @@ fn next_line(child: &mut Child, prefix: &str, side: &str) -> Result<String> {
 /// What both gateways of a measurement share.
 #[derive(Clone)]
 pub struct PairOptions {
+    /// The cipherbench executable that runs `__gateway` (the runner's own).
+    pub program: PathBuf,
     /// The transform.
     pub transform: Transform,
     /// The run's secret.
@@ -187,6 +205,7 @@ impl GatewayPair {
             mtu: options.mtu,
         };
         let receiver = Gateway::start(
+            &options.program,
             &config(
                 "receiver",
                 &names.receiver_ns,
@@ -199,6 +218,7 @@ impl GatewayPair {
             "receiver",
         )?;
         let sender = Gateway::start(
+            &options.program,
             &config(
                 "sender",
                 &names.sender_ns,
@@ -213,6 +233,12 @@ impl GatewayPair {
             "sender",
         )?;
         Ok(GatewayPair { sender, receiver })
+    }
+
+    /// Fails if either gateway has exited.
+    pub fn check_alive(&mut self) -> Result<()> {
+        self.sender.check_alive()?;
+        self.receiver.check_alive()
     }
 
     /// Snapshots of both.

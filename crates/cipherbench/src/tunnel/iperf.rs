@@ -199,6 +199,13 @@ impl ClientRun {
     /// Runs the client to the end and parses its output. Returns early with
     /// [`interrupt::Interrupted`] on Ctrl-C.
     pub fn run(&self) -> Result<IperfRun> {
+        self.run_watching(|| Ok(()))
+    }
+
+    /// Like [`ClientRun::run`], calling `watch` every 100 ms while iperf3 runs: an
+    /// error from it (a gateway that died) stops iperf3 and is returned at once,
+    /// instead of waiting for a test that can no longer finish.
+    pub fn run_watching(&self, mut watch: impl FnMut() -> Result<()>) -> Result<IperfRun> {
         let args = self.iperf3_args();
         let mut command = vec![
             "ip".to_string(),
@@ -216,7 +223,7 @@ impl ClientRun {
         let deadline = Instant::now()
             + Duration::from_secs(self.seconds + self.omit_seconds)
             + Duration::from_secs(30);
-        let json = collect_stdout(&mut child, deadline)?;
+        let json = collect_stdout(&mut child, deadline, &mut watch)?;
         let status = child.wait(Duration::from_secs(10))?;
         match parse(&json, command) {
             Ok(run) => Ok(run),
@@ -232,12 +239,20 @@ impl ClientRun {
     }
 }
 
-fn collect_stdout(child: &mut Child, deadline: Instant) -> Result<String> {
+fn collect_stdout(
+    child: &mut Child,
+    deadline: Instant,
+    watch: &mut impl FnMut() -> Result<()>,
+) -> Result<String> {
     let mut out = String::new();
     loop {
         if interrupt::requested() {
             child.stop();
             return Err(interrupt::Interrupted.into());
+        }
+        if let Err(e) = watch() {
+            child.stop();
+            return Err(e);
         }
         match child.next_line(Duration::from_millis(100)) {
             Line::Text(line) => {
@@ -255,28 +270,46 @@ fn collect_stdout(child: &mut Child, deadline: Instant) -> Result<String> {
     }
 }
 
-/// Starts the iperf3 server in `netns` and waits until it listens.
-pub fn start_server(netns: &str) -> Result<Child> {
+/// Starts the iperf3 server in `netns` and waits until it listens. Its JSON (one
+/// document per test, and any error it hits) goes to `log`.
+pub fn start_server(netns: &str, log: &std::path::Path) -> Result<Child> {
     let child = Spawn::new("ip")
         .args(["netns", "exec", netns, "iperf3", "-s", "-J", "-p"])
         .args([PORT.to_string()])
+        .args(["--logfile".as_ref(), log.as_os_str()])
         .start()
         .context("starting the iperf3 server")?;
+    let mut child = child;
     let pid = child.pid();
+    let mut exited = None;
     wait_until(
         &format!("the iperf3 server listening on port {PORT} in {netns}"),
         Duration::from_secs(10),
         || {
+            if let Some(status) = child.try_wait()? {
+                exited = Some(status);
+                return Ok(true);
+            }
             // /proc/PID/net/tcp shows the sockets of PID's namespace.
-            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))
-                .context("the iperf3 server exited")?;
+            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))?;
             Ok(listening(&table, PORT)
                 || std::fs::read_to_string(format!("/proc/{pid}/net/tcp6"))
                     .map(|t| listening(&t, PORT))
                     .unwrap_or(false))
         },
     )
-    .with_context(|| child.stderr_tail())?;
+    .and_then(|()| match exited {
+        Some(status) => Err(anyhow!("the iperf3 server exited ({status})")),
+        None => Ok(()),
+    })
+    .with_context(|| {
+        let said = std::fs::read_to_string(log).unwrap_or_default();
+        let error = serde_json::from_str::<Value>(said.trim())
+            .ok()
+            .and_then(|v| v["error"].as_str().map(str::to_string))
+            .unwrap_or_else(|| said.lines().last().unwrap_or("").to_string());
+        format!("{} {error}", child.stderr_tail())
+    })?;
     Ok(child)
 }
 

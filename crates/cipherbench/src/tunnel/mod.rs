@@ -198,24 +198,70 @@ pub fn check_prerequisites() -> Result<()> {
     Ok(())
 }
 
-/// Runs the plan, saving into the session after every point.
-pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
-    check_prerequisites()?;
-    let names = Names::new()?;
-    let topology = Topology::build(
-        names.clone(),
-        &TopologyOptions {
-            underlay_rate_bits_per_sec: plan.underlay_rate.as_ref().map(|r| r.1),
-            mtu: plan.mtu,
-        },
-    )?;
-    let outcome = measure(plan, &names, session);
-    let teardown = topology.teardown();
-    outcome?;
-    teardown
+/// The topology with its iperf3 server running: what [`run`] measures in, and what
+/// the root-only tests drive directly. Dropping it stops the server and removes the
+/// topology.
+pub struct Lab {
+    // Field order is drop order: the server goes before its namespace.
+    server: crate::supervisor::Child,
+    topology: Topology,
 }
 
-fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()> {
+impl Lab {
+    /// Checks the prerequisites, builds a fresh topology and starts the server.
+    pub fn start(options: &TopologyOptions) -> Result<Lab> {
+        check_prerequisites()?;
+        let topology = Topology::build(Names::new()?, options)?;
+        let names = topology.names();
+        let server =
+            iperf::start_server(&names.receiver_ns, &names.dir.join("iperf3-server.json"))?;
+        Ok(Lab { server, topology })
+    }
+
+    /// The names of its objects.
+    pub fn names(&self) -> &Names {
+        self.topology.names()
+    }
+
+    /// An iperf3 client run from the sender's namespace to `server`.
+    pub fn client(&self, server: &str, protocol: Protocol, seconds: u64) -> iperf::ClientRun {
+        iperf::ClientRun {
+            netns: self.names().sender_ns.clone(),
+            server: server.to_string(),
+            protocol,
+            seconds,
+            omit_seconds: 0,
+            length_bytes: Some(1220),
+            rate_bits_per_sec: None,
+            affinity: None,
+        }
+    }
+
+    /// Stops the server and removes the topology, reporting failures.
+    pub fn stop(self) -> Result<()> {
+        let Lab {
+            mut server,
+            topology,
+        } = self;
+        server.stop();
+        topology.teardown()
+    }
+}
+
+/// Runs the plan, saving into the session after every point.
+pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
+    let lab = Lab::start(&TopologyOptions {
+        underlay_rate_bits_per_sec: plan.underlay_rate.as_ref().map(|r| r.1),
+        mtu: plan.mtu,
+    })?;
+    let outcome = measure(plan, &lab, session);
+    let stopped = lab.stop();
+    outcome?;
+    stopped
+}
+
+fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
+    let names = lab.names();
     let mut results = TunnelResults {
         config: plan.config(),
         underlay: Vec::new(),
@@ -228,13 +274,8 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
     session
         .progress
         .layer("tunnel", plan.total_points(), plan.estimate());
-    let _server = iperf::start_server(&names.receiver_ns)?;
     let client =
         |server: &str, protocol: Protocol, seconds: u64, rate: Option<f64>| iperf::ClientRun {
-            netns: names.sender_ns.clone(),
-            server: server.to_string(),
-            protocol,
-            seconds,
             omit_seconds: if protocol == Protocol::Tcp {
                 plan.omit_seconds
             } else {
@@ -243,6 +284,7 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
             length_bytes: plan.length,
             rate_bits_per_sec: rate,
             affinity,
+            ..lab.client(server, protocol, seconds)
         };
 
     if plan.underlay {
@@ -274,6 +316,7 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
         .underlay(Protocol::Tcp)
         .map(|u| u.throughput_bits_per_sec.median);
 
+    let program = std::env::current_exe().context("finding cipherbench's own executable")?;
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
@@ -285,6 +328,7 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
             VariantSide::Receiver => (&accel, &variant),
         };
         let options = PairOptions {
+            program: program.clone(),
             transform,
             secret: secret.clone(),
             label: format!(
@@ -324,7 +368,7 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
                             plan.probe_seconds,
                             Some(rate),
                         )
-                        .run()
+                        .run_watching(|| pair.check_alive())
                     })?;
                     let chosen = s.chosen_bits_per_sec;
                     (Some(s), Some(chosen))
@@ -333,7 +377,12 @@ fn measure(plan: &TunnelPlan, names: &Names, session: &mut Session) -> Result<()
             let mut runs = Vec::new();
             for _ in 0..plan.repeats {
                 let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
-                runs.push(measured_run(&c, &mut pair, names, plan)?);
+                runs.push(measured_run(
+                    &c,
+                    &mut pair,
+                    names,
+                    plan.underlay_rate.as_ref().map(|r| r.1),
+                )?);
             }
             let point = tunnel_point(
                 transform,
@@ -473,12 +522,12 @@ pub fn measured_run(
     client: &iperf::ClientRun,
     pair: &mut GatewayPair,
     names: &Names,
-    plan: &TunnelPlan,
+    underlay_rate_bits_per_sec: Option<u64>,
 ) -> Result<TunnelRun> {
     let tun_before = topology::link_stats(&names.sender_ns, topology::TUN)?;
     let receiver_tun_before = topology::link_stats(&names.receiver_ns, topology::TUN)?;
     let (s0, r0) = pair.snapshot()?;
-    let iperf = client.run()?;
+    let iperf = client.run_watching(|| pair.check_alive())?;
     let (s1, r1) = pair.snapshot()?;
     let tun_after = topology::link_stats(&names.sender_ns, topology::TUN)?;
     let receiver_tun_after = topology::link_stats(&names.receiver_ns, topology::TUN)?;
@@ -499,12 +548,7 @@ pub fn measured_run(
             .saturating_sub(receiver_tun_before.tx_dropped),
     );
     let byte_check = analysis::byte_check(&iperf, &receiver);
-    let saturation = analysis::saturation(
-        &iperf,
-        &sender,
-        &receiver,
-        plan.underlay_rate.as_ref().map(|r| r.1),
-    );
+    let saturation = analysis::saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
     Ok(TunnelRun {
         iperf,
         sender,
