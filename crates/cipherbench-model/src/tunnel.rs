@@ -237,6 +237,11 @@ pub struct GatewayRun {
     pub drops: BTreeMap<String, u64>,
     /// Datagrams the kernel dropped at the gateway's full UDP receive buffer.
     pub socket_drops: u64,
+    /// Datagrams dropped at any full UDP receive buffer in the gateway's namespace
+    /// (`RcvbufErrors` of /proc/net/snmp): the gateway's own (`socket_drops`) plus,
+    /// on the receiving side, iperf3's server socket.
+    #[serde(default)]
+    pub namespace_udp_drops: u64,
     /// Packets the kernel dropped at the TUN queue because the gateway did not read
     /// them in time (`tx_dropped` of the TUN device).
     pub tun_queue_drops: u64,

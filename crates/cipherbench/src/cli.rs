@@ -441,9 +441,11 @@ pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
         mtu: 1400,
         length: Some(1220),
         protocols: vec![Protocol::Tcp, Protocol::Udp],
-        seconds: 3,
+        seconds: 2,
         omit_seconds: 1,
-        probe_seconds: 1,
+        // As long as a measured run, so the probe that lands on the target loss is
+        // kept as the measured run.
+        probe_seconds: 2,
         target_loss: 0.05,
         loss_tolerance: 0.025,
         max_probes: 4,
@@ -459,6 +461,7 @@ pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
             plan.transforms = vec![Transform::Aes128Gcm];
             plan.seconds = 1;
             plan.omit_seconds = 0;
+            plan.probe_seconds = 1;
             plan.max_probes = 2;
         }
         Preset::Full => {

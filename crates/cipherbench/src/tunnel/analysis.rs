@@ -61,9 +61,10 @@ fn busiest(g: &GatewayRun) -> f64 {
 
 /// Which side ran out first. Losses say it best: a datagram dropped at the sending
 /// TUN queue was not read by the sending gateway in time; one dropped at the
-/// receiving gateway's socket was not read by the receiver; one lost after both was
-/// lost on the underlay (a rate-limited one) or in the receiving host past the
-/// gateway. Without losses (TCP), a gateway thread near a full core is the
+/// receiving gateway's socket was not read by the receiver; one dropped at another
+/// full UDP socket in the receiver's namespace was not read by iperf3's server in
+/// time (the receiving host); the rest were lost on the underlay (a rate-limited
+/// one) or elsewhere. Without losses (TCP), a gateway thread near a full core is the
 /// bottleneck; if none is, the shared cores are.
 pub fn saturation(
     iperf: &IperfRun,
@@ -73,21 +74,25 @@ pub fn saturation(
 ) -> Saturation {
     let at_sender = sender.tun_queue_drops;
     let at_receiver = receiver.socket_drops;
+    let at_server = receiver
+        .namespace_udp_drops
+        .saturating_sub(receiver.socket_drops);
     let lost = match iperf.protocol {
         Protocol::Udp => iperf.lost_packets.unwrap_or(0),
         Protocol::Tcp => at_sender + at_receiver,
     };
-    let beyond = lost.saturating_sub(at_sender + at_receiver);
-    let beyond_side = if underlay_rate_bits_per_sec.is_some() {
+    let elsewhere = lost.saturating_sub(at_sender + at_receiver + at_server);
+    let elsewhere_side = if underlay_rate_bits_per_sec.is_some() {
         "underlay"
     } else {
-        "receiver_host"
+        "elsewhere"
     };
     if lost > 0 && lost * 1000 >= iperf.packets.unwrap_or(lost).max(1) {
         let (side, n) = [
             ("sender_gateway", at_sender),
             ("receiver_gateway", at_receiver),
-            (beyond_side, beyond),
+            ("receiver_host", at_server),
+            (elsewhere_side, elsewhere),
         ]
         .into_iter()
         .max_by_key(|(_, n)| *n)
@@ -97,11 +102,11 @@ pub fn saturation(
             evidence: format!(
                 "{lost} packets lost: {at_sender} at the sending TUN queue (sender gateway too slow), \
                  {at_receiver} at the receiving gateway's socket (receiver gateway too slow), \
-                 {beyond} after both ({}); most ({n}) at the {}",
-                if beyond_side == "underlay" {
-                    "the rate-limited underlay or the receiving host"
+                 {at_server} at iperf3's server socket (receiving host too slow), {elsewhere} {}; most ({n}) at the {}",
+                if elsewhere_side == "underlay" {
+                    "on the rate-limited underlay or elsewhere"
                 } else {
-                    "in the receiving host past its gateway"
+                    "elsewhere"
                 },
                 side.replace('_', " ")
             ),
@@ -191,6 +196,7 @@ mod tests {
             opened_bytes,
             drops: Default::default(),
             socket_drops: 0,
+            namespace_udp_drops: 0,
             tun_queue_drops: 0,
             io_errors: 0,
             tun_reads: 0,

@@ -254,15 +254,36 @@ impl GatewayPair {
     }
 }
 
-/// One gateway's activity between two snapshots. `tun_queue_drops` comes from the
-/// TUN device's counters, read by the runner around the same interval.
+/// Counters of a gateway's namespace that the runner reads around a run (the
+/// gateway cannot see them from inside its own stats).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct NamespaceCounters {
+    /// The TUN device's `tx_dropped`.
+    pub tun_queue_drops: u64,
+    /// UDP `RcvbufErrors`.
+    pub udp_rcvbuf_errors: u64,
+}
+
+impl NamespaceCounters {
+    /// Reads them for the gateway `gateway` in `netns`.
+    pub fn read(netns: &str, gateway: &Gateway) -> Result<NamespaceCounters> {
+        Ok(NamespaceCounters {
+            tun_queue_drops: topology::link_stats(netns, topology::TUN)?.tx_dropped,
+            udp_rcvbuf_errors: topology::udp_rcvbuf_errors(gateway.pid()),
+        })
+    }
+}
+
+/// One gateway's activity between two snapshots, with its namespace's counters
+/// read around the same interval.
 pub fn gateway_run(
     side: &str,
     variant: &str,
-    before: &GatewayStats,
-    after: &GatewayStats,
-    tun_queue_drops: u64,
+    before: (&GatewayStats, NamespaceCounters),
+    after: (&GatewayStats, NamespaceCounters),
 ) -> GatewayRun {
+    let (before, ns_before) = before;
+    let (after, ns_after) = after;
     let d = |a: u64, b: u64| b.saturating_sub(a);
     let wall = d(before.monotonic_ns, after.monotonic_ns).max(1) as f64;
     let drops = after
@@ -305,7 +326,8 @@ pub fn gateway_run(
         opened_bytes: d(before.inbound.opened_bytes, after.inbound.opened_bytes),
         drops,
         socket_drops: d(before.socket_drops, after.socket_drops),
-        tun_queue_drops,
+        namespace_udp_drops: d(ns_before.udp_rcvbuf_errors, ns_after.udp_rcvbuf_errors),
+        tun_queue_drops: d(ns_before.tun_queue_drops, ns_after.tun_queue_drops),
         io_errors: d(rx0.tun_write_errors, rx1.tun_write_errors)
             + d(tx0.send_errors, tx1.send_errors)
             + d(tx0.offload_errors, tx1.offload_errors)

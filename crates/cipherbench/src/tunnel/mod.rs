@@ -101,8 +101,9 @@ impl TunnelPlan {
             .map(|p| match p {
                 Protocol::Tcp => self.repeats as u64 * run,
                 Protocol::Udp => {
+                    let reused = u64::from(self.probe_seconds == self.seconds);
                     (self.max_probes as u64).min(3) * (self.probe_seconds + 1)
-                        + self.repeats as u64 * (self.seconds + 1)
+                        + (self.repeats as u64 - reused) * (self.seconds + 1)
                 }
             })
             .sum::<u64>()
@@ -357,32 +358,43 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         let mut tcp_rate = None;
         for &protocol in &plan.protocols {
             interrupt::check()?;
+            let underlay_rate = plan.underlay_rate.as_ref().map(|r| r.1);
+            let mut runs = Vec::new();
             let (search, rate) = match protocol {
                 Protocol::Tcp => (None, None),
                 Protocol::Udp => {
                     let start = tcp_rate.or(underlay_tcp).unwrap_or(1e9) * 1.05;
+                    let mut probes = Vec::new();
                     let s = udp_search(plan, start, |rate| {
-                        client(
+                        let c = client(
                             topology::INNER_RECEIVER,
                             Protocol::Udp,
                             plan.probe_seconds,
                             Some(rate),
-                        )
-                        .run_watching(|| pair.check_alive())
+                        );
+                        let run = measured_run(&c, &mut pair, names, underlay_rate)?;
+                        let iperf = run.iperf.clone();
+                        probes.push(run);
+                        Ok(iperf)
                     })?;
                     let chosen = s.chosen_bits_per_sec;
+                    // A probe as long as a measured run at the chosen rate is a
+                    // measured run: keep it rather than repeat it.
+                    if plan.probe_seconds == plan.seconds {
+                        if let Some(run) = probes
+                            .into_iter()
+                            .rev()
+                            .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
+                        {
+                            runs.push(run);
+                        }
+                    }
                     (Some(s), Some(chosen))
                 }
             };
-            let mut runs = Vec::new();
-            for _ in 0..plan.repeats {
+            while runs.len() < plan.repeats {
                 let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
-                runs.push(measured_run(
-                    &c,
-                    &mut pair,
-                    names,
-                    plan.underlay_rate.as_ref().map(|r| r.1),
-                )?);
+                runs.push(measured_run(&c, &mut pair, names, underlay_rate)?);
             }
             let point = tunnel_point(
                 transform,
@@ -524,28 +536,23 @@ pub fn measured_run(
     names: &Names,
     underlay_rate_bits_per_sec: Option<u64>,
 ) -> Result<TunnelRun> {
-    let tun_before = topology::link_stats(&names.sender_ns, topology::TUN)?;
-    let receiver_tun_before = topology::link_stats(&names.receiver_ns, topology::TUN)?;
+    let counters = |pair: &GatewayPair| -> Result<_> {
+        Ok((
+            gateways::NamespaceCounters::read(&names.sender_ns, &pair.sender)?,
+            gateways::NamespaceCounters::read(&names.receiver_ns, &pair.receiver)?,
+        ))
+    };
+    let (sn0, rn0) = counters(pair)?;
     let (s0, r0) = pair.snapshot()?;
     let iperf = client.run_watching(|| pair.check_alive())?;
     let (s1, r1) = pair.snapshot()?;
-    let tun_after = topology::link_stats(&names.sender_ns, topology::TUN)?;
-    let receiver_tun_after = topology::link_stats(&names.receiver_ns, topology::TUN)?;
-    let sender = gateways::gateway_run(
-        "sender",
-        &pair.sender.variant.name,
-        &s0,
-        &s1,
-        tun_after.tx_dropped.saturating_sub(tun_before.tx_dropped),
-    );
+    let (sn1, rn1) = counters(pair)?;
+    let sender = gateways::gateway_run("sender", &pair.sender.variant.name, (&s0, sn0), (&s1, sn1));
     let receiver = gateways::gateway_run(
         "receiver",
         &pair.receiver.variant.name,
-        &r0,
-        &r1,
-        receiver_tun_after
-            .tx_dropped
-            .saturating_sub(receiver_tun_before.tx_dropped),
+        (&r0, rn0),
+        (&r1, rn1),
     );
     let byte_check = analysis::byte_check(&iperf, &receiver);
     let saturation = analysis::saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);

@@ -310,6 +310,25 @@ pub fn link_stats(netns: &str, device: &str) -> Result<LinkStats> {
     parse_link_stats(&out).with_context(|| format!("reading {device}'s counters in {netns}"))
 }
 
+/// `RcvbufErrors` of the `Udp:` lines of /proc/net/snmp: datagrams dropped at a
+/// full socket receive buffer anywhere in the namespace.
+pub fn parse_udp_rcvbuf_errors(snmp: &str) -> Option<u64> {
+    let mut udp = snmp.lines().filter(|l| l.starts_with("Udp:"));
+    let names: Vec<&str> = udp.next()?.split_whitespace().collect();
+    let values: Vec<&str> = udp.next()?.split_whitespace().collect();
+    let at = names.iter().position(|n| *n == "RcvbufErrors")?;
+    values.get(at)?.parse().ok()
+}
+
+/// UDP receive-buffer drops in the namespace of process `pid` so far (0 if it
+/// cannot be read).
+pub fn udp_rcvbuf_errors(pid: u32) -> u64 {
+    std::fs::read_to_string(format!("/proc/{pid}/net/snmp"))
+        .ok()
+        .and_then(|t| parse_udp_rcvbuf_errors(&t))
+        .unwrap_or(0)
+}
+
 /// What a cleanup removed.
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub struct Cleaned {
@@ -459,6 +478,17 @@ mod tests {
             .contains("unknown unit"));
         assert!(parse_rate("fast").is_err());
         assert!(parse_rate("10bit").is_err());
+    }
+
+    #[test]
+    fn parses_udp_receive_buffer_errors() {
+        let snmp = "Ip: Forwarding DefaultTTL\nIp: 1 64\n\
+Udp: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
+Udp: 71 0 12 72 9 0 0 0 0\n\
+UdpLite: InDatagrams NoPorts InErrors OutDatagrams RcvbufErrors SndbufErrors InCsumErrors IgnoredMulti MemErrors\n\
+UdpLite: 0 0 0 0 0 0 0 0 0\n";
+        assert_eq!(parse_udp_rcvbuf_errors(snmp), Some(9));
+        assert_eq!(parse_udp_rcvbuf_errors("Ip: 1\n"), None);
     }
 
     #[test]
