@@ -95,6 +95,10 @@ pub struct TunnelConfig {
     pub tunnel_mtu: u32,
     /// iperf3 `-l` (bytes per write); None: iperf3's default (128 KiB for TCP).
     pub length_bytes: Option<u64>,
+    /// iperf3 `-w` for UDP runs (socket buffers, bytes): iperf3's server shares a
+    /// core with the receiving gateway, and must absorb a gateway's batch.
+    #[serde(default)]
+    pub udp_window_bytes: Option<u64>,
     /// iperf3 `-t` of a measured run.
     pub duration_ns: u64,
     /// iperf3 `-O`: leading time excluded from a TCP run's figures.

@@ -158,6 +158,11 @@ pub struct TunnelArgs {
     /// the seed).
     #[arg(long, value_name = "BYTES|default")]
     pub length: Option<String>,
+    /// iperf3 -w for UDP runs: bytes, or 'default' for iperf3's own (default 4194304:
+    /// iperf3's server shares a core with the receiving gateway and must absorb its
+    /// batches; capped by net.core.rmem_max).
+    #[arg(long, value_name = "BYTES|default")]
+    pub udp_window: Option<String>,
     /// Length of one probe of the UDP rate search, seconds.
     #[arg(long)]
     pub probe_seconds: Option<u64>,
@@ -389,6 +394,21 @@ impl TunnelArgs {
                 ),
             };
         }
+        if let Some(w) = &self.udp_window {
+            plan.udp_window = match w.trim() {
+                "default" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .ok()
+                        .filter(|&n| (4096..=1 << 30).contains(&n))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--udp-window: '{n}' is not 4096 to 1073741824 bytes or 'default'"
+                            )
+                        })?,
+                ),
+            };
+        }
         if let Some(p) = self.probe_seconds {
             if !(1..=60).contains(&p) {
                 bail!("--probe-seconds must be between 1 and 60");
@@ -441,6 +461,7 @@ pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
         mtu: 1400,
         length: Some(1220),
         protocols: vec![Protocol::Tcp, Protocol::Udp],
+        udp_window: Some(4 << 20),
         seconds: 2,
         omit_seconds: 1,
         // As long as a measured run, so the probe that lands on the target loss is

@@ -55,8 +55,18 @@ pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
 /// A thread at this share of a core or more counts as saturated.
 pub const SATURATED: f64 = 0.85;
 
+/// How close a gateway is to running out of CPU: its busiest thread's share of a
+/// core, or, when all its threads are pinned to one core, the whole process's share
+/// of that core (the threads then compete for it).
 fn busiest(g: &GatewayRun) -> f64 {
-    g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used)
+    let thread = g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used);
+    let first = g.threads.first().and_then(|t| t.pinned_cpu);
+    let one_core = first.is_some() && g.threads.iter().all(|t| t.pinned_cpu == first);
+    if one_core {
+        thread.max(g.cpu_cores_used)
+    } else {
+        thread
+    }
 }
 
 /// Which side ran out first. Losses say it best: a datagram dropped at the sending
@@ -126,7 +136,7 @@ pub fn saturation(
     }
     let (s, r) = (busiest(sender), busiest(receiver));
     let loads = format!(
-        "busiest thread: sender gateway {:.0} % of a core, receiver gateway {:.0} %; iperf3 client {:.0} %, server {:.0} %",
+        "sender gateway at {:.0} % of its core, receiver gateway at {:.0} % (busiest thread, or the whole gateway when pinned to one core); iperf3 client {:.0} %, server {:.0} %",
         s * 100.0,
         r * 100.0,
         iperf.cpu_client_percent.unwrap_or(0.0),
@@ -286,6 +296,24 @@ mod tests {
             )
             .side,
             "underlay"
+        );
+        // Two threads pinned to one core, at 80 % and 16 % of it: that core is full.
+        let mut pinned = gateway(0, 0, 0.96);
+        pinned.threads = vec![
+            ThreadLoad {
+                name: "tun->udp".into(),
+                cpu_cores_used: 0.8,
+                pinned_cpu: Some(0),
+            },
+            ThreadLoad {
+                name: "udp->tun".into(),
+                cpu_cores_used: 0.16,
+                pinned_cpu: Some(0),
+            },
+        ];
+        assert_eq!(
+            saturation(&run, &pinned, &gateway(0, 0, 0.5), None).side,
+            "sender_gateway"
         );
     }
 }

@@ -162,6 +162,8 @@ pub struct ClientRun {
     pub length_bytes: Option<u64>,
     /// `-b` for UDP.
     pub rate_bits_per_sec: Option<f64>,
+    /// `-w`: socket buffer size, bytes.
+    pub window_bytes: Option<u64>,
     /// `-A client,server`.
     pub affinity: Option<(usize, usize)>,
 }
@@ -188,6 +190,9 @@ impl ClientRun {
             // Whole bits per second: iperf3 reads the number as is.
             let rate = self.rate_bits_per_sec.unwrap_or(1e6).round().max(1.0);
             a.extend(["-u".into(), "-b".into(), format!("{rate:.0}")]);
+        }
+        if let Some(w) = self.window_bytes {
+            a.extend(["-w".into(), w.to_string()]);
         }
         if let Some((c, s)) = self.affinity {
             a.extend(["-A".into(), format!("{c},{s}")]);
@@ -408,6 +413,7 @@ mod tests {
             omit_seconds: 0,
             length_bytes: Some(1220),
             rate_bits_per_sec: None,
+            window_bytes: None,
             affinity: None,
         };
         assert_eq!(
@@ -417,9 +423,10 @@ mod tests {
         run.protocol = Protocol::Udp;
         run.rate_bits_per_sec = Some(180e6);
         run.affinity = Some((0, 1));
+        run.window_bytes = Some(4 << 20);
         assert_eq!(
             run.iperf3_args().join(" "),
-            "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -u -b 180000000 -A 0,1 -J --get-server-output"
+            "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -u -b 180000000 -w 4194304 -A 0,1 -J --get-server-output"
         );
     }
 

@@ -49,6 +49,8 @@ pub struct TunnelPlan {
     pub length: Option<u64>,
     /// Protocols to measure.
     pub protocols: Vec<Protocol>,
+    /// iperf3 `-w` for UDP runs.
+    pub udp_window: Option<u64>,
     /// iperf3 `-t` of a measured run.
     pub seconds: u64,
     /// iperf3 `-O` for TCP runs.
@@ -161,6 +163,7 @@ impl TunnelPlan {
             underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
             tunnel_mtu: self.mtu,
             length_bytes: self.length,
+            udp_window_bytes: self.udp_window,
             duration_ns: self.seconds * 1_000_000_000,
             omit_ns: self.omit_seconds * 1_000_000_000,
             udp_probe_ns: self.probe_seconds * 1_000_000_000,
@@ -234,6 +237,7 @@ impl Lab {
             omit_seconds: 0,
             length_bytes: Some(1220),
             rate_bits_per_sec: None,
+            window_bytes: None,
             affinity: None,
         }
     }
@@ -284,6 +288,11 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             },
             length_bytes: plan.length,
             rate_bits_per_sec: rate,
+            window_bytes: if protocol == Protocol::Udp {
+                plan.udp_window
+            } else {
+                None
+            },
             affinity,
             ..lab.client(server, protocol, seconds)
         };
