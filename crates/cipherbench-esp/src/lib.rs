@@ -71,3 +71,15 @@ pub const MIN_REPLAY_WINDOW: u32 = 32;
 
 /// The largest window this implementation accepts (an 8 KiB bitmap per SA).
 pub const MAX_REPLAY_WINDOW: u32 = 1 << 16;
+
+#[cfg(test)]
+mod tests {
+    /// The gateway moves SAs into its worker threads.
+    #[test]
+    fn sas_and_sets_are_send() {
+        fn assert_send<T: Send>() {}
+        assert_send::<super::OutboundSa>();
+        assert_send::<super::InboundSa>();
+        assert_send::<super::InboundSet>();
+    }
+}
