@@ -117,6 +117,9 @@ pub struct TunnelConfig {
     pub batch: usize,
     /// Gateway: TUN offloads (TSO in, GRO out).
     pub offload: bool,
+    /// Gateway: UDP offloads (GSO sends of equal-length ESP datagrams, `UDP_GRO`).
+    #[serde(default)]
+    pub udp_offload: bool,
     /// Cores.
     pub pinning: Pinning,
     /// Addresses.

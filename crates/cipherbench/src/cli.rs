@@ -181,6 +181,10 @@ pub struct TunnelArgs {
     /// Gateway: no TUN offloads (one system call per packet on the TUN side).
     #[arg(long)]
     pub no_offload: bool,
+    /// Gateway: no UDP offloads (no GSO sends, no UDP_GRO; one datagram per
+    /// message through the UDP stack).
+    #[arg(long)]
+    pub no_udp_offload: bool,
     /// Do not pin gateways and iperf3 to cores.
     #[arg(long)]
     pub no_pin: bool,
@@ -441,6 +445,7 @@ impl TunnelArgs {
             plan.batch = b;
         }
         plan.offload &= !self.no_offload;
+        plan.udp_offload &= !self.no_udp_offload;
         plan.pin &= !self.no_pin;
         plan.underlay &= !self.no_underlay;
         if plan.transforms.is_empty() || plan.variants.is_empty() || plan.protocols.is_empty() {
@@ -474,6 +479,7 @@ pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
         underlay: true,
         batch: 64,
         offload: true,
+        udp_offload: true,
         pin: true,
     };
     match preset {

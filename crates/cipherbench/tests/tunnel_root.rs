@@ -41,7 +41,16 @@ fn serial() -> std::sync::MutexGuard<'static, ()> {
 const SECRET: [u8; 32] = [0x5a; 32];
 
 /// A fresh lab, or None (with the reason printed) where the tunnel cannot run.
+/// Tests that capture or filter on the underlay want one ESP packet per frame.
 fn lab(test: &str, needs: &[&str]) -> Option<Lab> {
+    lab_with(test, needs, false)
+}
+
+fn wire_lab(test: &str, needs: &[&str]) -> Option<Lab> {
+    lab_with(test, needs, true)
+}
+
+fn lab_with(test: &str, needs: &[&str], segment_on_the_wire: bool) -> Option<Lab> {
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping {test}: {e:#}");
         return None;
@@ -62,6 +71,7 @@ fn lab(test: &str, needs: &[&str]) -> Option<Lab> {
         Lab::start(&TopologyOptions {
             underlay_rate_bits_per_sec: None,
             mtu: 1400,
+            segment_on_the_wire,
         })
         .expect("building the lab"),
     )
@@ -77,6 +87,7 @@ fn pair(lab: &Lab, transform: Transform, label: &str, peer: Option<SocketAddrV4>
             label: label.to_string(),
             batch: 64,
             offload: true,
+            udp_offload: true,
             mtu: 1400,
             sender_cpus: vec![],
             receiver_cpus: vec![],
@@ -160,6 +171,20 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
         let (sender, receiver) = gateways.stop().expect("both gateways stop cleanly");
         assert_eq!(sender.transform, transform.name());
         assert!(receiver.inbound.opened_packets > 0);
+        // The offloads were used: TCP super-packets from the TUN device, ESP sent in
+        // GSO messages, received coalesced and split again.
+        assert!(
+            sender.tx.segmented_reads > 0,
+            "{transform}: {:?}",
+            sender.tx
+        );
+        assert!(sender.tx.gso_datagrams > 0, "{transform}: {:?}", sender.tx);
+        assert!(
+            receiver.rx.gro_datagrams > 0,
+            "{transform}: {:?}",
+            receiver.rx
+        );
+        assert!(receiver.rx.coalesced > 0, "{transform}: {:?}", receiver.rx);
     }
     lab.stop().expect("teardown");
 }
@@ -281,7 +306,7 @@ fn tshark_icv(
 #[test]
 fn tshark_verifies_the_icv_of_every_esp_frame() {
     let _serial = serial();
-    let Some(lab) = lab(
+    let Some(lab) = wire_lab(
         "tshark_verifies_the_icv_of_every_esp_frame",
         &["tshark", "dumpcap"],
     ) else {
@@ -316,6 +341,10 @@ fn tshark_verifies_the_icv_of_every_esp_frame() {
             frames.len(),
             &bad[..bad.len().min(5)]
         );
+        // The veth segmented every GSO send: one ESP packet per frame, as captured,
+        // and nothing arrived coalesced.
+        let (_, receiver) = gateways.stop().expect("stop");
+        assert_eq!(receiver.rx.gro_datagrams, 0);
         // The check can fail: with one key bit flipped, the data direction's frames
         // no longer verify.
         let wrong = tshark_icv(&file, transform, &label, true);
@@ -323,7 +352,6 @@ fn tshark_verifies_the_icv_of_every_esp_frame() {
             wrong.iter().any(|(_, good)| !good),
             "{transform}: a wrong key still verified"
         );
-        gateways.stop().expect("stop");
     }
     lab.stop().expect("teardown");
 }
@@ -362,7 +390,7 @@ fn chacha20_poly1305_frames_open_with_an_independent_implementation() {
     let _serial = serial();
     // tshark here has no ChaCha20-Poly1305; RustCrypto's chacha20poly1305 (a pure
     // Rust implementation, not OpenSSL) opens the captured frames instead.
-    let Some(lab) = lab("chacha20_poly1305_frames_open_independently", &["dumpcap"]) else {
+    let Some(lab) = wire_lab("chacha20_poly1305_frames_open_independently", &["dumpcap"]) else {
         return;
     };
     let transform = Transform::ChaCha20Poly1305;
@@ -431,7 +459,7 @@ fn nft(netns: &str, args: &[&str]) -> String {
 #[test]
 fn loss_on_the_underlay_is_counted_exactly_and_the_gateways_carry_on() {
     let _serial = serial();
-    let Some(lab) = lab("loss_on_the_underlay", &["nft"]) else {
+    let Some(lab) = wire_lab("loss_on_the_underlay", &["nft"]) else {
         return;
     };
     let receiver_ns = lab.names().receiver_ns.clone();

@@ -143,6 +143,8 @@ pub struct PairOptions {
     pub batch: usize,
     /// TUN offloads.
     pub offload: bool,
+    /// UDP GSO sends and `UDP_GRO` receives.
+    pub udp_offload: bool,
     /// TUN MTU.
     pub mtu: usize,
     /// Cores for the sender's threads.
@@ -199,6 +201,7 @@ impl GatewayPair {
             stats_path: names.dir.join(format!("{side}.json")),
             batch: options.batch,
             offload: options.offload,
+            udp_offload: options.udp_offload,
             cpus: cpus.to_vec(),
             socket_buffer_bytes: 8 << 20,
             replay_window: options.replay_window,

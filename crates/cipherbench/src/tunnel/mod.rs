@@ -71,6 +71,8 @@ pub struct TunnelPlan {
     pub batch: usize,
     /// TUN offloads in the gateways.
     pub offload: bool,
+    /// UDP GSO/GRO in the gateways.
+    pub udp_offload: bool,
     /// Pin gateways and iperf3 to cores.
     pub pin: bool,
 }
@@ -173,6 +175,7 @@ impl TunnelPlan {
             repeats: self.repeats,
             batch: self.batch,
             offload: self.offload,
+            udp_offload: self.udp_offload,
             pinning: self.pinning(),
             addresses: Addresses {
                 underlay_sender: topology::UNDERLAY_SENDER.into(),
@@ -258,6 +261,7 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
     let lab = Lab::start(&TopologyOptions {
         underlay_rate_bits_per_sec: plan.underlay_rate.as_ref().map(|r| r.1),
         mtu: plan.mtu,
+        segment_on_the_wire: false,
     })?;
     let outcome = measure(plan, &lab, session);
     let stopped = lab.stop();
@@ -349,6 +353,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             ),
             batch: plan.batch,
             offload: plan.offload,
+            udp_offload: plan.udp_offload,
             mtu: plan.mtu as usize,
             sender_cpus: pinning.sender_gateway.clone(),
             receiver_cpus: pinning.receiver_gateway.clone(),

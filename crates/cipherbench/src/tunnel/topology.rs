@@ -151,6 +151,11 @@ pub struct TopologyOptions {
     pub underlay_rate_bits_per_sec: Option<u64>,
     /// TUN MTU.
     pub mtu: u32,
+    /// Make the veth segment GSO packets before they leave (`gso_max_segs 1`), so
+    /// that a capture or a packet filter on the underlay sees one ESP packet per
+    /// frame, as a real wire would carry; otherwise the veth hands a gateway's GSO
+    /// send to the peer in one piece, as a NIC with USO and one with UDP GRO would.
+    pub segment_on_the_wire: bool,
 }
 
 impl Topology {
@@ -205,6 +210,12 @@ impl Topology {
                 ],
             )?;
             command("ip", &["-n", ns, "link", "set", VETH, "up"])?;
+            if options.segment_on_the_wire {
+                command(
+                    "ip",
+                    &["-n", ns, "link", "set", "dev", VETH, "gso_max_segs", "1"],
+                )?;
+            }
             command(
                 "ip",
                 &[

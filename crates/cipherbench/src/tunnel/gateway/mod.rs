@@ -56,6 +56,8 @@ pub struct GatewayConfig {
     pub batch: usize,
     /// TUN offloads (virtio header, TSO in, GRO out).
     pub offload: bool,
+    /// UDP offloads: GSO sends of equal-length ESP datagrams, `UDP_GRO` receives.
+    pub udp_offload: bool,
     /// Cores for the TUN-to-UDP and UDP-to-TUN threads (empty: not pinned; one:
     /// both on it).
     pub cpus: Vec<usize>,
@@ -123,6 +125,9 @@ fn run(config: GatewayConfig) -> Result<()> {
         .with_context(|| format!("attaching to TUN device {}", config.tun))?;
     let socket = sys::bind_udp(config.local, config.socket_buffer_bytes)
         .with_context(|| format!("binding UDP {}", config.local))?;
+    if config.udp_offload {
+        sys::enable_udp_gro(&socket).context("enabling UDP_GRO")?;
+    }
     let inode = sys::socket_inode(&socket).unwrap_or(0);
     let shared = Arc::new(pump::Shared::new().context("creating the wakeup eventfd")?);
     let cpu_settings = cipherbench_crypto::info::cpu_settings().unwrap_or_default();
@@ -135,6 +140,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         batch: config.batch,
         vnet_hdr: config.offload,
         mtu: config.mtu,
+        udp_gso: config.udp_offload,
     };
     let rx_path = pump::RxPath {
         tun,
@@ -143,6 +149,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         batch: config.batch,
         vnet_hdr: config.offload,
         mtu: config.mtu,
+        udp_gro: config.udp_offload,
     };
     let tx_cpu = config.cpus.first().copied();
     let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();

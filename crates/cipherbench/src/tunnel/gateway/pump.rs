@@ -69,11 +69,14 @@ pub struct TxPath {
     pub vnet_hdr: bool,
     /// Inner packets above this are not sealed (counted as oversize).
     pub mtu: usize,
+    /// Send runs of equal-length datagrams with UDP segmentation offload.
+    pub udp_gso: bool,
 }
 
 struct TxState {
     batch: Batch,
     filled: usize,
+    udp_gso: bool,
     counters: TxCounters,
 }
 
@@ -82,8 +85,14 @@ impl TxState {
         if self.filled == 0 {
             return;
         }
-        let (sent, refused) = self.batch.send(socket, self.filled);
-        self.counters.send_calls += 1;
+        let (sent, refused, calls, shared) = if self.udp_gso {
+            self.batch.send_gso(socket, self.filled)
+        } else {
+            let (sent, refused) = self.batch.send(socket, self.filled);
+            (sent, refused, 1, 0)
+        };
+        self.counters.send_calls += calls;
+        self.counters.gso_datagrams += shared;
         self.counters.udp_packets += sent as u64;
         self.counters.send_errors += refused;
         self.filled = 0;
@@ -115,6 +124,7 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
     let mut state = TxState {
         batch: Batch::new(path.batch, slot_len(path.mtu), Some(path.peer)),
         filled: 0,
+        udp_gso: path.udp_gso,
         counters: TxCounters::default(),
     };
     let mut read_buf = vec![0u8; VNET_HDR_LEN + 65_536];
@@ -181,6 +191,8 @@ pub struct RxPath {
     pub vnet_hdr: bool,
     /// The tunnel MTU (sizes the receive slots).
     pub mtu: usize,
+    /// The socket has `UDP_GRO`: a slot may hold several datagrams.
+    pub udp_gro: bool,
 }
 
 /// The UDP-to-TUN loop: receive a batch with one `recvmmsg`, open each datagram,
@@ -188,7 +200,9 @@ pub struct RxPath {
 /// are on). Returns when asked to stop.
 pub fn run_rx(mut path: RxPath, shared: &Shared) {
     let slot = slot_len(path.mtu);
-    let mut batch = Batch::new(path.batch, slot, None);
+    // With UDP_GRO a slot takes a whole coalesced GSO send.
+    let receive_slot = if path.udp_gro { 65_536 } else { slot };
+    let mut batch = Batch::new(path.batch, receive_slot, None);
     // The inner packet is opened behind room for a virtio header, which stays zero:
     // a packet written as it is needs an empty header in front.
     let mut out = vec![0u8; VNET_HDR_LEN + slot];
@@ -204,46 +218,35 @@ pub fn run_rx(mut path: RxPath, shared: &Shared) {
         }
         counters.receive_calls += 1;
         for i in 0..n {
-            let datagram = batch.received(i);
-            counters.udp_packets += 1;
-            counters.udp_bytes += datagram.len() as u64;
-            let len = match path.sas.receive_udp(datagram, &mut out[VNET_HDR_LEN..]) {
-                Inbound::Packet { inner, .. } => inner.len(),
-                Inbound::NatKeepalive => {
-                    counters.nat_keepalives += 1;
-                    continue;
-                }
-                Inbound::NonEsp(_) => {
-                    counters.non_esp += 1;
-                    continue;
-                }
-                // Counted by the inbound set under its reason.
-                Inbound::Dropped(_) => continue,
-            };
-            let inner = &out[VNET_HDR_LEN..VNET_HDR_LEN + len];
-            match coalescer.as_mut() {
-                None => write_tun(
-                    &mut path.tun,
-                    &out[VNET_HDR_LEN - header..VNET_HDR_LEN + len],
-                    &mut counters,
-                ),
-                Some(c) => loop {
-                    match c.push(inner) {
-                        Push::Held => break,
-                        Push::FlushThenRetry { flush } => {
-                            let bytes = c.take(flush);
-                            write_tun(&mut path.tun, bytes, &mut counters);
-                        }
-                        Push::PassThrough { flush_first } => {
-                            if let Some(index) = flush_first {
-                                let bytes = c.take(index);
-                                write_tun(&mut path.tun, bytes, &mut counters);
-                            }
-                            write_tun(&mut path.tun, &out[..VNET_HDR_LEN + len], &mut counters);
-                            break;
-                        }
+            let received = batch.received(i);
+            let segment = batch.segment_size(i).unwrap_or(received.len()).max(1);
+            if received.len() > segment {
+                counters.gro_datagrams += received.len().div_ceil(segment) as u64;
+            }
+            for datagram in received.chunks(segment) {
+                counters.udp_packets += 1;
+                counters.udp_bytes += datagram.len() as u64;
+                let len = match path.sas.receive_udp(datagram, &mut out[VNET_HDR_LEN..]) {
+                    Inbound::Packet { inner, .. } => inner.len(),
+                    Inbound::NatKeepalive => {
+                        counters.nat_keepalives += 1;
+                        continue;
                     }
-                },
+                    Inbound::NonEsp(_) => {
+                        counters.non_esp += 1;
+                        continue;
+                    }
+                    // Counted by the inbound set under its reason.
+                    Inbound::Dropped(_) => continue,
+                };
+                deliver(
+                    &mut path.tun,
+                    &mut coalescer,
+                    &out,
+                    len,
+                    header,
+                    &mut counters,
+                );
             }
         }
         if let Some(c) = coalescer.as_mut() {
@@ -254,6 +257,40 @@ pub fn run_rx(mut path: RxPath, shared: &Shared) {
         publish_rx(shared, &path.sas, &counters);
     }
     publish_rx(shared, &path.sas, &counters);
+}
+
+/// Writes one opened inner packet (at `out[VNET_HDR_LEN..][..len]`) to the TUN
+/// device, or hands it to the coalescer, flushing what must go before it.
+fn deliver(
+    tun: &mut File,
+    coalescer: &mut Option<Coalescer>,
+    out: &[u8],
+    len: usize,
+    header: usize,
+    counters: &mut RxCounters,
+) {
+    let inner = &out[VNET_HDR_LEN..VNET_HDR_LEN + len];
+    let Some(c) = coalescer.as_mut() else {
+        write_tun(
+            tun,
+            &out[VNET_HDR_LEN - header..VNET_HDR_LEN + len],
+            counters,
+        );
+        return;
+    };
+    loop {
+        match c.push(inner) {
+            Push::Held => return,
+            Push::FlushThenRetry { flush } => write_tun(tun, c.take(flush), counters),
+            Push::PassThrough { flush_first } => {
+                if let Some(index) = flush_first {
+                    write_tun(tun, c.take(index), counters);
+                }
+                write_tun(tun, &out[..VNET_HDR_LEN + len], counters);
+                return;
+            }
+        }
+    }
 }
 
 fn write_tun(tun: &mut File, bytes: &[u8], counters: &mut RxCounters) {

@@ -42,6 +42,9 @@ pub struct TxCounters {
     pub send_calls: u64,
     /// Datagrams the kernel refused to send.
     pub send_errors: u64,
+    /// Datagrams sent inside a GSO message with others (UDP segmentation offload).
+    #[serde(default)]
+    pub gso_datagrams: u64,
 }
 
 /// What the UDP-to-TUN direction counted (beyond the inbound SAs' own counters).
@@ -57,6 +60,9 @@ pub struct RxCounters {
     pub tun_writes: u64,
     /// Inner packets that were coalesced into an earlier one instead of written.
     pub coalesced: u64,
+    /// Datagrams that arrived in one buffer with others (`UDP_GRO`).
+    #[serde(default)]
+    pub gro_datagrams: u64,
     /// Writes the TUN device refused.
     pub tun_write_errors: u64,
     /// RFC 3948 NAT keepalives received.

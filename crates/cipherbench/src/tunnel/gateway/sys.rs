@@ -132,6 +132,12 @@ fn set_int_option(
     Ok(())
 }
 
+/// Asks the kernel to hand over coalesced datagrams (`UDP_GRO`): a GSO send from
+/// the peer arrives as one buffer and [`Batch::segment_size`] says where to cut it.
+pub fn enable_udp_gro(socket: &UdpSocket) -> io::Result<()> {
+    set_int_option(socket.as_raw_fd(), libc::SOL_UDP, libc::UDP_GRO, 1)
+}
+
 /// The inode of a socket, to find its line (and its drop count) in `/proc/net/udp`.
 pub fn socket_inode(socket: &UdpSocket) -> io::Result<u64> {
     Ok(std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(
@@ -162,7 +168,23 @@ pub struct Batch {
     headers: Vec<libc::mmsghdr>,
     /// Destination of sends (boxed, so the headers' pointer to it survives moves).
     peer: Option<Box<libc::sockaddr_in>>,
+    /// One control-message buffer per header, 8-byte aligned: `UDP_SEGMENT` for a
+    /// GSO send, `UDP_GRO` received.
+    control: Box<[u64]>,
+    /// Headers of a GSO send: one per group of equal-length slots.
+    groups: Vec<libc::mmsghdr>,
+    /// Slots per group of the last GSO send.
+    group_sizes: Vec<usize>,
 }
+
+/// 64-bit words of control buffer per header: room for one `cmsghdr` and an int.
+const CONTROL_WORDS: usize = 4;
+/// The most segments one GSO send carries (the kernel's `UDP_MAX_SEGMENTS` is 64
+/// on older kernels).
+pub const GSO_MAX_SEGMENTS: usize = 64;
+/// The most bytes one GSO send carries: an IPv4 datagram's 65535, less IPv4 and UDP
+/// headers, rounded down.
+pub const GSO_MAX_BYTES: usize = 65_000;
 
 // SAFETY: the raw pointers inside `iovecs` and `headers` point only into heap memory
 // the batch owns (`arena`, `iovecs`, `peer`), which moves with it; no other thread
@@ -180,6 +202,9 @@ impl Batch {
             iovecs: Vec::with_capacity(slots),
             headers: Vec::with_capacity(slots),
             peer: peer.map(|p| Box::new(sockaddr_in(p))),
+            control: vec![0u64; slots * CONTROL_WORDS].into_boxed_slice(),
+            groups: Vec::with_capacity(slots),
+            group_sizes: vec![0; slots],
         };
         let base = batch.arena.as_mut_ptr();
         for i in 0..slots {
@@ -204,6 +229,7 @@ impl Batch {
             h.msg_hdr.msg_name = name;
             h.msg_hdr.msg_namelen = name_len;
             batch.headers.push(h);
+            batch.groups.push(h);
         }
         batch
     }
@@ -267,13 +293,130 @@ impl Batch {
         (n - refused as usize, refused)
     }
 
+    /// Sends slots `0..n` like [`Batch::send`], but with UDP segmentation offload:
+    /// each run of consecutive slots of one length (the last may be shorter) goes
+    /// out as one `UDP_SEGMENT` message, which the kernel splits into the same
+    /// datagrams only when it must (at a real NIC, or for a receiver without
+    /// `UDP_GRO`). Returns (datagrams sent, datagrams refused, system calls,
+    /// datagrams that shared a message with others).
+    pub fn send_gso(&mut self, socket: &UdpSocket, n: usize) -> (usize, u64, u64, u64) {
+        debug_assert!(self.peer.is_some(), "a send batch needs a peer");
+        for i in 0..n {
+            self.iovecs[i].iov_len = self.lens[i];
+        }
+        let mut groups = 0;
+        let mut i = 0;
+        while i < n {
+            let segment = self.lens[i];
+            let mut count = 1;
+            let mut total = segment;
+            while i + count < n
+                && count < GSO_MAX_SEGMENTS
+                && self.lens[i + count - 1] == segment
+                && self.lens[i + count] <= segment
+                && total + self.lens[i + count] <= GSO_MAX_BYTES
+            {
+                total += self.lens[i + count];
+                count += 1;
+            }
+            let control = self.control[groups * CONTROL_WORDS..].as_mut_ptr();
+            let h = &mut self.groups[groups].msg_hdr;
+            h.msg_iov = &mut self.iovecs[i];
+            h.msg_iovlen = count;
+            if count > 1 {
+                // SAFETY: `control` points at CONTROL_WORDS * 8 = 32 bytes of this
+                // group's own, 8-byte aligned buffer, enough for CMSG_SPACE(2) = 24;
+                // the CMSG macros only compute offsets within it.
+                unsafe {
+                    h.msg_control = control.cast();
+                    h.msg_controllen = libc::CMSG_SPACE(2) as usize;
+                    let cmsg = libc::CMSG_FIRSTHDR(h);
+                    (*cmsg).cmsg_level = libc::SOL_UDP;
+                    (*cmsg).cmsg_type = libc::UDP_SEGMENT;
+                    (*cmsg).cmsg_len = libc::CMSG_LEN(2) as usize;
+                    std::ptr::write_unaligned(libc::CMSG_DATA(cmsg).cast::<u16>(), segment as u16);
+                }
+            } else {
+                h.msg_control = std::ptr::null_mut();
+                h.msg_controllen = 0;
+            }
+            self.group_sizes[groups] = count;
+            groups += 1;
+            i += count;
+        }
+        let mut done = 0;
+        let mut refused = 0u64;
+        let mut calls = 0u64;
+        while done < groups {
+            calls += 1;
+            // SAFETY: groups[done..groups] are initialised; their iovecs point into
+            // the arena with lengths within their slots, their names at the boxed
+            // peer and their control data at this batch's buffers; all outlive
+            // the call.
+            let ret = unsafe {
+                libc::sendmmsg(
+                    socket.as_raw_fd(),
+                    self.groups[done..].as_mut_ptr(),
+                    (groups - done) as libc::c_uint,
+                    0,
+                )
+            };
+            if ret < 0 {
+                if io::Error::last_os_error().kind() == io::ErrorKind::Interrupted {
+                    continue;
+                }
+                refused += self.group_sizes[done] as u64;
+                done += 1;
+            } else {
+                done += ret as usize;
+            }
+        }
+        for i in 0..n {
+            self.iovecs[i].iov_len = self.slot_len;
+        }
+        let shared = self.group_sizes[..groups]
+            .iter()
+            .filter(|&&c| c > 1)
+            .sum::<usize>() as u64;
+        (n - refused as usize, refused, calls, shared)
+    }
+
+    /// After a [`Batch::receive`] on a socket with `UDP_GRO`: the size of the
+    /// datagrams the kernel coalesced into slot `i` (None: one datagram).
+    pub fn segment_size(&self, i: usize) -> Option<usize> {
+        let h = &self.headers[i].msg_hdr;
+        if h.msg_control.is_null() || h.msg_controllen < std::mem::size_of::<libc::cmsghdr>() {
+            return None;
+        }
+        // SAFETY: the kernel wrote `msg_controllen` bytes of well-formed control
+        // messages into this header's own buffer (CONTROL_WORDS * 8 bytes); the
+        // CMSG macros stay within `msg_controllen`, and the int is read unaligned.
+        unsafe {
+            let cmsg = libc::CMSG_FIRSTHDR(h);
+            if cmsg.is_null()
+                || (*cmsg).cmsg_level != libc::SOL_UDP
+                || (*cmsg).cmsg_type != libc::UDP_GRO
+            {
+                return None;
+            }
+            let size = std::ptr::read_unaligned(libc::CMSG_DATA(cmsg).cast::<libc::c_int>());
+            usize::try_from(size).ok().filter(|&s| s > 0)
+        }
+    }
+
     /// Receives a batch: blocks (up to the socket's receive timeout) for the first
     /// datagram, then takes what is already queued. Returns how many arrived, 0 on a
     /// timeout.
     pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
+        for (i, h) in self.headers.iter_mut().enumerate() {
+            // The kernel overwrites the length with what it wrote: reset it.
+            h.msg_hdr.msg_control = self.control[i * CONTROL_WORDS..].as_mut_ptr().cast();
+            h.msg_hdr.msg_controllen = CONTROL_WORDS * 8;
+        }
         // SAFETY: every header points at its own iovec, which points at its own slot
-        // of `slot_len` bytes in the arena; all outlive the call. No source address
-        // is asked for (null name). A null timeout leaves the socket's own.
+        // of `slot_len` bytes in the arena, and at its own control buffer of
+        // `msg_controllen` bytes; all outlive the call. No source address is asked
+        // for (null name). A null timeout leaves the socket's own.
         let ret = unsafe {
             libc::recvmmsg(
                 socket.as_raw_fd(),
