@@ -189,8 +189,7 @@ impl TunnelPlan {
 
 /// Refuses to start where the layer cannot run, saying why.
 pub fn check_prerequisites() -> Result<()> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    if !gateway::sys::is_root() {
         bail!("the tunnel layer needs root (network namespaces, veth and TUN devices); run cipherbench as root or with sudo");
     }
     if !std::path::Path::new("/dev/net/tun").exists() {

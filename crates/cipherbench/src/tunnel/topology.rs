@@ -422,11 +422,7 @@ fn remove_run_report(run: &str) -> Result<Cleaned> {
         // namespace's devices alive after the name is gone: kill it first.
         if let Ok(out) = command("ip", &["netns", "pids", ns]) {
             for pid in out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
-                // SAFETY: kill has no memory-safety preconditions; the pid was just
-                // listed as a member of our own namespace.
-                unsafe {
-                    libc::kill(pid, libc::SIGKILL);
-                }
+                super::gateway::sys::kill(pid);
                 cleaned.processes.push(pid as u32);
             }
         }

@@ -22,6 +22,21 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     }
 }
 
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Sends SIGKILL to a process (one found inside a namespace of ours at cleanup).
+pub fn kill(pid: i32) {
+    // SAFETY: kill has no memory-safety preconditions; the caller names a process
+    // it found inside one of this tool's own namespaces.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+    }
+}
+
 /// Moves the calling thread into the network namespace `/run/netns/NAME` (what
 /// `ip netns add` creates). Threads started afterwards inherit it; sockets and TUN
 /// devices opened afterwards belong to it.
