@@ -9,11 +9,14 @@ set -euo pipefail
 mode=${1:-run}
 packages=(
   build-essential pkg-config libssl-dev openssl ca-certificates
+  # Debian 12: `nginx` is the server itself (nginx-light/-full are metapackages
+  # pulling it in with extra modules); it has the SSL and stub_status modules.
   nginx iperf3 iproute2 nftables
   age gnupg wrk
 )
 if [[ "$mode" == test ]]; then
-  packages+=(tshark)
+  # tshark: the tunnel's independent wire check; chromium: the report's browser test.
+  packages+=(tshark chromium)
 fi
 
 missing=()

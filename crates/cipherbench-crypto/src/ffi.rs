@@ -27,6 +27,14 @@ pub(crate) struct EvpMac {
 pub(crate) struct EvpMacCtx {
     _private: [u8; 0],
 }
+#[repr(C)]
+pub(crate) struct EvpMd {
+    _private: [u8; 0],
+}
+#[repr(C)]
+pub(crate) struct EvpMdCtx {
+    _private: [u8; 0],
+}
 
 /// `OSSL_PARAM` (openssl/core.h).
 #[repr(C)]
@@ -117,6 +125,31 @@ extern "C" {
     fn OpenSSL_version(kind: c_int) -> *const c_char;
     fn CRYPTO_memcmp(a: *const c_void, b: *const c_void, len: size_t) -> c_int;
     fn RAND_bytes(buf: *mut c_uchar, num: c_int) -> c_int;
+
+    fn EVP_PBE_scrypt(
+        pass: *const c_char,
+        passlen: size_t,
+        salt: *const c_uchar,
+        saltlen: size_t,
+        n: u64,
+        r: u64,
+        p: u64,
+        maxmem: u64,
+        key: *mut c_uchar,
+        keylen: size_t,
+    ) -> c_int;
+
+    fn EVP_MD_fetch(
+        libctx: *mut c_void,
+        algorithm: *const c_char,
+        properties: *const c_char,
+    ) -> *mut EvpMd;
+    fn EVP_MD_free(md: *mut EvpMd);
+    fn EVP_MD_CTX_new() -> *mut EvpMdCtx;
+    fn EVP_MD_CTX_free(ctx: *mut EvpMdCtx);
+    fn EVP_DigestInit_ex2(ctx: *mut EvpMdCtx, md: *const EvpMd, params: *const OsslParam) -> c_int;
+    fn EVP_DigestUpdate(ctx: *mut EvpMdCtx, data: *const c_void, len: size_t) -> c_int;
+    fn EVP_DigestFinal_ex(ctx: *mut EvpMdCtx, out: *mut c_uchar, outl: *mut c_uint) -> c_int;
 }
 
 /// Drains OpenSSL's error queue into one line (the oldest error first).
@@ -553,5 +586,142 @@ impl Drop for MacCtx {
     fn drop(&mut self) {
         // SAFETY: allocated by EVP_MAC_CTX_new, freed once; OpenSSL cleanses it.
         unsafe { EVP_MAC_CTX_free(self.ctx) };
+    }
+}
+
+/// scrypt (RFC 7914) through `EVP_PBE_scrypt`. `n` must be a power of two above 1;
+/// `maxmem` caps the memory OpenSSL may allocate (it refuses parameters that need
+/// more).
+pub(crate) fn scrypt(
+    passphrase: &[u8],
+    salt: &[u8],
+    n: u64,
+    r: u64,
+    p: u64,
+    maxmem: u64,
+    out: &mut [u8],
+) -> Result<(), CryptoError> {
+    openssl_sys::init();
+    // An empty passphrase or salt is legal; OpenSSL wants a valid pointer regardless.
+    let dummy = [0u8; 1];
+    let pass_ptr = if passphrase.is_empty() {
+        dummy.as_ptr()
+    } else {
+        passphrase.as_ptr()
+    };
+    let salt_ptr = if salt.is_empty() {
+        dummy.as_ptr()
+    } else {
+        salt.as_ptr()
+    };
+    // SAFETY: pass_ptr and salt_ptr are valid for their lengths (or for 1 byte when the
+    // length is 0); out is valid for writes of out.len() bytes; OpenSSL reads and
+    // writes nothing else.
+    let ok = unsafe {
+        EVP_PBE_scrypt(
+            pass_ptr.cast(),
+            passphrase.len(),
+            salt_ptr,
+            salt.len(),
+            n,
+            r,
+            p,
+            maxmem,
+            out.as_mut_ptr(),
+            out.len(),
+        )
+    };
+    if ok != 1 {
+        return Err(CryptoError::Library(last_error()));
+    }
+    Ok(())
+}
+
+/// A message digest context (`EVP_MD_CTX`) for one algorithm, restartable.
+pub(crate) struct DigestCtx {
+    ctx: *mut EvpMdCtx,
+    md: *mut EvpMd,
+    output_len: usize,
+}
+
+// SAFETY: as for CipherCtx: the context is used by one thread at a time (&mut).
+unsafe impl Send for DigestCtx {}
+
+impl DigestCtx {
+    /// Fetches `name` (such as "SHA256") and starts a digest.
+    pub(crate) fn new(name: &str, output_len: usize) -> Result<DigestCtx, CryptoError> {
+        openssl_sys::init();
+        let cname = CString::new(name).map_err(|_| CryptoError::Library("bad digest".into()))?;
+        // SAFETY: cname is a valid C string; NULL libctx and properties mean defaults.
+        let md = unsafe { EVP_MD_fetch(ptr::null_mut(), cname.as_ptr(), ptr::null()) };
+        if md.is_null() {
+            return Err(CryptoError::Unavailable {
+                cipher: name.to_string(),
+                reason: last_error(),
+            });
+        }
+        // SAFETY: allocation with no preconditions.
+        let ctx = unsafe { EVP_MD_CTX_new() };
+        if ctx.is_null() {
+            // SAFETY: md was fetched above and is freed once.
+            unsafe { EVP_MD_free(md) };
+            return Err(CryptoError::Library(last_error()));
+        }
+        let mut this = DigestCtx {
+            ctx,
+            md,
+            output_len,
+        };
+        this.restart()?;
+        Ok(this)
+    }
+
+    /// Starts a new message.
+    pub(crate) fn restart(&mut self) -> Result<(), CryptoError> {
+        // SAFETY: ctx and md are valid for the life of self; NULL params.
+        if unsafe { EVP_DigestInit_ex2(self.ctx, self.md, ptr::null()) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(())
+    }
+
+    /// Feeds data.
+    pub(crate) fn update(&mut self, data: &[u8]) -> Result<(), CryptoError> {
+        if data.is_empty() {
+            return Ok(());
+        }
+        // SAFETY: ctx is valid and initialised; data is valid for its length.
+        if unsafe { EVP_DigestUpdate(self.ctx, data.as_ptr().cast(), data.len()) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        Ok(())
+    }
+
+    /// Writes the digest into `out` (exactly the output length) and restarts.
+    pub(crate) fn finish(&mut self, out: &mut [u8]) -> Result<(), CryptoError> {
+        let mut full = [0u8; 64];
+        let mut outl: c_uint = 0;
+        // SAFETY: full has room for any digest OpenSSL offers here (64 bytes: SHA-512).
+        if unsafe { EVP_DigestFinal_ex(self.ctx, full.as_mut_ptr(), &mut outl) } != 1 {
+            return Err(CryptoError::Library(last_error()));
+        }
+        if outl as usize != self.output_len || out.len() != self.output_len {
+            return Err(CryptoError::Library(format!(
+                "digest length {outl}, expected {}",
+                self.output_len
+            )));
+        }
+        out.copy_from_slice(&full[..self.output_len]);
+        self.restart()
+    }
+}
+
+impl Drop for DigestCtx {
+    fn drop(&mut self) {
+        // SAFETY: both were allocated by OpenSSL in new() and are freed once.
+        unsafe {
+            EVP_MD_CTX_free(self.ctx);
+            EVP_MD_free(self.md);
+        }
     }
 }

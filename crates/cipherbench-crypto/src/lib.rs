@@ -9,6 +9,8 @@
 //! - [`hmac`]: HMAC-SHA-1 and HMAC-SHA-256 with truncated tags;
 //! - [`stitched`]: OpenSSL's AES-128-CBC-HMAC-SHA1 TLS record cipher;
 //! - [`hkdf`]: HKDF-SHA-256 (RFC 5869), built on [`hmac`];
+//! - [`kdf`]: scrypt (RFC 7914) for passphrases;
+//! - [`digest`]: SHA-256 (streaming);
 //! - [`catalogue`]: the ciphers layer 1 measures and one benchmark operation for each;
 //! - [`info`]: the library's version and the capability vector it uses.
 //!
@@ -17,10 +19,12 @@
 pub mod aead;
 pub mod catalogue;
 pub mod cbc;
+pub mod digest;
 mod ffi;
 pub mod hkdf;
 pub mod hmac;
 pub mod info;
+pub mod kdf;
 pub mod secret;
 pub mod stitched;
 

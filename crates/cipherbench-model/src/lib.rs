@@ -6,10 +6,12 @@
 //! measured, and the report crate renders it.
 
 pub mod env;
+pub mod file;
 pub mod schema;
 pub mod speed;
 pub mod stats;
 pub mod time;
+pub mod tls;
 pub mod tunnel;
 pub mod units;
 

@@ -6,7 +6,9 @@
 //! the one they know and say so (see [`RunRecord::from_json`]).
 
 use crate::env::Environment;
+use crate::file::FileResults;
 use crate::speed::SpeedResults;
+use crate::tls::TlsResults;
 use crate::tunnel::TunnelResults;
 use serde::{Deserialize, Serialize};
 
@@ -52,6 +54,12 @@ pub struct RunRecord {
     /// Layer 1.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub speed: Option<SpeedResults>,
+    /// Layer 2.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<FileResults>,
+    /// Layer 3.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tls: Option<TlsResults>,
     /// Layer 4.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tunnel: Option<TunnelResults>,

@@ -252,12 +252,19 @@ pub struct GatewayRun {
     /// Packets the kernel dropped at the TUN queue because the gateway did not read
     /// them in time (`tx_dropped` of the TUN device).
     pub tun_queue_drops: u64,
+    /// Packets the kernel dropped on the gateway's TUN device on the way in
+    /// (`rx_dropped`) and on its namespace's veth end (both directions).
+    #[serde(default)]
+    pub link_drops: u64,
     /// TUN writes refused, sends refused, offload errors, oversize packets.
     pub io_errors: u64,
     /// TUN reads and writes (fewer than packets when offloads batch them).
     pub tun_reads: u64,
     /// TUN writes.
     pub tun_writes: u64,
+    /// Wall time between the two snapshots, seconds.
+    #[serde(default)]
+    pub seconds: f64,
     /// CPU time of the whole gateway / wall time (cores).
     pub cpu_cores_used: f64,
     /// Per thread: name, CPU time / wall time (1.0 = a whole core), pinned core.

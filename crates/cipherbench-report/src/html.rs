@@ -16,10 +16,12 @@ h3 { font-size: 1.05em; }
 table { border-collapse: collapse; width: 100%; margin: 8px 0 16px; font-variant-numeric: tabular-nums; }
 th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: right; white-space: nowrap; }
 th:first-child, td:first-child, th.l, td.l { text-align: left; }
+td.l { white-space: normal; min-width: 12em; }
 .scroll { overflow-x: auto; }
 .chart { width: 100%; height: auto; max-width: 760px; display: block; }
 .chart .grid { stroke: #eaeef2; } .chart .axisline { stroke: #57606a; } .chart .reference { stroke: #cf222e; stroke-dasharray: 4 3; }
 .chart text { font: 11px system-ui, sans-serif; fill: #24292f; } .chart .axis { font-size: 12px; }
+a.how { font-size: 0.75em; font-weight: normal; margin-left: 0.5em; }
 .banner { border-left: 4px solid var(--warn); background: #fff8c5; padding: 8px 12px; margin: 12px 0; }
 .ok { color: #1a7f37; } .bad { color: #cf222e; font-weight: 600; }
 figure { margin: 16px 0; } figcaption { color: var(--muted); font-size: 0.9em; }
@@ -44,25 +46,25 @@ pub fn render(record: &RunRecord) -> String {
     if record.interrupted {
         body.push_str("<p class=\"banner\">This run was interrupted: the page shows what was measured before it stopped.</p>");
     }
-    body.push_str(&machine(record));
-    if !record.warnings.is_empty() {
-        body.push_str("<h2 id=\"warnings\">Warnings</h2><ul>");
-        for w in &record.warnings {
-            body.push_str(&format!(
-                "<li><b>{}</b> ({}): {}</li>",
-                escape(&w.kind),
-                escape(&w.layer),
-                escape(&w.message)
-            ));
-        }
-        body.push_str("</ul>");
-    }
+    body.push_str(&summary(record));
     if let Some(speed) = &record.speed {
         body.push_str(&speed_section(speed));
+        body.push_str(&layer_warnings(record, "speed"));
+    }
+    if let Some(file) = &record.file {
+        body.push_str(&crate::file::html_section(file));
+        body.push_str(&layer_warnings(record, "file"));
+    }
+    if let Some(tls) = &record.tls {
+        body.push_str(&crate::tls::section(tls));
+        body.push_str(&layer_warnings(record, "tls"));
     }
     if let Some(t) = &record.tunnel {
         body.push_str(&crate::tunnel::html(t));
+        body.push_str(&layer_warnings(record, "tunnel"));
     }
+    body.push_str(&machine(record));
+    body.push_str(METHODOLOGY);
     format!(
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\">\
 <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
@@ -72,6 +74,159 @@ Throughput in decimal units (1 GB/s = 10<sup>9</sup> bytes/s); sizes in binary u
         escape(&env.hostname)
     )
 }
+
+/// The summary at the top: the machine in a sentence, who uses AES-NI, the ladder.
+fn summary(record: &RunRecord) -> String {
+    let env = &record.environment;
+    let mut s = String::from("<section id=\"summary\"><h2>Summary</h2>");
+    s.push_str(&format!(
+        "<p>{} ({} logical cores{}), {}, kernel {}, {}.</p>",
+        escape(&env.cpu.model),
+        env.cpu.logical_cores,
+        env.cpu
+            .hypervisor
+            .as_ref()
+            .map(|h| format!(", under {}", escape(h)))
+            .unwrap_or_default(),
+        escape(&env.os),
+        escape(&env.kernel),
+        escape(&env.openssl.library_version)
+    ));
+    let aes = env
+        .verdicts
+        .iter()
+        .find(|v| v.capability.starts_with("AES"));
+    if let Some(v) = aes {
+        let who = |b: Option<bool>| match b {
+            Some(true) => "uses it",
+            Some(false) => "does not use it",
+            None => "n/a",
+        };
+        s.push_str(&format!(
+            "<p><b>{}</b>: {} in the CPU; OpenSSL {}; the kernel {} ({}). Offload devices: {}.</p>",
+            escape(&v.capability),
+            if v.in_cpu { "present" } else { "absent" },
+            who(v.used_by_openssl),
+            who(v.used_by_kernel),
+            escape(&v.note),
+            if env.offload_devices.is_empty() {
+                "none".to_string()
+            } else {
+                escape(
+                    &env.offload_devices
+                        .iter()
+                        .map(|d| d.description.clone())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                )
+            }
+        ));
+    }
+    let ladder = crate::ladder::build(record);
+    if ladder.steps.is_empty() {
+        s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
+    } else {
+        s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
+        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        for step in &ladder.steps {
+            s.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.1}×</b></td><td>{}</td><td>{}</td></tr>",
+                step.layer,
+                escape(&step.what),
+                escape(&step.accel),
+                escape(&step.noaesni),
+                step.gain,
+                step.survives.map(|v| format!("{:.0} %", v * 100.0)).unwrap_or_else(|| "–".into()),
+                step.crypto_share
+                    .map(|v| format!("{:.0} %", v.clamp(0.0, 1.0) * 100.0))
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        s.push_str("</table></div>");
+        let chart = BarChart {
+            id: "fig-ladder".into(),
+            title: "Gain from AES-NI at each layer".into(),
+            description: format!(
+                "Throughput with AES-NI divided by throughput without, for AES-GCM at each layer: {}.",
+                ladder
+                    .steps
+                    .iter()
+                    .map(|st| format!("{} {:.1} times", st.layer, st.gain))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ),
+            categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
+            series: vec![Series {
+                name: "accel / noaesni".into(),
+                values: ladder.steps.iter().map(|st| Some(st.gain)).collect(),
+            }],
+            y_label: "gain (×)".into(),
+            reference: Some(1.0),
+            format: |v| format!("{v:.1}×"),
+        };
+        s.push_str("<figure>");
+        s.push_str(&chart.render());
+        s.push_str("<figcaption>The ladder: AES-NI's gain for AES-GCM from the primitive up to the tunnel. The dashed line is no gain.</figcaption></figure><ul>");
+        for line in crate::ladder::sentences(&ladder) {
+            s.push_str(&format!("<li>{}</li>", escape(&line)));
+        }
+        s.push_str("</ul>");
+    }
+    for (layer, why) in &ladder.missing {
+        s.push_str(&format!("<p class=\"muted\">{layer}: {}</p>", escape(why)));
+    }
+    let general: Vec<_> = record
+        .warnings
+        .iter()
+        .filter(|w| w.layer == "run")
+        .collect();
+    let count = record.warnings.len();
+    if count > 0 {
+        s.push_str(&format!(
+            "<p class=\"banner\">{count} warning{} in this run: each is shown beside the layer it concerns.</p>",
+            if count == 1 { "" } else { "s" }
+        ));
+    }
+    for w in general {
+        s.push_str(&format!("<p class=\"banner\">{}</p>", escape(&w.message)));
+    }
+    s.push_str("</section>");
+    s
+}
+
+/// The warnings of one layer, shown under its section.
+fn layer_warnings(record: &RunRecord, layer: &str) -> String {
+    let ws: Vec<_> = record
+        .warnings
+        .iter()
+        .filter(|w| w.layer == layer)
+        .collect();
+    if ws.is_empty() {
+        return String::new();
+    }
+    let mut s = format!("<div class=\"banner\" id=\"warnings-{layer}\"><b>Warnings</b><ul>");
+    for w in ws {
+        s.push_str(&format!(
+            "<li><b>{}</b>: {}</li>",
+            escape(&w.kind.replace('_', " ")),
+            escape(&w.message)
+        ));
+    }
+    s.push_str("</ul></div>");
+    s
+}
+
+/// What every number means, in the page itself (the page must stand alone); the
+/// same definitions as METHODOLOGY.md.
+const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are measured</h2>
+<h3 id="m-statistics">Samples, median, spread</h3><p>Every point is a set of samples after a warm-up. The figure shown is the median; the spread (±) is the median absolute deviation divided by the median. Above 5 % a point is flagged. Raw samples are in run.json.</p>
+<h3 id="m-variants">accel and noaesni</h3><p><b>accel</b> runs with the library's defaults. <b>noaesni</b> runs the same program in a child process with <code>OPENSSL_ia32cap=~0x200000200000000:~0x0</code>: AES-NI and PCLMULQDQ off, every other feature as detected. The vector each child's OpenSSL reported is recorded; 3DES and ChaCha20-Poly1305, which do not use AES-NI, are the controls that must not move.</p>
+<h3 id="m-speed">Layer 1: primitive</h3><p>Payload bytes per second of wall time (decimal units), one operation per buffer: for AEADs a fresh nonce, 13 bytes of additional data and the tag, as a TLS record or an ESP packet uses them; decryption verifies a genuine tag every time.</p>
+<h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
+<h3 id="m-tls">Layer 3: TLS sweep and ramp</h3><p>A real nginx serves one file per TLS connection (full handshake, keep-alive off). The sweep reports the highest throughput over the window at which the maximum time to first byte stays within the limit, searching over the number of concurrent clients. nginx CPU is its workers' CPU time over the window. The ramp starts requests on a schedule rising linearly to the target rate; latency counts from the scheduled start, and a request that fails or exceeds the timeout is unsuccessful.</p>
+<h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP and UDP (1220-byte writes) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first.</p>
+<h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
+</section>"#;
 
 fn machine(record: &RunRecord) -> String {
     let env = &record.environment;
@@ -175,7 +330,7 @@ fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
 }
 
 fn speed_section(s: &SpeedResults) -> String {
-    let mut out = String::from("<h2 id=\"speed\">Layer 1: the primitive</h2>\
+    let mut out = String::from("<h2 id=\"speed\">Layer 1: the primitive <a class=\"how\" href=\"#m-speed\">how measured</a></h2>\
 <p>Throughput of each cipher on one core, one operation per buffer (a fresh nonce, the header as additional data, the tag), \
 with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</code> (<b>noaesni</b>).</p>");
     let sizes = &s.config.sizes_bytes;

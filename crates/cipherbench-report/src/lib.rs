@@ -5,9 +5,13 @@
 
 pub mod compare;
 pub mod csv;
+pub mod file;
 pub mod html;
+pub mod ladder;
+pub mod markdown;
 pub mod svg;
 pub mod text;
+pub mod tls;
 pub mod tunnel;
 
 use cipherbench_model::RunRecord;
@@ -21,7 +25,7 @@ pub struct Rendered {
     pub contents: String,
 }
 
-/// Every derived file for a record: CSV per layer and `report.html`.
+/// Every derived file for a record: CSV per layer, `summary.md` and `report.html`.
 pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
     let mut files = Vec::new();
     if let Some(speed) = &record.speed {
@@ -30,12 +34,36 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
             contents: csv::speed(speed),
         });
     }
+    if let Some(file) = &record.file {
+        files.push(Rendered {
+            name: "file.csv".into(),
+            contents: file::csv(file),
+        });
+    }
+    if let Some(t) = &record.tls {
+        if let Some(sweep) = &t.sweep {
+            files.push(Rendered {
+                name: "tls.csv".into(),
+                contents: tls::csv_sweep(sweep),
+            });
+        }
+        if let Some(ramp) = &t.ramp {
+            files.push(Rendered {
+                name: "tls-ramp.csv".into(),
+                contents: tls::csv_ramp(ramp),
+            });
+        }
+    }
     if let Some(t) = &record.tunnel {
         files.push(Rendered {
             name: "tunnel.csv".into(),
             contents: tunnel::csv(t),
         });
     }
+    files.push(Rendered {
+        name: "summary.md".into(),
+        contents: markdown::summary(record),
+    });
     files.push(Rendered {
         name: "report.html".into(),
         contents: html::render(record),

@@ -169,6 +169,125 @@ impl BarChart {
     }
 }
 
+/// A line of a [`LineChart`]: (x, y) points in order.
+#[derive(Debug, Clone)]
+pub struct Line {
+    /// Legend text.
+    pub name: String,
+    /// Points.
+    pub points: Vec<(f64, f64)>,
+    /// Drawn dashed (to tell series apart without colour).
+    pub dashed: bool,
+}
+
+/// A line chart with numeric axes (a time series, such as the ramp's requests per
+/// second).
+#[derive(Debug, Clone)]
+pub struct LineChart {
+    /// Element id.
+    pub id: String,
+    /// Title.
+    pub title: String,
+    /// Description for screen readers.
+    pub description: String,
+    /// X axis label, with the unit.
+    pub x_label: String,
+    /// Y axis label, with the unit.
+    pub y_label: String,
+    /// The lines.
+    pub lines: Vec<Line>,
+}
+
+impl LineChart {
+    /// Renders the chart.
+    pub fn render(&self) -> String {
+        let width = 720.0;
+        let height = 300.0;
+        let (left, right, top, bottom) = (64.0, 16.0, 16.0, 76.0);
+        let plot_w = width - left - right;
+        let plot_h = height - top - bottom;
+        let all = || self.lines.iter().flat_map(|l| l.points.iter());
+        let (x_max, x_step) = nice_axis(all().map(|p| p.0).fold(0.0, f64::max));
+        let (y_max, y_step) = nice_axis(all().map(|p| p.1).fold(0.0, f64::max));
+        let x = |v: f64| left + (v / x_max) * plot_w;
+        let y = |v: f64| top + plot_h - (v / y_max) * plot_h;
+        let mut svg = format!(
+            "<svg id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t {id}-d\" xmlns=\"http://www.w3.org/2000/svg\">\
+<title id=\"{id}-t\">{title}</title><desc id=\"{id}-d\">{desc}</desc>",
+            id = escape(&self.id),
+            title = escape(&self.title),
+            desc = escape(&self.description)
+        );
+        let mut tick = 0.0;
+        while tick <= y_max + y_step * 0.01 {
+            let ty = y(tick);
+            svg.push_str(&format!(
+                "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
+<text x=\"{tx}\" y=\"{ty2:.1}\" class=\"tick\" text-anchor=\"end\">{label}</text>",
+                x2 = width - right,
+                tx = left - 6.0,
+                ty2 = ty + 4.0,
+                label = escape(&trim_number(tick))
+            ));
+            tick += y_step;
+        }
+        let mut tick = 0.0;
+        while tick <= x_max + x_step * 0.01 {
+            svg.push_str(&format!(
+                "<text x=\"{tx:.1}\" y=\"{ty}\" class=\"tick\" text-anchor=\"middle\">{label}</text>",
+                tx = x(tick),
+                ty = top + plot_h + 16.0,
+                label = escape(&trim_number(tick))
+            ));
+            tick += x_step;
+        }
+        svg.push_str(&format!(
+            "<text transform=\"translate(14 {cy}) rotate(-90)\" class=\"axis\" text-anchor=\"middle\">{}</text>\
+<text x=\"{cx}\" y=\"{ly}\" class=\"axis\" text-anchor=\"middle\">{}</text>",
+            escape(&self.y_label),
+            escape(&self.x_label),
+            cy = top + plot_h / 2.0,
+            cx = left + plot_w / 2.0,
+            ly = top + plot_h + 34.0
+        ));
+        for (i, line) in self.lines.iter().enumerate() {
+            let points: Vec<String> = line
+                .points
+                .iter()
+                .map(|&(px, py)| format!("{:.1},{:.1}", x(px), y(py)))
+                .collect();
+            svg.push_str(&format!(
+                "<polyline fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"><title>{}</title></polyline>",
+                points.join(" "),
+                escape(&line.name),
+                c = PALETTE[i % PALETTE.len()],
+                dash = if line.dashed { " stroke-dasharray=\"5 3\"" } else { "" }
+            ));
+        }
+        let mut lx = left;
+        for (i, line) in self.lines.iter().enumerate() {
+            let ly = height - 14.0;
+            svg.push_str(&format!(
+                "<line x1=\"{lx:.1}\" x2=\"{lx2:.1}\" y1=\"{ry}\" y2=\"{ry}\" stroke=\"{c}\" stroke-width=\"2\"{dash}/>\
+<text x=\"{tx:.1}\" y=\"{ly}\" class=\"legend\">{name}</text>",
+                lx2 = lx + 14.0,
+                ry = ly - 4.0,
+                c = PALETTE[i % PALETTE.len()],
+                dash = if line.dashed { " stroke-dasharray=\"5 3\"" } else { "" },
+                tx = lx + 18.0,
+                name = escape(&line.name)
+            ));
+            lx += 28.0 + 6.5 * line.name.chars().count() as f64;
+        }
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{b}\" y2=\"{b}\" class=\"axisline\"/></svg>",
+            x2 = width - right,
+            b = top + plot_h
+        ));
+        svg
+    }
+}
+
 fn trim_number(v: f64) -> String {
     if v >= 100.0 || v == v.round() {
         format!("{v:.0}")
@@ -217,5 +336,32 @@ mod tests {
             "one bar and one legend swatch"
         );
         assert!(svg.contains("accel, 16 B: 2.0x"));
+    }
+
+    #[test]
+    fn renders_lines_with_a_legend() {
+        let chart = LineChart {
+            id: "l1".into(),
+            title: "ramp".into(),
+            description: "requests per second".into(),
+            x_label: "second".into(),
+            y_label: "requests".into(),
+            lines: vec![
+                Line {
+                    name: "attempted".into(),
+                    points: vec![(0.0, 0.0), (1.0, 10.0), (2.0, 20.0)],
+                    dashed: true,
+                },
+                Line {
+                    name: "successful <ok>".into(),
+                    points: vec![(0.0, 0.0), (1.0, 9.0)],
+                    dashed: false,
+                },
+            ],
+        };
+        let svg = chart.render();
+        assert_eq!(svg.matches("<polyline").count(), 2);
+        assert!(svg.contains("successful &lt;ok&gt;"));
+        assert!(svg.contains("stroke-dasharray"));
     }
 }

@@ -37,6 +37,14 @@ pub enum Command {
     },
     /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
     Speed(SpeedArgs),
+    /// Layer 2: the time to encrypt a file through the disk, by tool and variant.
+    File(crate::file::args::FileArgs),
+    /// Encrypt a file (or stdin) into cipherbench's streaming format, in parallel.
+    Seal(crate::file::args::SealArgs),
+    /// Decrypt a sealed file; the output appears only if every chunk verified.
+    Open(crate::file::args::OpenArgs),
+    /// Layer 3: TLS web serving with a real nginx: the throughput sweep and the ramp.
+    Tls(crate::tls::args::TlsArgs),
     /// Layer 4: iperf3 TCP and UDP through cipherbench's ESP-in-UDP tunnel between two
     /// network namespaces, per transform, with AES-NI available and masked (root).
     Tunnel(TunnelArgs),
@@ -333,6 +341,53 @@ impl SpeedArgs {
             check_openssl: self.check_openssl,
             check_seconds: 1,
         })
+    }
+}
+
+/// The file (layer 2) plan of a preset: tiny proves it works in seconds; quick is
+/// seed 001's 80 MiB file with the seed's tool, ours and `cp`; full is 1 GiB, every
+/// tool, both directions.
+pub fn preset_file_plan(preset: Preset) -> crate::file::bench::FilePlan {
+    use crate::file::bench::{ColdChoice, FilePlan, InputSpec};
+    use crate::file::tools::ToolId;
+    use cipherbench_model::file::{Cache, SyncMode};
+    use cipherbench_model::units::ByteSize;
+    let variants = vec![speed::Variant::accel(), speed::Variant::noaesni()];
+    let seeds_tools = vec![ToolId::Cp, ToolId::OpensslCbc, ToolId::Cipherbench];
+    let (input, tools, caches, directions, repetitions) = match preset {
+        Preset::Tiny => (
+            2 * ByteSize::MIB,
+            seeds_tools,
+            vec![Cache::Warm],
+            vec![Direction::Encrypt],
+            2,
+        ),
+        Preset::Quick => (
+            80 * ByteSize::MIB,
+            seeds_tools,
+            vec![Cache::Warm, Cache::Cold],
+            vec![Direction::Encrypt],
+            3,
+        ),
+        Preset::Full => (
+            ByteSize::GIB,
+            crate::file::tools::ToolId::ALL.to_vec(),
+            vec![Cache::Warm, Cache::Cold],
+            vec![Direction::Encrypt, Direction::Decrypt],
+            5,
+        ),
+    };
+    FilePlan {
+        input: InputSpec::Generate(input),
+        tools,
+        variants,
+        caches,
+        syncs: vec![SyncMode::Fsync],
+        directions,
+        repetitions,
+        cold_method: ColdChoice::Fadvise,
+        scratch: None,
+        threads: cores(),
     }
 }
 

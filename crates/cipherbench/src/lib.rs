@@ -6,6 +6,7 @@
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
 pub mod cli;
+pub mod file;
 pub mod interrupt;
 pub mod probe;
 pub mod progress;
@@ -13,6 +14,7 @@ pub mod results;
 pub mod run;
 pub mod speed;
 pub mod supervisor;
+pub mod tls;
 pub mod tunnel;
 
 use anyhow::{Context, Result};
@@ -124,6 +126,85 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             })
         }
+        Command::Seal(args) => {
+            file::seal_command(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Open(args) => {
+            file::open_command(&args)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::File(args) => {
+            let (mut session, outcome) = file::file_command(&args, cli.quiet)?;
+            finish(&mut session, outcome, |s| {
+                if let Some(results) = &s.record.file {
+                    if args.json {
+                        println!(
+                            "{}",
+                            serde_json::to_string_pretty(results).unwrap_or_default()
+                        );
+                    } else {
+                        print!("{}", cipherbench_report::file::text(results));
+                    }
+                }
+            })
+        }
+        Command::Tls(tls::args::TlsArgs {
+            command: tls::args::TlsCommand::Serve(a),
+        }) => {
+            let plan = a.plan()?;
+            interrupt::install();
+            tls::serve::run(&plan)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Tls(args) => {
+            let (output, json) = match &args.command {
+                tls::args::TlsCommand::Sweep(a) => (a.output(), a.common.json),
+                tls::args::TlsCommand::Ramp(a) => (a.output(), a.common.json),
+                tls::args::TlsCommand::Serve(_) => return Ok(ExitCode::SUCCESS),
+            };
+            // Resolve the plan first: bad input fails before anything starts.
+            let sweep = match &args.command {
+                tls::args::TlsCommand::Sweep(a) => Some(a.plan()?),
+                tls::args::TlsCommand::Ramp(_) | tls::args::TlsCommand::Serve(_) => None,
+            };
+            let ramp = match &args.command {
+                tls::args::TlsCommand::Ramp(a) => Some(a.plan()?),
+                tls::args::TlsCommand::Sweep(_) | tls::args::TlsCommand::Serve(_) => None,
+            };
+            interrupt::install();
+            let environment = probe::collect();
+            let dir = if output.no_save {
+                None
+            } else {
+                Some(
+                    output
+                        .results
+                        .clone()
+                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
+                )
+            };
+            let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
+            session
+                .record
+                .environment
+                .tools
+                .extend(probe::tool_versions(&["nginx"]));
+            let outcome = match (&sweep, &ramp) {
+                (Some(plan), _) => tls::sweep::run(plan, &mut session),
+                (_, Some(plan)) => tls::ramp::run(plan, &mut session),
+                (None, None) => Ok(()),
+            };
+            finish(&mut session, outcome, |s| {
+                if let Some(t) = &s.record.tls {
+                    if json {
+                        println!("{}", serde_json::to_string_pretty(t).unwrap_or_default());
+                    } else {
+                        print!("{}", cipherbench_report::tls::text(t));
+                    }
+                }
+            })
+        }
         Command::Tunnel(args) => {
             if let Some(cli::TunnelAction::Cleanup { force }) = args.action {
                 return tunnel_cleanup(force);
@@ -164,6 +245,12 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             finish(&mut session, outcome, |s| {
                 if let Some(speed) = &s.record.speed {
                     print!("{}", cipherbench_report::text::speed(speed));
+                }
+                if let Some(results) = &s.record.file {
+                    print!("\n{}", cipherbench_report::file::text(results));
+                }
+                if let Some(t) = &s.record.tls {
+                    print!("{}", cipherbench_report::tls::text(t));
                 }
                 if let Some(t) = &s.record.tunnel {
                     print!("{}", cipherbench_report::tunnel::text(t));

@@ -1,4 +1,5 @@
-//! The results directory: `run.json` (canonical), CSV per layer and `report.html`,
+//! The results directory: `run.json` (canonical), CSV per layer, `summary.md` and
+//! `report.html`,
 //! written atomically after every scenario so an interrupted run keeps what it
 //! measured.
 //!
@@ -79,6 +80,8 @@ impl Session {
                 interrupted: false,
                 environment,
                 speed: None,
+                file: None,
+                tls: None,
                 tunnel: None,
                 warnings: Vec::new(),
             },
@@ -94,7 +97,10 @@ impl Session {
 
     /// Whether any layer has data.
     pub fn has_measurements(&self) -> bool {
-        self.record.speed.is_some() || self.record.tunnel.is_some()
+        self.record.speed.is_some()
+            || self.record.file.is_some()
+            || self.record.tls.is_some()
+            || self.record.tunnel.is_some()
     }
 
     /// Saves `run.json` and the CSV files (not the HTML: that is rendered at the end,
@@ -126,8 +132,12 @@ impl Session {
         self.record.finished_at = Some(cipherbench_model::time::rfc3339_utc(now_unix()));
         self.save()?;
         if let Some(dir) = &self.dir {
-            let html = cipherbench_report::html::render(&self.record);
-            write_atomic(&dir.path.join("report.html"), html.as_bytes())?;
+            // run.json is already safe on disk: a rendering problem cannot lose data.
+            for file in cipherbench_report::render_all(&self.record) {
+                if !file.name.ends_with(".csv") {
+                    write_atomic(&dir.path.join(&file.name), file.contents.as_bytes())?;
+                }
+            }
         }
         Ok(())
     }

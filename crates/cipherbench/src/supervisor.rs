@@ -14,6 +14,8 @@
 //!   period.
 //!
 //! Readiness is waited for with [`wait_until`] and a deadline, never a sleep.
+//! [`Child::wait_with_usage`] waits for a child to exit and returns its CPU time and
+//! peak memory (`wait4`), for measurements that say where the time went.
 
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::VecDeque;
@@ -311,6 +313,18 @@ fn last_lines(text: &str, n: usize) -> String {
     lines[lines.len().saturating_sub(n)..].join(" | ")
 }
 
+/// What a finished child used, from `wait4(2)`'s `rusage` (its own use plus that of
+/// the children it waited for).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ResourceUsage {
+    /// User-mode CPU time.
+    pub user: Duration,
+    /// Kernel-mode CPU time.
+    pub system: Duration,
+    /// Peak resident set size, bytes.
+    pub max_rss_bytes: u64,
+}
+
 /// A running child, stopped and reaped when dropped.
 pub struct Child {
     pid: libc::pid_t,
@@ -404,6 +418,58 @@ impl Child {
         }
     }
 
+    /// Waits for the child to exit, at most `timeout`, and returns its exit status and
+    /// resource usage. A blocking `wait4` on a helper thread returns the moment the
+    /// child exits (no polling delay in a timing); `stop_early` is asked every 50 ms
+    /// and, when it says so, the child is stopped and an error returned.
+    pub fn wait_with_usage(
+        &mut self,
+        timeout: Duration,
+        stop_early: impl Fn() -> bool,
+    ) -> Result<(ExitStatus, ResourceUsage)> {
+        if self.inner.is_none() {
+            bail!("{} was already stopped", self.name);
+        }
+        let pid = self.pid;
+        let (tx, rx) = mpsc::channel();
+        thread::spawn(move || {
+            let _ = tx.send(wait4_blocking(pid));
+        });
+        let deadline = Instant::now() + timeout;
+        loop {
+            match rx.recv_timeout(Duration::from_millis(50)) {
+                Ok(Ok((status, usage))) => {
+                    // Reaped here, so std must not wait for it again; stragglers left in
+                    // its process group get the same treatment as in `stop`.
+                    self.inner = None;
+                    kill_group(pid, libc::SIGKILL);
+                    return Ok((status, usage));
+                }
+                Ok(Err(e)) => bail!("waiting for {}: {e}", self.name),
+                Err(RecvTimeoutError::Disconnected) => {
+                    bail!("waiting for {}: the waiting thread ended", self.name)
+                }
+                Err(RecvTimeoutError::Timeout) => {
+                    let late = Instant::now() >= deadline;
+                    if late || stop_early() {
+                        // SIGKILL makes the pending wait4 return; then nothing is left
+                        // for `stop` to do.
+                        kill_group(pid, libc::SIGKILL);
+                        let _ = rx.recv_timeout(STOP_GRACE);
+                        self.inner = None;
+                        if late {
+                            bail!(
+                                "{} did not finish within {timeout:.0?}; it was stopped",
+                                self.name
+                            );
+                        }
+                        bail!("{} was stopped early", self.name);
+                    }
+                }
+            }
+        }
+    }
+
     /// Sends a signal to the child's process group.
     pub fn signal(&self, signal: libc::c_int) {
         if self.inner.is_some() {
@@ -439,6 +505,37 @@ impl Child {
 impl Drop for Child {
     fn drop(&mut self) {
         self.stop();
+    }
+}
+
+/// `wait4(pid, 0)`: blocks until the child exits, retrying on EINTR.
+fn wait4_blocking(pid: libc::pid_t) -> std::io::Result<(ExitStatus, ResourceUsage)> {
+    use std::os::unix::process::ExitStatusExt;
+    loop {
+        let mut status: libc::c_int = 0;
+        // SAFETY: rusage is plain old data; zeroed is a valid value for wait4 to fill.
+        let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+        // SAFETY: pid is our own unreaped child; status and usage are valid for writes.
+        let r = unsafe { libc::wait4(pid, &mut status, 0, &mut usage) };
+        if r == pid {
+            let time = |t: libc::timeval| {
+                Duration::from_secs(t.tv_sec.max(0) as u64)
+                    + Duration::from_micros(t.tv_usec.max(0) as u64)
+            };
+            return Ok((
+                ExitStatus::from_raw(status),
+                ResourceUsage {
+                    user: time(usage.ru_utime),
+                    system: time(usage.ru_stime),
+                    // Linux reports ru_maxrss in KiB.
+                    max_rss_bytes: (usage.ru_maxrss.max(0) as u64) * 1024,
+                },
+            ));
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            return Err(e);
+        }
     }
 }
 
@@ -556,6 +653,38 @@ mod tests {
             Ok(child.stderr_tail().contains("bad"))
         })
         .unwrap();
+    }
+
+    #[test]
+    fn wait_with_usage_reports_cpu_time_and_memory() {
+        // A shell that burns a little CPU in user mode, then exits with 4.
+        let mut child = Spawn::new("sh")
+            .args([
+                "-c",
+                "i=0; while [ $i -lt 20000 ]; do i=$((i+1)); done; exit 4",
+            ])
+            .start()
+            .unwrap();
+        let (status, usage) = child
+            .wait_with_usage(Duration::from_secs(30), || false)
+            .unwrap();
+        assert_eq!(status.code(), Some(4));
+        assert!(usage.user + usage.system > Duration::ZERO, "{usage:?}");
+        assert!(usage.max_rss_bytes > 100 * 1024, "{usage:?}");
+        drop(child); // nothing left to stop, and no error
+    }
+
+    #[test]
+    fn wait_with_usage_stops_the_child_when_asked() {
+        let started = Instant::now();
+        let mut child = Spawn::new("sleep").args(["30"]).start().unwrap();
+        let err = child
+            .wait_with_usage(Duration::from_secs(60), || {
+                started.elapsed() > Duration::from_millis(100)
+            })
+            .unwrap_err();
+        assert!(err.to_string().contains("stopped early"), "{err}");
+        assert!(started.elapsed() < Duration::from_secs(5));
     }
 
     #[test]

@@ -160,6 +160,31 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     assert!(html.contains("id=\"fig-relative\"") && html.contains("id=\"fig-aesni-control\""));
     let csv = std::fs::read_to_string(dir.join("speed.csv")).unwrap();
     assert_eq!(csv.lines().count(), 13);
+    let file = record.file.expect("file results (layer 2)");
+    assert!(
+        !file.points.is_empty() && file.verified("cipherbench"),
+        "{:?}",
+        file.checks
+    );
+    assert!(html.contains("id=\"fig-file-encrypt-warm-fsync\""));
+    assert!(dir.join("file.csv").exists());
+    // Layer 3: both seed suites swept at 1 MiB, one ramp.
+    let tls = record.tls.expect("tls results");
+    let sweep = tls.sweep.expect("sweep results");
+    assert_eq!(sweep.points.len(), 2);
+    for p in &sweep.points {
+        assert!(p.requests > 0, "{p:?}");
+        assert_eq!(p.negotiated_suite.as_deref(), Some(p.suite.as_str()));
+    }
+    assert_eq!(tls.ramp.expect("ramp results").runs[0].attempted, 50);
+    assert!(html.contains("id=\"fig-tls-throughput-1\"") && html.contains("id=\"table-tls-ramp\""));
+    assert_eq!(
+        std::fs::read_to_string(dir.join("tls.csv"))
+            .unwrap()
+            .lines()
+            .count(),
+        3
+    );
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
         stdout.contains("ratio") && stdout.contains("report.html"),

@@ -52,6 +52,10 @@ pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
     }
 }
 
+/// Ethernet (14) + IPv4 (20) + UDP (8) around every ESP packet on the veth: what
+/// `tc tbf` counts.
+pub const ETHERNET_IPV4_UDP: u64 = 42;
+
 /// A thread at this share of a core or more counts as saturated.
 pub const SATURATED: f64 = 0.85;
 
@@ -87,21 +91,31 @@ pub fn saturation(
     let at_server = receiver
         .namespace_udp_drops
         .saturating_sub(receiver.socket_drops);
+    let on_links = sender.link_drops + receiver.link_drops;
     let lost = match iperf.protocol {
         Protocol::Udp => iperf.lost_packets.unwrap_or(0),
         Protocol::Tcp => at_sender + at_receiver,
     };
-    let elsewhere = lost.saturating_sub(at_sender + at_receiver + at_server);
-    let elsewhere_side = if underlay_rate_bits_per_sec.is_some() {
-        "underlay"
-    } else {
-        "elsewhere"
-    };
+    let known = at_sender + at_receiver + at_server + on_links;
+    let elsewhere = lost.saturating_sub(known);
+    // What the sender put on the underlay: ESP plus UDP, IPv4 and Ethernet headers.
+    let wire_bits_per_sec =
+        (sender.esp_bytes_sent + ETHERNET_IPV4_UDP * sender.esp_packets_sent) as f64 * 8.0
+            / sender.seconds.max(1e-9);
+    let underlay_full =
+        underlay_rate_bits_per_sec.is_some_and(|rate| wire_bits_per_sec >= 0.9 * rate as f64);
     if lost > 0 && lost * 1000 >= iperf.packets.unwrap_or(lost).max(1) {
+        // Losses with no counter of ours on a full rate-limited underlay are tbf's.
+        let elsewhere_side = if underlay_full {
+            "underlay"
+        } else {
+            "elsewhere"
+        };
         let (side, n) = [
             ("sender_gateway", at_sender),
             ("receiver_gateway", at_receiver),
-            ("receiver_host", at_server),
+            ("receiver_host", at_server + receiver.link_drops),
+            ("underlay", sender.link_drops),
             (elsewhere_side, elsewhere),
         ]
         .into_iter()
@@ -112,27 +126,26 @@ pub fn saturation(
             evidence: format!(
                 "{lost} packets lost: {at_sender} at the sending TUN queue (sender gateway too slow), \
                  {at_receiver} at the receiving gateway's socket (receiver gateway too slow), \
-                 {at_server} at iperf3's server socket (receiving host too slow), {elsewhere} {}; most ({n}) at the {}",
-                if elsewhere_side == "underlay" {
-                    "on the rate-limited underlay or elsewhere"
+                 {at_server} at iperf3's server socket (receiving host too slow), {on_links} on the veth and TUN links, \
+                 {elsewhere} elsewhere{}; most ({n}) at the {}",
+                if underlay_full {
+                    format!(" (the rate-limited underlay carried {:.0} Mbit/s of ESP frames)", wire_bits_per_sec / 1e6)
                 } else {
-                    "elsewhere"
+                    String::new()
                 },
                 side.replace('_', " ")
             ),
         };
     }
-    if let Some(rate) = underlay_rate_bits_per_sec {
-        if iperf.receiver_bits_per_sec >= 0.9 * rate as f64 {
-            return Saturation {
-                side: "underlay".into(),
-                evidence: format!(
-                    "throughput {:.0} Mbit/s is at least 90 % of the {:.0} Mbit/s underlay",
-                    iperf.receiver_bits_per_sec / 1e6,
-                    rate as f64 / 1e6
-                ),
-            };
-        }
+    if let Some(rate) = underlay_rate_bits_per_sec.filter(|_| underlay_full) {
+        return Saturation {
+            side: "underlay".into(),
+            evidence: format!(
+                "the ESP frames (with Ethernet, IPv4 and UDP headers) took {:.0} Mbit/s, at least 90 % of the {:.0} Mbit/s underlay",
+                wire_bits_per_sec / 1e6,
+                rate as f64 / 1e6
+            ),
+        };
     }
     let (s, r) = (busiest(sender), busiest(receiver));
     let loads = format!(
@@ -208,6 +221,8 @@ mod tests {
             socket_drops: 0,
             namespace_udp_drops: 0,
             tun_queue_drops: 0,
+            link_drops: 0,
+            seconds: 1.0,
             io_errors: 0,
             tun_reads: 0,
             tun_writes: 0,
@@ -218,6 +233,14 @@ mod tests {
                 pinned_cpu: None,
             }],
         }
+    }
+
+    /// A sender that put 0.99 Gbit/s of ESP frames on the underlay for a second.
+    fn full_wire() -> GatewayRun {
+        let mut g = gateway(0, 0, 0.3);
+        g.esp_packets_sent = 80_000;
+        g.esp_bytes_sent = 80_000 * 1504;
+        g
     }
 
     #[test]
@@ -262,6 +285,11 @@ mod tests {
             saturation(&run, &sender, &gateway(0, 0, 0.5), None).side,
             "sender_gateway"
         );
+        // Unexplained losses: the underlay's when it was full, else unknown.
+        assert_eq!(
+            saturation(&run, &full_wire(), &gateway(0, 0, 0.2), Some(1_000_000_000)).side,
+            "underlay"
+        );
         assert_eq!(
             saturation(
                 &run,
@@ -270,7 +298,7 @@ mod tests {
                 Some(1_000_000_000)
             )
             .side,
-            "underlay"
+            "elsewhere"
         );
     }
 
@@ -288,6 +316,10 @@ mod tests {
             "cores"
         );
         assert_eq!(
+            saturation(&run, &full_wire(), &gateway(0, 0, 0.4), Some(1_000_000_000)).side,
+            "underlay"
+        );
+        assert_eq!(
             saturation(
                 &run,
                 &gateway(0, 0, 0.5),
@@ -295,7 +327,7 @@ mod tests {
                 Some(1_000_000_000)
             )
             .side,
-            "underlay"
+            "cores"
         );
         // Two threads pinned to one core, at 80 % and 16 % of it: that core is full.
         let mut pinned = gateway(0, 0, 0.96);

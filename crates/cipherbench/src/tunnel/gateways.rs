@@ -263,6 +263,9 @@ impl GatewayPair {
 pub struct NamespaceCounters {
     /// The TUN device's `tx_dropped`.
     pub tun_queue_drops: u64,
+    /// The TUN device's `rx_dropped` (packets the gateway wrote that the kernel
+    /// dropped) plus the veth's `tx_dropped` and `rx_dropped`.
+    pub link_drops: u64,
     /// UDP `RcvbufErrors`.
     pub udp_rcvbuf_errors: u64,
 }
@@ -270,8 +273,11 @@ pub struct NamespaceCounters {
 impl NamespaceCounters {
     /// Reads them for the gateway `gateway` in `netns`.
     pub fn read(netns: &str, gateway: &Gateway) -> Result<NamespaceCounters> {
+        let tun = topology::link_stats(netns, topology::TUN)?;
+        let veth = topology::link_stats(netns, topology::VETH)?;
         Ok(NamespaceCounters {
-            tun_queue_drops: topology::link_stats(netns, topology::TUN)?.tx_dropped,
+            tun_queue_drops: tun.tx_dropped,
+            link_drops: tun.rx_dropped + veth.tx_dropped + veth.rx_dropped,
             udp_rcvbuf_errors: topology::udp_rcvbuf_errors(gateway.pid()),
         })
     }
@@ -331,6 +337,8 @@ pub fn gateway_run(
         socket_drops: d(before.socket_drops, after.socket_drops),
         namespace_udp_drops: d(ns_before.udp_rcvbuf_errors, ns_after.udp_rcvbuf_errors),
         tun_queue_drops: d(ns_before.tun_queue_drops, ns_after.tun_queue_drops),
+        link_drops: d(ns_before.link_drops, ns_after.link_drops),
+        seconds: wall / 1e9,
         io_errors: d(rx0.tun_write_errors, rx1.tun_write_errors)
             + d(tx0.send_errors, tx1.send_errors)
             + d(tx0.offload_errors, tx1.offload_errors)

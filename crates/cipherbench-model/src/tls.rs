@@ -1,0 +1,432 @@
+//! Layer 3 results: TLS web serving with a real nginx (seeds 000/003: the sweep for
+//! the highest throughput within a latency limit; seed 002: attempted, successful and
+//! unsuccessful requests under a ramping load).
+//!
+//! Plain data. Durations are integer nanoseconds (`_ns`), rates carry their unit in
+//! the key (`_bytes_per_sec`, `requests_per_sec`), CPU use is a fraction of one core
+//! or of a set of cores, as each field says. How each number is measured is in
+//! METHODOLOGY.md, "Layer 3".
+
+use crate::speed::VariantRecord;
+use crate::stats::{Ratio, Summary};
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Everything layer 3 measured in one run.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct TlsResults {
+    /// Every server cipherbench started (or the external one it was pointed at).
+    #[serde(default)]
+    pub servers: Vec<ServerRecord>,
+    /// `tls sweep`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sweep: Option<SweepResults>,
+    /// `tls ramp`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ramp: Option<RampResults>,
+}
+
+/// One server under test: which nginx, which suite, which variant, and whether the
+/// variant took effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ServerRecord {
+    /// What served: `nginx` (started by cipherbench) or `external`.
+    pub kind: String,
+    /// `nginx -v`, such as `nginx version: nginx/1.22.1`.
+    pub version: Option<String>,
+    /// The OpenSSL nginx runs with (from `nginx -V`), such as `OpenSSL 3.0.19 27 Jan 2026`.
+    pub library: Option<String>,
+    /// OpenSSL suite name served.
+    pub suite: String,
+    /// Server key: `rsa2048` or `ecdsa-p256`.
+    pub key: String,
+    /// Worker processes (= cores under test).
+    pub cores: usize,
+    /// The CPUs the workers were pinned to.
+    pub server_cpus: Vec<usize>,
+    /// The CPUs the load generator's threads were pinned to.
+    pub generator_cpus: Vec<usize>,
+    /// The acceleration variant and the capability vector the library reported under
+    /// the same environment (`openssl info -cpusettings`).
+    pub variant: VariantRecord,
+    /// The generated `nginx.conf`, for reproduction.
+    #[serde(default)]
+    pub config: String,
+}
+
+/// A latency distribution, from an HDR histogram with microsecond resolution and
+/// three significant digits.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Latency {
+    /// Requests recorded.
+    pub count: u64,
+    /// Mean.
+    pub mean_ns: u64,
+    /// Median.
+    pub p50_ns: u64,
+    /// 90th percentile.
+    pub p90_ns: u64,
+    /// 99th percentile.
+    pub p99_ns: u64,
+    /// Maximum.
+    pub max_ns: u64,
+}
+
+/// CPU use of nginx over a measurement window, from `/proc/<pid>/stat` of each
+/// worker sampled through the window.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct ServerCpu {
+    /// Each worker's CPU time over the window divided by the window: 1.0 is one core
+    /// fully busy.
+    pub per_worker: Vec<f64>,
+    /// All workers' CPU time divided by (window x workers): 1.0 is every core under
+    /// test fully busy.
+    pub total: f64,
+    /// The highest `total` over the sampling intervals within the window (seed 003
+    /// Figure 7 plots the maximum).
+    pub peak: f64,
+    /// Sampling interval.
+    pub interval_ns: u64,
+    /// Time the workers were runnable but waiting for a CPU (`/proc/PID/schedstat`)
+    /// divided by (window x workers): above a few percent, something else was using
+    /// the cores under test and the throughput is below what this machine can do.
+    #[serde(default)]
+    pub runqueue_wait: f64,
+}
+
+/// Why a request did not succeed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FailureReason {
+    /// The TCP connection failed (refused, reset, unreachable).
+    Connect,
+    /// The TLS handshake failed.
+    Handshake,
+    /// The negotiated suite or protocol is not the one asked for.
+    WrongSuite,
+    /// The response was not `200`, or its head could not be parsed.
+    Http,
+    /// The body was shorter or longer than announced or expected.
+    Length,
+    /// The connection broke after the handshake.
+    Io,
+    /// The request did not finish within the timeout.
+    Timeout,
+    /// The generator refused to open more connections (descriptor limit).
+    Overload,
+}
+
+impl FailureReason {
+    /// Every reason, in report order.
+    pub const ALL: [FailureReason; 8] = [
+        FailureReason::Connect,
+        FailureReason::Handshake,
+        FailureReason::WrongSuite,
+        FailureReason::Http,
+        FailureReason::Length,
+        FailureReason::Io,
+        FailureReason::Timeout,
+        FailureReason::Overload,
+    ];
+
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FailureReason::Connect => "connect",
+            FailureReason::Handshake => "handshake",
+            FailureReason::WrongSuite => "wrong_suite",
+            FailureReason::Http => "http",
+            FailureReason::Length => "length",
+            FailureReason::Io => "io",
+            FailureReason::Timeout => "timeout",
+            FailureReason::Overload => "overload",
+        }
+    }
+}
+
+/// `tls sweep` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepConfig {
+    /// Suites (OpenSSL names).
+    pub suites: Vec<String>,
+    /// File sizes.
+    pub sizes_bytes: Vec<u64>,
+    /// Core counts under test (nginx workers).
+    pub cores: Vec<usize>,
+    /// Variant names.
+    pub variants: Vec<String>,
+    /// The measured window at the chosen concurrency.
+    pub window_ns: u64,
+    /// Each probe's window during the search.
+    pub probe_ns: u64,
+    /// Warm-up before each window (not counted).
+    pub warmup_ns: u64,
+    /// The latency limit on time to first byte.
+    pub latency_limit_ns: u64,
+    /// Highest concurrency the search tries.
+    pub max_concurrency: usize,
+    /// Per-request timeout.
+    pub timeout_ns: u64,
+    /// Whether TLS sessions were resumed (default: every request a full handshake).
+    pub resumption: bool,
+    /// Server key type.
+    pub key: String,
+}
+
+/// One probe of the concurrency search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probe {
+    /// Concurrent clients.
+    pub concurrency: usize,
+    /// Window length.
+    pub window_ns: u64,
+    /// Response body bytes read in the window / window.
+    pub throughput_bytes_per_sec: f64,
+    /// Requests completed in the window / window.
+    pub requests_per_sec: f64,
+    /// Highest time to first byte (or age of a request still waiting at the end).
+    pub max_first_byte_ns: u64,
+    /// Failed requests.
+    pub errors: u64,
+    /// Within the latency limit and without errors.
+    pub within_limit: bool,
+    /// The generator's CPU use (fraction of its cores).
+    pub generator_cpu: f64,
+}
+
+/// The result for one suite x size x core count x variant: the highest throughput
+/// found within the latency limit.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepPoint {
+    /// Suite asked for (OpenSSL name).
+    pub suite: String,
+    /// Protocol asked for (`TLSv1.2`, `TLSv1.3`).
+    pub protocol: String,
+    /// Suite the client negotiated, read back from its session.
+    pub negotiated_suite: Option<String>,
+    /// Protocol the client negotiated.
+    pub negotiated_protocol: Option<String>,
+    /// File size.
+    pub size_bytes: u64,
+    /// Cores under test (nginx workers).
+    pub cores: usize,
+    /// Variant name.
+    pub variant: String,
+    /// The concurrency that reached the reported throughput.
+    pub concurrency: usize,
+    /// The measured window.
+    pub window_ns: u64,
+    /// Interval of the per-interval throughput samples.
+    pub interval_ns: u64,
+    /// Response body bytes read in the window (completed and partial responses) /
+    /// window.
+    pub throughput_bytes_per_sec: f64,
+    /// The same, per interval of the window: its spread is the point's spread.
+    pub interval_throughput_bytes_per_sec: Summary,
+    /// Requests completed in the window / window.
+    pub requests_per_sec: f64,
+    /// Requests completed successfully in the window.
+    pub requests: u64,
+    /// Requests over the whole measurement (warm-up, window and drain) whose request
+    /// was sent: what the server should have counted.
+    pub requests_sent: u64,
+    /// Requests the server counted over the same span (nginx `stub_status`), if known.
+    pub server_requests: Option<u64>,
+    /// Requests still in flight when the drain after the window ended, abandoned
+    /// (then the server's count may differ from `requests_sent`).
+    #[serde(default)]
+    pub cancelled: u64,
+    /// Successful requests over the whole measurement (warm-up, window and drain).
+    #[serde(default)]
+    pub requests_ok_total: u64,
+    /// Body bytes of all successful responses over the whole measurement, each
+    /// checked against the file's size.
+    pub body_bytes: u64,
+    /// Failed requests in the window.
+    pub errors: u64,
+    /// Failed requests by reason.
+    pub errors_by_reason: BTreeMap<FailureReason, u64>,
+    /// Whole request: from connect to the last body byte.
+    pub latency: Latency,
+    /// Time to first byte of the response (the latency limit applies to its maximum).
+    pub first_byte: Latency,
+    /// TLS handshake.
+    pub handshake: Latency,
+    /// TCP connect.
+    pub connect: Latency,
+    /// The highest time to first byte, counting requests still waiting at the end.
+    pub max_first_byte_ns: u64,
+    /// Max time to first byte within the limit, and no errors.
+    pub within_limit: bool,
+    /// nginx's CPU use over the window (None for an external server).
+    pub server_cpu: Option<ServerCpu>,
+    /// The generator's CPU time / (window x generator threads).
+    pub generator_cpu: f64,
+    /// Generator threads (each on its own core).
+    pub generator_threads: usize,
+    /// The generator was near saturation: the point measures the generator, not the
+    /// server, and is invalid.
+    pub generator_saturated: bool,
+    /// The point is usable: within the limit and the generator not saturated.
+    pub valid: bool,
+    /// Why not, if not.
+    pub invalid_reason: Option<String>,
+    /// The search that chose the concurrency, in order.
+    pub probes: Vec<Probe>,
+}
+
+impl SweepPoint {
+    /// Throughput in bits per second.
+    pub fn bits_per_sec(&self) -> f64 {
+        self.throughput_bytes_per_sec * 8.0
+    }
+}
+
+/// `tls ramp` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RampConfig {
+    /// Suites (OpenSSL names).
+    pub suites: Vec<String>,
+    /// Response sizes.
+    pub sizes_bytes: Vec<u64>,
+    /// Variant names.
+    pub variants: Vec<String>,
+    /// Cores under test.
+    pub cores: usize,
+    /// The rate reached at the end of the ramp, requests per second.
+    pub target_rate: f64,
+    /// Ramp length.
+    pub duration_ns: u64,
+    /// A request not finished within this is unsuccessful (`timeout`).
+    pub timeout_ns: u64,
+    /// Server key type.
+    pub key: String,
+}
+
+/// One second of a ramp, by scheduled start.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct RampSecond {
+    /// Second since the ramp started.
+    pub second: u32,
+    /// Requests scheduled to start in this second.
+    pub attempted: u64,
+    /// Of those, successful.
+    pub successful: u64,
+    /// Of those, unsuccessful.
+    pub unsuccessful: u64,
+    /// Highest latency among the successful ones, from the scheduled start.
+    pub max_latency_ns: u64,
+}
+
+/// One ramp: suite x size x variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RampRun {
+    /// Suite (OpenSSL name).
+    pub suite: String,
+    /// Suite negotiated, read back.
+    pub negotiated_suite: Option<String>,
+    /// Response size.
+    pub size_bytes: u64,
+    /// Variant name.
+    pub variant: String,
+    /// Cores under test.
+    pub cores: usize,
+    /// Requests scheduled (the whole ramp).
+    pub attempted: u64,
+    /// Requests that returned the whole file within the timeout.
+    pub successful: u64,
+    /// The rest.
+    pub unsuccessful: u64,
+    /// Unsuccessful by reason.
+    pub unsuccessful_by_reason: BTreeMap<FailureReason, u64>,
+    /// Requests the server counted (nginx `stub_status`), if known.
+    pub server_requests: Option<u64>,
+    /// Requests whose request was sent.
+    pub requests_sent: u64,
+    /// Body bytes of the successful responses.
+    pub body_bytes: u64,
+    /// Successful requests, from the scheduled start to the last byte.
+    pub latency: Latency,
+    /// Successful requests: TLS handshake.
+    pub handshake: Latency,
+    /// Per second.
+    pub series: Vec<RampSecond>,
+    /// nginx's CPU over the ramp.
+    pub server_cpu: Option<ServerCpu>,
+    /// Generator CPU, fraction of its cores.
+    pub generator_cpu: f64,
+    /// Generator saturated: the counts describe the generator, not the server.
+    pub generator_saturated: bool,
+}
+
+/// `tls ramp` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct RampResults {
+    /// Settings.
+    pub config: RampConfig,
+    /// One per suite x size x variant.
+    pub runs: Vec<RampRun>,
+}
+
+/// `tls sweep` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SweepResults {
+    /// Settings.
+    pub config: SweepConfig,
+    /// One per suite x size x core count x variant.
+    pub points: Vec<SweepPoint>,
+}
+
+impl SweepResults {
+    /// The point for a suite, size, core count and variant.
+    pub fn point(
+        &self,
+        suite: &str,
+        size: u64,
+        cores: usize,
+        variant: &str,
+    ) -> Option<&SweepPoint> {
+        self.points.iter().find(|p| {
+            p.suite == suite && p.size_bytes == size && p.cores == cores && p.variant == variant
+        })
+    }
+
+    /// Throughput ratio of two points with the sum of their interval spreads.
+    pub fn ratio(a: &SweepPoint, b: &SweepPoint) -> Option<Ratio> {
+        if b.throughput_bytes_per_sec <= 0.0 {
+            return None;
+        }
+        Some(Ratio {
+            value: a.throughput_bytes_per_sec / b.throughput_bytes_per_sec,
+            rel_spread: a.interval_throughput_bytes_per_sec.rel_spread
+                + b.interval_throughput_bytes_per_sec.rel_spread,
+        })
+    }
+}
+
+impl RampResults {
+    /// The run for a suite, size and variant.
+    pub fn run(&self, suite: &str, size: u64, variant: &str) -> Option<&RampRun> {
+        self.runs
+            .iter()
+            .find(|r| r.suite == suite && r.size_bytes == size && r.variant == variant)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn failure_reasons_serialise_as_their_names() {
+        for r in FailureReason::ALL {
+            assert_eq!(
+                serde_json::to_string(&r).unwrap(),
+                format!("\"{}\"", r.as_str())
+            );
+        }
+        let mut m = BTreeMap::new();
+        m.insert(FailureReason::WrongSuite, 3u64);
+        assert_eq!(serde_json::to_string(&m).unwrap(), "{\"wrong_suite\":3}");
+    }
+}

@@ -1,0 +1,423 @@
+//! Layer 2 renderings: `file.csv`, the terminal table, and the report's section with
+//! seed 001's chart (time to encrypt the file, by tool and variant). Pure functions
+//! of [`FileResults`].
+
+use crate::csv::field;
+use crate::svg::{escape, BarChart, Series};
+use cipherbench_model::file::{Cache, FilePoint, FileResults, SyncMode};
+use cipherbench_model::speed::Direction;
+use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
+
+/// A short label for charts.
+fn short(tool: &str) -> &str {
+    match tool {
+        "openssl-aes-256-cbc" => "openssl cbc",
+        "openssl-aes-256-ctr" => "openssl ctr",
+        "cipherbench-chacha20" => "cipherbench chacha",
+        t => t,
+    }
+}
+
+/// Tools in the order asked, then any others that have points.
+fn tools(r: &FileResults) -> Vec<String> {
+    let mut out: Vec<String> = r.config.tools.clone();
+    for p in &r.points {
+        if !out.contains(&p.tool) {
+            out.push(p.tool.clone());
+        }
+    }
+    out.retain(|t| r.points.iter().any(|p| &p.tool == t));
+    out
+}
+
+/// Variants in the order asked, then any others that have points.
+fn variants(r: &FileResults) -> Vec<String> {
+    let mut out: Vec<String> = r.config.variants.clone();
+    for p in &r.points {
+        if !out.contains(&p.variant) {
+            out.push(p.variant.clone());
+        }
+    }
+    out
+}
+
+/// The (direction, cache, sync) groups that have points, in a stable order.
+fn groups(r: &FileResults) -> Vec<(Direction, Cache, SyncMode)> {
+    let mut g: Vec<(Direction, Cache, SyncMode)> = r
+        .points
+        .iter()
+        .map(|p| (p.direction, p.cache, p.sync))
+        .collect();
+    g.sort();
+    g.dedup();
+    g
+}
+
+fn group_title(d: Direction, c: Cache, s: SyncMode) -> String {
+    format!(
+        "{}, {} cache, {}",
+        d.as_str(),
+        c.as_str(),
+        match s {
+            SyncMode::Fsync => "until the output is fsynced",
+            SyncMode::None => "until the tool exits (no fsync)",
+        }
+    )
+}
+
+fn mib(bytes: u64) -> String {
+    format!("{:.0}", bytes as f64 / ByteSize::MIB as f64)
+}
+
+/// `file.csv`: one row per point.
+pub fn csv(r: &FileResults) -> String {
+    let mut out = String::from(
+        "tool,variant,direction,cache,sync,bytes,runs,elapsed_seconds_median,elapsed_seconds_min,elapsed_seconds_max,rel_spread,throughput_bytes_per_sec_median,user_seconds_median,system_seconds_median,max_rss_bytes,verified\n",
+    );
+    for p in &r.points {
+        let e = &p.elapsed_seconds;
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{:.4},{:.4},{:.4},{:.4},{:.0},{:.4},{:.4},{},{}\n",
+            field(&p.tool),
+            field(&p.variant),
+            p.direction.as_str(),
+            p.cache.as_str(),
+            p.sync.as_str(),
+            p.bytes,
+            e.n,
+            e.median,
+            e.min,
+            e.max,
+            e.rel_spread,
+            p.throughput_bytes_per_sec.median,
+            p.user_seconds.median,
+            p.system_seconds.median,
+            p.max_rss_bytes,
+            r.verified(&p.tool)
+        ));
+    }
+    out
+}
+
+fn vs_cp(r: &FileResults, p: &FilePoint) -> Option<f64> {
+    let cp = r.point("cp", "accel", p.direction, p.cache, p.sync)?;
+    (cp.throughput_bytes_per_sec.median > 0.0)
+        .then(|| p.throughput_bytes_per_sec.median / cp.throughput_bytes_per_sec.median)
+}
+
+/// The terminal table: one block per direction, cache state and durability mode.
+pub fn text(r: &FileResults) -> String {
+    let mut out = format!(
+        "file: {} MiB {} ({}), {} run{} per point, outputs on {}\n",
+        mib(r.config.input.size_bytes),
+        if r.config.input.generated {
+            "generated incompressible file".to_string()
+        } else {
+            r.config.input.path.clone().unwrap_or_default()
+        },
+        r.config
+            .scratch_filesystem
+            .as_ref()
+            .map(|f| format!("{} {}", f.fs_type, f.source))
+            .unwrap_or_else(|| "unknown file system".into()),
+        r.config.repetitions,
+        if r.config.repetitions == 1 { "" } else { "s" },
+        r.config.scratch_dir
+    );
+    for (d, c, s) in groups(r) {
+        out.push_str(&format!("\n{}\n", group_title(d, c, s)));
+        out.push_str(&format!(
+            "{:<22} {:<8} {:>9} {:>7} {:>11} {:>7} {:>7} {:>7} {:>9} {}\n",
+            "tool",
+            "variant",
+            "median",
+            "spread",
+            "throughput",
+            "vs cp",
+            "user",
+            "system",
+            "peak RSS",
+            "verified"
+        ));
+        for tool in tools(r) {
+            for variant in variants(r) {
+                let Some(p) = r.point(&tool, &variant, d, c, s) else {
+                    continue;
+                };
+                let e = &p.elapsed_seconds;
+                out.push_str(&format!(
+                    "{:<22} {:<8} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
+                    tool,
+                    variant,
+                    e.median,
+                    e.rel_spread * 100.0,
+                    format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    vs_cp(r, p).map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()),
+                    p.user_seconds.median,
+                    p.system_seconds.median,
+                    mib(p.max_rss_bytes),
+                    if r.verified(&tool) { "yes" } else { "NO" }
+                ));
+            }
+            if let (Some(a), Some(n)) = (
+                r.point(&tool, "accel", d, c, s),
+                r.point(&tool, "noaesni", d, c, s),
+            ) {
+                out.push_str(&format!(
+                    "{:<22} {:<8} noaesni takes {:.2}x the time of accel\n",
+                    "",
+                    "ratio",
+                    n.elapsed_seconds.median / a.elapsed_seconds.median.max(1e-9)
+                ));
+            }
+        }
+    }
+    for t in &r.tools {
+        if let Some(why) = &t.unavailable {
+            out.push_str(&format!("\n{} not measured (or stopped): {why}", t.tool));
+        }
+    }
+    out.push_str(
+        "\n(throughput in decimal units of the plaintext; vs cp = throughput / cp's; user and system = the tool's CPU seconds, from wait4)\n",
+    );
+    out
+}
+
+/// The report's layer 2 section.
+pub fn html_section(r: &FileResults) -> String {
+    let size = mib(r.config.input.size_bytes);
+    let mut out = format!(
+        "<h2 id=\"file\">Layer 2: a file through the disk <a class=\"how\" href=\"#m-file\">how measured</a></h2>\
+<p>The time to encrypt a {size} MiB {} with each tool, written to a new file on the same file system ({}), \
+with AES-NI available (<b>accel</b>) and, for tools whose crypto is OpenSSL's, masked (<b>noaesni</b>). \
+Each point is the median of {} runs; <b>fsync</b> means until the output and its directory are on disk. \
+<code>cp</code> is the floor the disk sets without encryption.</p>",
+        if r.config.input.generated { "generated incompressible file" } else { "file" },
+        escape(
+            &r.config
+                .scratch_filesystem
+                .as_ref()
+                .map(|f| format!("{} on {}", f.fs_type, f.source))
+                .unwrap_or_else(|| "file system not identified".into())
+        ),
+        r.config.repetitions
+    );
+    let tools = tools(r);
+    let variants = variants(r);
+    // Figures 1 and 2 are layer 1's.
+    for (figure, (d, c, s)) in (3..).zip(groups(r)) {
+        let series: Vec<Series> = variants
+            .iter()
+            .map(|v| Series {
+                name: v.clone(),
+                values: tools
+                    .iter()
+                    .map(|t| r.point(t, v, d, c, s).map(|p| p.elapsed_seconds.median))
+                    .collect(),
+            })
+            .filter(|s| s.values.iter().any(Option::is_some))
+            .collect();
+        let id = format!("fig-file-{}-{}-{}", d.as_str(), c.as_str(), s.as_str());
+        let chart = BarChart {
+            id: id.clone(),
+            title: format!("Time to {} the {size} MiB file: {}", if d == Direction::Encrypt { "encrypt" } else { "decrypt" }, group_title(d, c, s)),
+            description: format!(
+                "Median seconds per tool (categories) and acceleration variant (series), {}. Lower is faster.",
+                group_title(d, c, s)
+            ),
+            categories: tools.iter().map(|t| short(t).to_string()).collect(),
+            series,
+            y_label: "seconds (lower is faster)".into(),
+            reference: None,
+            format: |v| format!("{v:.2}"),
+        };
+        out.push_str("<figure>");
+        out.push_str(&chart.render());
+        out.push_str(&format!(
+            "<figcaption>Figure {figure}{}: time to {} the file, {}.</figcaption></figure>",
+            if d == Direction::Encrypt && figure == 3 {
+                " (after seed 001's file encryption chart)"
+            } else {
+                ""
+            },
+            d.as_str(),
+            escape(&group_title(d, c, s))
+        ));
+    }
+    out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">tool</th><th class=\"l\">variant</th><th class=\"l\">direction</th><th class=\"l\">cache</th><th class=\"l\">sync</th><th>median</th><th>spread</th><th>throughput</th><th>vs cp</th><th>user CPU</th><th>system CPU</th><th>peak RSS</th><th>verified</th></tr>");
+    for (d, c, s) in groups(r) {
+        for t in &tools {
+            for v in &variants {
+                let Some(p) = r.point(t, v, d, c, s) else {
+                    continue;
+                };
+                let e = &p.elapsed_seconds;
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
+                    escape(t),
+                    escape(v),
+                    d.as_str(),
+                    c.as_str(),
+                    s.as_str(),
+                    e.median,
+                    if e.high_spread() { " class=\"bad\"" } else { "" },
+                    e.rel_spread * 100.0,
+                    format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    vs_cp(r, p).map(|x| format!("{x:.2}×")).unwrap_or_else(|| "–".into()),
+                    p.user_seconds.median,
+                    p.system_seconds.median,
+                    mib(p.max_rss_bytes),
+                    if r.verified(t) { "<span class=\"ok\">yes</span>" } else { "<span class=\"bad\">no</span>" }
+                ));
+            }
+        }
+    }
+    out.push_str("</table></div>");
+    out.push_str("<h3>Tools</h3><div class=\"scroll\"><table><tr><th class=\"l\">tool</th><th class=\"l\">version</th><th class=\"l\">crypto</th><th class=\"l\">status</th></tr>");
+    for t in &r.tools {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            escape(&t.tool),
+            escape(t.version.as_deref().unwrap_or("–")),
+            escape(&t.crypto),
+            match &t.unavailable {
+                Some(why) => format!("<span class=\"bad\">not measured</span>: {}", escape(why)),
+                None => "measured".into(),
+            }
+        ));
+    }
+    out.push_str("</table></div>");
+    out.push_str(&format!(
+        "<p class=\"muted\">Input SHA-256 <code>{}</code>; every tool's output was decrypted once per variant and direction and compared with it. \
+Cold runs: <code>{}</code>. Commands are in run.json.</p>",
+        escape(&r.config.input.sha256),
+        r.config.cold_method.as_str()
+    ));
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_model::file::{
+        ColdMethod, FileConfig, FileInput, FileSample, RoundTripCheck, ToolStatus,
+    };
+
+    fn point(tool: &str, variant: &str, seconds: f64) -> FilePoint {
+        let s = FileSample {
+            elapsed_ns: (seconds * 1e9) as u64,
+            user_ns: 1_000_000,
+            system_ns: 2_000_000,
+            max_rss_bytes: 8 << 20,
+            input_resident_bytes: Some(0),
+        };
+        FilePoint::from_samples(
+            tool,
+            variant,
+            Direction::Encrypt,
+            Cache::Warm,
+            SyncMode::Fsync,
+            vec![tool.into()],
+            80 << 20,
+            vec![s, s, s],
+        )
+        .unwrap()
+    }
+
+    fn results() -> FileResults {
+        FileResults {
+            config: FileConfig {
+                input: FileInput {
+                    path: None,
+                    generated: true,
+                    size_bytes: 80 << 20,
+                    sha256: "ab".into(),
+                },
+                scratch_dir: "/tmp/x".into(),
+                scratch_filesystem: None,
+                input_filesystem: None,
+                tools: vec![
+                    "cp".into(),
+                    "openssl-aes-256-cbc".into(),
+                    "cipherbench".into(),
+                ],
+                variants: vec!["accel".into(), "noaesni".into()],
+                caches: vec![Cache::Warm],
+                syncs: vec![SyncMode::Fsync],
+                directions: vec![Direction::Encrypt],
+                repetitions: 3,
+                cold_method: ColdMethod::FadviseDontneed,
+                cipherbench_threads: 2,
+            },
+            tools: vec![ToolStatus {
+                tool: "age".into(),
+                version: None,
+                crypto: "x".into(),
+                variants_apply: false,
+                unavailable: Some("age not installed".into()),
+            }],
+            variants: vec![],
+            points: vec![
+                point("cp", "accel", 0.10),
+                point("openssl-aes-256-cbc", "accel", 0.20),
+                point("openssl-aes-256-cbc", "noaesni", 0.80),
+                point("cipherbench", "accel", 0.11),
+            ],
+            checks: vec![
+                RoundTripCheck {
+                    tool: "cp".into(),
+                    variant: "accel".into(),
+                    direction: Direction::Encrypt,
+                    sha256: "ab".into(),
+                    matches: true,
+                },
+                RoundTripCheck {
+                    tool: "openssl-aes-256-cbc".into(),
+                    variant: "accel".into(),
+                    direction: Direction::Encrypt,
+                    sha256: "ab".into(),
+                    matches: true,
+                },
+            ],
+        }
+    }
+
+    #[test]
+    fn csv_has_a_row_per_point_with_units_in_the_header() {
+        let c = csv(&results());
+        assert_eq!(c.lines().count(), 5);
+        assert!(
+            c.starts_with("tool,variant,direction,cache,sync,bytes,runs,elapsed_seconds_median")
+        );
+        assert!(c.contains("openssl-aes-256-cbc,noaesni,encrypt,warm,fsync,83886080,3,0.8000"));
+        assert!(
+            c.lines().last().unwrap().ends_with(",false"),
+            "cipherbench was never checked"
+        );
+    }
+
+    #[test]
+    fn text_shows_ratios_against_cp_and_between_variants() {
+        let t = text(&results());
+        assert!(
+            t.contains("encrypt, warm cache, until the output is fsynced"),
+            "{t}"
+        );
+        assert!(t.contains("noaesni takes 4.00x the time of accel"), "{t}");
+        assert!(
+            t.contains("0.50x"),
+            "openssl cbc at half cp's throughput: {t}"
+        );
+        assert!(t.contains("age not measured"), "{t}");
+    }
+
+    #[test]
+    fn html_draws_seed_001s_chart_by_tool_and_variant() {
+        let h = html_section(&results());
+        assert!(h.contains("id=\"fig-file-encrypt-warm-fsync\""));
+        assert!(h.contains("openssl cbc") && h.contains("cipherbench"));
+        // 4 bars + 2 legend swatches.
+        assert_eq!(h.matches("<rect x=").count(), 6);
+        assert!(h.contains("noaesni, openssl cbc: 0.80"));
+    }
+}

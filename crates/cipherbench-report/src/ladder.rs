@@ -1,0 +1,326 @@
+//! The ladder: for one cipher family (AES-GCM), the gain from AES-NI at each layer —
+//! primitive, file, TLS, tunnel — and how much of the primitive's gain survives each
+//! step, with a sentence on where the rest went, from the measured CPU figures.
+//!
+//! Definitions (METHODOLOGY.md, "The ladder"):
+//! - **gain** G = throughput with AES-NI / throughput without (same work, same run);
+//! - **survives** = ln G_layer / ln G_primitive: the share of the primitive's speed-up,
+//!   on a multiplicative scale, that the layer keeps (100 %: all of it; 0 %: none);
+//! - **crypto share** f = (1 − 1/G_layer) / (1 − 1/G_primitive): by Amdahl's law, the
+//!   fraction of the layer's time without AES-NI that was the cipher, if nothing but
+//!   the cipher sped up.
+
+use cipherbench_model::file::{Cache, SyncMode};
+use cipherbench_model::speed::Direction;
+use cipherbench_model::tunnel::Protocol;
+use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
+use cipherbench_model::RunRecord;
+
+/// One rung.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Step {
+    /// `primitive`, `file`, `tls`, `tunnel`.
+    pub layer: &'static str,
+    /// What exactly was compared.
+    pub what: String,
+    /// The figure with AES-NI, formatted.
+    pub accel: String,
+    /// The figure without, formatted.
+    pub noaesni: String,
+    /// accel / noaesni throughput.
+    pub gain: f64,
+    /// ln(gain) / ln(primitive gain); None for the primitive itself.
+    pub survives: Option<f64>,
+    /// Amdahl crypto share of the layer's unaccelerated time; None for the primitive.
+    pub crypto_share: Option<f64>,
+    /// Where the rest went, from the CPU figures.
+    pub note: String,
+}
+
+/// The whole ladder.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct Ladder {
+    /// Rungs measured in both variants, bottom first.
+    pub steps: Vec<Step>,
+    /// Layers left out, and why.
+    pub missing: Vec<(&'static str, String)>,
+}
+
+/// Builds the ladder from a record.
+pub fn build(record: &RunRecord) -> Ladder {
+    let mut ladder = Ladder::default();
+    let Some(primitive) = primitive(record) else {
+        ladder.missing.push((
+            "primitive",
+            "aes-128-gcm was not measured with and without AES-NI".into(),
+        ));
+        return ladder;
+    };
+    let g0 = primitive.gain;
+    ladder.steps.push(primitive);
+    for (layer, step) in [
+        ("file", file(record)),
+        ("tls", tls(record)),
+        ("tunnel", tunnel(record)),
+    ] {
+        match step {
+            Ok(mut s) => {
+                if g0 > 1.0 && s.gain > 0.0 {
+                    s.survives = Some(s.gain.ln() / g0.ln());
+                    s.crypto_share = Some((1.0 - 1.0 / s.gain) / (1.0 - 1.0 / g0));
+                }
+                ladder.steps.push(s);
+            }
+            Err(why) => ladder.missing.push((layer, why)),
+        }
+    }
+    ladder
+}
+
+fn primitive(record: &RunRecord) -> Option<Step> {
+    let s = record.speed.as_ref()?;
+    let size = s
+        .points
+        .iter()
+        .filter(|p| {
+            p.cipher == "aes-128-gcm" && p.threads == 1 && p.direction == Direction::Encrypt
+        })
+        .map(|p| p.size_bytes)
+        .max()?;
+    let a = s.point("aes-128-gcm", "accel", Direction::Encrypt, size, 1)?;
+    let n = s.point("aes-128-gcm", "noaesni", Direction::Encrypt, size, 1)?;
+    let (am, nm) = (
+        a.throughput_bytes_per_sec.median,
+        n.throughput_bytes_per_sec.median,
+    );
+    (nm > 0.0).then(|| Step {
+        layer: "primitive",
+        what: format!("aes-128-gcm, {} buffers, encrypt, 1 core", ByteSize(size)),
+        accel: format_bytes_per_sec(am),
+        noaesni: format_bytes_per_sec(nm),
+        gain: am / nm,
+        survives: None,
+        crypto_share: None,
+        note: "The cipher alone, one operation per buffer: the most AES-NI can buy.".into(),
+    })
+}
+
+fn file(record: &RunRecord) -> Result<Step, String> {
+    let f = record.file.as_ref().ok_or("the file layer did not run")?;
+    let mut best = None;
+    for cache in [Cache::Warm, Cache::Cold] {
+        for sync in [SyncMode::Fsync, SyncMode::None] {
+            let a = f.point("cipherbench", "accel", Direction::Encrypt, cache, sync);
+            let n = f.point("cipherbench", "noaesni", Direction::Encrypt, cache, sync);
+            if let (Some(a), Some(n)) = (a, n) {
+                best.get_or_insert((a, n, cache, sync));
+            }
+        }
+    }
+    let (a, n, cache, sync) =
+        best.ok_or("cipherbench seal was not measured with and without AES-NI")?;
+    let (am, nm) = (
+        a.throughput_bytes_per_sec.median,
+        n.throughput_bytes_per_sec.median,
+    );
+    if nm <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    let cpu = a.user_seconds.median + a.system_seconds.median;
+    let wall = a.elapsed_seconds.median;
+    Ok(Step {
+        layer: "file",
+        what: format!(
+            "cipherbench seal (AES-256-GCM), {} file, {} cache, {}",
+            ByteSize(a.bytes),
+            cache.as_str(),
+            if sync == SyncMode::Fsync { "to disk (fsync)" } else { "no fsync" }
+        ),
+        accel: seconds(a.elapsed_seconds.median),
+        noaesni: seconds(n.elapsed_seconds.median),
+        gain: am / nm,
+        survives: None,
+        crypto_share: None,
+        note: format!(
+            "With AES-NI one run took {wall:.2} s of wall time and {:.2} s of CPU, {:.2} s of it in the kernel (reading, writing, syncing): the disk path, not the cipher, is most of what remains.",
+            cpu, a.system_seconds.median
+        ),
+    })
+}
+
+fn tls(record: &RunRecord) -> Result<Step, String> {
+    let sweep = record
+        .tls
+        .as_ref()
+        .and_then(|t| t.sweep.as_ref())
+        .ok_or("the TLS sweep did not run")?;
+    let suite = "AES128-GCM-SHA256";
+    let pair = sweep
+        .points
+        .iter()
+        .filter(|p| p.suite == suite && p.variant == "accel" && p.valid)
+        .filter_map(|a| {
+            sweep
+                .points
+                .iter()
+                .find(|n| {
+                    n.suite == suite
+                        && n.variant == "noaesni"
+                        && n.valid
+                        && n.size_bytes == a.size_bytes
+                        && n.cores == a.cores
+                })
+                .map(|n| (a, n))
+        })
+        .max_by_key(|(a, _)| (std::cmp::Reverse(a.cores), a.size_bytes))
+        .ok_or("AES128-GCM-SHA256 was not swept with and without AES-NI")?;
+    let (a, n) = pair;
+    if n.throughput_bytes_per_sec <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    let cpu = |p: &cipherbench_model::tls::SweepPoint| {
+        p.server_cpu
+            .as_ref()
+            .map(|c| format!("{:.0} %", c.total * 100.0 / p.cores.max(1) as f64))
+            .unwrap_or_else(|| "unmeasured".into())
+    };
+    Ok(Step {
+        layer: "tls",
+        what: format!(
+            "nginx, {suite}, {} files, {} core{}",
+            ByteSize(a.size_bytes),
+            a.cores,
+            if a.cores == 1 { "" } else { "s" }
+        ),
+        accel: format_bits_per_sec(a.throughput_bytes_per_sec),
+        noaesni: format_bits_per_sec(n.throughput_bytes_per_sec),
+        gain: a.throughput_bytes_per_sec / n.throughput_bytes_per_sec,
+        survives: None,
+        crypto_share: None,
+        note: format!(
+            "nginx's cores were {} busy with AES-NI and {} without: with AES-NI the rest of the time goes to copying the file through user space into TLS records (no kTLS here), the handshake and TCP.",
+            cpu(a),
+            cpu(n)
+        ),
+    })
+}
+
+fn tunnel(record: &RunRecord) -> Result<Step, String> {
+    let t = record
+        .tunnel
+        .as_ref()
+        .ok_or("the tunnel layer did not run")?;
+    let transform = "aes128-gcm";
+    let a = t.point(transform, "accel", Protocol::Tcp);
+    let n = t.point(transform, "noaesni", Protocol::Tcp);
+    let (a, n) = a
+        .zip(n)
+        .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
+    let (am, nm) = (
+        a.throughput_bits_per_sec.median,
+        n.throughput_bits_per_sec.median,
+    );
+    if nm <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    let cpu = |p: &cipherbench_model::tunnel::TunnelPoint| {
+        p.runs
+            .first()
+            .map(|r| {
+                format!(
+                    "{:.2} and {:.2} cores",
+                    r.sender.cpu_cores_used, r.receiver.cpu_cores_used
+                )
+            })
+            .unwrap_or_else(|| "unmeasured".into())
+    };
+    let bottleneck = |p: &cipherbench_model::tunnel::TunnelPoint| {
+        p.runs
+            .first()
+            .map(|r| r.saturation.side.replace('_', " "))
+            .unwrap_or_else(|| "unknown".into())
+    };
+    Ok(Step {
+        layer: "tunnel",
+        what: format!(
+            "iperf3 TCP{} through the {transform} ESP tunnel, variant on {} gateway(s)",
+            t.config
+                .length_bytes
+                .map(|l| format!(" (-l {l})"))
+                .unwrap_or_default(),
+            t.config.variant_side.as_str()
+        ),
+        accel: format_bits_per_sec(am / 8.0),
+        noaesni: format_bits_per_sec(nm / 8.0),
+        gain: am / nm,
+        survives: None,
+        crypto_share: None,
+        note: format!(
+            "The sending and receiving gateways used {} with AES-NI ({} ran out first) and {} without ({}): with AES-NI most of the time goes to moving packets through TUN, UDP and the kernel's TCP, not to the cipher.",
+            cpu(a),
+            bottleneck(a),
+            cpu(n),
+            bottleneck(n)
+        ),
+    })
+}
+
+/// Seconds with three significant digits: `7.31 s`, `0.0164 s`.
+fn seconds(v: f64) -> String {
+    if v >= 100.0 {
+        format!("{v:.0} s")
+    } else if v >= 10.0 {
+        format!("{v:.1} s")
+    } else if v >= 1.0 {
+        format!("{v:.2} s")
+    } else {
+        format!(
+            "{:.1$} s",
+            v,
+            (2 - v.log10().floor() as i32).max(2) as usize
+        )
+    }
+}
+
+/// Percent with no decimals.
+fn pct(v: f64) -> String {
+    format!("{:.0} %", v * 100.0)
+}
+
+/// One paragraph per rung, for terminals and Markdown.
+pub fn sentences(ladder: &Ladder) -> Vec<String> {
+    ladder
+        .steps
+        .iter()
+        .map(|s| match (s.survives, s.crypto_share) {
+            (Some(sv), Some(f)) => format!(
+                "{}: {:.1}x ({} vs {}); keeps {} of the primitive's gain; without AES-NI the cipher was about {} of this layer's time. {}",
+                s.layer,
+                s.gain,
+                s.accel,
+                s.noaesni,
+                pct(sv),
+                pct(f.clamp(0.0, 1.0)),
+                s.note
+            ),
+            _ => format!("{}: {:.1}x ({} vs {}). {}", s.layer, s.gain, s.accel, s.noaesni, s.note),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+
+    #[test]
+    fn amdahl_share_and_log_survival() {
+        // A layer that is entirely crypto keeps the whole gain; one with half its
+        // time in crypto keeps 2x of a large gain.
+        let g0: f64 = 20.0;
+        let all = (1.0 - 1.0 / g0) / (1.0 - 1.0 / g0);
+        assert_eq!(all, 1.0);
+        let half_time_crypto = 1.0 / (0.5 + 0.5 / g0);
+        let f = (1.0 - 1.0 / half_time_crypto) / (1.0 - 1.0 / g0);
+        assert!((f - 0.5).abs() < 1e-12);
+        assert!((half_time_crypto.ln() / g0.ln() - 0.21).abs() < 0.01);
+    }
+}

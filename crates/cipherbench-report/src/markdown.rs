@@ -1,0 +1,158 @@
+//! `summary.md`: the run in a few lines of Markdown, for a pull request or a chat.
+//! The full story is in report.html; every figure here is also there.
+
+use crate::ladder;
+use cipherbench_model::speed::Direction;
+use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
+use cipherbench_model::RunRecord;
+
+/// Renders the summary.
+pub fn summary(record: &RunRecord) -> String {
+    let env = &record.environment;
+    let mut out = format!(
+        "# cipherbench on {}\n\n{} ({} logical cores{}) · {} · kernel {} · preset `{}` · {}\n\n",
+        env.hostname,
+        env.cpu.model,
+        env.cpu.logical_cores,
+        env.cpu
+            .hypervisor
+            .as_ref()
+            .map(|h| format!(", {h}"))
+            .unwrap_or_default(),
+        env.openssl.library_version,
+        env.kernel,
+        record.preset,
+        record.started_at
+    );
+    if record.interrupted {
+        out.push_str("**Interrupted**: only what was measured before the stop is here.\n\n");
+    }
+    if let Some(v) = env
+        .verdicts
+        .iter()
+        .find(|v| v.capability.starts_with("AES"))
+    {
+        let yn = |b: Option<bool>| match b {
+            Some(true) => "yes",
+            Some(false) => "no",
+            None => "n/a",
+        };
+        out.push_str(&format!(
+            "{}: in the CPU **{}**, used by OpenSSL **{}**, used by the kernel **{}**.\n\n",
+            v.capability,
+            yn(Some(v.in_cpu)),
+            yn(v.used_by_openssl),
+            yn(v.used_by_kernel)
+        ));
+    }
+    let l = ladder::build(record);
+    if !l.steps.is_empty() {
+        out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain | keeps |\n|---|---|---:|---:|---:|---:|\n");
+        for s in &l.steps {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | **{:.1}x** | {} |\n",
+                s.layer,
+                s.what,
+                s.accel,
+                s.noaesni,
+                s.gain,
+                s.survives
+                    .map(|v| format!("{:.0} %", v * 100.0))
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        out.push('\n');
+    }
+    out.push_str("## Highlights\n\n");
+    if let Some(s) = &record.speed {
+        let size = s.config.sizes_bytes.iter().copied().max().unwrap_or(16384);
+        for cipher in ["aes-128-gcm", "aes-256-cbc", "des-ede3-cbc"] {
+            let a = s.point(cipher, "accel", Direction::Encrypt, size, 1);
+            let n = s.point(cipher, "noaesni", Direction::Encrypt, size, 1);
+            if let (Some(a), Some(n)) = (a, n) {
+                out.push_str(&format!(
+                    "- {cipher} at {}: {} with AES-NI, {} without ({:.2}x)\n",
+                    ByteSize(size),
+                    format_bytes_per_sec(a.throughput_bytes_per_sec.median),
+                    format_bytes_per_sec(n.throughput_bytes_per_sec.median),
+                    a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median
+                ));
+            }
+        }
+        if !s.controls.is_empty() {
+            let held = s.controls.iter().filter(|c| c.held).count();
+            out.push_str(&format!(
+                "- controls (3DES, ChaCha20-Poly1305) within ±10 % in {held} of {} points\n",
+                s.controls.len()
+            ));
+        }
+    }
+    if let Some(f) = &record.file {
+        if let Some(fastest) = f
+            .points
+            .iter()
+            .filter(|p| p.direction == Direction::Encrypt && p.variant == "accel")
+            .filter(|p| p.tool != "cp")
+            .min_by(|a, b| {
+                a.elapsed_seconds
+                    .median
+                    .total_cmp(&b.elapsed_seconds.median)
+            })
+        {
+            out.push_str(&format!(
+                "- file: fastest encryption of the {} file: {} in {:.2} s ({} cache, sync {})\n",
+                ByteSize(fastest.bytes),
+                fastest.tool,
+                fastest.elapsed_seconds.median,
+                fastest.cache.as_str(),
+                fastest.sync.as_str()
+            ));
+        }
+    }
+    if let Some(sweep) = record.tls.as_ref().and_then(|t| t.sweep.as_ref()) {
+        for p in sweep.points.iter().filter(|p| p.variant == "accel") {
+            out.push_str(&format!(
+                "- TLS {} {} x{}: {} at {} clients{}\n",
+                p.suite,
+                ByteSize(p.size_bytes),
+                p.cores,
+                format_bits_per_sec(p.throughput_bytes_per_sec),
+                p.concurrency,
+                if p.valid {
+                    ""
+                } else {
+                    " (invalid: see report)"
+                }
+            ));
+        }
+    }
+    if let Some(t) = &record.tunnel {
+        if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
+            out.push_str(&format!(
+                "- tunnel: underlay alone TCP {}\n",
+                format_bits_per_sec(u.throughput_bits_per_sec.median / 8.0)
+            ));
+        }
+        for p in &t.points {
+            out.push_str(&format!(
+                "- tunnel {} {} {}: {}{}\n",
+                p.transform,
+                p.variant,
+                p.protocol.as_str(),
+                format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0),
+                p.runs
+                    .last()
+                    .and_then(|r| r.iperf.lost_percent)
+                    .map(|l| format!(" at {l:.1} % loss"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
+    if !record.warnings.is_empty() {
+        out.push_str(&format!(
+            "\n{} warning(s); see report.html beside this file.\n",
+            record.warnings.len()
+        ));
+    }
+    out
+}

@@ -1,0 +1,645 @@
+//! Layer 3 renderings: the terminal tables, `tls.csv` (one row per sweep point),
+//! `tls-ramp.csv` (one row per ramp second), and the report section with the seeds'
+//! figures: maximum throughput by file size per core count (seed 003 Figure 6), nginx
+//! CPU at that point (Figure 7), and attempted/successful/unsuccessful under the ramp
+//! (seed 002 Table 1 and Figure 2). Pure functions of the record.
+
+use crate::csv::field;
+use crate::svg::{escape, BarChart, Line, LineChart, Series};
+use cipherbench_model::tls::{RampResults, SweepPoint, SweepResults, TlsResults};
+use cipherbench_model::units::{format_bits_per_sec, ByteSize};
+
+fn ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+fn reasons(map: &std::collections::BTreeMap<cipherbench_model::tls::FailureReason, u64>) -> String {
+    if map.is_empty() {
+        return "-".into();
+    }
+    map.iter()
+        .map(|(k, v)| format!("{} {v}", k.as_str()))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+fn gcm_cbc_pairs(s: &SweepResults) -> Vec<(String, &SweepPoint, &SweepPoint)> {
+    let mut out = Vec::new();
+    for a in &s.points {
+        if a.suite != "AES128-GCM-SHA256" {
+            continue;
+        }
+        if let Some(b) = s.point("AES128-SHA", a.size_bytes, a.cores, &a.variant) {
+            out.push((
+                format!(
+                    "GCM / CBC-SHA1  {} x{} {}",
+                    ByteSize(a.size_bytes),
+                    a.cores,
+                    a.variant
+                ),
+                a,
+                b,
+            ));
+        }
+    }
+    for a in &s.points {
+        if a.variant != "accel" {
+            continue;
+        }
+        if let Some(b) = s.point(&a.suite, a.size_bytes, a.cores, "noaesni") {
+            out.push((
+                format!(
+                    "accel / noaesni {} {} x{}",
+                    a.suite,
+                    ByteSize(a.size_bytes),
+                    a.cores
+                ),
+                a,
+                b,
+            ));
+        }
+    }
+    out
+}
+
+/// Layer 3 as terminal tables.
+pub fn text(t: &TlsResults) -> String {
+    let mut out = String::new();
+    if let Some(s) = &t.sweep {
+        out.push_str(&format!(
+            "\nTLS sweep: highest throughput with the first byte within {:.1} s (decimal units: 1 Gbit/s = 10^9 bit/s)\n",
+            s.config.latency_limit_ns as f64 / 1e9
+        ));
+        out.push_str(&format!(
+            "{:<20} {:>8} {:>5} {:<8} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}  {}\n",
+            "suite",
+            "size",
+            "cores",
+            "variant",
+            "throughput",
+            "req/s",
+            "clients",
+            "p50 ms",
+            "p99 ms",
+            "TTFB max",
+            "nginx CPU",
+            "gen CPU",
+            "negotiated"
+        ));
+        for p in &s.points {
+            out.push_str(&format!(
+                "{:<20} {:>8} {:>5} {:<8} {:>10}{} {:>8.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>7.0}%  {}{}\n",
+                p.suite,
+                ByteSize(p.size_bytes).to_string(),
+                p.cores,
+                p.variant,
+                format_bits_per_sec(p.throughput_bytes_per_sec),
+                if p.interval_throughput_bytes_per_sec.high_spread() { "~" } else { " " },
+                p.requests_per_sec,
+                p.concurrency,
+                ms(p.latency.p50_ns),
+                ms(p.latency.p99_ns),
+                ms(p.max_first_byte_ns),
+                p.server_cpu
+                    .as_ref()
+                    .map(|c| format!("{:.0} %", c.total * 100.0))
+                    .unwrap_or_else(|| "-".into()),
+                p.generator_cpu * 100.0,
+                p.negotiated_suite.as_deref().unwrap_or("-"),
+                if p.valid {
+                    String::new()
+                } else {
+                    format!("  INVALID: {}", p.invalid_reason.as_deref().unwrap_or(""))
+                }
+            ));
+        }
+        let pairs = gcm_cbc_pairs(s);
+        if !pairs.is_empty() {
+            out.push_str(
+                "ratios (throughput; ± is the sum of the two points' interval spreads):\n",
+            );
+            for (label, a, b) in pairs {
+                if let Some(r) = SweepResults::ratio(a, b) {
+                    out.push_str(&format!(
+                        "  {label:<44} {:.2}x ±{:.0} %\n",
+                        r.value,
+                        r.rel_spread * 100.0
+                    ));
+                }
+            }
+        }
+        out.push_str("(~ marks a point whose per-interval throughput spread more than ±5 %; TTFB = time to first byte, ms)\n");
+    }
+    if let Some(r) = &t.ramp {
+        out.push_str(&format!(
+            "\nTLS ramp: open loop, 0 -> {} req/s over {:.0} s, timeout {:.1} s, {} worker(s)\n",
+            r.config.target_rate,
+            r.config.duration_ns as f64 / 1e9,
+            r.config.timeout_ns as f64 / 1e9,
+            r.config.cores
+        ));
+        out.push_str(&format!(
+            "{:<20} {:>8} {:<8} {:>9} {:>10} {:>12} {:>10}  {}\n",
+            "suite",
+            "size",
+            "variant",
+            "attempted",
+            "successful",
+            "unsuccessful",
+            "p99 ms",
+            "unsuccessful by reason"
+        ));
+        for run in &r.runs {
+            out.push_str(&format!(
+                "{:<20} {:>8} {:<8} {:>9} {:>10} {:>12} {:>10.1}  {}\n",
+                run.suite,
+                ByteSize(run.size_bytes).to_string(),
+                run.variant,
+                run.attempted,
+                run.successful,
+                run.unsuccessful,
+                ms(run.latency.p99_ns),
+                reasons(&run.unsuccessful_by_reason)
+            ));
+        }
+    }
+    for s in &t.servers {
+        if s.kind == "nginx" && !s.variant.took_effect {
+            out.push_str(&format!(
+                "variant {} for nginx DID NOT TAKE EFFECT: {}\n",
+                s.variant.name, s.variant.cpu_settings
+            ));
+        }
+    }
+    out
+}
+
+/// `tls.csv`: one row per sweep point.
+pub fn csv_sweep(s: &SweepResults) -> String {
+    let mut out = String::from(
+        "suite,protocol,negotiated_suite,size_bytes,cores,variant,concurrency,window_ns,throughput_bytes_per_sec,throughput_bits_per_sec,rel_spread,requests_per_sec,requests,errors,latency_p50_ns,latency_p99_ns,latency_max_ns,first_byte_p50_ns,first_byte_p99_ns,first_byte_max_ns,handshake_p50_ns,handshake_p99_ns,nginx_cpu_total,nginx_cpu_peak,nginx_cpu_per_worker,generator_cpu,generator_saturated,server_requests,requests_sent,valid\n",
+    );
+    for p in &s.points {
+        let cpu = p.server_cpu.as_ref();
+        out.push_str(&format!(
+            "{},{},{},{},{},{},{},{},{:.0},{:.0},{:.4},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{}\n",
+            field(&p.suite),
+            field(&p.protocol),
+            field(p.negotiated_suite.as_deref().unwrap_or("")),
+            p.size_bytes,
+            p.cores,
+            field(&p.variant),
+            p.concurrency,
+            p.window_ns,
+            p.throughput_bytes_per_sec,
+            p.bits_per_sec(),
+            p.interval_throughput_bytes_per_sec.rel_spread,
+            p.requests_per_sec,
+            p.requests,
+            p.errors,
+            p.latency.p50_ns,
+            p.latency.p99_ns,
+            p.latency.max_ns,
+            p.first_byte.p50_ns,
+            p.first_byte.p99_ns,
+            p.max_first_byte_ns,
+            p.handshake.p50_ns,
+            p.handshake.p99_ns,
+            cpu.map(|c| format!("{:.3}", c.total)).unwrap_or_default(),
+            cpu.map(|c| format!("{:.3}", c.peak)).unwrap_or_default(),
+            cpu.map(|c| {
+                c.per_worker
+                    .iter()
+                    .map(|w| format!("{w:.3}"))
+                    .collect::<Vec<_>>()
+                    .join(";")
+            })
+            .unwrap_or_default(),
+            p.generator_cpu,
+            p.generator_saturated,
+            p.server_requests.map(|n| n.to_string()).unwrap_or_default(),
+            p.requests_sent,
+            p.valid
+        ));
+    }
+    out
+}
+
+/// `tls-ramp.csv`: one row per ramp second.
+pub fn csv_ramp(r: &RampResults) -> String {
+    let mut out = String::from(
+        "suite,size_bytes,variant,second,attempted,successful,unsuccessful,max_latency_ns\n",
+    );
+    for run in &r.runs {
+        for s in &run.series {
+            out.push_str(&format!(
+                "{},{},{},{},{},{},{},{}\n",
+                field(&run.suite),
+                run.size_bytes,
+                field(&run.variant),
+                s.second,
+                s.attempted,
+                s.successful,
+                s.unsuccessful,
+                s.max_latency_ns
+            ));
+        }
+    }
+    out
+}
+
+/// The report section.
+pub fn section(t: &TlsResults) -> String {
+    let mut out = String::from("<h2 id=\"tls\">Layer 3: TLS web serving <a class=\"how\" href=\"#m-tls\">how measured</a></h2>");
+    if let Some(s) = &t.sweep {
+        out.push_str(&sweep_section(s));
+    }
+    if let Some(r) = &t.ramp {
+        out.push_str(&ramp_section(r));
+    }
+    if !t.servers.is_empty() {
+        out.push_str("<h3>Servers</h3><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>workers</th><th class=\"l\">variant</th><th class=\"l\">effective vector (same environment)</th><th>took effect</th><th class=\"l\">server</th><th class=\"l\">library</th><th class=\"l\">CPUs: server / generator</th></tr>");
+        for s in &t.servers {
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{:?} / {:?}</td></tr>",
+                escape(&s.suite),
+                s.cores,
+                escape(&s.variant.name),
+                escape(&s.variant.cpu_settings),
+                if s.variant.took_effect { "<span class=\"ok\">yes</span>" } else { "<span class=\"bad\">no</span>" },
+                escape(s.version.as_deref().unwrap_or(&s.kind)),
+                escape(s.library.as_deref().unwrap_or("-")),
+                s.server_cpus,
+                s.generator_cpus
+            ));
+        }
+        out.push_str("</table></div>");
+    }
+    out
+}
+
+fn sweep_section(s: &SweepResults) -> String {
+    let mut out = format!(
+        "<p>A real nginx serving one file per connection (keep-alive off, a full TLS handshake per request) with exactly one suite, \
+driven by cipherbench's load generator on other cores. For each point the concurrency was searched for the highest throughput \
+with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (seeds 000/003). Throughput counts response body bytes.</p>",
+        s.config.latency_limit_ns as f64 / 1e9,
+        s.config.window_ns as f64 / 1e9
+    );
+    let mut cores: Vec<usize> = s.points.iter().map(|p| p.cores).collect();
+    cores.sort_unstable();
+    cores.dedup();
+    let mut sizes: Vec<u64> = s.points.iter().map(|p| p.size_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let mut series_keys: Vec<(String, String)> = Vec::new();
+    for p in &s.points {
+        let k = (p.suite.clone(), p.variant.clone());
+        if !series_keys.contains(&k) {
+            series_keys.push(k);
+        }
+    }
+    let categories: Vec<String> = sizes.iter().map(|z| ByteSize(*z).to_string()).collect();
+    for &c in &cores {
+        let series = |value: fn(&SweepPoint) -> Option<f64>| -> Vec<Series> {
+            series_keys
+                .iter()
+                .map(|(suite, variant)| Series {
+                    name: format!("{suite} {variant}"),
+                    values: sizes
+                        .iter()
+                        .map(|&z| s.point(suite, z, c, variant).and_then(value))
+                        .collect(),
+                })
+                .collect()
+        };
+        let fig6 = BarChart {
+            id: format!("fig-tls-throughput-{c}"),
+            title: format!("Maximum nginx throughput by file size, {c} core(s)"),
+            description: "For each file size, the highest throughput in Gbit/s that nginx sustained with the first byte of every response within the limit, per suite and acceleration variant.".into(),
+            categories: categories.clone(),
+            series: series(|p| Some(p.bits_per_sec() / 1e9)),
+            y_label: "Gbit/s (10^9 bit/s)".into(),
+            reference: None,
+            format: |v| format!("{v:.2}"),
+        };
+        out.push_str("<figure>");
+        out.push_str(&fig6.render());
+        out.push_str(&format!(
+            "<figcaption>Figure 6 (after seed 003's Figure 6): maximum nginx throughput by file size with {c} core(s) under test.</figcaption></figure>"
+        ));
+        let fig7 = BarChart {
+            id: format!("fig-tls-cpu-{c}"),
+            title: format!("nginx CPU at maximum throughput, {c} core(s)"),
+            description: "The highest CPU utilisation of nginx's workers over the sampling intervals of the window at the point of Figure 6, as a percentage of the cores under test.".into(),
+            categories: categories.clone(),
+            series: series(|p| p.server_cpu.as_ref().map(|c| c.peak * 100.0)),
+            y_label: "% of the cores under test".into(),
+            reference: Some(100.0),
+            format: |v| format!("{v:.0}"),
+        };
+        out.push_str("<figure>");
+        out.push_str(&fig7.render());
+        out.push_str(&format!(
+            "<figcaption>Figure 7 (after seed 003's Figure 7): maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
+        ));
+    }
+    let pairs = gcm_cbc_pairs(s);
+    if !pairs.is_empty() {
+        out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">ratio of throughputs</th><th>value</th><th>spread</th></tr>");
+        for (label, a, b) in pairs {
+            if let Some(r) = SweepResults::ratio(a, b) {
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{}</td><td>{:.2}×</td><td>±{:.0} %</td></tr>",
+                    escape(&label),
+                    r.value,
+                    r.rel_spread * 100.0
+                ));
+            }
+        }
+        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more.</p>");
+    }
+    out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
+    for p in &s.points {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
+            escape(&p.suite),
+            ByteSize(p.size_bytes),
+            p.cores,
+            escape(&p.variant),
+            if p.interval_throughput_bytes_per_sec.high_spread() { " class=\"bad\"" } else { "" },
+            format_bits_per_sec(p.throughput_bytes_per_sec),
+            p.requests_per_sec,
+            p.concurrency,
+            ms(p.latency.p50_ns),
+            ms(p.latency.p99_ns),
+            ms(p.latency.max_ns),
+            ms(p.max_first_byte_ns),
+            ms(p.handshake.p50_ns),
+            p.server_cpu
+                .as_ref()
+                .map(|c| c.per_worker.iter().map(|w| format!("{:.0} %", w * 100.0)).collect::<Vec<_>>().join(", "))
+                .unwrap_or_else(|| "-".into()),
+            p.server_cpu
+                .as_ref()
+                .map(|c| format!("{:.0} %", c.runqueue_wait * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            p.generator_cpu * 100.0,
+            reasons(&p.errors_by_reason),
+            p.server_requests.map(|n| n.to_string()).unwrap_or_else(|| "-".into()),
+            p.requests_sent,
+            if p.valid { "yes".to_string() } else { format!("<span class=\"bad\">no</span>: {}", escape(p.invalid_reason.as_deref().unwrap_or(""))) }
+        ));
+    }
+    out.push_str("</table></div></details>");
+    out
+}
+
+fn ramp_section(r: &RampResults) -> String {
+    let mut out = format!(
+        "<h3>Ramp</h3><p>Open-loop arrivals rising linearly from 0 to {} requests/s over {:.0} s, every request a new connection and a full handshake; \
+a request is unsuccessful if it fails or has not finished {:.1} s after its scheduled start (seed 002).</p>",
+        r.config.target_rate,
+        r.config.duration_ns as f64 / 1e9,
+        r.config.timeout_ns as f64 / 1e9
+    );
+    out.push_str("<div class=\"scroll\"><table id=\"table-tls-ramp\"><tr><th class=\"l\"></th>");
+    for run in &r.runs {
+        out.push_str(&format!(
+            "<th>{} {}<br>{}</th>",
+            ByteSize(run.size_bytes),
+            escape(&run.variant),
+            escape(&run.suite)
+        ));
+    }
+    out.push_str("</tr>");
+    type Cell = fn(&cipherbench_model::tls::RampRun) -> String;
+    let rows: [(&str, Cell); 5] = [
+        ("Attempted", |x| x.attempted.to_string()),
+        ("Successful", |x| x.successful.to_string()),
+        ("Unsuccessful", |x| x.unsuccessful.to_string()),
+        ("unsuccessful by reason", |x| {
+            reasons(&x.unsuccessful_by_reason)
+        }),
+        ("latency p99 (successful)", |x| {
+            format!("{:.1} ms", ms(x.latency.p99_ns))
+        }),
+    ];
+    for (name, cell) in rows {
+        out.push_str(&format!("<tr><th class=\"l\">{name}</th>"));
+        for run in &r.runs {
+            out.push_str(&format!("<td>{}</td>", escape(&cell(run))));
+        }
+        out.push_str("</tr>");
+    }
+    out.push_str("</table></div><p class=\"muted\">Table 1 after seed 002 (which measured 3DES-CBC-SHA, no longer offered by Debian's OpenSSL).</p>");
+    let mut sizes: Vec<u64> = r.runs.iter().map(|x| x.size_bytes).collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    for size in sizes {
+        let mut lines = Vec::new();
+        for run in r.runs.iter().filter(|x| x.size_bytes == size) {
+            if lines.is_empty() {
+                lines.push(Line {
+                    name: "attempted".into(),
+                    points: run
+                        .series
+                        .iter()
+                        .map(|s| (s.second as f64, s.attempted as f64))
+                        .collect(),
+                    dashed: true,
+                });
+            }
+            lines.push(Line {
+                name: format!("successful, {} {}", run.suite, run.variant),
+                points: run
+                    .series
+                    .iter()
+                    .map(|s| (s.second as f64, s.successful as f64))
+                    .collect(),
+                dashed: false,
+            });
+        }
+        let chart = LineChart {
+            id: format!("fig-tls-ramp-{size}"),
+            title: format!("Requests per second under the ramp, {}", ByteSize(size)),
+            description: "Per second of the ramp: requests scheduled (attempted) and, for each variant, those that succeeded.".into(),
+            x_label: "second of the ramp".into(),
+            y_label: "requests / s".into(),
+            lines,
+        };
+        out.push_str("<figure>");
+        out.push_str(&chart.render());
+        out.push_str(&format!(
+            "<figcaption>After seed 002's Figure 2: attempted and successful requests per second, {} responses.</figcaption></figure>",
+            ByteSize(size)
+        ));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_model::tls::*;
+    use cipherbench_model::Summary;
+
+    fn point(suite: &str, variant: &str, gbps: f64) -> SweepPoint {
+        SweepPoint {
+            suite: suite.into(),
+            protocol: "TLSv1.2".into(),
+            negotiated_suite: Some(suite.into()),
+            negotiated_protocol: Some("TLSv1.2".into()),
+            size_bytes: 16 << 20,
+            cores: 1,
+            variant: variant.into(),
+            concurrency: 2,
+            window_ns: 4_000_000_000,
+            interval_ns: 1_000_000_000,
+            throughput_bytes_per_sec: gbps * 1e9 / 8.0,
+            interval_throughput_bytes_per_sec: Summary::of(&[gbps * 1e9 / 8.0; 4]).unwrap(),
+            requests_per_sec: 40.0,
+            requests: 160,
+            requests_sent: 163,
+            server_requests: Some(163),
+            cancelled: 0,
+            requests_ok_total: 163,
+            body_bytes: 163 << 24,
+            errors: 0,
+            errors_by_reason: Default::default(),
+            latency: Latency::default(),
+            first_byte: Latency::default(),
+            handshake: Latency::default(),
+            connect: Latency::default(),
+            max_first_byte_ns: 3_000_000,
+            within_limit: true,
+            server_cpu: Some(ServerCpu {
+                per_worker: vec![0.98],
+                total: 0.98,
+                peak: 0.99,
+                interval_ns: 1_000_000_000,
+                runqueue_wait: 0.0,
+            }),
+            generator_cpu: 0.4,
+            generator_threads: 1,
+            generator_saturated: false,
+            valid: true,
+            invalid_reason: None,
+            probes: Vec::new(),
+        }
+    }
+
+    fn results() -> TlsResults {
+        TlsResults {
+            servers: Vec::new(),
+            sweep: Some(SweepResults {
+                config: SweepConfig {
+                    suites: vec!["AES128-SHA".into(), "AES128-GCM-SHA256".into()],
+                    sizes_bytes: vec![16 << 20],
+                    cores: vec![1],
+                    variants: vec!["accel".into(), "noaesni".into()],
+                    window_ns: 4_000_000_000,
+                    probe_ns: 1_000_000_000,
+                    warmup_ns: 0,
+                    latency_limit_ns: 2_000_000_000,
+                    max_concurrency: 16,
+                    timeout_ns: 0,
+                    resumption: false,
+                    key: "rsa2048".into(),
+                },
+                points: vec![
+                    point("AES128-GCM-SHA256", "accel", 6.0),
+                    point("AES128-SHA", "accel", 2.5),
+                    point("AES128-GCM-SHA256", "noaesni", 1.5),
+                ],
+            }),
+            ramp: Some(RampResults {
+                config: RampConfig {
+                    suites: vec!["AES128-SHA".into()],
+                    sizes_bytes: vec![1024],
+                    variants: vec!["accel".into()],
+                    cores: 1,
+                    target_rate: 50.0,
+                    duration_ns: 2_000_000_000,
+                    timeout_ns: 2_000_000_000,
+                    key: "rsa2048".into(),
+                },
+                runs: vec![RampRun {
+                    suite: "AES128-SHA".into(),
+                    negotiated_suite: Some("AES128-SHA".into()),
+                    size_bytes: 1024,
+                    variant: "accel".into(),
+                    cores: 1,
+                    attempted: 50,
+                    successful: 48,
+                    unsuccessful: 2,
+                    unsuccessful_by_reason: [(FailureReason::Timeout, 2)].into_iter().collect(),
+                    server_requests: Some(50),
+                    requests_sent: 50,
+                    body_bytes: 48 * 1024,
+                    latency: Latency::default(),
+                    handshake: Latency::default(),
+                    series: vec![
+                        RampSecond {
+                            second: 0,
+                            attempted: 12,
+                            successful: 12,
+                            unsuccessful: 0,
+                            max_latency_ns: 1,
+                        },
+                        RampSecond {
+                            second: 1,
+                            attempted: 38,
+                            successful: 36,
+                            unsuccessful: 2,
+                            max_latency_ns: 1,
+                        },
+                    ],
+                    server_cpu: None,
+                    generator_cpu: 0.01,
+                    generator_saturated: false,
+                }],
+            }),
+        }
+    }
+
+    #[test]
+    fn text_shows_points_ratios_and_the_ramp() {
+        let t = text(&results());
+        assert!(t.contains("6.00 Gbit/s"), "{t}");
+        assert!(
+            t.contains("GCM / CBC-SHA1  16 MiB x1 accel") && t.contains("2.40x"),
+            "{t}"
+        );
+        assert!(
+            t.contains("accel / noaesni AES128-GCM-SHA256 16 MiB x1") && t.contains("4.00x"),
+            "{t}"
+        );
+        assert!(t.contains("timeout 2"), "{t}");
+    }
+
+    #[test]
+    fn csv_has_one_row_per_point_and_second() {
+        let r = results();
+        let sweep = csv_sweep(r.sweep.as_ref().unwrap());
+        assert_eq!(sweep.lines().count(), 4);
+        let header: Vec<&str> = sweep.lines().next().unwrap().split(',').collect();
+        let row: Vec<&str> = sweep.lines().nth(1).unwrap().split(',').collect();
+        assert_eq!(header.len(), row.len());
+        assert_eq!(csv_ramp(r.ramp.as_ref().unwrap()).lines().count(), 3);
+    }
+
+    #[test]
+    fn the_section_draws_the_seeds_figures() {
+        let html = section(&results());
+        for id in [
+            "fig-tls-throughput-1",
+            "fig-tls-cpu-1",
+            "table-tls-ramp",
+            "fig-tls-ramp-1024",
+        ] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        assert!(html.contains("<th class=\"l\">Attempted</th><td>50</td>"));
+    }
+}

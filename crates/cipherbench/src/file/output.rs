@@ -1,0 +1,309 @@
+//! Where `seal` and `open` write: a temporary file beside the target that becomes the
+//! target only when everything went well ([`AtomicFile::commit`]), and is removed on
+//! any failure (drop without commit), so a failed `open` leaves no plaintext and a
+//! failed `seal` no half file.
+//!
+//! An existing target is never replaced without `--force`: the check happens before
+//! any work, and the final step is a hard link (which fails if the name appeared
+//! meanwhile) rather than a rename. With `--force` it is an atomic rename.
+//!
+//! When the output is to be fsynced anyway, it is written with `O_DIRECT`
+//! ([`DirectWriter`]): no copy into the page cache and no pile of dirty pages for
+//! the final fsync, two writes in flight while the pipeline computes. Where the file
+//! system does not support that, writeback is started every few MiB instead
+//! (`sync_file_range`), so the disk works while the pipeline computes and the final
+//! fsync has little left to do.
+
+use super::direct::DirectWriter;
+use super::sys;
+use anyhow::{bail, Context, Result};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write};
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+
+/// Bytes written between two writeback starts.
+const WRITEBACK_STEP: u64 = 8 << 20;
+
+/// How the temporary file is being written.
+enum Writer {
+    /// Through the page cache; `writeback` starts writeback as it goes.
+    Buffered {
+        file: File,
+        writeback: bool,
+        written: u64,
+        flushed: u64,
+    },
+    /// Around the page cache.
+    Direct(DirectWriter),
+    /// Committed or failed.
+    Done,
+}
+
+/// A file being written under a temporary name beside its target.
+pub struct AtomicFile {
+    target: PathBuf,
+    temporary: PathBuf,
+    writer: Writer,
+    force: bool,
+}
+
+impl AtomicFile {
+    /// Checks the target and creates the temporary file with `mode` (before the
+    /// umask). `durable` says the output will be fsynced: write it around the page
+    /// cache where possible, else start writeback as data is written.
+    pub fn create(target: &Path, force: bool, mode: u32, durable: bool) -> Result<AtomicFile> {
+        match std::fs::symlink_metadata(target) {
+            Ok(m) if m.is_dir() => bail!("{} is a directory", target.display()),
+            Ok(_) if !force => bail!(
+                "{} already exists; pass --force to replace it",
+                target.display()
+            ),
+            _ => {}
+        }
+        let dir = match target.parent() {
+            Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+            _ => PathBuf::from("."),
+        };
+        let name = target
+            .file_name()
+            .with_context(|| format!("{} names no file", target.display()))?
+            .to_string_lossy()
+            .into_owned();
+        let mut tag = [0u8; 6];
+        cipherbench_crypto::random_bytes(&mut tag).context("random temporary name")?;
+        let temporary = dir.join(format!(
+            ".{name}.cipherbench-{}-{}.tmp",
+            std::process::id(),
+            cipherbench_crypto::digest::to_hex(&tag)
+        ));
+        let file = OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(mode)
+            .open(&temporary)
+            .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        let writer = if durable {
+            match DirectWriter::new(file) {
+                Ok(w) => Writer::Direct(w),
+                Err((file, _unsupported)) => Writer::Buffered {
+                    file,
+                    writeback: true,
+                    written: 0,
+                    flushed: 0,
+                },
+            }
+        } else {
+            Writer::Buffered {
+                file,
+                writeback: false,
+                written: 0,
+                flushed: 0,
+            }
+        };
+        Ok(AtomicFile {
+            target: target.to_path_buf(),
+            temporary,
+            writer,
+            force,
+        })
+    }
+
+    /// Whether the output is being written around the page cache.
+    pub fn is_direct(&self) -> bool {
+        matches!(self.writer, Writer::Direct(_))
+    }
+
+    /// The temporary file's path (for tests and messages).
+    pub fn temporary(&self) -> &Path {
+        &self.temporary
+    }
+
+    /// Makes the file the target: fsync (if `fsync`), then link or rename it into
+    /// place and fsync the directory.
+    pub fn commit(mut self, fsync: bool) -> Result<()> {
+        let file = match std::mem::replace(&mut self.writer, Writer::Done) {
+            Writer::Buffered { file, .. } => file,
+            Writer::Direct(w) => w
+                .finish()
+                .with_context(|| format!("writing {}", self.temporary.display()))?,
+            Writer::Done => bail!("output already committed"),
+        };
+        if fsync {
+            file.sync_all()
+                .with_context(|| format!("flushing {} to disk", self.temporary.display()))?;
+        }
+        drop(file);
+        if self.force {
+            std::fs::rename(&self.temporary, &self.target)
+                .with_context(|| format!("renaming the output onto {}", self.target.display()))?;
+        } else {
+            match std::fs::hard_link(&self.temporary, &self.target) {
+                Ok(()) => {
+                    std::fs::remove_file(&self.temporary)
+                        .with_context(|| format!("removing {}", self.temporary.display()))?;
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
+                    "{} appeared while writing; pass --force to replace it",
+                    self.target.display()
+                ),
+                // File systems without hard links (FAT, some FUSE): a rename after a
+                // last check; the window is the length of one syscall.
+                Err(_) if !self.target.exists() => {
+                    std::fs::rename(&self.temporary, &self.target).with_context(|| {
+                        format!("renaming the output onto {}", self.target.display())
+                    })?;
+                }
+                Err(e) => {
+                    return Err(e).with_context(|| {
+                        format!("linking the output to {}", self.target.display())
+                    })
+                }
+            }
+        }
+        // Committed: nothing for drop to remove.
+        self.temporary = PathBuf::new();
+        if fsync {
+            let dir = match self.target.parent() {
+                Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
+                _ => PathBuf::from("."),
+            };
+            if let Ok(d) = File::open(&dir) {
+                d.sync_all()
+                    .with_context(|| format!("flushing the directory {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Write for AtomicFile {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        match &mut self.writer {
+            Writer::Buffered {
+                file,
+                writeback,
+                written,
+                flushed,
+            } => {
+                let n = file.write(buf)?;
+                *written += n as u64;
+                if *writeback && *written - *flushed >= WRITEBACK_STEP {
+                    // Advisory: a failure here only loses the overlap, never data.
+                    let _ = sys::start_writeback(file, *flushed, *written - *flushed);
+                    *flushed = *written;
+                }
+                Ok(n)
+            }
+            Writer::Direct(w) => w.write(buf),
+            Writer::Done => Err(io::Error::other("output already committed")),
+        }
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        match &mut self.writer {
+            Writer::Buffered { file, .. } => file.flush(),
+            Writer::Direct(w) => w.flush(),
+            Writer::Done => Ok(()),
+        }
+    }
+}
+
+impl Drop for AtomicFile {
+    fn drop(&mut self) {
+        // Stop the writer (its threads) before removing the file it writes.
+        self.writer = Writer::Done;
+        if !self.temporary.as_os_str().is_empty() {
+            let _ = std::fs::remove_file(&self.temporary);
+        }
+    }
+}
+
+/// Whether two paths name the same existing file (so `seal x x` is refused rather
+/// than replacing its own input).
+pub fn same_file(a: &Path, b: &Path) -> bool {
+    match (std::fs::metadata(a), std::fs::metadata(b)) {
+        (Ok(x), Ok(y)) => x.dev() == y.dev() && x.ino() == y.ino(),
+        _ => false,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn scratch(name: &str) -> PathBuf {
+        let d = std::env::temp_dir().join(format!("cb-out-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&d);
+        std::fs::create_dir_all(&d).unwrap();
+        d
+    }
+
+    fn entries(dir: &Path) -> Vec<String> {
+        let mut v: Vec<String> = std::fs::read_dir(dir)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        v.sort();
+        v
+    }
+
+    #[test]
+    fn commits_into_place_and_leaves_no_temporary() {
+        let d = scratch("commit");
+        let target = d.join("out");
+        let mut f = AtomicFile::create(&target, false, 0o600, true).unwrap();
+        f.write_all(b"hello").unwrap();
+        assert!(!target.exists(), "the target appears only on commit");
+        f.commit(true).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"hello");
+        assert_eq!(entries(&d), vec!["out"]);
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn dropping_without_commit_removes_the_temporary() {
+        let d = scratch("drop");
+        let mut f = AtomicFile::create(&d.join("out"), false, 0o600, false).unwrap();
+        f.write_all(b"secret").unwrap();
+        assert_eq!(entries(&d).len(), 1);
+        drop(f);
+        assert!(entries(&d).is_empty());
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn an_existing_target_needs_force() {
+        let d = scratch("force");
+        let target = d.join("out");
+        std::fs::write(&target, b"old").unwrap();
+        let err = AtomicFile::create(&target, false, 0o600, false)
+            .err()
+            .unwrap();
+        assert!(err.to_string().contains("--force"), "{err}");
+        // Appearing while writing is caught too.
+        std::fs::remove_file(&target).unwrap();
+        let mut f = AtomicFile::create(&target, false, 0o600, false).unwrap();
+        f.write_all(b"new").unwrap();
+        std::fs::write(&target, b"raced").unwrap();
+        assert!(f.commit(false).is_err());
+        assert_eq!(std::fs::read(&target).unwrap(), b"raced");
+        assert_eq!(entries(&d), vec!["out"]);
+        let mut f = AtomicFile::create(&target, true, 0o600, false).unwrap();
+        f.write_all(b"forced").unwrap();
+        f.commit(false).unwrap();
+        assert_eq!(std::fs::read(&target).unwrap(), b"forced");
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
+    fn recognises_the_same_file_under_two_names() {
+        let d = scratch("same");
+        std::fs::write(d.join("a"), b"x").unwrap();
+        std::fs::hard_link(d.join("a"), d.join("b")).unwrap();
+        assert!(same_file(&d.join("a"), &d.join("./b")));
+        assert!(!same_file(&d.join("a"), &d.join("c")));
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+}

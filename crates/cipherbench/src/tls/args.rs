@@ -1,0 +1,519 @@
+//! `cipherbench tls sweep|ramp` flags and their resolution into plans, and layer 3's
+//! part of each preset. Bad input is refused here, before anything starts.
+
+use super::suite::{self, KeyType, SEED_SUITES};
+use super::{parse_duration, ExternalUrl, RampPlan, ServerTarget, SweepPlan, TlsPlan};
+use crate::cli::{OutputArgs, Preset};
+use crate::speed::{self, Variant};
+use anyhow::{anyhow, bail, Result};
+use cipherbench_model::units::parse_size_list;
+use clap::{Args, Subcommand};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// `cipherbench tls`.
+#[derive(Debug, Args)]
+pub struct TlsArgs {
+    /// Which measurement.
+    #[command(subcommand)]
+    pub command: TlsCommand,
+}
+
+/// The two layer 3 measurements.
+#[derive(Debug, Subcommand)]
+pub enum TlsCommand {
+    /// Seeds 000/003: the highest throughput nginx sustains with the time to first
+    /// byte within a limit, by suite, file size, core count and variant.
+    Sweep(SweepArgs),
+    /// Seed 002: attempted, successful and unsuccessful requests under an arrival
+    /// rate rising linearly to a target.
+    Ramp(RampArgs),
+    /// Start the nginx a measurement would use and keep it running until Ctrl-C,
+    /// printing its URLs (to compare other load generators against the same server).
+    Serve(ServeArgs),
+}
+
+/// Flags both measurements share.
+#[derive(Debug, Args)]
+pub struct CommonArgs {
+    /// Suites, comma-separated, by OpenSSL or IANA name (default: the seeds'
+    /// AES128-SHA,AES128-GCM-SHA256; ECDHE-RSA-*, TLS 1.3 and ChaCha20-Poly1305 suites
+    /// by name).
+    #[arg(long, value_name = "LIST")]
+    pub suites: Option<String>,
+    /// Variants of the server: accel, noaesni, or ia32cap:MASK.
+    #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
+    pub variants: String,
+    /// Server key: rsa2048 or ecdsa-p256.
+    #[arg(long, default_value = "rsa2048")]
+    pub key: String,
+    /// The nginx binary (default: nginx on PATH, else /usr/sbin/nginx).
+    #[arg(long, value_name = "PATH")]
+    pub nginx: Option<PathBuf>,
+    /// Port for nginx on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// Load a server you run instead of starting nginx: https://HOST[:PORT]/PATH.
+    #[arg(long, value_name = "URL", conflicts_with_all = ["nginx", "port"])]
+    pub server: Option<String>,
+    /// Allow --server to name a host other than this machine.
+    #[arg(long)]
+    pub allow_remote: bool,
+    /// CPUs for the load generator, one thread each (default: every CPU not given
+    /// to nginx).
+    #[arg(long, value_name = "LIST")]
+    pub generator_cpus: Option<String>,
+    /// Print the results as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where results go.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `cipherbench tls sweep`.
+#[derive(Debug, Args)]
+pub struct SweepArgs {
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// File sizes, comma-separated (seed 003: 1MiB up to 4GiB by powers of 4).
+    #[arg(long, value_name = "LIST", default_value = "1MiB,16MiB")]
+    pub sizes: String,
+    /// nginx worker counts (cores under test), comma-separated; the generator gets
+    /// the remaining cores.
+    #[arg(long, value_name = "LIST", default_value = "1")]
+    pub cores: String,
+    /// The measured window at the chosen concurrency (seed 003: 2m).
+    #[arg(long, default_value = "10s")]
+    pub window: String,
+    /// Each probe's window while searching the concurrency.
+    #[arg(long, default_value = "2s")]
+    pub probe: String,
+    /// Warm-up before every window.
+    #[arg(long, default_value = "500ms")]
+    pub warmup: String,
+    /// Limit on the maximum time to first byte (seed 000: 2s).
+    #[arg(long, default_value = "2s")]
+    pub limit: String,
+    /// Per-request timeout.
+    #[arg(long, default_value = "10m")]
+    pub timeout: String,
+    /// Highest concurrency the search tries.
+    #[arg(long, default_value_t = 1024)]
+    pub max_concurrency: usize,
+    /// Resume TLS sessions instead of a full handshake per request.
+    #[arg(long)]
+    pub resumption: bool,
+    /// Measure at this concurrency only, without searching.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+}
+
+/// `cipherbench tls serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// The one suite.
+    #[arg(long, default_value = "AES128-GCM-SHA256")]
+    pub suite: String,
+    /// File sizes to serve, comma-separated.
+    #[arg(long, value_name = "LIST", default_value = "16MiB")]
+    pub sizes: String,
+    /// nginx worker count (pinned to the first CPUs).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Variant: accel, noaesni, or ia32cap:MASK.
+    #[arg(long, default_value = "accel")]
+    pub variant: String,
+    /// Server key: rsa2048 or ecdsa-p256.
+    #[arg(long, default_value = "rsa2048")]
+    pub key: String,
+    /// The nginx binary.
+    #[arg(long, value_name = "PATH")]
+    pub nginx: Option<PathBuf>,
+    /// Port on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+}
+
+/// `tls serve`, resolved.
+#[derive(Debug, Clone)]
+pub struct ServePlan {
+    /// Suite.
+    pub suite: suite::Suite,
+    /// Sizes.
+    pub sizes: Vec<u64>,
+    /// Workers.
+    pub cores: usize,
+    /// Variant.
+    pub variant: Variant,
+    /// Key.
+    pub key: KeyType,
+    /// nginx binary.
+    pub nginx: Option<PathBuf>,
+    /// Port.
+    pub port: Option<u16>,
+}
+
+impl ServeArgs {
+    /// Resolves the flags.
+    pub fn plan(&self) -> Result<ServePlan> {
+        let key = KeyType::parse(&self.key)?;
+        let suites = suite::parse_suites(&self.suite, key)?;
+        if suites.len() != 1 {
+            bail!("--suite takes exactly one suite");
+        }
+        if self.port == Some(0) {
+            bail!("--port must be between 1 and 65535 (leave it out for a free one)");
+        }
+        Ok(ServePlan {
+            suite: suites[0],
+            sizes: sizes(&self.sizes, 64 * (1 << 30))?,
+            cores: parse_cores(&self.cores.to_string())?[0],
+            variant: Variant::parse(&self.variant)?,
+            key,
+            nginx: self.nginx.clone(),
+            port: self.port,
+        })
+    }
+}
+
+/// `cipherbench tls ramp`.
+#[derive(Debug, Args)]
+pub struct RampArgs {
+    /// Shared flags.
+    #[command(flatten)]
+    pub common: CommonArgs,
+    /// Response sizes, comma-separated (seed 002: 1 KB and 50 KB).
+    #[arg(long, value_name = "LIST", default_value = "1KiB,50KiB")]
+    pub sizes: String,
+    /// nginx worker count (cores under test).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Rate reached at the end of the ramp, requests per second.
+    #[arg(long, default_value_t = 50.0)]
+    pub rate: f64,
+    /// Ramp length.
+    #[arg(long, default_value = "60s")]
+    pub duration: String,
+    /// A request not finished this long after its scheduled start is unsuccessful.
+    #[arg(long, default_value = "2s")]
+    pub timeout: String,
+}
+
+fn flag_duration(name: &str, text: &str, min: Duration) -> Result<Duration> {
+    let d = parse_duration(text).map_err(|e| anyhow!("--{name}: {e}"))?;
+    if d < min {
+        bail!("--{name} must be at least {min:?}");
+    }
+    Ok(d)
+}
+
+fn sizes(text: &str, max: u64) -> Result<Vec<u64>> {
+    let sizes: Vec<u64> = parse_size_list(text)
+        .map_err(|e| anyhow!("--sizes: {e}"))?
+        .into_iter()
+        .map(|s| s.bytes())
+        .collect();
+    if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > max) {
+        bail!(
+            "--sizes: {bad} bytes is out of range (1 byte to {})",
+            cipherbench_model::ByteSize(max)
+        );
+    }
+    let mut out = Vec::new();
+    for s in sizes {
+        if !out.contains(&s) {
+            out.push(s);
+        }
+    }
+    Ok(out)
+}
+
+impl CommonArgs {
+    fn key(&self) -> Result<KeyType> {
+        KeyType::parse(&self.key)
+    }
+
+    fn suites(&self, key: KeyType) -> Result<Vec<suite::Suite>> {
+        let text = self.suites.clone().unwrap_or_else(|| SEED_SUITES.join(","));
+        suite::parse_suites(&text, key)
+    }
+
+    fn target(&self) -> Result<ServerTarget> {
+        match &self.server {
+            Some(url) => Ok(ServerTarget::External(ExternalUrl::parse(
+                url,
+                self.allow_remote,
+            )?)),
+            None => {
+                if self.allow_remote {
+                    bail!("--allow-remote only applies with --server URL");
+                }
+                if self.port == Some(0) {
+                    bail!("--port must be between 1 and 65535 (leave it out for a free one)");
+                }
+                Ok(ServerTarget::Nginx {
+                    binary: self.nginx.clone(),
+                    port: self.port,
+                })
+            }
+        }
+    }
+
+    fn generator_cpus(&self) -> Result<Option<Vec<usize>>> {
+        let Some(text) = &self.generator_cpus else {
+            return Ok(None);
+        };
+        let allowed = super::cpu::allowed_cpus();
+        let mut out = Vec::new();
+        for t in text.split(',') {
+            let c = t
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|c| allowed.contains(c))
+                .ok_or_else(|| {
+                    anyhow!(
+                        "--generator-cpus: '{}' is not one of this process's CPUs {allowed:?}",
+                        t.trim()
+                    )
+                })?;
+            if !out.contains(&c) {
+                out.push(c);
+            }
+        }
+        Ok(Some(out))
+    }
+
+    fn variants(&self) -> Result<Vec<Variant>> {
+        let mut out: Vec<Variant> = Vec::new();
+        for v in speed::parse_variants(&self.variants)? {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        Ok(out)
+    }
+}
+
+fn parse_cores(text: &str) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let n = t
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|&n| (1..=1024).contains(&n))
+            .ok_or_else(|| anyhow!("--cores: bad core count '{}': use numbers from 1", t.trim()))?;
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+impl SweepArgs {
+    /// Resolves the flags.
+    pub fn plan(&self) -> Result<SweepPlan> {
+        let key = self.common.key()?;
+        let suites = self.common.suites(key)?;
+        let target = self.common.target()?;
+        if matches!(target, ServerTarget::External(_)) && suites.len() != 1 {
+            bail!("--server measures one suite: pass --suites with exactly one");
+        }
+        if self.max_concurrency == 0 || self.max_concurrency > 100_000 {
+            bail!("--max-concurrency must be between 1 and 100000");
+        }
+        let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
+        Ok(SweepPlan {
+            suites,
+            sizes: sizes(&self.sizes, 64 * (1 << 30))?,
+            cores: parse_cores(&self.cores)?,
+            variants: self.common.variants()?,
+            key,
+            window,
+            probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
+            warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
+            limit: flag_duration("limit", &self.limit, Duration::from_millis(1))?,
+            timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
+            drain: Duration::from_secs(5),
+            max_concurrency: self.max_concurrency,
+            fixed_concurrency: match self.concurrency {
+                Some(c) if c == 0 || c > 100_000 => {
+                    bail!("--concurrency must be between 1 and 100000")
+                }
+                c => c,
+            },
+            resumption: self.resumption,
+            generator_cpus: self.common.generator_cpus()?,
+            target,
+        })
+    }
+
+    /// Where results go.
+    pub fn output(&self) -> &OutputArgs {
+        &self.common.output
+    }
+}
+
+impl RampArgs {
+    /// Resolves the flags.
+    pub fn plan(&self) -> Result<RampPlan> {
+        let key = self.common.key()?;
+        let suites = self.common.suites(key)?;
+        let target = self.common.target()?;
+        if matches!(target, ServerTarget::External(_)) && suites.len() != 1 {
+            bail!("--server measures one suite: pass --suites with exactly one");
+        }
+        if !(self.rate > 0.0 && self.rate <= 1_000_000.0) {
+            bail!("--rate must be above 0 and at most 1000000 requests per second");
+        }
+        if self.cores == 0 || self.cores > 1024 {
+            bail!("--cores must be between 1 and 1024");
+        }
+        Ok(RampPlan {
+            suites,
+            sizes: sizes(&self.sizes, 1 << 30)?,
+            variants: self.common.variants()?,
+            cores: self.cores,
+            key,
+            target_rate: self.rate,
+            duration: flag_duration("duration", &self.duration, Duration::from_millis(100))?,
+            timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
+            generator_cpus: self.common.generator_cpus()?,
+            target,
+        })
+    }
+
+    /// Where results go.
+    pub fn output(&self) -> &OutputArgs {
+        &self.common.output
+    }
+}
+
+/// Layer 3 of a preset.
+///
+/// - tiny: seconds, proving the layer works: both seed suites at 1 MiB (accel),
+///   one 1 KiB ramp to 50 req/s over 2 s.
+/// - quick: about two minutes: both seed suites at 16 MiB, accel and noaesni, a
+///   4 s window after 1 s probes; ramps of 1 KiB and 50 KiB to 50 req/s over 12 s in
+///   both variants.
+/// - full: the seeds' methodology: 1 MiB to 4 GiB by powers of 4, every core count
+///   up to one less than the machine has (by powers of 2), 2-minute windows, 2 s
+///   limit; 60 s ramps to 50 req/s.
+pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
+    let key = KeyType::Rsa2048;
+    let seed = suite::parse_suites(&SEED_SUITES.join(","), key)?;
+    let ramp_suite = suite::parse_suites("AES128-SHA", key)?;
+    let both = vec![Variant::accel(), Variant::noaesni()];
+    let target = ServerTarget::Nginx {
+        binary: None,
+        port: None,
+    };
+    const MIB: u64 = 1 << 20;
+    let machine = super::cpu::allowed_cpus().len();
+    let full_cores: Vec<usize> = std::iter::successors(Some(1usize), |c| Some(c * 2))
+        .take_while(|&c| c < machine.max(2))
+        .collect();
+    Ok(match preset {
+        Preset::Tiny => TlsPlan {
+            sweep: SweepPlan {
+                suites: seed,
+                sizes: vec![MIB],
+                cores: vec![1],
+                variants: vec![Variant::accel()],
+                key,
+                // Long enough that a loaded CI machine (tests run in parallel on two
+                // cores) still completes requests in the window.
+                window: Duration::from_millis(1500),
+                probe: Duration::from_millis(300),
+                warmup: Duration::from_millis(100),
+                limit: Duration::from_secs(2),
+                timeout: Duration::from_secs(30),
+                drain: Duration::from_secs(2),
+                max_concurrency: 2,
+                fixed_concurrency: None,
+                generator_cpus: None,
+                resumption: false,
+                target: target.clone(),
+            },
+            ramp: RampPlan {
+                suites: ramp_suite,
+                sizes: vec![1024],
+                variants: vec![Variant::accel()],
+                cores: 1,
+                key,
+                target_rate: 50.0,
+                duration: Duration::from_secs(2),
+                timeout: Duration::from_secs(2),
+                generator_cpus: None,
+                target,
+            },
+        },
+        Preset::Quick => TlsPlan {
+            sweep: SweepPlan {
+                suites: seed,
+                sizes: vec![16 * MIB],
+                cores: vec![1],
+                variants: both.clone(),
+                key,
+                window: Duration::from_secs(4),
+                probe: Duration::from_secs(1),
+                warmup: Duration::from_millis(300),
+                limit: Duration::from_secs(2),
+                timeout: Duration::from_secs(60),
+                drain: Duration::from_secs(3),
+                max_concurrency: 16,
+                fixed_concurrency: None,
+                generator_cpus: None,
+                resumption: false,
+                target: target.clone(),
+            },
+            ramp: RampPlan {
+                suites: ramp_suite,
+                sizes: vec![1024, 50 * 1024],
+                variants: both,
+                cores: 1,
+                key,
+                target_rate: 50.0,
+                duration: Duration::from_secs(12),
+                timeout: Duration::from_secs(2),
+                generator_cpus: None,
+                target,
+            },
+        },
+        Preset::Full => TlsPlan {
+            sweep: SweepPlan {
+                suites: seed,
+                sizes: (0..7).map(|i| MIB << (2 * i)).collect(),
+                cores: full_cores,
+                variants: both.clone(),
+                key,
+                window: Duration::from_secs(120),
+                probe: Duration::from_secs(10),
+                warmup: Duration::from_secs(2),
+                limit: Duration::from_secs(2),
+                timeout: Duration::from_secs(600),
+                drain: Duration::from_secs(5),
+                max_concurrency: 1024,
+                fixed_concurrency: None,
+                generator_cpus: None,
+                resumption: false,
+                target: target.clone(),
+            },
+            ramp: RampPlan {
+                suites: ramp_suite,
+                sizes: vec![1024, 50 * 1024],
+                variants: both,
+                cores: 1,
+                key,
+                target_rate: 50.0,
+                duration: Duration::from_secs(60),
+                timeout: Duration::from_secs(2),
+                generator_cpus: None,
+                target,
+            },
+        },
+    })
+}

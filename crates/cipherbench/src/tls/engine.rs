@@ -1,0 +1,1360 @@
+//! The load generator: HTTPS over one TLS suite, every request a new TCP connection
+//! and a full handshake (unless resumption is asked for), the response read whole and
+//! its length checked.
+//!
+//! One engine, two arrival policies:
+//! - **closed loop** ([`Arrivals::Closed`]): C clients, each starting its next request
+//!   as soon as the previous one ends (seeds 000/003's "as fast as possible");
+//! - **open loop** ([`Arrivals::Open`]): requests start on a [`Schedule`] whether or
+//!   not earlier ones finished, and latency is counted from the *scheduled* start, so
+//!   a stalled server shows in every request that waited (no coordinated omission).
+//!
+//! Each generator thread is pinned to its own core and runs an edge-triggered epoll
+//! loop (mio) over non-blocking sockets; OpenSSL is driven through its non-blocking
+//! API. A thread measures its own CPU time, so a saturated generator is detected. The
+//! engine never prints and never touches the results: it returns a [`Report`].
+
+use super::cpu;
+use super::http::{self, Parsed};
+use super::suite::Suite;
+use crate::interrupt;
+use anyhow::{bail, Context, Result};
+use cipherbench_model::tls::{FailureReason, Latency};
+use hdrhistogram::Histogram;
+use mio::net::TcpStream;
+use mio::{Events, Interest, Poll, Token};
+use openssl::ssl::{
+    ErrorCode, Ssl, SslContext, SslMethod, SslOptions, SslSession, SslSessionCacheMode, SslStream,
+    SslVerifyMode,
+};
+use std::collections::BTreeMap;
+use std::io::{self, Read, Write};
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+/// Bytes read from a socket at once (OpenSSL then takes records from this buffer,
+/// one `read` serving several 16 KiB records).
+const SOCKET_BUFFER: usize = 64 * 1024;
+/// How often in-flight requests are checked against the timeout.
+const TIMEOUT_CHECK: Duration = Duration::from_millis(5);
+/// Longest sleep in the event loop, so Ctrl-C and window edges are seen promptly.
+const MAX_WAIT: Duration = Duration::from_millis(10);
+
+/// The client side of one suite: a TLS context that offers exactly that suite and
+/// protocol version, with session resumption off unless asked for.
+pub struct Client {
+    ctx: SslContext,
+    suite: String,
+    protocol: &'static str,
+    resumption: bool,
+}
+
+impl Client {
+    /// A client for `suite`.
+    pub fn new(suite: &Suite, resumption: bool) -> Result<Client> {
+        let mut b = SslContext::builder(SslMethod::tls_client())?;
+        // The server's certificate is one cipherbench generated a moment ago (or the
+        // user's own server); the measurement is the server's work, and a
+        // verification failure would only hide it. The negotiated suite is checked
+        // on every connection instead.
+        b.set_verify(SslVerifyMode::NONE);
+        b.set_min_proto_version(Some(suite.protocol.version()))?;
+        b.set_max_proto_version(Some(suite.protocol.version()))?;
+        match suite.protocol {
+            super::suite::Protocol::Tls12 => b.set_cipher_list(suite.openssl)?,
+            super::suite::Protocol::Tls13 => b.set_ciphersuites(suite.openssl)?,
+        }
+        if resumption {
+            b.set_session_cache_mode(SslSessionCacheMode::CLIENT);
+        } else {
+            b.set_session_cache_mode(SslSessionCacheMode::OFF);
+            b.set_options(SslOptions::NO_TICKET);
+        }
+        Ok(Client {
+            ctx: b.build(),
+            suite: suite.openssl.to_string(),
+            protocol: suite.protocol.as_str(),
+            resumption,
+        })
+    }
+
+    fn ssl(
+        &self,
+        host: &str,
+        session: Option<&SslSession>,
+    ) -> Result<Ssl, openssl::error::ErrorStack> {
+        let mut ssl = Ssl::new(&self.ctx)?;
+        ssl.set_connect_state();
+        if host.parse::<std::net::IpAddr>().is_err() {
+            ssl.set_hostname(host)?;
+        }
+        if let Some(s) = session {
+            // SAFETY: the session came from a connection made with this same context
+            // (each thread keeps the last session of its own connections), which is
+            // what SSL_set_session requires.
+            unsafe { ssl.set_session(s)? };
+        }
+        Ok(ssl)
+    }
+}
+
+/// Where requests go.
+#[derive(Debug, Clone)]
+pub struct Target {
+    /// Server address.
+    pub addr: SocketAddr,
+    /// Host header (and SNI when it is a name).
+    pub host: String,
+    /// Path of the file.
+    pub path: String,
+    /// Body length every response must have, if known.
+    pub expected_len: Option<u64>,
+}
+
+/// When requests start in the open loop.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Schedule {
+    /// A constant rate, requests per second, for a duration.
+    Constant {
+        /// Requests per second.
+        rate: f64,
+        /// Length.
+        duration: Duration,
+    },
+    /// A rate rising linearly from 0 to `target_rate` over `duration` (seed 002).
+    Ramp {
+        /// Rate at the end, requests per second.
+        target_rate: f64,
+        /// Length.
+        duration: Duration,
+    },
+}
+
+impl Schedule {
+    /// Number of requests the schedule starts.
+    pub fn count(&self) -> u64 {
+        match *self {
+            Schedule::Constant { rate, duration } => (rate * duration.as_secs_f64()).floor() as u64,
+            // The integral of the rate: R * T / 2.
+            Schedule::Ramp {
+                target_rate,
+                duration,
+            } => (target_rate * duration.as_secs_f64() / 2.0).floor() as u64,
+        }
+    }
+
+    /// Start of request `k` (0-based), from the start of the schedule.
+    pub fn offset(&self, k: u64) -> Duration {
+        match *self {
+            Schedule::Constant { rate, .. } => Duration::from_secs_f64(k as f64 / rate),
+            // The expected number started by t is R t^2 / (2T); request k starts when
+            // that reaches k + 1/2.
+            Schedule::Ramp {
+                target_rate,
+                duration,
+            } => Duration::from_secs_f64(
+                (2.0 * duration.as_secs_f64() * (k as f64 + 0.5) / target_rate).sqrt(),
+            ),
+        }
+    }
+
+    /// Length.
+    pub fn duration(&self) -> Duration {
+        match *self {
+            Schedule::Constant { duration, .. } | Schedule::Ramp { duration, .. } => duration,
+        }
+    }
+}
+
+/// How requests arrive.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Arrivals {
+    /// C clients back to back.
+    Closed {
+        /// Concurrent clients.
+        concurrency: usize,
+    },
+    /// On a schedule.
+    Open(Schedule),
+}
+
+/// One load run.
+#[derive(Debug, Clone)]
+pub struct Spec {
+    /// Where.
+    pub target: Target,
+    /// How requests arrive.
+    pub arrivals: Arrivals,
+    /// Closed loop: time before the window, not counted.
+    pub warmup: Duration,
+    /// Closed loop: the measured window (open loop: the schedule's length).
+    pub window: Duration,
+    /// Closed loop: how long in-flight requests may finish after the window.
+    pub drain: Duration,
+    /// A request not finished this long after its (scheduled) start fails.
+    pub timeout: Duration,
+    /// Series bucket length.
+    pub interval: Duration,
+    /// One generator thread per CPU listed, pinned to it.
+    pub cpus: Vec<usize>,
+    /// Connections a thread may hold open at once.
+    pub max_connections: usize,
+}
+
+/// One series bucket: closed loop by time since the window started, open loop by
+/// scheduled start.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Bucket {
+    /// Body bytes read (closed loop).
+    pub bytes: u64,
+    /// Requests scheduled (open loop).
+    pub attempted: u64,
+    /// Requests that succeeded.
+    pub ok: u64,
+    /// Requests that failed.
+    pub failed: u64,
+    /// Highest latency of a successful request.
+    pub max_latency_ns: u64,
+}
+
+/// What a load run measured.
+pub struct Report {
+    /// The window actually measured.
+    pub window: Duration,
+    /// Bucket length.
+    pub interval: Duration,
+    /// The series.
+    pub buckets: Vec<Bucket>,
+    /// Body bytes read within the window (completed and partial responses).
+    pub window_bytes: u64,
+    /// Successful requests (closed: completed in the window; open: all).
+    pub ok: u64,
+    /// Failed requests (closed: in the window; open: all).
+    pub failed: u64,
+    /// Failed requests by reason (same span as `failed`).
+    pub failures: BTreeMap<FailureReason, u64>,
+    /// Requests started over the whole run (open loop: scheduled).
+    pub attempted: u64,
+    /// Requests whose HTTP request was written, over the whole run.
+    pub requests_sent: u64,
+    /// Successful requests over the whole run.
+    pub ok_total: u64,
+    /// Body bytes of the successful requests over the whole run.
+    pub body_bytes: u64,
+    /// Requests abandoned at the end (closed loop, after the drain).
+    pub cancelled: u64,
+    /// Whole-request latency of the successful requests (µs histogram).
+    pub latency: Histogram<u64>,
+    /// Time to first byte (µs).
+    pub first_byte: Histogram<u64>,
+    /// TLS handshake (µs).
+    pub handshake: Histogram<u64>,
+    /// TCP connect (µs).
+    pub connect: Histogram<u64>,
+    /// Highest time to first byte of any request that overlapped the window,
+    /// counting the wait of requests that never got one.
+    pub max_first_byte: Duration,
+    /// Suite and protocol negotiated (read back from the session).
+    pub negotiated: Option<(String, String)>,
+    /// Generator CPU time within the window, all threads.
+    pub cpu_ns: u64,
+    /// Generator threads.
+    pub threads: usize,
+    /// Window start and end.
+    pub window_start: Instant,
+    /// End.
+    pub window_end: Instant,
+}
+
+impl Report {
+    /// Body bytes per second within the window.
+    pub fn throughput_bytes_per_sec(&self) -> f64 {
+        self.window_bytes as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// Requests completed per second within the window.
+    pub fn requests_per_sec(&self) -> f64 {
+        self.ok as f64 / self.window.as_secs_f64().max(1e-9)
+    }
+
+    /// Generator CPU as a fraction of its cores.
+    pub fn generator_cpu(&self) -> f64 {
+        self.cpu_ns as f64 / (self.window.as_nanos() as f64 * self.threads.max(1) as f64)
+    }
+}
+
+/// A histogram summarised (µs histogram in, ns out).
+pub fn latency(h: &Histogram<u64>) -> Latency {
+    if h.is_empty() {
+        return Latency::default();
+    }
+    let ns = |us: u64| us.saturating_mul(1000);
+    Latency {
+        count: h.len(),
+        mean_ns: (h.mean() * 1000.0) as u64,
+        p50_ns: ns(h.value_at_quantile(0.50)),
+        p90_ns: ns(h.value_at_quantile(0.90)),
+        p99_ns: ns(h.value_at_quantile(0.99)),
+        max_ns: ns(h.max()),
+    }
+}
+
+fn histogram() -> Histogram<u64> {
+    // 1 µs to 1 hour, 3 significant digits: fixed bounds cannot fail.
+    Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
+}
+
+fn micros(d: Duration) -> u64 {
+    d.as_micros().max(1) as u64
+}
+
+/// Runs the load and returns what it measured; `Err(Interrupted)` on Ctrl-C.
+pub fn run(client: &Client, spec: &Spec) -> Result<Report> {
+    if spec.cpus.is_empty() {
+        bail!("the load generator has no CPU to run on");
+    }
+    let threads = spec.cpus.len();
+    let request = http::request(&spec.target.host, &spec.target.path);
+    let t0 = Instant::now();
+    let results: Vec<Result<ThreadReport>> = std::thread::scope(|scope| {
+        let handles: Vec<_> = spec
+            .cpus
+            .iter()
+            .enumerate()
+            .map(|(i, &cpu)| {
+                let request = &request;
+                scope.spawn(move || {
+                    cpu::pin(cpu);
+                    Worker::new(client, spec, request, i, threads, t0)?.run()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a load generator thread panicked")))
+            })
+            .collect()
+    });
+    let mut merged: Option<ThreadReport> = None;
+    for r in results {
+        let r = r?;
+        match &mut merged {
+            None => merged = Some(r),
+            Some(m) => m.merge(r),
+        }
+    }
+    let m = merged.context("no generator thread reported")?;
+    if m.interrupted {
+        return Err(interrupt::Interrupted.into());
+    }
+    let (window_start, window_end) = m.window_edges;
+    Ok(Report {
+        window: window_end.duration_since(window_start),
+        interval: spec.interval,
+        buckets: m.buckets,
+        window_bytes: m.window_bytes,
+        ok: m.ok,
+        failed: m.failed,
+        failures: m.failures,
+        attempted: m.attempted,
+        requests_sent: m.requests_sent,
+        ok_total: m.ok_total,
+        body_bytes: m.body_bytes,
+        cancelled: m.cancelled,
+        latency: m.latency,
+        first_byte: m.first_byte,
+        handshake: m.handshake,
+        connect: m.connect,
+        max_first_byte: m.max_first_byte,
+        negotiated: m.negotiated,
+        cpu_ns: m.cpu_ns,
+        threads,
+        window_start,
+        window_end,
+    })
+}
+
+/// One thread's share of a report.
+struct ThreadReport {
+    buckets: Vec<Bucket>,
+    window_bytes: u64,
+    ok: u64,
+    failed: u64,
+    failures: BTreeMap<FailureReason, u64>,
+    attempted: u64,
+    requests_sent: u64,
+    ok_total: u64,
+    body_bytes: u64,
+    cancelled: u64,
+    latency: Histogram<u64>,
+    first_byte: Histogram<u64>,
+    handshake: Histogram<u64>,
+    connect: Histogram<u64>,
+    max_first_byte: Duration,
+    negotiated: Option<(String, String)>,
+    cpu_ns: u64,
+    window_edges: (Instant, Instant),
+    interrupted: bool,
+}
+
+impl ThreadReport {
+    fn new(buckets: usize, window_edges: (Instant, Instant)) -> ThreadReport {
+        ThreadReport {
+            buckets: vec![Bucket::default(); buckets],
+            window_bytes: 0,
+            ok: 0,
+            failed: 0,
+            failures: BTreeMap::new(),
+            attempted: 0,
+            requests_sent: 0,
+            ok_total: 0,
+            body_bytes: 0,
+            cancelled: 0,
+            latency: histogram(),
+            first_byte: histogram(),
+            handshake: histogram(),
+            connect: histogram(),
+            max_first_byte: Duration::ZERO,
+            negotiated: None,
+            cpu_ns: 0,
+            window_edges,
+            interrupted: false,
+        }
+    }
+
+    fn merge(&mut self, o: ThreadReport) {
+        for (a, b) in self.buckets.iter_mut().zip(&o.buckets) {
+            a.bytes += b.bytes;
+            a.attempted += b.attempted;
+            a.ok += b.ok;
+            a.failed += b.failed;
+            a.max_latency_ns = a.max_latency_ns.max(b.max_latency_ns);
+        }
+        self.window_bytes += o.window_bytes;
+        self.ok += o.ok;
+        self.failed += o.failed;
+        for (k, v) in o.failures {
+            *self.failures.entry(k).or_default() += v;
+        }
+        self.attempted += o.attempted;
+        self.requests_sent += o.requests_sent;
+        self.ok_total += o.ok_total;
+        self.body_bytes += o.body_bytes;
+        self.cancelled += o.cancelled;
+        // Same bounds on both sides: adding cannot fail.
+        let _ = self.latency.add(&o.latency);
+        let _ = self.first_byte.add(&o.first_byte);
+        let _ = self.handshake.add(&o.handshake);
+        let _ = self.connect.add(&o.connect);
+        self.max_first_byte = self.max_first_byte.max(o.max_first_byte);
+        if self.negotiated.is_none() {
+            self.negotiated = o.negotiated;
+        }
+        self.cpu_ns += o.cpu_ns;
+        self.interrupted |= o.interrupted;
+    }
+}
+
+/// A socket with a read buffer, so OpenSSL's small reads (a 5-byte record header,
+/// then the record) are served from memory and one `read` syscall fetches several
+/// records.
+struct Sock {
+    tcp: TcpStream,
+    buf: Box<[u8]>,
+    pos: usize,
+    end: usize,
+}
+
+impl Read for Sock {
+    fn read(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos == self.end {
+            let n = self.tcp.read(&mut self.buf)?;
+            self.pos = 0;
+            self.end = n;
+            if n == 0 {
+                return Ok(0);
+            }
+        }
+        let n = out.len().min(self.end - self.pos);
+        out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+        self.pos += n;
+        Ok(n)
+    }
+}
+
+impl Write for Sock {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.tcp.write(data)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.tcp.flush()
+    }
+}
+
+enum Phase {
+    Connecting(Option<Sock>),
+    Handshaking,
+    Writing(usize),
+    Head,
+    Body,
+}
+
+struct Conn {
+    phase: Phase,
+    tls: Option<SslStream<Sock>>,
+    head: Vec<u8>,
+    body_expected: u64,
+    body_read: u64,
+    scheduled: Instant,
+    started: Instant,
+    connected: Option<Instant>,
+    handshaked: Option<Instant>,
+    first_byte: Option<Instant>,
+}
+
+enum Step {
+    Pending,
+    Ok,
+    Failed(FailureReason),
+}
+
+fn want(e: &openssl::ssl::Error) -> bool {
+    e.code() == ErrorCode::WANT_READ || e.code() == ErrorCode::WANT_WRITE
+}
+
+struct Worker<'a> {
+    client: &'a Client,
+    spec: &'a Spec,
+    request: &'a [u8],
+    index: usize,
+    threads: usize,
+    t0: Instant,
+    window_start: Instant,
+    window_end: Instant,
+    poll: Poll,
+    conns: Vec<Option<Conn>>,
+    free: Vec<usize>,
+    active: usize,
+    buffers: Vec<Box<[u8]>>,
+    scratch: Vec<u8>,
+    session: Option<SslSession>,
+    report: ThreadReport,
+}
+
+impl<'a> Worker<'a> {
+    fn new(
+        client: &'a Client,
+        spec: &'a Spec,
+        request: &'a [u8],
+        index: usize,
+        threads: usize,
+        t0: Instant,
+    ) -> Result<Worker<'a>> {
+        let (window_start, window_end, buckets) = match spec.arrivals {
+            Arrivals::Closed { .. } => {
+                let ws = t0 + spec.warmup;
+                let n = (spec.window.as_nanos() / spec.interval.as_nanos().max(1)) as usize;
+                (ws, ws + spec.window, n.max(1))
+            }
+            Arrivals::Open(s) => {
+                let n = s
+                    .duration()
+                    .as_nanos()
+                    .div_ceil(spec.interval.as_nanos().max(1)) as usize;
+                (t0, t0 + s.duration(), n.max(1))
+            }
+        };
+        Ok(Worker {
+            client,
+            spec,
+            request,
+            index,
+            threads,
+            t0,
+            window_start,
+            window_end,
+            poll: Poll::new().context("creating the generator's epoll instance")?,
+            conns: Vec::new(),
+            free: Vec::new(),
+            active: 0,
+            buffers: Vec::new(),
+            scratch: vec![0u8; SOCKET_BUFFER],
+            session: None,
+            report: ThreadReport::new(buckets, (window_start, window_end)),
+        })
+    }
+
+    fn run(mut self) -> Result<ThreadReport> {
+        let mut events = Events::with_capacity(1024);
+        let closed_slots = match self.spec.arrivals {
+            Arrivals::Closed { concurrency } => Some(
+                concurrency / self.threads + usize::from(self.index < concurrency % self.threads),
+            ),
+            Arrivals::Open(_) => None,
+        };
+        let schedule = match self.spec.arrivals {
+            Arrivals::Open(s) => Some(s),
+            Arrivals::Closed { .. } => None,
+        };
+        let total_scheduled = schedule.map(|s| s.count()).unwrap_or(0);
+        // This thread's share of the schedule: every `threads`-th request.
+        let mut next_k = self.index as u64;
+        let mut cpu_at_start: Option<u64> = None;
+        let mut cpu_at_end: Option<u64> = None;
+        let mut last_timeout_check = Instant::now();
+        let hard_end = match schedule {
+            Some(s) => self.t0 + s.duration() + self.spec.timeout + Duration::from_secs(1),
+            None => self.window_end + self.spec.drain,
+        };
+        if schedule.is_some() {
+            cpu_at_start = Some(cpu::thread_cpu_ns());
+        }
+        loop {
+            let now = Instant::now();
+            if interrupt::requested() {
+                self.report.interrupted = true;
+                self.cancel_all();
+                break;
+            }
+            if cpu_at_start.is_none() && now >= self.window_start {
+                cpu_at_start = Some(cpu::thread_cpu_ns());
+            }
+            if let Some(slots) = closed_slots {
+                if now >= self.window_end {
+                    if cpu_at_end.is_none() {
+                        cpu_at_end = Some(cpu::thread_cpu_ns());
+                        self.note_waiting_at(self.window_end);
+                    }
+                    if self.active == 0 || now >= hard_end {
+                        self.cancel_all();
+                        break;
+                    }
+                } else {
+                    // One start per free slot per turn: a start that fails at once
+                    // (connection refused) frees its slot again, and must not spin.
+                    for _ in self.active..slots {
+                        self.start(now, now);
+                    }
+                }
+            }
+            if let Some(s) = schedule {
+                while next_k < total_scheduled {
+                    let at = self.t0 + s.offset(next_k);
+                    if at > now {
+                        break;
+                    }
+                    let bucket = self.bucket_of(at);
+                    self.report.buckets[bucket].attempted += 1;
+                    self.report.attempted += 1;
+                    self.start(at, now);
+                    next_k += self.threads as u64;
+                }
+                if next_k >= total_scheduled && self.active == 0 {
+                    break;
+                }
+                if now >= hard_end {
+                    self.cancel_all();
+                    break;
+                }
+            }
+            if now.duration_since(last_timeout_check) >= TIMEOUT_CHECK {
+                last_timeout_check = now;
+                self.expire(now);
+            }
+            // Sleep until the next event, the next scheduled start, or a window edge.
+            let mut wait = MAX_WAIT;
+            if let Some(s) = schedule {
+                if next_k < total_scheduled {
+                    let at = self.t0 + s.offset(next_k);
+                    wait = wait.min(at.saturating_duration_since(now));
+                }
+            } else if now < self.window_end {
+                wait = wait.min(self.window_end.saturating_duration_since(now));
+            }
+            match self.poll.poll(&mut events, Some(wait)) {
+                Ok(()) => {}
+                Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e).context("waiting for socket events"),
+            }
+            for event in events.iter() {
+                let i = event.token().0;
+                self.drive(i);
+            }
+        }
+        let end_cpu = cpu_at_end.unwrap_or_else(cpu::thread_cpu_ns);
+        self.report.cpu_ns = end_cpu.saturating_sub(cpu_at_start.unwrap_or(end_cpu));
+        if schedule.is_some() {
+            // The open loop's span is the whole run, stragglers included.
+            self.report.window_edges = (self.t0, Instant::now());
+        }
+        Ok(self.report)
+    }
+
+    fn bucket_of(&self, at: Instant) -> usize {
+        let from = match self.spec.arrivals {
+            Arrivals::Closed { .. } => self.window_start,
+            Arrivals::Open(_) => self.t0,
+        };
+        let i = (at.saturating_duration_since(from).as_nanos()
+            / self.spec.interval.as_nanos().max(1)) as usize;
+        i.min(self.report.buckets.len() - 1)
+    }
+
+    fn in_window(&self, at: Instant) -> bool {
+        at >= self.window_start && at < self.window_end
+    }
+
+    /// Starts a request scheduled at `scheduled` (closed loop: now).
+    fn start(&mut self, scheduled: Instant, now: Instant) {
+        if matches!(self.spec.arrivals, Arrivals::Closed { .. }) {
+            self.report.attempted += 1;
+        }
+        if self.active >= self.spec.max_connections {
+            self.complete_without_conn(scheduled, now, FailureReason::Overload);
+            return;
+        }
+        let tcp = match TcpStream::connect(self.spec.target.addr) {
+            Ok(t) => t,
+            Err(e) => {
+                let reason = if e.raw_os_error() == Some(libc::EMFILE)
+                    || e.raw_os_error() == Some(libc::ENFILE)
+                {
+                    FailureReason::Overload
+                } else {
+                    FailureReason::Connect
+                };
+                self.complete_without_conn(scheduled, now, reason);
+                return;
+            }
+        };
+        let _ = tcp.set_nodelay(true);
+        let index = match self.free.pop() {
+            Some(i) => i,
+            None => {
+                self.conns.push(None);
+                self.conns.len() - 1
+            }
+        };
+        let mut sock = Sock {
+            tcp,
+            buf: self
+                .buffers
+                .pop()
+                .unwrap_or_else(|| vec![0u8; SOCKET_BUFFER].into_boxed_slice()),
+            pos: 0,
+            end: 0,
+        };
+        if self
+            .poll
+            .registry()
+            .register(
+                &mut sock.tcp,
+                Token(index),
+                Interest::READABLE | Interest::WRITABLE,
+            )
+            .is_err()
+        {
+            self.buffers.push(std::mem::take(&mut sock.buf));
+            self.free.push(index);
+            self.complete_without_conn(scheduled, now, FailureReason::Overload);
+            return;
+        }
+        self.conns[index] = Some(Conn {
+            phase: Phase::Connecting(Some(sock)),
+            tls: None,
+            head: Vec::new(),
+            body_expected: 0,
+            body_read: 0,
+            scheduled,
+            started: now,
+            connected: None,
+            handshaked: None,
+            first_byte: None,
+        });
+        self.active += 1;
+    }
+
+    fn complete_without_conn(&mut self, scheduled: Instant, now: Instant, reason: FailureReason) {
+        let conn = Conn {
+            phase: Phase::Handshaking,
+            tls: None,
+            head: Vec::new(),
+            body_expected: 0,
+            body_read: 0,
+            scheduled,
+            started: now,
+            connected: None,
+            handshaked: None,
+            first_byte: None,
+        };
+        self.account(&conn, now, Step::Failed(reason));
+    }
+
+    /// Advances connection `i` as far as it can go without blocking.
+    fn drive(&mut self, i: usize) {
+        let Some(Some(mut conn)) = self.conns.get_mut(i).map(Option::take) else {
+            return;
+        };
+        let step = self.advance(&mut conn);
+        match step {
+            Step::Pending => self.conns[i] = Some(conn),
+            done => {
+                let now = Instant::now();
+                self.account(&conn, now, done);
+                self.release(i, conn);
+            }
+        }
+    }
+
+    fn advance(&mut self, conn: &mut Conn) -> Step {
+        loop {
+            match &mut conn.phase {
+                Phase::Connecting(sock) => {
+                    let Some(s) = sock.as_ref() else {
+                        return Step::Failed(FailureReason::Connect);
+                    };
+                    match s.tcp.take_error() {
+                        Ok(None) => {}
+                        Ok(Some(_)) | Err(_) => return Step::Failed(FailureReason::Connect),
+                    }
+                    match s.tcp.peer_addr() {
+                        Ok(_) => {}
+                        Err(e) if e.kind() == io::ErrorKind::NotConnected => return Step::Pending,
+                        Err(_) => return Step::Failed(FailureReason::Connect),
+                    }
+                    conn.connected = Some(Instant::now());
+                    let Some(sock) = sock.take() else {
+                        return Step::Failed(FailureReason::Connect);
+                    };
+                    let ssl = match self
+                        .client
+                        .ssl(&self.spec.target.host, self.session.as_ref())
+                    {
+                        Ok(s) => s,
+                        Err(_) => return Step::Failed(FailureReason::Handshake),
+                    };
+                    match SslStream::new(ssl, sock) {
+                        Ok(t) => conn.tls = Some(t),
+                        Err(_) => return Step::Failed(FailureReason::Handshake),
+                    }
+                    conn.phase = Phase::Handshaking;
+                }
+                Phase::Handshaking => {
+                    let Some(tls) = conn.tls.as_mut() else {
+                        return Step::Failed(FailureReason::Handshake);
+                    };
+                    match tls.do_handshake() {
+                        Ok(()) => {}
+                        Err(e) if want(&e) => return Step::Pending,
+                        Err(_) => return Step::Failed(FailureReason::Handshake),
+                    }
+                    conn.handshaked = Some(Instant::now());
+                    let ssl = tls.ssl();
+                    let suite = ssl.current_cipher().map(|c| c.name()).unwrap_or("");
+                    let version = ssl.version_str();
+                    if suite != self.client.suite || version != self.client.protocol {
+                        return Step::Failed(FailureReason::WrongSuite);
+                    }
+                    if self.report.negotiated.is_none() {
+                        self.report.negotiated = Some((suite.to_string(), version.to_string()));
+                    }
+                    if self.client.resumption {
+                        if let Some(s) = ssl.session() {
+                            self.session = Some(s.to_owned());
+                        }
+                    }
+                    conn.phase = Phase::Writing(0);
+                }
+                Phase::Writing(sent) => {
+                    let Some(tls) = conn.tls.as_mut() else {
+                        return Step::Failed(FailureReason::Io);
+                    };
+                    match tls.ssl_write(&self.request[*sent..]) {
+                        Ok(n) => *sent += n,
+                        Err(e) if want(&e) => return Step::Pending,
+                        Err(_) => return Step::Failed(FailureReason::Io),
+                    }
+                    if *sent >= self.request.len() {
+                        self.report.requests_sent += 1;
+                        conn.phase = Phase::Head;
+                    }
+                }
+                Phase::Head | Phase::Body => {
+                    let Some(tls) = conn.tls.as_mut() else {
+                        return Step::Failed(FailureReason::Io);
+                    };
+                    let n = match tls.ssl_read(&mut self.scratch) {
+                        Ok(0) => return self.eof(conn),
+                        Ok(n) => n,
+                        Err(e) if want(&e) => return Step::Pending,
+                        Err(e) if e.code() == ErrorCode::ZERO_RETURN => return self.eof(conn),
+                        Err(e) if e.code() == ErrorCode::SYSCALL && e.io_error().is_none() => {
+                            return self.eof(conn)
+                        }
+                        Err(_) => return Step::Failed(FailureReason::Io),
+                    };
+                    let now = Instant::now();
+                    if conn.first_byte.is_none() {
+                        conn.first_byte = Some(now);
+                    }
+                    let body_now = if matches!(conn.phase, Phase::Head) {
+                        conn.head.extend_from_slice(&self.scratch[..n]);
+                        match http::parse_head(&conn.head) {
+                            Parsed::Partial => continue,
+                            Parsed::Invalid => return Step::Failed(FailureReason::Http),
+                            Parsed::Done(head) => {
+                                if head.status != 200 {
+                                    return Step::Failed(FailureReason::Http);
+                                }
+                                let Some(len) = head.content_length else {
+                                    return Step::Failed(FailureReason::Http);
+                                };
+                                if self.spec.target.expected_len.is_some_and(|e| e != len) {
+                                    return Step::Failed(FailureReason::Length);
+                                }
+                                conn.body_expected = len;
+                                conn.phase = Phase::Body;
+                                (conn.head.len() - head.len) as u64
+                            }
+                        }
+                    } else {
+                        n as u64
+                    };
+                    conn.body_read += body_now;
+                    if body_now > 0
+                        && self.in_window(now)
+                        && matches!(self.spec.arrivals, Arrivals::Closed { .. })
+                    {
+                        self.report.window_bytes += body_now;
+                        let b = self.bucket_of(now);
+                        self.report.buckets[b].bytes += body_now;
+                    }
+                    if conn.body_read > conn.body_expected {
+                        return Step::Failed(FailureReason::Length);
+                    }
+                    if matches!(conn.phase, Phase::Body) && conn.body_read == conn.body_expected {
+                        return Step::Ok;
+                    }
+                }
+            }
+        }
+    }
+
+    fn eof(&self, conn: &Conn) -> Step {
+        match conn.phase {
+            Phase::Body if conn.body_read == conn.body_expected => Step::Ok,
+            Phase::Body => Step::Failed(FailureReason::Length),
+            _ => Step::Failed(FailureReason::Http),
+        }
+    }
+
+    /// Books a finished request.
+    fn account(&mut self, conn: &Conn, now: Instant, step: Step) {
+        let closed = matches!(self.spec.arrivals, Arrivals::Closed { .. });
+        // Time to first byte, for the latency limit: every request that overlapped
+        // the window, including the wait of one that never got a first byte.
+        let fb_end = conn.first_byte.unwrap_or(now);
+        if conn.scheduled < self.window_end && fb_end >= self.window_start {
+            self.report.max_first_byte = self
+                .report
+                .max_first_byte
+                .max(fb_end.duration_since(conn.scheduled));
+        }
+        let counts = if closed { self.in_window(now) } else { true };
+        match step {
+            Step::Pending => {}
+            Step::Ok => {
+                self.report.ok_total += 1;
+                self.report.body_bytes += conn.body_read;
+                let latency = now.duration_since(conn.scheduled);
+                if counts {
+                    self.report.ok += 1;
+                    self.report.latency.saturating_record(micros(latency));
+                    if let Some(fb) = conn.first_byte {
+                        self.report
+                            .first_byte
+                            .saturating_record(micros(fb.duration_since(conn.scheduled)));
+                    }
+                    if let (Some(c), Some(h)) = (conn.connected, conn.handshaked) {
+                        self.report
+                            .handshake
+                            .saturating_record(micros(h.duration_since(c)));
+                    }
+                    if let Some(c) = conn.connected {
+                        self.report
+                            .connect
+                            .saturating_record(micros(c.duration_since(conn.started)));
+                    }
+                    let b = self.bucket_of(if closed { now } else { conn.scheduled });
+                    let bucket = &mut self.report.buckets[b];
+                    bucket.ok += 1;
+                    bucket.max_latency_ns = bucket.max_latency_ns.max(latency.as_nanos() as u64);
+                }
+            }
+            Step::Failed(reason) => {
+                if counts {
+                    self.report.failed += 1;
+                    *self.report.failures.entry(reason).or_default() += 1;
+                    let b = self.bucket_of(if closed { now } else { conn.scheduled });
+                    self.report.buckets[b].failed += 1;
+                }
+            }
+        }
+    }
+
+    /// At the window's end, requests still waiting for a first byte have waited at
+    /// least this long.
+    fn note_waiting_at(&mut self, at: Instant) {
+        for c in self.conns.iter().flatten() {
+            if c.first_byte.is_none() && c.scheduled < at {
+                self.report.max_first_byte = self
+                    .report
+                    .max_first_byte
+                    .max(at.duration_since(c.scheduled));
+            }
+        }
+    }
+
+    fn release(&mut self, i: usize, mut conn: Conn) {
+        if let Some(mut tls) = conn.tls.take() {
+            let sock = tls.get_mut();
+            let _ = self.poll.registry().deregister(&mut sock.tcp);
+            self.buffers.push(std::mem::take(&mut sock.buf));
+        } else if let Phase::Connecting(Some(sock)) = &mut conn.phase {
+            let _ = self.poll.registry().deregister(&mut sock.tcp);
+            self.buffers.push(std::mem::take(&mut sock.buf));
+        }
+        self.conns[i] = None;
+        self.free.push(i);
+        self.active -= 1;
+    }
+
+    fn expire(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            let expired = matches!(&self.conns[i], Some(c) if now.duration_since(c.scheduled) > self.spec.timeout);
+            if expired {
+                if let Some(conn) = self.conns[i].take() {
+                    self.account(&conn, now, Step::Failed(FailureReason::Timeout));
+                    self.release(i, conn);
+                }
+            }
+        }
+    }
+
+    fn cancel_all(&mut self) {
+        let now = Instant::now();
+        for i in 0..self.conns.len() {
+            if let Some(conn) = self.conns[i].take() {
+                let fb_end = conn.first_byte.unwrap_or(now);
+                if conn.scheduled < self.window_end && fb_end >= self.window_start {
+                    self.report.max_first_byte = self
+                        .report
+                        .max_first_byte
+                        .max(fb_end.duration_since(conn.scheduled));
+                }
+                self.report.cancelled += 1;
+                self.release(i, conn);
+            }
+        }
+    }
+}
+
+/// What one blocking request found (readiness checks and the external server's file
+/// length).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Fetched {
+    /// Suite negotiated.
+    pub suite: String,
+    /// Protocol negotiated.
+    pub protocol: String,
+    /// Response status.
+    pub status: u16,
+    /// Body length.
+    pub body_len: u64,
+}
+
+/// Makes one request synchronously: connect, handshake, GET, read the whole body.
+/// Used to wait for readiness (a TLS handshake that succeeds) and to learn a file's
+/// length; not for measuring.
+pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result<Fetched> {
+    let tcp = std::net::TcpStream::connect_timeout(&target.addr, timeout)
+        .with_context(|| format!("connecting to {}", target.addr))?;
+    tcp.set_read_timeout(Some(timeout))?;
+    tcp.set_write_timeout(Some(timeout))?;
+    let ssl = client.ssl(&target.host, None)?;
+    let mut tls = ssl
+        .connect(tcp)
+        .map_err(|e| anyhow::anyhow!("TLS handshake with {} failed: {e}", target.addr))?;
+    let suite = tls
+        .ssl()
+        .current_cipher()
+        .map(|c| c.name().to_string())
+        .unwrap_or_default();
+    let protocol = tls.ssl().version_str().to_string();
+    tls.write_all(&http::request(&target.host, &target.path))?;
+    let mut data = Vec::new();
+    let mut buf = vec![0u8; SOCKET_BUFFER];
+    loop {
+        match tls.read(&mut buf) {
+            Ok(0) => break,
+            Ok(n) => data.extend_from_slice(&buf[..n]),
+            Err(e)
+                if e.kind() == io::ErrorKind::UnexpectedEof
+                    || e.kind() == io::ErrorKind::ConnectionAborted =>
+            {
+                break
+            }
+            Err(e) => return Err(e).context("reading the response"),
+        }
+        if let Parsed::Done(h) = http::parse_head(&data) {
+            if let Some(len) = h.content_length {
+                if (data.len() - h.len) as u64 >= len {
+                    break;
+                }
+            }
+        }
+    }
+    match http::parse_head(&data) {
+        Parsed::Done(h) => Ok(Fetched {
+            suite,
+            protocol,
+            status: h.status,
+            body_len: (data.len() - h.len) as u64,
+        }),
+        _ => bail!("{} did not answer with an HTTP response", target.addr),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::suite::Suite;
+
+    #[test]
+    fn a_ramp_starts_half_its_peak_rate_times_its_length() {
+        let s = Schedule::Ramp {
+            target_rate: 50.0,
+            duration: Duration::from_secs(60),
+        };
+        // Seed 002 counted about 1510 attempted requests for 0 -> 50 req/s over 60 s.
+        assert_eq!(s.count(), 1500);
+        let offsets: Vec<f64> = (0..s.count()).map(|k| s.offset(k).as_secs_f64()).collect();
+        assert!(offsets.windows(2).all(|w| w[1] > w[0]));
+        assert!(*offsets.last().unwrap() < 60.0);
+        // The rate rises linearly: twice as many starts in the last 30 s as ... the
+        // first 30 s hold a quarter of them.
+        let first_half = offsets.iter().filter(|&&t| t < 30.0).count();
+        assert!((first_half as i64 - 375).abs() <= 1, "{first_half}");
+    }
+
+    #[test]
+    fn a_constant_schedule_is_evenly_spaced() {
+        let s = Schedule::Constant {
+            rate: 100.0,
+            duration: Duration::from_secs(2),
+        };
+        assert_eq!(s.count(), 200);
+        assert_eq!(s.offset(50), Duration::from_millis(500));
+    }
+
+    /// A tiny TLS server: sequential, one 100-byte response per connection, and
+    /// unresponsive (not accepting) during `stall` after it starts.
+    struct TinyServer {
+        addr: SocketAddr,
+        served: std::sync::Arc<std::sync::atomic::AtomicU64>,
+        stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
+        handle: Option<std::thread::JoinHandle<()>>,
+    }
+
+    const BODY: usize = 100;
+
+    impl TinyServer {
+        fn start(stall: Option<(Duration, Duration)>) -> TinyServer {
+            use openssl::ssl::SslAcceptor;
+            use std::sync::atomic::Ordering;
+            let key = crate::tls::cert::key(crate::tls::suite::KeyType::Rsa2048).unwrap();
+            let cert = crate::tls::cert::self_signed(&key).unwrap();
+            let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls()).unwrap();
+            b.set_private_key(&key).unwrap();
+            b.set_certificate(&cert).unwrap();
+            b.set_cipher_list("AES128-GCM-SHA256").unwrap();
+            let acceptor = b.build();
+            let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            listener.set_nonblocking(true).unwrap();
+            let addr = listener.local_addr().unwrap();
+            let served = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+            let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+            let (s2, st2) = (served.clone(), stop.clone());
+            let handle = std::thread::spawn(move || {
+                let started = Instant::now();
+                while !st2.load(Ordering::SeqCst) {
+                    if let Some((from, len)) = stall {
+                        let now = started.elapsed();
+                        if now >= from && now < from + len {
+                            std::thread::sleep(from + len - now);
+                        }
+                    }
+                    let Ok((tcp, _)) = listener.accept() else {
+                        std::thread::sleep(Duration::from_micros(200));
+                        continue;
+                    };
+                    tcp.set_nonblocking(false).unwrap();
+                    let Ok(mut tls) = acceptor.accept(tcp) else {
+                        continue;
+                    };
+                    let mut head = Vec::new();
+                    let mut buf = [0u8; 1024];
+                    while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                        match tls.read(&mut buf) {
+                            Ok(0) | Err(_) => break,
+                            Ok(n) => head.extend_from_slice(&buf[..n]),
+                        }
+                    }
+                    s2.fetch_add(1, Ordering::SeqCst);
+                    let mut response = format!(
+                        "HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+                    )
+                    .into_bytes();
+                    response.extend_from_slice(&[7u8; BODY]);
+                    let _ = tls.write_all(&response);
+                    let _ = tls.shutdown();
+                }
+            });
+            TinyServer {
+                addr,
+                served,
+                stop,
+                handle: Some(handle),
+            }
+        }
+
+        fn target(&self) -> Target {
+            Target {
+                addr: self.addr,
+                host: "127.0.0.1".into(),
+                path: "/f/100".into(),
+                expected_len: Some(BODY as u64),
+            }
+        }
+    }
+
+    impl Drop for TinyServer {
+        fn drop(&mut self) {
+            self.stop.store(true, std::sync::atomic::Ordering::SeqCst);
+            if let Some(h) = self.handle.take() {
+                let _ = h.join();
+            }
+        }
+    }
+
+    fn spec(target: Target, arrivals: Arrivals) -> Spec {
+        Spec {
+            target,
+            arrivals,
+            warmup: Duration::from_millis(50),
+            window: Duration::from_millis(400),
+            drain: Duration::from_secs(2),
+            timeout: Duration::from_secs(5),
+            interval: Duration::from_millis(100),
+            cpus: vec![*cpu::allowed_cpus().last().unwrap()],
+            max_connections: 512,
+        }
+    }
+
+    fn gcm() -> Suite {
+        Suite::find("AES128-GCM-SHA256").unwrap()
+    }
+
+    #[test]
+    fn an_open_loop_run_shows_a_server_stall_in_the_latencies() {
+        // The server stops accepting for 600 ms, 500 ms in. Requests scheduled during
+        // the stall wait for its end; counted from their scheduled start, dozens of
+        // them show the wait (a generator that only sends when the previous request
+        // came back would show it once).
+        let server = TinyServer::start(Some((
+            Duration::from_millis(500),
+            Duration::from_millis(600),
+        )));
+        let client = Client::new(&gcm(), false).unwrap();
+        let schedule = Schedule::Constant {
+            rate: 100.0,
+            duration: Duration::from_secs(2),
+        };
+        let report = run(&client, &spec(server.target(), Arrivals::Open(schedule))).unwrap();
+        assert_eq!(report.attempted, 200);
+        assert_eq!(report.ok, 200, "failures: {:?}", report.failures);
+        let slow = report.latency.count_between(300_000, u64::MAX);
+        assert!(slow >= 20, "only {slow} requests show the stall");
+        assert!(
+            report.latency.max() >= 450_000,
+            "max {} µs",
+            report.latency.max()
+        );
+        // Requests scheduled before the stall were fast.
+        let early = &report.buckets[..4];
+        assert!(
+            early.iter().all(|b| b.max_latency_ns < 300_000_000),
+            "{early:?}"
+        );
+    }
+
+    #[test]
+    fn a_closed_loop_run_counts_what_the_server_served() {
+        let server = TinyServer::start(None);
+        let client = Client::new(&gcm(), false).unwrap();
+        let report = run(
+            &client,
+            &spec(server.target(), Arrivals::Closed { concurrency: 2 }),
+        )
+        .unwrap();
+        assert_eq!(
+            report.negotiated,
+            Some(("AES128-GCM-SHA256".to_string(), "TLSv1.2".to_string()))
+        );
+        assert!(report.ok > 0 && report.failed == 0, "{:?}", report.failures);
+        assert_eq!(report.cancelled, 0);
+        let served = server.served.load(std::sync::atomic::Ordering::SeqCst);
+        assert_eq!(report.requests_sent, served);
+        assert_eq!(report.ok_total, served);
+        assert_eq!(report.body_bytes, served * BODY as u64);
+        assert!(report.window_bytes > 0 && report.window_bytes <= report.body_bytes);
+    }
+
+    #[test]
+    fn a_suite_the_server_refuses_is_a_handshake_failure() {
+        let server = TinyServer::start(None);
+        let client = Client::new(&Suite::find("AES128-SHA").unwrap(), false).unwrap();
+        let report = run(
+            &client,
+            &spec(server.target(), Arrivals::Closed { concurrency: 1 }),
+        )
+        .unwrap();
+        assert_eq!(report.ok, 0);
+        assert!(
+            report
+                .failures
+                .get(&FailureReason::Handshake)
+                .copied()
+                .unwrap_or(0)
+                > 0,
+            "{:?}",
+            report.failures
+        );
+        assert!(fetch_once(&client, &server.target(), Duration::from_secs(2)).is_err());
+    }
+
+    #[test]
+    fn summarises_histograms_in_nanoseconds() {
+        let mut h = histogram();
+        for us in 1..=100 {
+            h.saturating_record(us * 1000);
+        }
+        let l = latency(&h);
+        assert_eq!(l.count, 100);
+        assert!((l.p50_ns as i64 - 50_000_000).abs() < 100_000, "{l:?}");
+        assert!(l.max_ns >= 100_000_000 && l.max_ns < 100_200_000, "{l:?}");
+        assert_eq!(latency(&histogram()), Latency::default());
+    }
+}

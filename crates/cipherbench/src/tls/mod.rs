@@ -1,0 +1,330 @@
+//! Layer 3, `cipherbench tls sweep|ramp`: TLS web serving with a real nginx and
+//! cipherbench's own load generator.
+//!
+//! - [`suite`]: the suites, and whether the library offers them;
+//! - [`nginx`] and [`cert`]: the server under test, its generated config, certificate
+//!   and files, in a temporary directory removed on every exit path;
+//! - [`engine`]: the load generator (closed and open loop, pinned, HDR histograms);
+//! - [`cpu`]: core assignment and CPU accounting;
+//! - [`sweep`]: seeds 000/003, the highest throughput within a latency limit;
+//! - [`ramp`]: seed 002, attempted/successful/unsuccessful under a rising rate.
+//!
+//! Plans are resolved from flags once ([`args`]); runners fill the session and save
+//! after every point; nothing here prints except through the progress observer.
+
+pub mod args;
+pub mod cert;
+pub mod cpu;
+pub mod engine;
+pub mod http;
+pub mod nginx;
+pub mod ramp;
+pub mod serve;
+pub mod suite;
+pub mod sweep;
+
+use crate::results::Session;
+use crate::speed::Variant;
+use anyhow::{anyhow, bail, Context, Result};
+use cipherbench_model::tls::TlsResults;
+use std::net::{IpAddr, SocketAddr, ToSocketAddrs};
+use std::path::PathBuf;
+use std::time::Duration;
+use suite::{KeyType, Suite};
+
+/// What the load goes to.
+#[derive(Debug, Clone)]
+pub enum ServerTarget {
+    /// An nginx cipherbench starts.
+    Nginx {
+        /// `--nginx PATH`.
+        binary: Option<PathBuf>,
+        /// `--port`.
+        port: Option<u16>,
+    },
+    /// A server the user runs (`--server URL`).
+    External(ExternalUrl),
+}
+
+/// A parsed `--server https://host[:port][/path]`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ExternalUrl {
+    /// Host as written.
+    pub host: String,
+    /// Resolved address.
+    pub addr: SocketAddr,
+    /// Path requested.
+    pub path: String,
+}
+
+impl ExternalUrl {
+    /// Parses and checks a URL: only `https`, and any host other than loopback
+    /// needs `allow_remote`. Nothing is sent anywhere here (a remote name is resolved
+    /// only once it is allowed).
+    pub fn parse(url: &str, allow_remote: bool) -> Result<ExternalUrl> {
+        let rest = url.strip_prefix("https://").ok_or_else(|| {
+            anyhow!("--server {url}: use an https:// URL (cipherbench measures TLS)")
+        })?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], rest[i..].to_string()),
+            None => (rest, "/".to_string()),
+        };
+        let (host, port) = if let Some(inner) = authority.strip_prefix('[') {
+            let (h, after) = inner
+                .split_once(']')
+                .ok_or_else(|| anyhow!("--server {url}: unclosed [ in the host"))?;
+            (h.to_string(), after.strip_prefix(':'))
+        } else {
+            match authority.rsplit_once(':') {
+                Some((h, p)) => (h.to_string(), Some(p)),
+                None => (authority.to_string(), None),
+            }
+        };
+        let port: u16 = match port {
+            Some(p) => p
+                .parse()
+                .ok()
+                .filter(|&p| p > 0)
+                .ok_or_else(|| anyhow!("--server {url}: bad port '{p}'"))?,
+            None => 443,
+        };
+        if host.is_empty() {
+            bail!("--server {url}: no host");
+        }
+        let loopback_ip = host.parse::<IpAddr>().ok().filter(|ip| ip.is_loopback());
+        let is_local = loopback_ip.is_some() || host.eq_ignore_ascii_case("localhost");
+        if !is_local && !allow_remote {
+            bail!(
+                "--server {host} is not on this machine: pass --allow-remote to load a server you run elsewhere (only servers you are allowed to load)"
+            );
+        }
+        let addr = match (loopback_ip, host.parse::<IpAddr>()) {
+            (Some(ip), _) | (None, Ok(ip)) => SocketAddr::new(ip, port),
+            (None, Err(_)) if host.eq_ignore_ascii_case("localhost") => {
+                SocketAddr::from(([127, 0, 0, 1], port))
+            }
+            _ => (host.as_str(), port)
+                .to_socket_addrs()
+                .with_context(|| format!("resolving {host}"))?
+                .next()
+                .ok_or_else(|| anyhow!("{host} has no address"))?,
+        };
+        Ok(ExternalUrl { host, addr, path })
+    }
+}
+
+/// `tls sweep`, resolved.
+#[derive(Debug, Clone)]
+pub struct SweepPlan {
+    /// Suites.
+    pub suites: Vec<Suite>,
+    /// File sizes.
+    pub sizes: Vec<u64>,
+    /// Core counts under test.
+    pub cores: Vec<usize>,
+    /// Variants.
+    pub variants: Vec<Variant>,
+    /// Server key.
+    pub key: KeyType,
+    /// Final window.
+    pub window: Duration,
+    /// Probe window.
+    pub probe: Duration,
+    /// Warm-up before every window.
+    pub warmup: Duration,
+    /// Limit on the maximum time to first byte.
+    pub limit: Duration,
+    /// Per-request timeout.
+    pub timeout: Duration,
+    /// How long in-flight requests may finish after a window.
+    pub drain: Duration,
+    /// Highest concurrency tried.
+    pub max_concurrency: usize,
+    /// Measure at this concurrency only (no search).
+    pub fixed_concurrency: Option<usize>,
+    /// Generator CPUs (None: every CPU not given to nginx).
+    pub generator_cpus: Option<Vec<usize>>,
+    /// Resume TLS sessions.
+    pub resumption: bool,
+    /// Where the load goes.
+    pub target: ServerTarget,
+}
+
+/// `tls ramp`, resolved.
+#[derive(Debug, Clone)]
+pub struct RampPlan {
+    /// Suites.
+    pub suites: Vec<Suite>,
+    /// Response sizes.
+    pub sizes: Vec<u64>,
+    /// Variants.
+    pub variants: Vec<Variant>,
+    /// Cores under test.
+    pub cores: usize,
+    /// Server key.
+    pub key: KeyType,
+    /// Rate at the end of the ramp.
+    pub target_rate: f64,
+    /// Ramp length.
+    pub duration: Duration,
+    /// A request not done within this is unsuccessful.
+    pub timeout: Duration,
+    /// Generator CPUs (None: every CPU not given to nginx).
+    pub generator_cpus: Option<Vec<usize>>,
+    /// Where the load goes.
+    pub target: ServerTarget,
+}
+
+/// Layer 3 of a preset: a sweep and a ramp.
+#[derive(Debug, Clone)]
+pub struct TlsPlan {
+    /// The sweep.
+    pub sweep: SweepPlan,
+    /// The ramp.
+    pub ramp: RampPlan,
+}
+
+impl TlsPlan {
+    /// A rough duration for the estimate printed before a run.
+    pub fn estimate(&self) -> Duration {
+        self.sweep.estimate() + self.ramp.estimate()
+    }
+}
+
+/// Runs a preset's layer 3: the sweep, then the ramp.
+pub fn run(plan: &TlsPlan, session: &mut Session) -> Result<()> {
+    sweep::run(&plan.sweep, session)?;
+    ramp::run(&plan.ramp, session)
+}
+
+/// Server and generator CPUs: nginx gets the first `cores` allowed CPUs, the
+/// generator the rest or those asked for, which must not overlap nginx's.
+pub(crate) fn assign_cpus(
+    allowed: &[usize],
+    cores: usize,
+    generator: Option<&[usize]>,
+) -> Result<(Vec<usize>, Vec<usize>)> {
+    let (server, rest) = nginx::split_cpus(allowed, cores)?;
+    match generator {
+        None => Ok((server, rest)),
+        Some(g) => {
+            if let Some(c) = g.iter().find(|c| server.contains(c)) {
+                bail!("--generator-cpus: CPU {c} is one of nginx's {server:?}: server and generator must not share cores");
+            }
+            if g.is_empty() {
+                bail!("--generator-cpus: no CPU given");
+            }
+            Ok((server, g.to_vec()))
+        }
+    }
+}
+
+/// The session's layer 3 record, created on first use.
+pub(crate) fn results(session: &mut Session) -> &mut TlsResults {
+    session.record.tls.get_or_insert_with(TlsResults::default)
+}
+
+/// Raises the open-file limit to its hard maximum (every request is a socket) and
+/// returns how many connections one generator thread may hold.
+pub(crate) fn connection_budget(threads: usize) -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit to fill and then to pass back; RLIMIT_NOFILE
+    // only concerns this process.
+    let soft = unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            let want = lim.rlim_max.min(1 << 20);
+            if lim.rlim_cur < want {
+                lim.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            }
+            lim.rlim_cur as usize
+        } else {
+            1024
+        }
+    };
+    (soft.saturating_sub(256) / threads.max(1)).max(16)
+}
+
+/// The series interval for a window: 1 s, or a quarter of a short window.
+pub(crate) fn interval_for(window: Duration) -> Duration {
+    if window >= Duration::from_secs(4) {
+        Duration::from_secs(1)
+    } else {
+        (window / 4).max(Duration::from_millis(10))
+    }
+}
+
+/// Parses `2s`, `500ms`, `2m`, `1.5s` or a plain number of seconds.
+pub fn parse_duration(text: &str) -> Result<Duration> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e-3)
+    } else if let Some(n) = t.strip_suffix("min") {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60.0)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1.0)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600.0)
+    } else {
+        (t, 1.0)
+    };
+    let value: f64 = number.trim().parse().map_err(|_| {
+        anyhow!("bad duration '{t}': use a number with ms, s, m or h, such as 2s or 500ms")
+    })?;
+    if !value.is_finite() || value < 0.0 || value * scale > 86_400.0 {
+        bail!("bad duration '{t}': between 0 and 24 h");
+    }
+    Ok(Duration::from_secs_f64(value * scale))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_durations() {
+        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
+        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
+        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
+        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
+        assert!(parse_duration("soon").is_err());
+        assert!(parse_duration("-1s").is_err());
+    }
+
+    #[test]
+    fn loopback_servers_need_no_flag_and_others_do() {
+        let u = ExternalUrl::parse("https://127.0.0.1:8443/f/1", false).unwrap();
+        assert_eq!(u.addr, "127.0.0.1:8443".parse().unwrap());
+        assert_eq!(u.path, "/f/1");
+        let u = ExternalUrl::parse("https://localhost", false).unwrap();
+        assert_eq!(u.addr.port(), 443);
+        assert_eq!(u.path, "/");
+        assert!(ExternalUrl::parse("https://[::1]:9443/x", false).is_ok());
+        let err = ExternalUrl::parse("https://192.0.2.7/big", false)
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("--allow-remote"), "{err}");
+        // Allowed, an address literal needs no lookup (and nothing is sent).
+        assert!(ExternalUrl::parse("https://192.0.2.7/big", true).is_ok());
+        assert!(ExternalUrl::parse("http://127.0.0.1/", false).is_err());
+        assert!(ExternalUrl::parse("https://127.0.0.1:0/", false).is_err());
+    }
+
+    #[test]
+    fn short_windows_get_short_intervals() {
+        assert_eq!(
+            interval_for(Duration::from_secs(120)),
+            Duration::from_secs(1)
+        );
+        assert_eq!(
+            interval_for(Duration::from_secs(2)),
+            Duration::from_millis(500)
+        );
+    }
+}

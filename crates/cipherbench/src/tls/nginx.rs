@@ -1,0 +1,724 @@
+//! The server under test: a real nginx, started by cipherbench from a generated
+//! config in a per-run temporary directory, and stopped (with the directory removed)
+//! on every exit path.
+//!
+//! - [`Workspace`]: the temporary directory with the generated certificate and the
+//!   incompressible files to serve; removed when dropped.
+//! - [`render_config`]: `nginx.conf` as a pure function of its settings (tested on
+//!   its text).
+//! - [`Server`]: one running nginx (through the supervisor: own process group, stopped
+//!   on drop), ready when a TLS handshake with the asked-for suite succeeds, with its
+//!   workers' pids for CPU sampling and its request counter (`stub_status` on a Unix
+//!   socket) for cross-checking what the generator counted.
+//!
+//! It does not measure: the sweep and the ramp drive it.
+
+use super::engine::{self, Client, Target};
+use super::suite::{KeyType, Protocol, Suite};
+use crate::speed::Variant;
+use crate::supervisor::{wait_until, Child, Spawn};
+use anyhow::{anyhow, bail, Context, Result};
+use std::collections::BTreeMap;
+use std::io::{Read, Write};
+use std::net::{Ipv4Addr, SocketAddr, TcpListener};
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// How long nginx gets to become ready.
+const READY_TIMEOUT: Duration = Duration::from_secs(15);
+/// Attempts at a free port when cipherbench picks it (another program may take the
+/// port between our check and nginx's bind).
+const PORT_ATTEMPTS: usize = 4;
+
+/// Where nginx is: `--nginx PATH`, else PATH, else Debian's `/usr/sbin/nginx`.
+pub fn resolve_nginx(flag: Option<&Path>) -> Result<PathBuf> {
+    if let Some(p) = flag {
+        if p.is_file() {
+            return Ok(p.to_path_buf());
+        }
+        bail!(
+            "nginx not found at {}: install Debian's nginx package (`make run` does) or pass --nginx with the path of an nginx binary",
+            p.display()
+        );
+    }
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let candidates = std::env::split_paths(&path).map(|d| d.join("nginx")).chain(
+        [
+            "/usr/sbin/nginx",
+            "/usr/local/sbin/nginx",
+            "/usr/local/nginx/sbin/nginx",
+        ]
+        .map(PathBuf::from),
+    );
+    for c in candidates {
+        if c.is_file() {
+            return Ok(c);
+        }
+    }
+    bail!("nginx is not installed: `make run` installs Debian's nginx package, or pass --nginx with the path of an nginx binary")
+}
+
+/// What `nginx -V` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct NginxInfo {
+    /// `nginx version: nginx/1.22.1`.
+    pub version: String,
+    /// The OpenSSL it runs with (or was built with).
+    pub library: Option<String>,
+    /// Built with the SSL module.
+    pub ssl: bool,
+    /// Built with the stub_status module.
+    pub stub_status: bool,
+}
+
+/// Parses `nginx -V` output.
+pub fn parse_nginx_v(text: &str) -> NginxInfo {
+    let version = text
+        .lines()
+        .find(|l| l.starts_with("nginx version"))
+        .unwrap_or("nginx version: unknown")
+        .trim()
+        .to_string();
+    let library = text.lines().find_map(|l| {
+        if let Some(i) = l.find("running with ") {
+            let rest = &l[i + "running with ".len()..];
+            return Some(rest.trim_end_matches(')').trim().to_string());
+        }
+        l.strip_prefix("built with ").map(|r| r.trim().to_string())
+    });
+    NginxInfo {
+        version,
+        library,
+        ssl: text.contains("--with-http_ssl_module"),
+        stub_status: text.contains("--with-http_stub_status_module"),
+    }
+}
+
+/// Runs `nginx -V`.
+pub fn nginx_info(nginx: &Path) -> Result<NginxInfo> {
+    let out = Spawn::new(nginx)
+        .args(["-V"])
+        .output(Duration::from_secs(10))
+        .with_context(|| format!("running {} -V", nginx.display()))?;
+    let info = parse_nginx_v(&format!("{}{}", out.stdout, out.stderr));
+    if !info.ssl {
+        bail!(
+            "{} was built without the SSL module: install Debian's nginx package",
+            nginx.display()
+        );
+    }
+    Ok(info)
+}
+
+/// The per-run temporary directory: certificate, key, files to serve, configs.
+pub struct Workspace {
+    dir: PathBuf,
+    sizes: Vec<u64>,
+    key: KeyType,
+}
+
+impl Workspace {
+    /// Creates the directory under `$TMPDIR` with a certificate for `key` and one
+    /// incompressible file per size.
+    pub fn create(sizes: &[u64], key: KeyType) -> Result<Workspace> {
+        let base = std::env::temp_dir();
+        let stamp = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        let dir = base.join(format!("cipherbench-tls-{}-{stamp}", std::process::id()));
+        std::fs::create_dir_all(dir.join("www/f"))
+            .with_context(|| format!("creating the temporary directory {}", dir.display()))?;
+        // From here on, Drop removes the directory whatever fails.
+        let ws = Workspace {
+            dir,
+            sizes: sizes.to_vec(),
+            key,
+        };
+        // nginx's workers run as an unprivileged user when started as root: they must
+        // be able to reach the files.
+        for d in [ws.dir.clone(), ws.dir.join("www"), ws.dir.join("www/f")] {
+            std::fs::set_permissions(&d, std::fs::Permissions::from_mode(0o755))?;
+        }
+        std::fs::create_dir_all(ws.dir.join("tmp"))?;
+        super::cert::write(key, &ws.dir.join("cert.pem"), &ws.dir.join("key.pem"))?;
+        for &size in sizes {
+            let path = ws.file(size);
+            write_random_file(&path, size).with_context(|| {
+                format!(
+                    "writing the {} test file {} (set TMPDIR to a file system with room for it)",
+                    cipherbench_model::ByteSize(size),
+                    path.display()
+                )
+            })?;
+        }
+        Ok(ws)
+    }
+
+    /// The directory.
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// File sizes served.
+    pub fn sizes(&self) -> &[u64] {
+        &self.sizes
+    }
+
+    /// Key type of the certificate.
+    pub fn key(&self) -> KeyType {
+        self.key
+    }
+
+    fn file(&self, size: u64) -> PathBuf {
+        self.dir.join("www/f").join(size.to_string())
+    }
+
+    /// URL path of the file of `size` bytes.
+    pub fn url_path(size: u64) -> String {
+        format!("/f/{size}")
+    }
+}
+
+impl Drop for Workspace {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// Writes `size` bytes of OpenSSL's DRBG output: incompressible, so no layer below
+/// can shortcut the transfer.
+fn write_random_file(path: &Path, size: u64) -> Result<()> {
+    let mut f = std::fs::File::create(path)?;
+    let mut buf = vec![0u8; 1 << 20];
+    let mut left = size;
+    while left > 0 {
+        let n = left.min(buf.len() as u64) as usize;
+        cipherbench_crypto::random_bytes(&mut buf[..n]).map_err(|e| anyhow!("{e}"))?;
+        f.write_all(&buf[..n])?;
+        left -= n as u64;
+    }
+    f.sync_all()?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
+    Ok(())
+}
+
+/// Everything `nginx.conf` depends on.
+#[derive(Debug, Clone)]
+pub struct ConfigSettings {
+    /// Temporary directory (pid file, temp paths).
+    pub dir: PathBuf,
+    /// One worker per CPU listed, pinned to it.
+    pub cpus: Vec<usize>,
+    /// Port on 127.0.0.1.
+    pub port: u16,
+    /// The one suite.
+    pub suite: Suite,
+    /// Session cache and tickets on (resumption measured on purpose).
+    pub resumption: bool,
+    /// Unix socket for `stub_status`, if the module is there.
+    pub status_socket: Option<PathBuf>,
+    /// `user` directive when started as root.
+    pub user: Option<(String, String)>,
+}
+
+/// `worker_cpu_affinity` masks: one bit per worker, CPU 0 rightmost.
+pub fn affinity_masks(cpus: &[usize]) -> String {
+    cpus.iter()
+        .map(|&c| format!("1{}", "0".repeat(c)))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// Renders `nginx.conf`.
+pub fn render_config(s: &ConfigSettings) -> String {
+    let d = s.dir.display();
+    let mut c = String::new();
+    c.push_str("# Generated by cipherbench for one measurement; removed when it ends.\n");
+    c.push_str("daemon off;\nmaster_process on;\n");
+    if let Some((user, group)) = &s.user {
+        c.push_str(&format!("user {user} {group};\n"));
+    }
+    c.push_str(&format!(
+        "worker_processes {};\nworker_cpu_affinity {};\nworker_rlimit_nofile 65536;\n",
+        s.cpus.len(),
+        affinity_masks(&s.cpus)
+    ));
+    c.push_str(&format!("pid {d}/nginx-{}.pid;\n", s.port));
+    c.push_str("error_log stderr warn;\n");
+    c.push_str("# The acceleration variant reaches the workers through the environment.\n");
+    c.push_str("env OPENSSL_ia32cap;\n");
+    c.push_str("events {\n    worker_connections 16384;\n    multi_accept on;\n}\n");
+    c.push_str("http {\n");
+    c.push_str("    access_log off;\n    sendfile on;\n    tcp_nopush on;\n    keepalive_timeout 0;\n    server_tokens off;\n");
+    c.push_str("    default_type application/octet-stream;\n");
+    for t in ["client_body", "proxy", "fastcgi", "uwsgi", "scgi"] {
+        c.push_str(&format!("    {t}_temp_path {d}/tmp/{t};\n"));
+    }
+    if s.resumption {
+        c.push_str("    ssl_session_cache shared:cipherbench:10m;\n    ssl_session_tickets on;\n");
+    } else {
+        c.push_str("    ssl_session_cache off;\n    ssl_session_tickets off;\n");
+    }
+    c.push_str("    server {\n");
+    c.push_str(&format!(
+        "        listen 127.0.0.1:{} ssl backlog=4096;\n",
+        s.port
+    ));
+    c.push_str(&format!(
+        "        ssl_certificate {d}/cert.pem;\n        ssl_certificate_key {d}/key.pem;\n"
+    ));
+    c.push_str(&format!(
+        "        ssl_protocols {};\n",
+        s.suite.protocol.nginx()
+    ));
+    match s.suite.protocol {
+        Protocol::Tls12 => c.push_str(&format!("        ssl_ciphers {};\n", s.suite.openssl)),
+        Protocol::Tls13 => c.push_str(&format!(
+            "        ssl_conf_command Ciphersuites {};\n",
+            s.suite.openssl
+        )),
+    }
+    c.push_str("        ssl_prefer_server_ciphers on;\n");
+    c.push_str(&format!("        root {d}/www;\n"));
+    c.push_str("        location /f/ { }\n");
+    c.push_str("    }\n");
+    if let Some(sock) = &s.status_socket {
+        c.push_str(&format!(
+            "    server {{\n        listen unix:{};\n        location = /status {{ stub_status; }}\n    }}\n",
+            sock.display()
+        ));
+    }
+    c.push_str("}\n");
+    c
+}
+
+/// A running nginx.
+pub struct Server {
+    child: Child,
+    port: u16,
+    workers: Vec<u32>,
+    status_socket: Option<PathBuf>,
+    config: String,
+}
+
+/// How to start one.
+pub struct ServerSpec<'a> {
+    /// nginx binary.
+    pub nginx: &'a Path,
+    /// What `nginx -V` said.
+    pub info: &'a NginxInfo,
+    /// Files and certificate.
+    pub workspace: &'a Workspace,
+    /// The one suite.
+    pub suite: Suite,
+    /// Worker CPUs.
+    pub cpus: Vec<usize>,
+    /// Acceleration variant (`OPENSSL_ia32cap` in nginx's environment).
+    pub variant: &'a Variant,
+    /// Port asked for (None: a free one).
+    pub port: Option<u16>,
+    /// Session resumption on.
+    pub resumption: bool,
+}
+
+/// The one-line error for a port someone else holds.
+pub fn port_in_use(port: u16) -> anyhow::Error {
+    anyhow!("port {port} on 127.0.0.1 is in use: pass another --port, or leave --port out to let cipherbench pick a free one")
+}
+
+/// Refuses a port that cannot be bound now.
+pub fn check_port(port: u16) -> Result<()> {
+    match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {
+        Ok(_) => Ok(()),
+        Err(e) if e.kind() == std::io::ErrorKind::AddrInUse => Err(port_in_use(port)),
+        Err(e) => Err(anyhow!(
+            "cannot bind 127.0.0.1:{port} ({e}): pass another --port"
+        )),
+    }
+}
+
+fn free_port() -> Result<u16> {
+    let l =
+        TcpListener::bind((Ipv4Addr::LOCALHOST, 0)).context("finding a free port on 127.0.0.1")?;
+    Ok(l.local_addr()?.port())
+}
+
+fn unprivileged_user() -> Option<(String, String)> {
+    // SAFETY: geteuid has no preconditions.
+    if unsafe { libc::geteuid() } != 0 {
+        return None;
+    }
+    let groups = std::fs::read_to_string("/etc/group").unwrap_or_default();
+    let has = |g: &str| groups.lines().any(|l| l.split(':').next() == Some(g));
+    let group = if has("nogroup") { "nogroup" } else { "nobody" };
+    Some(("nobody".into(), group.into()))
+}
+
+impl Server {
+    /// Starts nginx and waits until a TLS handshake with the suite succeeds.
+    pub fn start(spec: &ServerSpec<'_>, client: &Client) -> Result<Server> {
+        let mut last = None;
+        for _ in 0..if spec.port.is_some() {
+            1
+        } else {
+            PORT_ATTEMPTS
+        } {
+            let port = match spec.port {
+                Some(p) => p,
+                None => free_port()?,
+            };
+            match Server::start_on(spec, client, port) {
+                Ok(s) => return Ok(s),
+                Err(StartError::PortInUse) if spec.port.is_none() => last = Some(port_in_use(port)),
+                Err(StartError::PortInUse) => return Err(port_in_use(port)),
+                Err(StartError::Other(e)) => return Err(e),
+            }
+        }
+        Err(last.unwrap_or_else(|| anyhow!("nginx could not bind a port")))
+    }
+
+    fn start_on(spec: &ServerSpec<'_>, client: &Client, port: u16) -> Result<Server, StartError> {
+        let dir = spec.workspace.dir();
+        let status_socket = spec
+            .info
+            .stub_status
+            .then(|| dir.join(format!("status-{port}.sock")));
+        let settings = ConfigSettings {
+            dir: dir.to_path_buf(),
+            cpus: spec.cpus.clone(),
+            port,
+            suite: spec.suite,
+            resumption: spec.resumption,
+            status_socket: status_socket.clone(),
+            user: unprivileged_user(),
+        };
+        let config = render_config(&settings);
+        let conf_path = dir.join(format!("nginx-{port}.conf"));
+        std::fs::write(&conf_path, &config)
+            .with_context(|| format!("writing {}", conf_path.display()))?;
+        let mut child = Spawn::new(spec.nginx)
+            .args(["-p"])
+            .args([dir])
+            .args(["-c"])
+            .args([&conf_path])
+            .args(["-e", "stderr"])
+            .cwd(dir)
+            .ia32cap(spec.variant.ia32cap.as_deref())
+            .start()
+            .map_err(StartError::Other)?;
+        let smallest = spec.workspace.sizes().iter().min().copied().unwrap_or(0);
+        let target = Target {
+            addr: SocketAddr::from((Ipv4Addr::LOCALHOST, port)),
+            host: "127.0.0.1".into(),
+            path: Workspace::url_path(smallest),
+            expected_len: Some(smallest),
+        };
+        let mut exited = false;
+        let mut fetched = None;
+        let ready = wait_until(
+            &format!("nginx accepting TLS on 127.0.0.1:{port}"),
+            READY_TIMEOUT,
+            || {
+                if child.try_wait()?.is_some() {
+                    exited = true;
+                    return Ok(true);
+                }
+                let f = engine::fetch_once(client, &target, Duration::from_secs(2))?;
+                fetched = Some(f);
+                Ok(true)
+            },
+        );
+        if exited {
+            // Give the drain thread a moment to deliver nginx's last words.
+            let _ = wait_until("nginx's error output", Duration::from_millis(500), || {
+                Ok(!child.stderr_tail().is_empty())
+            });
+            return Err(classify_failure(&child.stderr_tail(), spec, port));
+        }
+        ready.map_err(|e| {
+            anyhow!(
+                "nginx did not become ready: {e:#}; nginx said: {}",
+                child.stderr_tail()
+            )
+        })?;
+        let Some(f) = fetched else {
+            return Err(StartError::Other(anyhow!("nginx did not answer")));
+        };
+        if f.suite != spec.suite.openssl || f.protocol != spec.suite.protocol.as_str() {
+            return Err(StartError::Other(anyhow!(
+                "nginx negotiated {} {} instead of {} {}",
+                f.protocol,
+                f.suite,
+                spec.suite.protocol.as_str(),
+                spec.suite.openssl
+            )));
+        }
+        if f.status != 200 || f.body_len != smallest {
+            return Err(StartError::Other(anyhow!(
+                "nginx answered {} with {} bytes for a {smallest}-byte file",
+                f.status,
+                f.body_len
+            )));
+        }
+        let master = child.pid();
+        let want = spec.cpus.len();
+        let mut workers = Vec::new();
+        wait_until("nginx's workers", Duration::from_secs(5), || {
+            workers = super::cpu::children_of(master);
+            Ok(workers.len() >= want)
+        })
+        .map_err(StartError::Other)?;
+        Ok(Server {
+            child,
+            port,
+            workers,
+            status_socket,
+            config,
+        })
+    }
+
+    /// The address it listens on.
+    pub fn addr(&self) -> SocketAddr {
+        SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// Worker pids.
+    pub fn workers(&self) -> &[u32] {
+        &self.workers
+    }
+
+    /// The config it runs.
+    pub fn config(&self) -> &str {
+        &self.config
+    }
+
+    /// nginx's request counter (`stub_status`), which counts every status query
+    /// too, this one included: requests served between two readings `a` and `b` are
+    /// `b - a - 1`.
+    pub fn requests(&self) -> Option<u64> {
+        let path = self.status_socket.as_ref()?;
+        let mut s = std::os::unix::net::UnixStream::connect(path).ok()?;
+        s.set_read_timeout(Some(Duration::from_secs(2))).ok()?;
+        s.write_all(b"GET /status HTTP/1.0\r\nHost: status\r\n\r\n")
+            .ok()?;
+        let mut text = String::new();
+        s.read_to_string(&mut text).ok()?;
+        parse_stub_status(&text)
+    }
+
+    /// Whether nginx is still running.
+    pub fn running(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
+
+    /// Stops nginx (also done on drop).
+    pub fn stop(mut self) {
+        self.child.stop();
+    }
+}
+
+enum StartError {
+    PortInUse,
+    Other(anyhow::Error),
+}
+
+impl From<anyhow::Error> for StartError {
+    fn from(e: anyhow::Error) -> StartError {
+        StartError::Other(e)
+    }
+}
+
+fn classify_failure(stderr: &str, spec: &ServerSpec<'_>, port: u16) -> StartError {
+    if stderr.contains("Address already in use") {
+        return StartError::PortInUse;
+    }
+    if stderr.contains("no cipher match")
+        || stderr.contains("set_cipher_list")
+        || stderr.contains("Ciphersuites")
+    {
+        return StartError::Other(anyhow!(
+            "suite {} is not offered by {} (the library nginx runs with): choose another suite",
+            spec.suite.display(),
+            spec.info.library.as_deref().unwrap_or("nginx's OpenSSL")
+        ));
+    }
+    StartError::Other(anyhow!(
+        "nginx exited while starting on 127.0.0.1:{port}: {}",
+        if stderr.is_empty() {
+            "(it printed nothing)"
+        } else {
+            stderr
+        }
+    ))
+}
+
+/// The `requests` counter from a `stub_status` response.
+pub fn parse_stub_status(text: &str) -> Option<u64> {
+    let mut lines = text.lines();
+    lines.find(|l| {
+        l.trim_start()
+            .starts_with("server accepts handled requests")
+    })?;
+    let numbers: Vec<u64> = lines
+        .next()?
+        .split_whitespace()
+        .filter_map(|n| n.parse().ok())
+        .collect();
+    numbers.get(2).copied()
+}
+
+/// Server CPUs (the first `cores` allowed CPUs) and generator CPUs (the rest), or an
+/// error if nothing is left for the generator.
+pub fn split_cpus(allowed: &[usize], cores: usize) -> Result<(Vec<usize>, Vec<usize>)> {
+    if cores == 0 {
+        bail!("--cores must be at least 1");
+    }
+    if cores >= allowed.len() {
+        bail!(
+            "{cores} core(s) for nginx leaves none of this machine's {} for the load generator: use --cores {} or fewer (server and generator are pinned to disjoint cores)",
+            allowed.len(),
+            allowed.len().saturating_sub(1).max(1)
+        );
+    }
+    Ok((allowed[..cores].to_vec(), allowed[cores..].to_vec()))
+}
+
+/// Variant records for the servers, by variant name: the vector `openssl info
+/// -cpusettings` reports under the variant's environment (the same libcrypto nginx
+/// loads).
+pub fn variant_records(
+    variants: &[Variant],
+) -> BTreeMap<String, cipherbench_model::speed::VariantRecord> {
+    let mut known: Vec<cipherbench_model::speed::VariantRecord> = Vec::new();
+    let mut ordered: Vec<Variant> = variants.to_vec();
+    // accel first: noaesni is judged against its second word.
+    ordered.sort_by_key(|v| v.name != "accel");
+    if !ordered.iter().any(|v| v.name == "accel") {
+        ordered.insert(0, Variant::accel());
+    }
+    let mut out = BTreeMap::new();
+    for v in &ordered {
+        let settings = Spawn::new("openssl")
+            .args(["info", "-cpusettings"])
+            .ia32cap(v.ia32cap.as_deref())
+            .output(Duration::from_secs(10))
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_default();
+        let record = crate::speed::variant_record(v, &settings, &known);
+        known.push(record.clone());
+        if variants.iter().any(|x| x.name == v.name) {
+            out.insert(v.name.clone(), record);
+        }
+    }
+    out
+}
+
+/// Waits until no process is left in nginx's group (used by tests and after stop).
+pub fn wait_gone(pids: &[u32], timeout: Duration) -> bool {
+    let deadline = Instant::now() + timeout;
+    loop {
+        let alive = pids.iter().any(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/stat"))
+                .map(|s| {
+                    !s.rsplit(')')
+                        .next()
+                        .unwrap_or("")
+                        .trim_start()
+                        .starts_with('Z')
+                })
+                .unwrap_or(false)
+        });
+        if !alive {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn settings(suite: &str) -> ConfigSettings {
+        ConfigSettings {
+            dir: PathBuf::from("/tmp/cb-x"),
+            cpus: vec![0, 2],
+            port: 8443,
+            suite: Suite::find(suite).unwrap(),
+            resumption: false,
+            status_socket: Some(PathBuf::from("/tmp/cb-x/status.sock")),
+            user: Some(("nobody".into(), "nogroup".into())),
+        }
+    }
+
+    #[test]
+    fn renders_the_methodology_into_the_config() {
+        let c = render_config(&settings("AES128-GCM-SHA256"));
+        for line in [
+            "worker_processes 2;",
+            "worker_cpu_affinity 1 100;",
+            "env OPENSSL_ia32cap;",
+            "access_log off;",
+            "sendfile on;",
+            "keepalive_timeout 0;",
+            "listen 127.0.0.1:8443 ssl",
+            "ssl_protocols TLSv1.2;",
+            "ssl_ciphers AES128-GCM-SHA256;",
+            "ssl_session_cache off;",
+            "ssl_session_tickets off;",
+            "stub_status;",
+            "user nobody nogroup;",
+            "daemon off;",
+        ] {
+            assert!(c.contains(line), "missing {line:?} in\n{c}");
+        }
+        let t13 = render_config(&settings("TLS_CHACHA20_POLY1305_SHA256"));
+        assert!(t13.contains("ssl_protocols TLSv1.3;"));
+        assert!(t13.contains("ssl_conf_command Ciphersuites TLS_CHACHA20_POLY1305_SHA256;"));
+        assert!(!t13.contains("ssl_ciphers"));
+    }
+
+    #[test]
+    fn affinity_masks_have_one_bit_per_worker() {
+        assert_eq!(affinity_masks(&[0]), "1");
+        assert_eq!(affinity_masks(&[0, 1]), "1 10");
+        assert_eq!(affinity_masks(&[3]), "1000");
+    }
+
+    #[test]
+    fn parses_nginx_v_and_stub_status() {
+        let v = "nginx version: nginx/1.22.1\nbuilt with OpenSSL 3.0.22 25 Aug 2026 (running with OpenSSL 3.0.19 27 Jan 2026)\nTLS SNI support enabled\nconfigure arguments: --with-http_ssl_module --with-http_stub_status_module\n";
+        let info = parse_nginx_v(v);
+        assert_eq!(info.version, "nginx version: nginx/1.22.1");
+        assert_eq!(info.library.as_deref(), Some("OpenSSL 3.0.19 27 Jan 2026"));
+        assert!(info.ssl && info.stub_status);
+        let status = "HTTP/1.1 200 OK\r\n\r\nActive connections: 1 \nserver accepts handled requests\n 16 16 31 \nReading: 0 Writing: 1 Waiting: 0 \n";
+        assert_eq!(parse_stub_status(status), Some(31));
+        assert_eq!(parse_stub_status("nothing"), None);
+    }
+
+    #[test]
+    fn splits_cpus_between_server_and_generator() {
+        assert_eq!(split_cpus(&[0, 1], 1).unwrap(), (vec![0], vec![1]));
+        let err = split_cpus(&[0, 1], 2).unwrap_err().to_string();
+        assert!(err.contains("--cores 1"), "{err}");
+    }
+
+    #[test]
+    fn a_missing_nginx_is_named() {
+        let err = resolve_nginx(Some(Path::new("/nonexistent/nginx")))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("/nonexistent/nginx") && err.contains("nginx package"),
+            "{err}"
+        );
+    }
+}

@@ -1,0 +1,318 @@
+//! `cipherbench tls ramp` (seed 002): an open-loop arrival rate rising linearly from
+//! 0 to the target over the duration, every request a new connection, counted as
+//! attempted, successful and unsuccessful (by reason), with a per-second series, for
+//! each suite, response size and variant.
+//!
+//! Requests start on schedule whether or not earlier ones finished, and latency runs
+//! from the scheduled start: a server that falls behind shows as latency and
+//! timeouts, not as a slower schedule.
+
+use super::cpu::{self, Sampler};
+use super::engine::{self, Arrivals, Client, Schedule, Spec, Target};
+use super::nginx::{self, Server, ServerSpec, Workspace};
+use super::{RampPlan, ServerTarget};
+use crate::interrupt;
+use crate::results::Session;
+use anyhow::{bail, Result};
+use cipherbench_model::tls::{RampConfig, RampResults, RampRun, RampSecond, ServerRecord};
+use cipherbench_model::units::ByteSize;
+use std::time::Duration;
+
+impl RampPlan {
+    /// Ramps to run.
+    pub fn total_runs(&self) -> usize {
+        match self.target {
+            ServerTarget::External(_) => 1,
+            ServerTarget::Nginx { .. } => {
+                self.suites.len() * self.sizes.len() * self.variants.len()
+            }
+        }
+    }
+
+    /// A rough duration.
+    pub fn estimate(&self) -> Duration {
+        (self.duration + Duration::from_millis(500)) * self.total_runs() as u32
+    }
+
+    fn config(&self) -> RampConfig {
+        RampConfig {
+            suites: self.suites.iter().map(|s| s.openssl.to_string()).collect(),
+            sizes_bytes: self.sizes.clone(),
+            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            cores: self.cores,
+            target_rate: self.target_rate,
+            duration_ns: self.duration.as_nanos() as u64,
+            timeout_ns: self.timeout.as_nanos() as u64,
+            key: self.key.name().to_string(),
+        }
+    }
+}
+
+/// Runs the ramps, saving after each.
+pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
+    let config = plan.config();
+    let schedule = Schedule::Ramp {
+        target_rate: plan.target_rate,
+        duration: plan.duration,
+    };
+    match &plan.target {
+        ServerTarget::External(url) => {
+            let Some(suite) = plan.suites.first() else {
+                bail!("no suite to measure");
+            };
+            let client = Client::new(suite, false)?;
+            let probe = Target {
+                addr: url.addr,
+                host: url.host.clone(),
+                path: url.path.clone(),
+                expected_len: None,
+            };
+            let f = engine::fetch_once(&client, &probe, Duration::from_secs(10))?;
+            let target = Target {
+                expected_len: Some(f.body_len),
+                ..probe
+            };
+            let generator_cpus = plan
+                .generator_cpus
+                .clone()
+                .unwrap_or_else(cpu::allowed_cpus);
+            session.progress.layer("tls ramp", 1, plan.estimate());
+            let run = one(
+                plan,
+                &client,
+                &target,
+                &generator_cpus,
+                None,
+                schedule,
+                suite.openssl,
+                f.body_len,
+                "external",
+                0,
+            )?;
+            let record = ServerRecord {
+                kind: "external".into(),
+                version: None,
+                library: None,
+                suite: suite.openssl.to_string(),
+                key: String::new(),
+                cores: 0,
+                server_cpus: Vec::new(),
+                generator_cpus,
+                variant: cipherbench_model::speed::VariantRecord {
+                    name: "external".into(),
+                    ia32cap_env: None,
+                    cpu_settings: String::new(),
+                    aesni: false,
+                    pclmulqdq: false,
+                    took_effect: true,
+                },
+                config: format!("https://{}{}", url.host, url.path),
+            };
+            record_run(session, &config, record, run)
+        }
+        ServerTarget::Nginx { binary, port } => {
+            let binary = nginx::resolve_nginx(binary.as_deref())?;
+            let info = nginx::nginx_info(&binary)?;
+            if let Some(p) = port {
+                nginx::check_port(*p)?;
+            }
+            let allowed = cpu::allowed_cpus();
+            let (server_cpus, generator_cpus) =
+                super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
+            let variants = nginx::variant_records(&plan.variants);
+            let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            session
+                .progress
+                .layer("tls ramp", plan.total_runs(), plan.estimate());
+            for suite in &plan.suites {
+                let client = Client::new(suite, false)?;
+                for &size in &plan.sizes {
+                    for variant in &plan.variants {
+                        interrupt::check()?;
+                        let spec = ServerSpec {
+                            nginx: &binary,
+                            info: &info,
+                            workspace: &workspace,
+                            suite: *suite,
+                            cpus: server_cpus.clone(),
+                            variant,
+                            port: *port,
+                            resumption: false,
+                        };
+                        let server = Server::start(&spec, &client)?;
+                        let record = ServerRecord {
+                            kind: "nginx".into(),
+                            version: Some(info.version.clone()),
+                            library: info.library.clone(),
+                            suite: suite.openssl.to_string(),
+                            key: plan.key.name().to_string(),
+                            cores: plan.cores,
+                            server_cpus: server_cpus.clone(),
+                            generator_cpus: generator_cpus.clone(),
+                            variant: variants
+                                .get(&variant.name)
+                                .cloned()
+                                .unwrap_or_else(|| crate::speed::variant_record(variant, "", &[])),
+                            config: server.config().to_string(),
+                        };
+                        let target = Target {
+                            addr: server.addr(),
+                            host: "127.0.0.1".into(),
+                            path: Workspace::url_path(size),
+                            expected_len: Some(size),
+                        };
+                        let run = one(
+                            plan,
+                            &client,
+                            &target,
+                            &generator_cpus,
+                            Some(&server),
+                            schedule,
+                            suite.openssl,
+                            size,
+                            &variant.name,
+                            plan.cores,
+                        )?;
+                        server.stop();
+                        record_run(session, &config, record, run)?;
+                    }
+                }
+            }
+            Ok(())
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn one(
+    plan: &RampPlan,
+    client: &Client,
+    target: &Target,
+    generator_cpus: &[usize],
+    server: Option<&Server>,
+    schedule: Schedule,
+    suite: &str,
+    size: u64,
+    variant: &str,
+    cores: usize,
+) -> Result<RampRun> {
+    let interval = Duration::from_secs(1);
+    let spec = Spec {
+        target: target.clone(),
+        arrivals: Arrivals::Open(schedule),
+        warmup: Duration::ZERO,
+        window: schedule.duration(),
+        drain: plan.timeout,
+        timeout: plan.timeout,
+        interval,
+        cpus: generator_cpus.to_vec(),
+        max_connections: super::connection_budget(generator_cpus.len()),
+    };
+    let before = server.and_then(Server::requests);
+    let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));
+    let r = engine::run(client, &spec)?;
+    let server_cpu = sampler.and_then(|s| {
+        let (samples, _) = s.finish();
+        cpu::server_cpu(&samples, r.window_start, r.window_end, interval)
+    });
+    let after = server.and_then(Server::requests);
+    let generator_cpu = r.generator_cpu();
+    Ok(RampRun {
+        suite: suite.to_string(),
+        negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
+        size_bytes: size,
+        variant: variant.to_string(),
+        cores,
+        attempted: r.attempted,
+        successful: r.ok,
+        unsuccessful: r.failed,
+        unsuccessful_by_reason: r.failures.clone(),
+        server_requests: match (before, after) {
+            (Some(b), Some(a)) => Some(a.saturating_sub(b).saturating_sub(1)),
+            _ => None,
+        },
+        requests_sent: r.requests_sent,
+        body_bytes: r.body_bytes,
+        latency: engine::latency(&r.latency),
+        handshake: engine::latency(&r.handshake),
+        series: r
+            .buckets
+            .iter()
+            .enumerate()
+            .map(|(i, b)| RampSecond {
+                second: i as u32,
+                attempted: b.attempted,
+                successful: b.ok,
+                unsuccessful: b.failed,
+                max_latency_ns: b.max_latency_ns,
+            })
+            .collect(),
+        server_cpu,
+        generator_cpu,
+        generator_saturated: generator_cpu > super::sweep::GENERATOR_SATURATED,
+    })
+}
+
+fn record_run(
+    session: &mut Session,
+    config: &RampConfig,
+    server: ServerRecord,
+    run: RampRun,
+) -> Result<()> {
+    let what = format!("{} {} {}", run.suite, ByteSize(run.size_bytes), run.variant);
+    session.progress.point(&format!(
+        "ramp {what}: {} attempted, {} successful, {} unsuccessful, latency p99 {:.1} ms",
+        run.attempted,
+        run.successful,
+        run.unsuccessful,
+        run.latency.p99_ns as f64 / 1e6
+    ));
+    if run.generator_saturated {
+        session.record.warn(
+            "tls",
+            "generator_saturated",
+            format!(
+                "ramp {what}: the load generator used {:.0} % of its cores; its counts may describe the generator, not nginx",
+                run.generator_cpu * 100.0
+            ),
+        );
+    }
+    if let Some(cpu) = run
+        .server_cpu
+        .as_ref()
+        .filter(|c| c.runqueue_wait > super::sweep::CONTENDED)
+    {
+        session.record.warn(
+            "tls",
+            "server_contended",
+            format!(
+                "ramp {what}: nginx's workers waited for a CPU {:.0} % of the ramp: another program was using the cores under test",
+                cpu.runqueue_wait * 100.0
+            ),
+        );
+    }
+    if !server.variant.took_effect {
+        session.record.warn(
+            "tls",
+            "variant_not_effective",
+            format!(
+                "variant {} did not take effect for nginx: OpenSSL reported {}",
+                server.variant.name, server.variant.cpu_settings
+            ),
+        );
+    }
+    let tls = super::results(session);
+    if !tls.servers.iter().any(|s| {
+        s.suite == server.suite && s.variant.name == server.variant.name && s.cores == server.cores
+    }) {
+        tls.servers.push(server);
+    }
+    tls.ramp
+        .get_or_insert_with(|| RampResults {
+            config: config.clone(),
+            runs: Vec::new(),
+        })
+        .runs
+        .push(run);
+    session.save()
+}

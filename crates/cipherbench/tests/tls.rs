@@ -1,0 +1,340 @@
+//! Layer 3 end to end, against the real nginx on loopback: a sweep point and a short
+//! ramp whose counts match what nginx counted, for both seed suites; the negotiated
+//! suite read back; bad input refused in one line with nothing left behind (no
+//! nginx, no temporary directory); Ctrl-C during a sweep keeps what was measured
+//! and stops nginx.
+//!
+//! Each test runs cipherbench with its own `TMPDIR`, so "nothing left behind" is
+//! checked exactly: that directory must end empty, and no process may still have
+//! its working directory under it (nginx runs in its temporary directory).
+
+use cipherbench_model::RunRecord;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-tls-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir
+}
+
+/// cipherbench with `TMPDIR` inside `dir`.
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
+    c.env("TMPDIR", dir.join("tmp"));
+    c
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// Processes whose working directory is under `dir`.
+fn processes_in(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+            if cwd.starts_with(dir) {
+                let cmd = std::fs::read_to_string(entry.path().join("cmdline")).unwrap_or_default();
+                out.push(format!(
+                    "{} {}",
+                    entry.file_name().to_string_lossy(),
+                    cmd.replace('\0', " ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Nothing left: no process in the scratch tree, an empty TMPDIR.
+fn assert_nothing_left(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let procs = processes_in(dir);
+        if procs.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running: {procs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure");
+    assert_ne!(out.status.code(), Some(130));
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].starts_with("cipherbench: "), "{:?}", lines[0]);
+    assert!(
+        lines[0].contains(needle),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
+}
+
+fn record(dir: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    RunRecord::from_json(&text).expect("run.json reads under the schema")
+}
+
+const SIZE: u64 = 256 * 1024;
+
+#[test]
+fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
+    let dir = scratch("sweep");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-SHA,AES128-GCM-SHA256",
+            "--sizes",
+            "256KiB",
+            "--variants",
+            "accel",
+            "--window",
+            "600ms",
+            "--probe",
+            "250ms",
+            "--warmup",
+            "100ms",
+            "--max-concurrency",
+            "2",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&results);
+    let tls = r.tls.expect("tls results");
+    let sweep = tls.sweep.expect("sweep results");
+    assert_eq!(sweep.points.len(), 2);
+    for p in &sweep.points {
+        // The client negotiated exactly the suite asked for, read back from its session.
+        assert_eq!(p.negotiated_suite.as_deref(), Some(p.suite.as_str()));
+        assert_eq!(p.negotiated_protocol.as_deref(), Some("TLSv1.2"));
+        assert_eq!(p.errors, 0, "{:?}", p.errors_by_reason);
+        assert_eq!(p.cancelled, 0);
+        // nginx counted exactly the requests the generator sent, and every response
+        // carried the whole file.
+        assert_eq!(p.server_requests, Some(p.requests_sent), "{p:?}");
+        assert_eq!(p.requests_ok_total, p.requests_sent);
+        assert_eq!(p.body_bytes, p.requests_ok_total * SIZE);
+        assert!(p.requests > 0 && p.throughput_bytes_per_sec > 0.0);
+        assert!(
+            p.server_cpu
+                .as_ref()
+                .is_some_and(|c| c.per_worker.len() == 1 && c.total > 0.0),
+            "{:?}",
+            p.server_cpu
+        );
+        assert!(!p.probes.is_empty());
+    }
+    let servers: Vec<_> = tls
+        .servers
+        .iter()
+        .map(|s| (s.suite.as_str(), s.variant.name.as_str()))
+        .collect();
+    assert_eq!(
+        servers,
+        vec![("AES128-SHA", "accel"), ("AES128-GCM-SHA256", "accel")]
+    );
+    assert!(tls
+        .servers
+        .iter()
+        .all(|s| s.variant.took_effect && s.config.contains("env OPENSSL_ia32cap;")));
+    let csv = std::fs::read_to_string(results.join("tls.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 3);
+    assert!(String::from_utf8_lossy(&out.stdout).contains("GCM / CBC-SHA1"));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
+    let dir = scratch("ramp");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "ramp",
+            "--suites",
+            "AES128-SHA,AES128-GCM-SHA256",
+            "--sizes",
+            "1KiB",
+            "--variants",
+            "accel,noaesni",
+            "--rate",
+            "40",
+            "--duration",
+            "1s",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let ramp = record(&results).tls.unwrap().ramp.unwrap();
+    assert_eq!(ramp.runs.len(), 4);
+    for run in &ramp.runs {
+        assert_eq!(run.attempted, 20, "0 -> 40 req/s over 1 s starts 20");
+        assert_eq!(run.successful + run.unsuccessful, run.attempted);
+        assert_eq!(run.negotiated_suite.as_deref(), Some(run.suite.as_str()));
+        assert_eq!(run.server_requests, Some(run.requests_sent));
+        assert_eq!(run.body_bytes, run.successful * 1024);
+        assert_eq!(run.series.iter().map(|s| s.attempted).sum::<u64>(), 20);
+    }
+    let noaesni = record(&results)
+        .tls
+        .unwrap()
+        .servers
+        .into_iter()
+        .find(|s| s.variant.name == "noaesni")
+        .unwrap();
+    assert!(
+        noaesni.variant.took_effect && !noaesni.variant.aesni,
+        "{:?}",
+        noaesni.variant
+    );
+    assert!(
+        std::fs::read_to_string(results.join("tls-ramp.csv"))
+            .unwrap()
+            .lines()
+            .count()
+            > 1
+    );
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_input_is_one_line_and_leaves_nothing_behind() {
+    let dir = scratch("bad");
+    let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let busy = holder.local_addr().unwrap().port().to_string();
+    let busy_message = format!("port {busy} on 127.0.0.1 is in use");
+    let cases: Vec<(Vec<&str>, &str)> = vec![
+        (
+            vec!["sweep", "--suites", "AES128-SHA,RC4-MD5"],
+            "unknown suite 'RC4-MD5'",
+        ),
+        (vec!["sweep", "--suites", "DES-CBC3-SHA"], "DES-CBC3-SHA"),
+        (vec!["ramp", "--port", &busy], &busy_message),
+        (
+            vec!["sweep", "--nginx", "/nonexistent/nginx"],
+            "nginx not found at /nonexistent/nginx",
+        ),
+        (
+            vec!["ramp", "--server", "https://192.0.2.1/f"],
+            "--allow-remote",
+        ),
+        (
+            vec!["sweep", "--cores", "64"],
+            "leaves none of this machine's",
+        ),
+        (
+            vec!["sweep", "--suites", "ECDHE-ECDSA-AES128-GCM-SHA256"],
+            "--key ecdsa-p256",
+        ),
+    ];
+    for (args, needle) in cases {
+        let results = dir.join("results");
+        let out = bin(&dir)
+            .arg("tls")
+            .args(&args)
+            .args(["--sizes", "1KiB", "--results"])
+            .arg(&results)
+            .output()
+            .unwrap();
+        if args.contains(&"DES-CBC3-SHA") && out.status.success() {
+            continue; // an OpenSSL with 3DES: nothing to refuse
+        }
+        assert_one_line_error(&out, needle);
+        assert!(!results.exists(), "{args:?} left a results directory");
+        assert_nothing_left(&dir);
+    }
+    drop(holder);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
+    let dir = scratch("sigint");
+    let results = dir.join("results");
+    let mut child = bin(&dir)
+        .args([
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-GCM-SHA256,AES128-SHA",
+            "--sizes",
+            "64KiB,128KiB,256KiB",
+            "--variants",
+            "accel",
+            "--window",
+            "400ms",
+            "--probe",
+            "200ms",
+            "--warmup",
+            "0s",
+            "--max-concurrency",
+            "2",
+            "--results",
+        ])
+        .arg(&results)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let saved = std::fs::read_to_string(results.join("run.json"))
+            .ok()
+            .and_then(|t| RunRecord::from_json(&t).ok())
+            .and_then(|r| r.tls)
+            .and_then(|t| t.sweep)
+            .is_some_and(|s| !s.points.is_empty());
+        if saved {
+            break;
+        }
+        assert!(Instant::now() < deadline, "no point saved");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Wait for the next point's nginx, so the interrupt lands mid-measurement.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while processes_in(&dir).len() < 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    // SAFETY: kill with the pid of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let r = record(&results);
+    assert!(r.interrupted);
+    let points = r.tls.unwrap().sweep.unwrap().points;
+    assert!(
+        !points.is_empty() && points.len() < 6,
+        "{} points",
+        points.len()
+    );
+    assert!(results.join("report.html").exists());
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
