@@ -137,6 +137,18 @@ pub fn saturation(
             ),
         };
     }
+    if let Some(target) = iperf.target_bits_per_sec {
+        if iperf.sender_bits_per_sec < 0.9 * target {
+            return Saturation {
+                side: "iperf3_client".into(),
+                evidence: format!(
+                    "the iperf3 client sent {:.0} Mbit/s of the {:.0} asked for and little was lost: the load generator, not the tunnel, was the limit",
+                    iperf.sender_bits_per_sec / 1e6,
+                    target / 1e6
+                ),
+            };
+        }
+    }
     if let Some(rate) = underlay_rate_bits_per_sec.filter(|_| underlay_full) {
         return Saturation {
             side: "underlay".into(),
@@ -300,6 +312,16 @@ mod tests {
             .side,
             "elsewhere"
         );
+    }
+
+    #[test]
+    fn a_client_that_cannot_keep_up_is_the_limit() {
+        let mut run = iperf(Protocol::Udp);
+        run.lost_packets = Some(0);
+        run.target_bits_per_sec = Some(2.1e9);
+        run.sender_bits_per_sec = 1.37e9;
+        let s = saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.5), None);
+        assert_eq!(s.side, "iperf3_client", "{}", s.evidence);
     }
 
     #[test]

@@ -500,6 +500,17 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
             );
         }
     }
+    if let Some(search) = &point.search {
+        if search.outcome == cipherbench_model::tunnel::SearchOutcome::SenderLimited {
+            session.record.warn(
+                "tunnel",
+                "load_generator_saturated",
+                format!(
+                    "{what}: the iperf3 client could not send fast enough to reach the target loss: the figure is the load generator's limit, not the tunnel's"
+                ),
+            );
+        }
+    }
     if point.interval_bits_per_sec.high_spread() {
         session.record.warn(
             "tunnel",
