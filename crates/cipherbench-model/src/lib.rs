@@ -12,6 +12,7 @@ pub mod speed;
 pub mod stats;
 pub mod time;
 pub mod tls;
+pub mod tunnel;
 pub mod units;
 
 pub use schema::{RunRecord, Warning, SCHEMA_NAME, SCHEMA_VERSION};

@@ -9,6 +9,7 @@ use crate::env::Environment;
 use crate::file::FileResults;
 use crate::speed::SpeedResults;
 use crate::tls::TlsResults;
+use crate::tunnel::TunnelResults;
 use serde::{Deserialize, Serialize};
 
 /// The value of the `schema` field.
@@ -59,6 +60,9 @@ pub struct RunRecord {
     /// Layer 3.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tls: Option<TlsResults>,
+    /// Layer 4.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tunnel: Option<TunnelResults>,
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,

@@ -59,6 +59,10 @@ pub fn render(record: &RunRecord) -> String {
         body.push_str(&crate::tls::section(tls));
         body.push_str(&layer_warnings(record, "tls"));
     }
+    if let Some(t) = &record.tunnel {
+        body.push_str(&crate::tunnel::html(t));
+        body.push_str(&layer_warnings(record, "tunnel"));
+    }
     body.push_str(&machine(record));
     body.push_str(METHODOLOGY);
     format!(

@@ -12,6 +12,7 @@
 
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
+use cipherbench_model::tunnel::Protocol;
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
 
@@ -205,8 +206,63 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
 }
 
 fn tunnel(record: &RunRecord) -> Result<Step, String> {
-    let _ = record;
-    Err("the tunnel layer did not run".into())
+    let t = record
+        .tunnel
+        .as_ref()
+        .ok_or("the tunnel layer did not run")?;
+    let transform = "aes128-gcm";
+    let a = t.point(transform, "accel", Protocol::Tcp);
+    let n = t.point(transform, "noaesni", Protocol::Tcp);
+    let (a, n) = a
+        .zip(n)
+        .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
+    let (am, nm) = (
+        a.throughput_bits_per_sec.median,
+        n.throughput_bits_per_sec.median,
+    );
+    if nm <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    let cpu = |p: &cipherbench_model::tunnel::TunnelPoint| {
+        p.runs
+            .first()
+            .map(|r| {
+                format!(
+                    "{:.2} and {:.2} cores",
+                    r.sender.cpu_cores_used, r.receiver.cpu_cores_used
+                )
+            })
+            .unwrap_or_else(|| "unmeasured".into())
+    };
+    let bottleneck = |p: &cipherbench_model::tunnel::TunnelPoint| {
+        p.runs
+            .first()
+            .map(|r| r.saturation.side.replace('_', " "))
+            .unwrap_or_else(|| "unknown".into())
+    };
+    Ok(Step {
+        layer: "tunnel",
+        what: format!(
+            "iperf3 TCP{} through the {transform} ESP tunnel, variant on {} gateway(s)",
+            t.config
+                .length_bytes
+                .map(|l| format!(" (-l {l})"))
+                .unwrap_or_default(),
+            t.config.variant_side.as_str()
+        ),
+        accel: format_bits_per_sec(am / 8.0),
+        noaesni: format_bits_per_sec(nm / 8.0),
+        gain: am / nm,
+        survives: None,
+        crypto_share: None,
+        note: format!(
+            "The sending and receiving gateways used {} with AES-NI ({} ran out first) and {} without ({}): with AES-NI most of the time goes to moving packets through TUN, UDP and the kernel's TCP, not to the cipher.",
+            cpu(a),
+            bottleneck(a),
+            cpu(n),
+            bottleneck(n)
+        ),
+    })
 }
 
 /// Seconds with three significant digits: `7.31 s`, `0.0164 s`.

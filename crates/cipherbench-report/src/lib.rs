@@ -12,6 +12,7 @@ pub mod markdown;
 pub mod svg;
 pub mod text;
 pub mod tls;
+pub mod tunnel;
 
 use cipherbench_model::RunRecord;
 
@@ -52,6 +53,12 @@ pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
                 contents: tls::csv_ramp(ramp),
             });
         }
+    }
+    if let Some(t) = &record.tunnel {
+        files.push(Rendered {
+            name: "tunnel.csv".into(),
+            contents: tunnel::csv(t),
+        });
     }
     files.push(Rendered {
         name: "summary.md".into(),

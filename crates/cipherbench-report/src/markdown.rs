@@ -126,6 +126,28 @@ pub fn summary(record: &RunRecord) -> String {
             ));
         }
     }
+    if let Some(t) = &record.tunnel {
+        if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
+            out.push_str(&format!(
+                "- tunnel: underlay alone TCP {}\n",
+                format_bits_per_sec(u.throughput_bits_per_sec.median / 8.0)
+            ));
+        }
+        for p in &t.points {
+            out.push_str(&format!(
+                "- tunnel {} {} {}: {}{}\n",
+                p.transform,
+                p.variant,
+                p.protocol.as_str(),
+                format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0),
+                p.runs
+                    .last()
+                    .and_then(|r| r.iperf.lost_percent)
+                    .map(|l| format!(" at {l:.1} % loss"))
+                    .unwrap_or_default()
+            ));
+        }
+    }
     if !record.warnings.is_empty() {
         out.push_str(&format!(
             "\n{} warning(s); see report.html beside this file.\n",

@@ -15,6 +15,7 @@ pub mod run;
 pub mod speed;
 pub mod supervisor;
 pub mod tls;
+pub mod tunnel;
 
 use anyhow::{Context, Result};
 use cli::{Cli, Command};
@@ -50,6 +51,10 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::SpeedWorker => {
             speed::worker::main()?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Command::Gateway => {
+            tunnel::gateway::main()?;
             Ok(ExitCode::SUCCESS)
         }
         Command::Probe { json } => {
@@ -200,6 +205,40 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 }
             })
         }
+        Command::Tunnel(args) => {
+            if let Some(cli::TunnelAction::Cleanup { force }) = args.action {
+                return tunnel_cleanup(force);
+            }
+            let plan = args.plan()?;
+            interrupt::install();
+            let environment = probe::collect();
+            let dir = if args.output.no_save {
+                None
+            } else {
+                Some(
+                    args.output
+                        .results
+                        .clone()
+                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
+                )
+            };
+            let mut session = Session::start(
+                environment,
+                args.preset.name(),
+                dir,
+                Progress::new(cli.quiet),
+            )?;
+            let outcome = tunnel::run(&plan, &mut session);
+            finish(&mut session, outcome, |s| {
+                if let Some(t) = &s.record.tunnel {
+                    if args.json {
+                        println!("{}", serde_json::to_string_pretty(t).unwrap_or_default());
+                    } else {
+                        print!("{}", cipherbench_report::tunnel::text(t));
+                    }
+                }
+            })
+        }
         Command::Run(args) => {
             interrupt::install();
             let (mut session, outcome) = run::run(&args, cli.quiet)?;
@@ -213,9 +252,37 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 if let Some(t) = &s.record.tls {
                     print!("{}", cipherbench_report::tls::text(t));
                 }
+                if let Some(t) = &s.record.tunnel {
+                    print!("{}", cipherbench_report::tunnel::text(t));
+                }
             })
         }
     }
+}
+
+/// `cipherbench tunnel cleanup`: removes what killed runs left, says what.
+fn tunnel_cleanup(force: bool) -> Result<ExitCode> {
+    let cleaned = tunnel::topology::cleanup(force)?;
+    for ns in &cleaned.namespaces {
+        println!("removed network namespace {ns}");
+    }
+    if !cleaned.processes.is_empty() {
+        println!(
+            "killed {} process(es) inside them: {:?}",
+            cleaned.processes.len(),
+            cleaned.processes
+        );
+    }
+    for d in &cleaned.directories {
+        println!("removed {}", d.display());
+    }
+    for run in &cleaned.live_runs {
+        println!("left {run} alone: the cipherbench that made it is still running (--force removes it anyway)");
+    }
+    if cleaned.is_empty() && cleaned.live_runs.is_empty() {
+        println!("nothing to clean up");
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// A label per record: the host name, or the directory name where hosts repeat.

@@ -82,6 +82,7 @@ impl Session {
                 speed: None,
                 file: None,
                 tls: None,
+                tunnel: None,
                 warnings: Vec::new(),
             },
             progress,
@@ -96,7 +97,10 @@ impl Session {
 
     /// Whether any layer has data.
     pub fn has_measurements(&self) -> bool {
-        self.record.speed.is_some() || self.record.file.is_some() || self.record.tls.is_some()
+        self.record.speed.is_some()
+            || self.record.file.is_some()
+            || self.record.tls.is_some()
+            || self.record.tunnel.is_some()
     }
 
     /// Saves `run.json` and the CSV files (not the HTML: that is rendered at the end,

@@ -3,7 +3,7 @@
 //! cannot run here (no root for namespaces, a missing program) is skipped with a
 //! note and a warning in the data; the rest of the run goes on.
 
-use crate::cli::{preset_file_plan, preset_speed_plan, RunArgs};
+use crate::cli::{preset_file_plan, preset_speed_plan, preset_tunnel_plan, RunArgs};
 use crate::interrupt;
 use crate::progress::{human_duration, Progress};
 use crate::results::{default_dir, Session};
@@ -25,11 +25,17 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
     let speed_plan = preset_speed_plan(args.preset);
     let file_plan = preset_file_plan(args.preset);
     let tls_plan = crate::tls::args::preset_plan(args.preset)?;
+    let tunnel_plan = preset_tunnel_plan(args.preset);
     if !quiet {
         eprintln!(
             "cipherbench run, preset {}: about {} in all; results in {}",
             args.preset.name(),
-            human_duration(speed_plan.estimate() + file_plan.estimate() + tls_plan.estimate()),
+            human_duration(
+                speed_plan.estimate()
+                    + file_plan.estimate()
+                    + tls_plan.estimate()
+                    + tunnel_plan.estimate()
+            ),
             session
                 .dir()
                 .map(|d| d.display().to_string())
@@ -51,6 +57,10 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
             .tools
             .extend(crate::probe::tool_versions(&["nginx"]));
         layer(&mut session, "tls", |s| crate::tls::run(&tls_plan, s))?;
+        interrupt::check()?;
+        layer(&mut session, "tunnel", |s| {
+            crate::tunnel::run(&tunnel_plan, s)
+        })?;
         Ok(())
     })();
     Ok((session, outcome))

@@ -294,3 +294,32 @@ fn children_of(parent: u32) -> Vec<u32> {
     }
     out
 }
+
+#[test]
+fn bad_tunnel_flags_are_refused_before_anything_starts() {
+    let dir = scratch("bad-tunnel");
+    for (args, needle) in [
+        (
+            &["--transforms", "aes128-gcm,rot13"][..],
+            "--transforms: unknown ESP transform",
+        ),
+        (&["--underlay-rate", "1gbps"][..], "unknown unit"),
+        (&["--variants", "fast"][..], "unknown variant 'fast'"),
+        (&["--length", "12"][..], "--length"),
+        (&["--mtu", "9000"][..], "--mtu"),
+        (&["--target-loss", "90"][..], "--target-loss"),
+    ] {
+        let out = bin()
+            .arg("tunnel")
+            .args(args)
+            .arg("--results")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, needle);
+        assert!(
+            !dir.exists(),
+            "a results directory was created for bad input"
+        );
+    }
+}

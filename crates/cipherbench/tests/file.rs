@@ -528,5 +528,8 @@ fn the_file_benchmark_runs_end_to_end_with_openssl_and_seal() {
         .map(|e| e.file_name().to_string_lossy().into_owned())
         .collect();
     left.sort();
-    assert_eq!(left, vec!["file.csv", "report.html", "run.json"]);
+    assert_eq!(
+        left,
+        vec!["file.csv", "report.html", "run.json", "summary.md"]
+    );
 }

@@ -1,0 +1,411 @@
+//! Layer 4 results: iperf3 TCP and UDP through cipherbench's ESP-in-UDP tunnel
+//! between two network namespaces, per transform and acceleration variant, next to
+//! the underlay measured alone (seed 004's table), with both gateways' counters and
+//! CPU time for every run.
+//!
+//! Plain data: the tunnel runner fills it, the report renders it.
+
+use crate::speed::VariantRecord;
+use crate::stats::Summary;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// The transport iperf3 measured.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Protocol {
+    /// TCP (`iperf3 -c`).
+    Tcp,
+    /// UDP at a given rate (`iperf3 -c -u -b RATE`).
+    Udp,
+}
+
+impl Protocol {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Protocol::Tcp => "tcp",
+            Protocol::Udp => "udp",
+        }
+    }
+}
+
+/// Which gateway(s) ran the variant; the other runs `accel` (seed 004 changed the
+/// sending side's engine and kept AES-NI at the receiver).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum VariantSide {
+    /// Both gateways.
+    Both,
+    /// Only the gateway on the iperf3 client's side (it seals the data).
+    Sender,
+    /// Only the gateway on the server's side (it opens the data).
+    Receiver,
+}
+
+impl VariantSide {
+    /// Lower-case name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VariantSide::Both => "both",
+            VariantSide::Sender => "sender",
+            VariantSide::Receiver => "receiver",
+        }
+    }
+}
+
+/// Where processes ran (`None`: not pinned, the scheduler chose).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Pinning {
+    /// Cores of the sending gateway's TUN-to-UDP and UDP-to-TUN threads.
+    pub sender_gateway: Vec<usize>,
+    /// Cores of the receiving gateway's threads.
+    pub receiver_gateway: Vec<usize>,
+    /// iperf3 client core (`-A`).
+    pub iperf3_client: Option<usize>,
+    /// iperf3 server core.
+    pub iperf3_server: Option<usize>,
+}
+
+/// The addresses of the topology.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Addresses {
+    /// Sender's veth (underlay) address.
+    pub underlay_sender: String,
+    /// Receiver's veth address.
+    pub underlay_receiver: String,
+    /// Sender's TUN (inner) address: the iperf3 client.
+    pub inner_sender: String,
+    /// Receiver's TUN address: the iperf3 server.
+    pub inner_receiver: String,
+}
+
+/// What `cipherbench tunnel` was asked to measure.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunnelConfig {
+    /// Transform names (`null`, `aes256-sha256`, ...).
+    pub transforms: Vec<String>,
+    /// Variant names.
+    pub variants: Vec<String>,
+    /// Which gateways ran the variant.
+    pub variant_side: VariantSide,
+    /// `tc tbf` rate on the underlay, as given (`1gbit`); None: the bare veth.
+    pub underlay_rate: Option<String>,
+    /// The TUN devices' MTU.
+    pub tunnel_mtu: u32,
+    /// iperf3 `-l` (bytes per write); None: iperf3's default (128 KiB for TCP).
+    pub length_bytes: Option<u64>,
+    /// iperf3 `-w` for UDP runs (socket buffers, bytes): iperf3's server shares a
+    /// core with the receiving gateway, and must absorb a gateway's batch.
+    #[serde(default)]
+    pub udp_window_bytes: Option<u64>,
+    /// iperf3 `-t` of a measured run.
+    pub duration_ns: u64,
+    /// iperf3 `-O`: leading time excluded from a TCP run's figures.
+    pub omit_ns: u64,
+    /// Length of one UDP search probe.
+    pub udp_probe_ns: u64,
+    /// The UDP loss the search aims for (0.05: seed 004's 5 %).
+    pub udp_target_loss: f64,
+    /// Loss within `target ± tolerance` ends the search.
+    pub udp_loss_tolerance: f64,
+    /// Most probes per search.
+    pub udp_max_probes: usize,
+    /// iperf3 runs per point (the spread across runs).
+    pub repeats: usize,
+    /// Gateway: datagrams per batched system call.
+    pub batch: usize,
+    /// Gateway: TUN offloads (TSO in, GRO out).
+    pub offload: bool,
+    /// Gateway: UDP offloads (GSO sends of equal-length ESP datagrams, `UDP_GRO`).
+    #[serde(default)]
+    pub udp_offload: bool,
+    /// Cores.
+    pub pinning: Pinning,
+    /// Addresses.
+    pub addresses: Addresses,
+}
+
+/// One iperf3 run, parsed from its `-J` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct IperfRun {
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// The client command as run.
+    pub command: Vec<String>,
+    /// UDP `-b`, bits per second.
+    pub target_bits_per_sec: Option<f64>,
+    /// Bytes per write (`-l`) as iperf3 reports it.
+    pub length_bytes: u64,
+    /// TCP MSS iperf3 saw.
+    pub tcp_mss_bytes: Option<u64>,
+    /// Measured time (omitted seconds excluded), seconds as iperf3 reports.
+    pub seconds: f64,
+    /// Payload bytes the client sent.
+    pub sent_bytes: u64,
+    /// Payload bytes the server received.
+    pub received_bytes: u64,
+    /// Payload bytes the client wrote over the whole test, omitted warm-up
+    /// included (what the gateways saw).
+    pub sent_bytes_total: u64,
+    /// Payload bytes the server read over the whole test, warm-up included.
+    pub received_bytes_total: u64,
+    /// TCP retransmissions over the whole test, warm-up included.
+    pub retransmits_total: Option<u64>,
+    /// Client-side rate.
+    pub sender_bits_per_sec: f64,
+    /// Server-side rate: the throughput.
+    pub receiver_bits_per_sec: f64,
+    /// TCP retransmitted segments.
+    pub retransmits: Option<u64>,
+    /// UDP datagrams sent.
+    pub packets: Option<u64>,
+    /// UDP datagrams lost.
+    pub lost_packets: Option<u64>,
+    /// UDP loss, percent.
+    pub lost_percent: Option<f64>,
+    /// UDP datagrams received out of order.
+    pub out_of_order: Option<u64>,
+    /// UDP jitter, milliseconds.
+    pub jitter_ms: Option<f64>,
+    /// Server-side rate per reporting interval (omitted ones excluded).
+    pub interval_bits_per_sec: Vec<f64>,
+    /// iperf3's own CPU use on the client's host, percent of one core.
+    pub cpu_client_percent: Option<f64>,
+    /// On the server's host.
+    pub cpu_server_percent: Option<f64>,
+}
+
+/// One probe of the UDP rate search.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpProbe {
+    /// `-b`.
+    pub target_bits_per_sec: f64,
+    /// What the client managed to send.
+    pub sender_bits_per_sec: f64,
+    /// What arrived.
+    pub receiver_bits_per_sec: f64,
+    /// Loss, percent.
+    pub lost_percent: f64,
+}
+
+/// How the UDP search ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SearchOutcome {
+    /// A probe landed within the tolerance of the target loss.
+    Converged,
+    /// The iperf3 client could not send faster and loss stayed below the target:
+    /// the tunnel is faster than the load generator (the chosen rate is the most
+    /// it sent).
+    SenderLimited,
+    /// Out of probes: the closest probe's rate was taken.
+    MaxProbes,
+}
+
+/// The search for the UDP rate that gives the target loss.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UdpSearch {
+    /// Probes in order.
+    pub probes: Vec<UdpProbe>,
+    /// The `-b` used for the measured runs.
+    pub chosen_bits_per_sec: f64,
+    /// How it ended.
+    pub outcome: SearchOutcome,
+}
+
+/// One gateway's activity during one run: differences of its stats snapshots taken
+/// just before and just after iperf3.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct GatewayRun {
+    /// `sender` or `receiver`.
+    pub side: String,
+    /// The variant it ran.
+    pub variant: String,
+    /// Inner packets sealed (TUN -> UDP).
+    pub sealed_packets: u64,
+    /// Their bytes (inner IP packets).
+    pub sealed_bytes: u64,
+    /// Packets the SA refused to seal.
+    pub seal_refused: u64,
+    /// ESP datagrams sent.
+    pub esp_packets_sent: u64,
+    /// Their bytes (UDP payload).
+    pub esp_bytes_sent: u64,
+    /// ESP datagrams received.
+    pub esp_packets_received: u64,
+    /// Their bytes.
+    pub esp_bytes_received: u64,
+    /// Inner packets opened (UDP -> TUN).
+    pub opened_packets: u64,
+    /// Their bytes.
+    pub opened_bytes: u64,
+    /// Inbound drops by reason (every reason listed).
+    pub drops: BTreeMap<String, u64>,
+    /// Datagrams the kernel dropped at the gateway's full UDP receive buffer.
+    pub socket_drops: u64,
+    /// Datagrams dropped at any full UDP receive buffer in the gateway's namespace
+    /// (`RcvbufErrors` of /proc/net/snmp): the gateway's own (`socket_drops`) plus,
+    /// on the receiving side, iperf3's server socket.
+    #[serde(default)]
+    pub namespace_udp_drops: u64,
+    /// Packets the kernel dropped at the TUN queue because the gateway did not read
+    /// them in time (`tx_dropped` of the TUN device).
+    pub tun_queue_drops: u64,
+    /// Packets the kernel dropped on the gateway's TUN device on the way in
+    /// (`rx_dropped`) and on its namespace's veth end (both directions).
+    #[serde(default)]
+    pub link_drops: u64,
+    /// TUN writes refused, sends refused, offload errors, oversize packets.
+    pub io_errors: u64,
+    /// TUN reads and writes (fewer than packets when offloads batch them).
+    pub tun_reads: u64,
+    /// TUN writes.
+    pub tun_writes: u64,
+    /// Wall time between the two snapshots, seconds.
+    #[serde(default)]
+    pub seconds: f64,
+    /// CPU time of the whole gateway / wall time (cores).
+    pub cpu_cores_used: f64,
+    /// Per thread: name, CPU time / wall time (1.0 = a whole core), pinned core.
+    pub threads: Vec<ThreadLoad>,
+}
+
+/// One gateway thread's load.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ThreadLoad {
+    /// `tun->udp` or `udp->tun`.
+    pub name: String,
+    /// CPU time / wall time.
+    pub cpu_cores_used: f64,
+    /// Pinned core.
+    pub pinned_cpu: Option<usize>,
+}
+
+impl GatewayRun {
+    /// Every inbound drop.
+    pub fn drops_total(&self) -> u64 {
+        self.drops.values().sum()
+    }
+
+    /// The busiest thread's load (1.0 = saturated core).
+    pub fn busiest_thread(&self) -> Option<&ThreadLoad> {
+        self.threads
+            .iter()
+            .max_by(|a, b| a.cpu_cores_used.total_cmp(&b.cpu_cores_used))
+    }
+}
+
+/// Do the bytes iperf3 reports agree with what the gateways counted?
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ByteCheck {
+    /// Payload bytes iperf3's server received.
+    pub iperf_bytes: u64,
+    /// Inner bytes the receiving gateway opened (sender -> receiver direction).
+    pub opened_bytes: u64,
+    /// Inner packets it opened.
+    pub opened_packets: u64,
+    /// The least the opened bytes may be: iperf3's bytes plus the smallest headers
+    /// per packet (IPv4 20 + UDP 8, or IPv4 20 + TCP 20).
+    pub expected_min: u64,
+    /// The most: iperf3's bytes plus the largest headers per packet (TCP with
+    /// options: 60) plus what else crossed the tunnel (iperf3's control connection,
+    /// TCP retransmissions), bounded as described in METHODOLOGY.md.
+    pub expected_max: u64,
+    /// Within the bounds.
+    pub ok: bool,
+}
+
+/// Which side ran out first, and the evidence.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Saturation {
+    /// `sender_gateway`, `receiver_gateway`, `underlay` or `none`.
+    pub side: String,
+    /// One sentence for a person.
+    pub evidence: String,
+}
+
+/// One measured run through the tunnel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunnelRun {
+    /// iperf3's view.
+    pub iperf: IperfRun,
+    /// The gateway on the client's side (seals the data).
+    pub sender: GatewayRun,
+    /// The gateway on the server's side (opens the data).
+    pub receiver: GatewayRun,
+    /// Bytes reconciliation.
+    pub byte_check: ByteCheck,
+    /// Where the bottleneck was.
+    pub saturation: Saturation,
+}
+
+/// A transform x variant x protocol point.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunnelPoint {
+    /// Transform name.
+    pub transform: String,
+    /// Variant name.
+    pub variant: String,
+    /// Which gateways ran it.
+    pub variant_side: VariantSide,
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// The UDP rate search (UDP points).
+    pub search: Option<UdpSearch>,
+    /// The measured runs.
+    pub runs: Vec<TunnelRun>,
+    /// Server-side throughput over the runs: median and spread across runs.
+    pub throughput_bits_per_sec: Summary,
+    /// Server-side throughput per interval over all runs: the spread within runs.
+    pub interval_bits_per_sec: Summary,
+    /// Throughput / the underlay's TCP throughput.
+    pub underlay_share: Option<f64>,
+}
+
+/// The underlay measured alone (iperf3 straight over the veth).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct UnderlayPoint {
+    /// TCP or UDP.
+    pub protocol: Protocol,
+    /// The runs.
+    pub runs: Vec<IperfRun>,
+    /// Server-side throughput over the runs.
+    pub throughput_bits_per_sec: Summary,
+    /// Per interval over all runs.
+    pub interval_bits_per_sec: Summary,
+}
+
+/// Everything layer 4 measured.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct TunnelResults {
+    /// The plan.
+    pub config: TunnelConfig,
+    /// The underlay alone.
+    pub underlay: Vec<UnderlayPoint>,
+    /// The tunnel points.
+    pub points: Vec<TunnelPoint>,
+    /// The variants as the gateways' OpenSSL reported them.
+    pub variants: Vec<VariantRecord>,
+    /// iperf3's version.
+    pub iperf3_version: Option<String>,
+}
+
+impl TunnelResults {
+    /// The point for a transform, variant and protocol.
+    pub fn point(
+        &self,
+        transform: &str,
+        variant: &str,
+        protocol: Protocol,
+    ) -> Option<&TunnelPoint> {
+        self.points
+            .iter()
+            .find(|p| p.transform == transform && p.variant == variant && p.protocol == protocol)
+    }
+
+    /// The underlay's throughput for a protocol.
+    pub fn underlay(&self, protocol: Protocol) -> Option<&UnderlayPoint> {
+        self.underlay.iter().find(|u| u.protocol == protocol)
+    }
+}

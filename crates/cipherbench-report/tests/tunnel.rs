@@ -1,0 +1,64 @@
+//! Layer 4's renderings of a real (cut-down) tunnel record: the terminal table
+//! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
+//! table, the chart and every run.
+
+use cipherbench_model::tunnel::{Protocol, TunnelResults};
+use cipherbench_report::tunnel;
+
+fn fixture() -> TunnelResults {
+    serde_json::from_str(include_str!("fixtures/tunnel-quick.json")).expect("the fixture parses")
+}
+
+#[test]
+fn the_table_has_a_row_per_transform_and_variant_next_to_the_underlay() {
+    let t = fixture();
+    let text = tunnel::text(&t);
+    assert!(text.contains("underlay alone: TCP"), "{text}");
+    for row in [
+        "null               accel",
+        "aes128-gcm         accel",
+        "aes128-gcm         noaesni",
+    ] {
+        assert!(text.contains(row), "{row} missing:\n{text}");
+    }
+    let tcp = t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap();
+    let shown = format!("{:.0}", tcp.throughput_bits_per_sec.median / 1e6);
+    assert!(text.contains(&shown), "{shown} not in\n{text}");
+    assert!(text.contains("byte check: 6 of 6 runs agree"), "{text}");
+}
+
+#[test]
+fn the_csv_has_a_row_per_run_with_units_in_the_header() {
+    let t = fixture();
+    let csv = tunnel::csv(&t);
+    let runs: usize = t.points.iter().map(|p| p.runs.len()).sum::<usize>()
+        + t.underlay.iter().map(|u| u.runs.len()).sum::<usize>();
+    let lines: Vec<&str> = csv.lines().collect();
+    assert_eq!(lines.len(), 1 + runs);
+    assert!(lines[0].contains("receiver_bits_per_sec") && lines[0].contains("lost_percent"));
+    let columns = lines[0].split(',').count();
+    assert!(
+        lines.iter().all(|l| l.split(',').count() == columns),
+        "{csv}"
+    );
+    assert!(lines[1].starts_with("underlay,"));
+}
+
+#[test]
+fn the_html_section_has_the_seed_table_the_chart_and_every_run() {
+    let t = fixture();
+    let html = tunnel::html(&t);
+    assert!(html.contains("<h2 id=\"tunnel\">"));
+    assert!(html.contains("<svg id=\"fig-tunnel\""));
+    assert!(html.contains("TCP [Mbps]") && html.contains("UDP [Mbps]"));
+    assert!(html.contains("underlay alone"));
+    assert_eq!(html.matches("<details>").count(), 1);
+    // Every run is listed.
+    let runs: usize = t.points.iter().map(|p| p.runs.len()).sum();
+    assert_eq!(
+        html.matches("agrees</span>").count() + html.matches("differs</span>").count(),
+        runs
+    );
+    // Bars: the underlay and each transform's TCP and UDP per variant.
+    assert!(html.contains("TCP accel") && html.contains("UDP noaesni"));
+}

@@ -1,0 +1,373 @@
+//! What a run's numbers mean: do iperf3's bytes agree with the gateways' counters,
+//! and which side ran out first. Pure functions of measured data.
+
+use super::iperf::received_datagrams;
+use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation};
+
+/// IPv4 (20) + UDP (8): what every iperf3 datagram carries besides its payload.
+pub const UDP_HEADERS: u64 = 28;
+/// IPv4 (20) + TCP (20): the least a TCP segment carries.
+pub const TCP_MIN_HEADERS: u64 = 40;
+/// IPv4 (20) + TCP with the most options (40): the most.
+pub const TCP_MAX_HEADERS: u64 = 60;
+/// What else may cross the tunnel in the data direction during a run: iperf3's
+/// control connection (parameters and results JSON, a few KiB) and its handshake.
+pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
+
+/// Reconciles iperf3's payload bytes with the inner bytes the receiving gateway
+/// opened. Lower bound: every payload byte the server read was opened, inside a
+/// packet with at least the minimal headers. Upper bound: nothing was opened that
+/// the client did not write (plus retransmissions and the control connection):
+/// opening a packet twice would break it.
+pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
+    let (min, max) = match iperf.protocol {
+        Protocol::Udp => {
+            let received = received_datagrams(iperf);
+            let sent = iperf.packets.unwrap_or(0);
+            (
+                iperf.received_bytes_total + UDP_HEADERS * received,
+                sent * (iperf.length_bytes + UDP_HEADERS) + CONTROL_ALLOWANCE,
+            )
+        }
+        Protocol::Tcp => {
+            let mss = iperf.tcp_mss_bytes.unwrap_or(1460).max(1);
+            let segments = iperf.received_bytes_total.div_ceil(mss);
+            let retransmitted = iperf.retransmits_total.unwrap_or(0) * mss;
+            (
+                iperf.received_bytes_total + TCP_MIN_HEADERS * segments,
+                iperf.sent_bytes_total
+                    + retransmitted
+                    + TCP_MAX_HEADERS * receiver.opened_packets
+                    + CONTROL_ALLOWANCE,
+            )
+        }
+    };
+    ByteCheck {
+        iperf_bytes: iperf.received_bytes_total,
+        opened_bytes: receiver.opened_bytes,
+        opened_packets: receiver.opened_packets,
+        expected_min: min,
+        expected_max: max,
+        ok: (min..=max).contains(&receiver.opened_bytes),
+    }
+}
+
+/// Ethernet (14) + IPv4 (20) + UDP (8) around every ESP packet on the veth: what
+/// `tc tbf` counts.
+pub const ETHERNET_IPV4_UDP: u64 = 42;
+
+/// A thread at this share of a core or more counts as saturated.
+pub const SATURATED: f64 = 0.85;
+
+/// How close a gateway is to running out of CPU: its busiest thread's share of a
+/// core, or, when all its threads are pinned to one core, the whole process's share
+/// of that core (the threads then compete for it).
+fn busiest(g: &GatewayRun) -> f64 {
+    let thread = g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used);
+    let first = g.threads.first().and_then(|t| t.pinned_cpu);
+    let one_core = first.is_some() && g.threads.iter().all(|t| t.pinned_cpu == first);
+    if one_core {
+        thread.max(g.cpu_cores_used)
+    } else {
+        thread
+    }
+}
+
+/// Which side ran out first. Losses say it best: a datagram dropped at the sending
+/// TUN queue was not read by the sending gateway in time; one dropped at the
+/// receiving gateway's socket was not read by the receiver; one dropped at another
+/// full UDP socket in the receiver's namespace was not read by iperf3's server in
+/// time (the receiving host); the rest were lost on the underlay (a rate-limited
+/// one) or elsewhere. Without losses (TCP), a gateway thread near a full core is the
+/// bottleneck; if none is, the shared cores are.
+pub fn saturation(
+    iperf: &IperfRun,
+    sender: &GatewayRun,
+    receiver: &GatewayRun,
+    underlay_rate_bits_per_sec: Option<u64>,
+) -> Saturation {
+    let at_sender = sender.tun_queue_drops;
+    let at_receiver = receiver.socket_drops;
+    let at_server = receiver
+        .namespace_udp_drops
+        .saturating_sub(receiver.socket_drops);
+    let on_links = sender.link_drops + receiver.link_drops;
+    let lost = match iperf.protocol {
+        Protocol::Udp => iperf.lost_packets.unwrap_or(0),
+        Protocol::Tcp => at_sender + at_receiver,
+    };
+    let known = at_sender + at_receiver + at_server + on_links;
+    let elsewhere = lost.saturating_sub(known);
+    // What the sender put on the underlay: ESP plus UDP, IPv4 and Ethernet headers.
+    let wire_bits_per_sec =
+        (sender.esp_bytes_sent + ETHERNET_IPV4_UDP * sender.esp_packets_sent) as f64 * 8.0
+            / sender.seconds.max(1e-9);
+    let underlay_full =
+        underlay_rate_bits_per_sec.is_some_and(|rate| wire_bits_per_sec >= 0.9 * rate as f64);
+    if lost > 0 && lost * 1000 >= iperf.packets.unwrap_or(lost).max(1) {
+        // Losses with no counter of ours on a full rate-limited underlay are tbf's.
+        let elsewhere_side = if underlay_full {
+            "underlay"
+        } else {
+            "elsewhere"
+        };
+        let (side, n) = [
+            ("sender_gateway", at_sender),
+            ("receiver_gateway", at_receiver),
+            ("receiver_host", at_server + receiver.link_drops),
+            ("underlay", sender.link_drops),
+            (elsewhere_side, elsewhere),
+        ]
+        .into_iter()
+        .max_by_key(|(_, n)| *n)
+        .unwrap_or(("none", 0));
+        return Saturation {
+            side: side.to_string(),
+            evidence: format!(
+                "{lost} packets lost: {at_sender} at the sending TUN queue (sender gateway too slow), \
+                 {at_receiver} at the receiving gateway's socket (receiver gateway too slow), \
+                 {at_server} at iperf3's server socket (receiving host too slow), {on_links} on the veth and TUN links, \
+                 {elsewhere} elsewhere{}; most ({n}) at the {}",
+                if underlay_full {
+                    format!(" (the rate-limited underlay carried {:.0} Mbit/s of ESP frames)", wire_bits_per_sec / 1e6)
+                } else {
+                    String::new()
+                },
+                side.replace('_', " ")
+            ),
+        };
+    }
+    if let Some(target) = iperf.target_bits_per_sec {
+        if iperf.sender_bits_per_sec < 0.9 * target {
+            return Saturation {
+                side: "iperf3_client".into(),
+                evidence: format!(
+                    "the iperf3 client sent {:.0} Mbit/s of the {:.0} asked for and little was lost: the load generator, not the tunnel, was the limit",
+                    iperf.sender_bits_per_sec / 1e6,
+                    target / 1e6
+                ),
+            };
+        }
+    }
+    if let Some(rate) = underlay_rate_bits_per_sec.filter(|_| underlay_full) {
+        return Saturation {
+            side: "underlay".into(),
+            evidence: format!(
+                "the ESP frames (with Ethernet, IPv4 and UDP headers) took {:.0} Mbit/s, at least 90 % of the {:.0} Mbit/s underlay",
+                wire_bits_per_sec / 1e6,
+                rate as f64 / 1e6
+            ),
+        };
+    }
+    let (s, r) = (busiest(sender), busiest(receiver));
+    let loads = format!(
+        "sender gateway at {:.0} % of its core, receiver gateway at {:.0} % (busiest thread, or the whole gateway when pinned to one core); iperf3 client {:.0} %, server {:.0} %",
+        s * 100.0,
+        r * 100.0,
+        iperf.cpu_client_percent.unwrap_or(0.0),
+        iperf.cpu_server_percent.unwrap_or(0.0)
+    );
+    if s.max(r) >= SATURATED {
+        let side = if r >= s {
+            "receiver_gateway"
+        } else {
+            "sender_gateway"
+        };
+        return Saturation {
+            side: side.into(),
+            evidence: loads,
+        };
+    }
+    Saturation {
+        side: "cores".into(),
+        evidence: format!("no gateway thread saturated a core ({loads}): the gateways, iperf3 and the kernel shared the cores"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_model::tunnel::ThreadLoad;
+
+    fn iperf(protocol: Protocol) -> IperfRun {
+        IperfRun {
+            protocol,
+            command: vec![],
+            target_bits_per_sec: None,
+            length_bytes: 1220,
+            tcp_mss_bytes: Some(1348),
+            seconds: 3.0,
+            sent_bytes: 0,
+            received_bytes: 0,
+            sent_bytes_total: 1_000_000 * 1220,
+            received_bytes_total: 950_000 * 1220,
+            retransmits_total: Some(0),
+            sender_bits_per_sec: 1e9,
+            receiver_bits_per_sec: 0.95e9,
+            retransmits: None,
+            packets: Some(1_000_000),
+            lost_packets: Some(50_000),
+            lost_percent: Some(5.0),
+            out_of_order: None,
+            jitter_ms: None,
+            interval_bits_per_sec: vec![],
+            cpu_client_percent: None,
+            cpu_server_percent: None,
+        }
+    }
+
+    fn gateway(opened_packets: u64, opened_bytes: u64, load: f64) -> GatewayRun {
+        GatewayRun {
+            side: "x".into(),
+            variant: "accel".into(),
+            sealed_packets: 0,
+            sealed_bytes: 0,
+            seal_refused: 0,
+            esp_packets_sent: 0,
+            esp_bytes_sent: 0,
+            esp_packets_received: 0,
+            esp_bytes_received: 0,
+            opened_packets,
+            opened_bytes,
+            drops: Default::default(),
+            socket_drops: 0,
+            namespace_udp_drops: 0,
+            tun_queue_drops: 0,
+            link_drops: 0,
+            seconds: 1.0,
+            io_errors: 0,
+            tun_reads: 0,
+            tun_writes: 0,
+            cpu_cores_used: load,
+            threads: vec![ThreadLoad {
+                name: "udp->tun".into(),
+                cpu_cores_used: load,
+                pinned_cpu: None,
+            }],
+        }
+    }
+
+    /// A sender that put 0.99 Gbit/s of ESP frames on the underlay for a second.
+    fn full_wire() -> GatewayRun {
+        let mut g = gateway(0, 0, 0.3);
+        g.esp_packets_sent = 80_000;
+        g.esp_bytes_sent = 80_000 * 1504;
+        g
+    }
+
+    #[test]
+    fn udp_bytes_reconcile_with_28_bytes_of_headers() {
+        let run = iperf(Protocol::Udp);
+        // Exactly the received datagrams plus a little control traffic.
+        let exact = 950_000 * (1220 + 28) + 3_000;
+        assert!(byte_check(&run, &gateway(950_010, exact, 0.5)).ok);
+        // Fewer bytes than iperf3 received: impossible, flagged.
+        assert!(!byte_check(&run, &gateway(900_000, 900_000 * 1248, 0.5)).ok);
+        // Far more than was ever sent (delivered twice): flagged.
+        assert!(!byte_check(&run, &gateway(2_000_000, 2_000_000 * 1248, 0.5)).ok);
+    }
+
+    #[test]
+    fn tcp_bytes_reconcile_with_segment_headers() {
+        let mut run = iperf(Protocol::Tcp);
+        run.sent_bytes_total = 1_000_000_000;
+        run.received_bytes_total = 999_000_000;
+        let segments = 999_000_000u64.div_ceil(1348);
+        let opened = 999_000_000 + 52 * segments;
+        assert!(byte_check(&run, &gateway(segments, opened, 0.5)).ok);
+        assert!(!byte_check(&run, &gateway(segments, 999_000_000, 0.5)).ok);
+    }
+
+    #[test]
+    fn losses_point_at_the_side_that_dropped() {
+        let run = iperf(Protocol::Udp);
+        let sender = gateway(0, 0, 0.6);
+        let mut receiver = gateway(0, 0, 0.99);
+        receiver.socket_drops = 45_000;
+        let s = saturation(&run, &sender, &receiver, None);
+        assert_eq!(s.side, "receiver_gateway");
+        assert!(
+            s.evidence.contains("45000 at the receiving"),
+            "{}",
+            s.evidence
+        );
+        let mut sender = gateway(0, 0, 0.99);
+        sender.tun_queue_drops = 49_000;
+        assert_eq!(
+            saturation(&run, &sender, &gateway(0, 0, 0.5), None).side,
+            "sender_gateway"
+        );
+        // Unexplained losses: the underlay's when it was full, else unknown.
+        assert_eq!(
+            saturation(&run, &full_wire(), &gateway(0, 0, 0.2), Some(1_000_000_000)).side,
+            "underlay"
+        );
+        assert_eq!(
+            saturation(
+                &run,
+                &gateway(0, 0, 0.2),
+                &gateway(0, 0, 0.2),
+                Some(1_000_000_000)
+            )
+            .side,
+            "elsewhere"
+        );
+    }
+
+    #[test]
+    fn a_client_that_cannot_keep_up_is_the_limit() {
+        let mut run = iperf(Protocol::Udp);
+        run.lost_packets = Some(0);
+        run.target_bits_per_sec = Some(2.1e9);
+        run.sender_bits_per_sec = 1.37e9;
+        let s = saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.5), None);
+        assert_eq!(s.side, "iperf3_client", "{}", s.evidence);
+    }
+
+    #[test]
+    fn without_losses_the_busiest_thread_decides() {
+        let mut run = iperf(Protocol::Tcp);
+        run.lost_packets = None;
+        run.packets = None;
+        assert_eq!(
+            saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.95), None).side,
+            "receiver_gateway"
+        );
+        assert_eq!(
+            saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.4), None).side,
+            "cores"
+        );
+        assert_eq!(
+            saturation(&run, &full_wire(), &gateway(0, 0, 0.4), Some(1_000_000_000)).side,
+            "underlay"
+        );
+        assert_eq!(
+            saturation(
+                &run,
+                &gateway(0, 0, 0.5),
+                &gateway(0, 0, 0.4),
+                Some(1_000_000_000)
+            )
+            .side,
+            "cores"
+        );
+        // Two threads pinned to one core, at 80 % and 16 % of it: that core is full.
+        let mut pinned = gateway(0, 0, 0.96);
+        pinned.threads = vec![
+            ThreadLoad {
+                name: "tun->udp".into(),
+                cpu_cores_used: 0.8,
+                pinned_cpu: Some(0),
+            },
+            ThreadLoad {
+                name: "udp->tun".into(),
+                cpu_cores_used: 0.16,
+                pinned_cpu: Some(0),
+            },
+        ];
+        assert_eq!(
+            saturation(&run, &pinned, &gateway(0, 0, 0.5), None).side,
+            "sender_gateway"
+        );
+    }
+}

@@ -1,0 +1,287 @@
+//! The ESP gateway, `cipherbench __gateway`: one process per tunnel end, started by
+//! the runner with its configuration as JSON on stdin (the shared secret never
+//! appears on a command line) and its acceleration variant in `OPENSSL_ia32cap`.
+//!
+//! It joins its network namespace, attaches a queue of the TUN device, binds UDP
+//! 4500, keys one SA per direction from the run's secret, and runs two threads:
+//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]). The main thread handles
+//! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
+//! stops, and a snapshot is written once a second and at exit ([`stats`]).
+//!
+//! Protocol on stdout: `ready {"cpu_settings": ...}` once both paths run, then one
+//! `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit.
+
+pub mod offload;
+pub mod pump;
+pub mod stats;
+pub mod sys;
+
+use anyhow::{bail, Context, Result};
+use cipherbench_crypto::secret::SecretBytes;
+use cipherbench_esp::{derive_sa_pair, InboundSa, InboundSet, OutboundSa, Role, Transform};
+use serde::{Deserialize, Serialize};
+use stats::{GatewayStats, ThreadCpu};
+use std::io::{Read, Write};
+use std::net::SocketAddrV4;
+use std::os::unix::thread::JoinHandleExt;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+/// Everything a gateway needs, sent by the runner on stdin.
+#[derive(Clone, Serialize, Deserialize)]
+pub struct GatewayConfig {
+    /// For messages: `sender` or `receiver` (the iperf3 client's side is the sender).
+    pub name: String,
+    /// The network namespace to join (`/run/netns/NAME`); None stays where started.
+    pub netns: Option<String>,
+    /// The TUN device (already created, multi-queue, by the runner).
+    pub tun: String,
+    /// Local ESP-in-UDP address.
+    pub local: SocketAddrV4,
+    /// The peer gateway's.
+    pub peer: SocketAddrV4,
+    /// The transform.
+    pub transform: Transform,
+    /// The run's shared secret, hex.
+    pub secret_hex: String,
+    /// The key-derivation label (unique per run and transform).
+    pub label: String,
+    /// Which SA pair this end takes.
+    pub initiator: bool,
+    /// Where to write stats.
+    pub stats_path: PathBuf,
+    /// Datagrams per batched system call.
+    pub batch: usize,
+    /// TUN offloads (virtio header, TSO in, GRO out).
+    pub offload: bool,
+    /// UDP offloads: GSO sends of equal-length ESP datagrams, `UDP_GRO` receives.
+    pub udp_offload: bool,
+    /// Cores for the TUN-to-UDP and UDP-to-TUN threads (empty: not pinned; one:
+    /// both on it).
+    pub cpus: Vec<usize>,
+    /// UDP socket buffers, bytes.
+    pub socket_buffer_bytes: usize,
+    /// Anti-replay window, packets.
+    pub replay_window: u32,
+    /// The tunnel MTU.
+    pub mtu: usize,
+}
+
+/// Decodes lower- or upper-case hex.
+pub fn from_hex(text: &str) -> Option<Vec<u8>> {
+    let text = text.trim();
+    if !text.len().is_multiple_of(2) {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
+        .collect()
+}
+
+/// Lower-case hex.
+pub fn to_hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Entry point of `cipherbench __gateway`.
+pub fn main() -> Result<()> {
+    let mut input = String::new();
+    std::io::stdin()
+        .read_to_string(&mut input)
+        .context("reading the gateway configuration from stdin")?;
+    let config: GatewayConfig =
+        serde_json::from_str(&input).context("parsing the gateway configuration")?;
+    run(config)
+}
+
+fn run(config: GatewayConfig) -> Result<()> {
+    // Before any thread exists, so that every thread inherits both.
+    let signals = sys::Signals::block().context("blocking signals")?;
+    if let Some(ns) = &config.netns {
+        sys::enter_netns(ns).with_context(|| format!("joining network namespace {ns}"))?;
+    }
+    let secret = SecretBytes::new(from_hex(&config.secret_hex).context("the secret is not hex")?);
+    let role = if config.initiator {
+        Role::Initiator
+    } else {
+        Role::Responder
+    };
+    let mut pair = derive_sa_pair(secret.expose(), &config.label, config.transform, role)
+        .context("deriving the SAs")?;
+    pair.inbound.replay_window = config.replay_window;
+    let outbound = OutboundSa::new(pair.outbound).context("keying the outbound SA")?;
+    let mut inbound = InboundSet::new();
+    inbound
+        .insert(InboundSa::new(pair.inbound).context("keying the inbound SA")?)
+        .context("installing the inbound SA")?;
+    if config.batch == 0 || config.batch > 1024 {
+        bail!("batch must be 1 to 1024, not {}", config.batch);
+    }
+
+    let tun = sys::attach_tun(&config.tun, config.offload)
+        .with_context(|| format!("attaching to TUN device {}", config.tun))?;
+    let socket = sys::bind_udp(config.local, config.socket_buffer_bytes)
+        .with_context(|| format!("binding UDP {}", config.local))?;
+    if config.udp_offload {
+        sys::enable_udp_gro(&socket).context("enabling UDP_GRO")?;
+    }
+    let inode = sys::socket_inode(&socket).unwrap_or(0);
+    let shared = Arc::new(pump::Shared::new().context("creating the wakeup eventfd")?);
+    let cpu_settings = cipherbench_crypto::info::cpu_settings().unwrap_or_default();
+
+    let tx_path = pump::TxPath {
+        tun: tun.try_clone().context("duplicating the TUN descriptor")?,
+        socket: socket.try_clone().context("duplicating the UDP socket")?,
+        peer: config.peer,
+        sa: outbound,
+        batch: config.batch,
+        vnet_hdr: config.offload,
+        mtu: config.mtu,
+        udp_gso: config.udp_offload,
+    };
+    let rx_path = pump::RxPath {
+        tun,
+        socket,
+        sas: inbound,
+        batch: config.batch,
+        vnet_hdr: config.offload,
+        mtu: config.mtu,
+        udp_gro: config.udp_offload,
+    };
+    let tx_cpu = config.cpus.first().copied();
+    let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();
+    let tx = spawn_worker("tun->udp", tx_cpu, &shared, move |s| {
+        pump::run_tx(tx_path, s)
+    })?;
+    let rx = spawn_worker("udp->tun", rx_cpu, &shared, move |s| {
+        pump::run_rx(rx_path, s)
+    })?;
+    let clocks = [
+        (
+            tx.thread().name().unwrap_or("tx").to_string(),
+            tx_cpu,
+            sys::ThreadClock::of(tx.as_pthread_t()).ok(),
+        ),
+        (
+            rx.thread().name().unwrap_or("rx").to_string(),
+            rx_cpu,
+            sys::ThreadClock::of(rx.as_pthread_t()).ok(),
+        ),
+    ];
+
+    let mut snapshot = 0u64;
+    let take = |snapshot: &mut u64| -> GatewayStats {
+        *snapshot += 1;
+        let (outbound, tx) = *shared.tx.lock().unwrap_or_else(|p| p.into_inner());
+        let (inbound, rx) = *shared.rx.lock().unwrap_or_else(|p| p.into_inner());
+        GatewayStats {
+            snapshot: *snapshot,
+            monotonic_ns: sys::monotonic_ns(),
+            transform: config.transform.name().into(),
+            cpu_settings: cpu_settings.clone(),
+            outbound,
+            drops: inbound.drops,
+            inbound,
+            tx,
+            rx,
+            socket_drops: std::fs::read_to_string("/proc/self/net/udp")
+                .ok()
+                .and_then(|t| stats::socket_drops(&t, inode))
+                .unwrap_or(0),
+            process_cpu_ns: sys::process_cpu_ns(),
+            threads: clocks
+                .iter()
+                .map(|(name, cpu, clock)| ThreadCpu {
+                    name: name.clone(),
+                    cpu_ns: clock.map(|c| c.read_ns()).unwrap_or(0),
+                    pinned_cpu: *cpu,
+                })
+                .collect(),
+        }
+    };
+    take(&mut snapshot)
+        .write(&config.stats_path)
+        .with_context(|| format!("writing {}", config.stats_path.display()))?;
+    say(&format!(
+        "ready {}",
+        serde_json::json!({ "cpu_settings": cpu_settings, "pid": std::process::id() })
+    ))?;
+
+    let mut failure = None;
+    loop {
+        let signal = signals.wait(Duration::from_secs(1));
+        if tx.is_finished() || rx.is_finished() {
+            failure = Some("a data path thread stopped unexpectedly");
+            break;
+        }
+        match signal {
+            Some(sys::Signal::Stop) => break,
+            Some(sys::Signal::Snapshot) => {
+                take(&mut snapshot).write(&config.stats_path)?;
+                say(&format!("stats {snapshot}"))?;
+            }
+            None => take(&mut snapshot).write(&config.stats_path)?,
+        }
+    }
+    shared.stop.store(true, Ordering::Relaxed);
+    shared.wakeup.wake();
+    let tx_ok = tx.join().is_ok();
+    let rx_ok = rx.join().is_ok();
+    take(&mut snapshot).write(&config.stats_path)?;
+    if let Some(why) = failure {
+        bail!("{why} (tun->udp {}, udp->tun {})", ok(tx_ok), ok(rx_ok));
+    }
+    Ok(())
+}
+
+fn ok(b: bool) -> &'static str {
+    if b {
+        "returned"
+    } else {
+        "panicked"
+    }
+}
+
+fn say(line: &str) -> Result<()> {
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "{line}")?;
+    out.flush()?;
+    Ok(())
+}
+
+fn spawn_worker(
+    name: &str,
+    cpu: Option<usize>,
+    shared: &Arc<pump::Shared>,
+    work: impl FnOnce(&pump::Shared) + Send + 'static,
+) -> Result<std::thread::JoinHandle<()>> {
+    let shared = Arc::clone(shared);
+    std::thread::Builder::new()
+        .name(name.to_string())
+        .spawn(move || {
+            if let Some(cpu) = cpu {
+                // Pinning is an optimisation: a failure (a core outside our cpuset)
+                // leaves the thread where the scheduler put it.
+                let _ = sys::pin_current_thread(cpu);
+            }
+            work(&shared)
+        })
+        .with_context(|| format!("starting the {name} thread"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hex_round_trips_and_refuses_junk() {
+        assert_eq!(to_hex(&[0, 0xab, 0x10]), "00ab10");
+        assert_eq!(from_hex("00AB10"), Some(vec![0, 0xab, 0x10]));
+        assert_eq!(from_hex("abc"), None);
+        assert_eq!(from_hex("zz"), None);
+        assert_eq!(from_hex(""), Some(vec![]));
+    }
+}

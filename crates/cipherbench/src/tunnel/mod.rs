@@ -1,0 +1,646 @@
+//! Layer 4, `cipherbench tunnel`: iperf3 TCP and UDP through cipherbench's own
+//! ESP-in-UDP tunnel between two network namespaces, per transform and acceleration
+//! variant, after the underlay alone (seed 004).
+//!
+//! The runner builds the [`topology`], starts the iperf3 server, measures the
+//! underlay, then for each transform and variant starts a pair of [`gateway`]
+//! processes (see [`gateways`]), runs iperf3 TCP and the UDP rate search
+//! ([`search`]) and measured runs, takes both gateways' stats around every run, and
+//! saves after every point. Everything is removed on the way out, whatever the way.
+//! It never prints: progress goes to the observer.
+
+pub mod analysis;
+pub mod gateway;
+pub mod gateways;
+pub mod iperf;
+pub mod search;
+pub mod topology;
+
+use crate::interrupt;
+use crate::results::Session;
+use crate::speed::Variant;
+use anyhow::{bail, Context, Result};
+use cipherbench_esp::Transform;
+use cipherbench_model::speed::VariantRecord;
+use cipherbench_model::tunnel::{
+    Addresses, IperfRun, Pinning, Protocol, TunnelConfig, TunnelPoint, TunnelResults, TunnelRun,
+    UdpProbe, UnderlayPoint, VariantSide,
+};
+use cipherbench_model::Summary;
+use gateways::{GatewayPair, PairOptions};
+use search::{Search, Step};
+use std::time::Duration;
+use topology::{Names, Topology, TopologyOptions};
+
+/// Everything `tunnel` will measure, resolved once from the flags.
+#[derive(Debug, Clone)]
+pub struct TunnelPlan {
+    /// Transforms, in order.
+    pub transforms: Vec<Transform>,
+    /// Variants; the `null` transform runs only the first (it has no crypto).
+    pub variants: Vec<Variant>,
+    /// Which gateways run the variant.
+    pub variant_side: VariantSide,
+    /// `tc tbf` on the underlay: as given, and in bits per second.
+    pub underlay_rate: Option<(String, u64)>,
+    /// TUN MTU.
+    pub mtu: u32,
+    /// iperf3 `-l` (None: iperf3's default).
+    pub length: Option<u64>,
+    /// Protocols to measure.
+    pub protocols: Vec<Protocol>,
+    /// iperf3 `-w` for UDP runs.
+    pub udp_window: Option<u64>,
+    /// iperf3 `-t` of a measured run.
+    pub seconds: u64,
+    /// iperf3 `-O` for TCP runs.
+    pub omit_seconds: u64,
+    /// Length of a UDP probe.
+    pub probe_seconds: u64,
+    /// Target UDP loss (fraction).
+    pub target_loss: f64,
+    /// Tolerance around it.
+    pub loss_tolerance: f64,
+    /// Most probes per search.
+    pub max_probes: usize,
+    /// Runs per point.
+    pub repeats: usize,
+    /// Measure the underlay alone first.
+    pub underlay: bool,
+    /// Gateway batch size.
+    pub batch: usize,
+    /// TUN offloads in the gateways.
+    pub offload: bool,
+    /// UDP GSO/GRO in the gateways.
+    pub udp_offload: bool,
+    /// Pin gateways and iperf3 to cores.
+    pub pin: bool,
+}
+
+impl TunnelPlan {
+    fn combinations(&self) -> Vec<(Transform, Variant)> {
+        let mut out = Vec::new();
+        for &t in &self.transforms {
+            for (i, v) in self.variants.iter().enumerate() {
+                if t == Transform::Null && i > 0 {
+                    continue;
+                }
+                out.push((t, v.clone()));
+            }
+        }
+        out
+    }
+
+    /// Points (transform x variant x protocol), plus the underlay.
+    pub fn total_points(&self) -> usize {
+        self.combinations().len() * self.protocols.len() + usize::from(self.underlay)
+    }
+
+    /// A rough duration, for the estimate printed before a run.
+    pub fn estimate(&self) -> Duration {
+        let run = self.seconds + self.omit_seconds + 1;
+        let per_combination: u64 = self
+            .protocols
+            .iter()
+            .map(|p| match p {
+                Protocol::Tcp => self.repeats as u64 * run,
+                Protocol::Udp => {
+                    let reused = u64::from(self.probe_seconds == self.seconds);
+                    (self.max_probes as u64).min(3) * (self.probe_seconds + 1)
+                        + (self.repeats as u64 - reused) * (self.seconds + 1)
+                }
+            })
+            .sum::<u64>()
+            + 1;
+        let underlay = if self.underlay {
+            self.repeats as u64 * run
+        } else {
+            0
+        };
+        Duration::from_secs(self.combinations().len() as u64 * per_combination + underlay + 2)
+    }
+
+    /// The cores: with enough of them, each gateway and each iperf3 end gets its
+    /// own; on two, each gateway gets one and iperf3 shares with the gateway in its
+    /// namespace (seed 004 kept the load generators off the gateways; one machine
+    /// of two cores cannot).
+    pub fn pinning(&self) -> Pinning {
+        let cores = crate::cli::cores();
+        if !self.pin || cores < 2 {
+            return Pinning::default();
+        }
+        if cores >= 6 {
+            Pinning {
+                sender_gateway: vec![0, 1],
+                receiver_gateway: vec![2, 3],
+                iperf3_client: Some(4),
+                iperf3_server: Some(5),
+            }
+        } else if cores >= 4 {
+            Pinning {
+                sender_gateway: vec![0],
+                receiver_gateway: vec![1],
+                iperf3_client: Some(2),
+                iperf3_server: Some(3),
+            }
+        } else {
+            Pinning {
+                sender_gateway: vec![0],
+                receiver_gateway: vec![1],
+                iperf3_client: Some(0),
+                iperf3_server: Some(1),
+            }
+        }
+    }
+
+    fn config(&self) -> TunnelConfig {
+        TunnelConfig {
+            transforms: self
+                .transforms
+                .iter()
+                .map(|t| t.name().to_string())
+                .collect(),
+            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            variant_side: self.variant_side,
+            underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
+            tunnel_mtu: self.mtu,
+            length_bytes: self.length,
+            udp_window_bytes: self.udp_window,
+            duration_ns: self.seconds * 1_000_000_000,
+            omit_ns: self.omit_seconds * 1_000_000_000,
+            udp_probe_ns: self.probe_seconds * 1_000_000_000,
+            udp_target_loss: self.target_loss,
+            udp_loss_tolerance: self.loss_tolerance,
+            udp_max_probes: self.max_probes,
+            repeats: self.repeats,
+            batch: self.batch,
+            offload: self.offload,
+            udp_offload: self.udp_offload,
+            pinning: self.pinning(),
+            addresses: Addresses {
+                underlay_sender: topology::UNDERLAY_SENDER.into(),
+                underlay_receiver: topology::UNDERLAY_RECEIVER.into(),
+                inner_sender: topology::INNER_SENDER.into(),
+                inner_receiver: topology::INNER_RECEIVER.into(),
+            },
+        }
+    }
+}
+
+/// Refuses to start where the layer cannot run, saying why.
+pub fn check_prerequisites() -> Result<()> {
+    if !gateway::sys::is_root() {
+        bail!("the tunnel layer needs root (network namespaces, veth and TUN devices); run cipherbench as root or with sudo");
+    }
+    if !std::path::Path::new("/dev/net/tun").exists() {
+        bail!("/dev/net/tun is missing: this kernel or container has no TUN support (modprobe tun, or give the container the device)");
+    }
+    for (program, flag) in [("ip", "-V"), ("tc", "-V"), ("iperf3", "--version")] {
+        crate::supervisor::Spawn::new(program)
+            .args([flag])
+            .output(Duration::from_secs(5))
+            .with_context(|| format!("the tunnel layer needs {program}"))?;
+    }
+    Ok(())
+}
+
+/// The topology with its iperf3 server running: what [`run`] measures in, and what
+/// the root-only tests drive directly. Dropping it stops the server and removes the
+/// topology.
+pub struct Lab {
+    // Field order is drop order: the server goes before its namespace.
+    server: crate::supervisor::Child,
+    topology: Topology,
+}
+
+impl Lab {
+    /// Checks the prerequisites, builds a fresh topology and starts the server.
+    pub fn start(options: &TopologyOptions) -> Result<Lab> {
+        check_prerequisites()?;
+        let topology = Topology::build(Names::new()?, options)?;
+        let names = topology.names();
+        let server =
+            iperf::start_server(&names.receiver_ns, &names.dir.join("iperf3-server.json"))?;
+        Ok(Lab { server, topology })
+    }
+
+    /// The names of its objects.
+    pub fn names(&self) -> &Names {
+        self.topology.names()
+    }
+
+    /// An iperf3 client run from the sender's namespace to `server`.
+    pub fn client(&self, server: &str, protocol: Protocol, seconds: u64) -> iperf::ClientRun {
+        iperf::ClientRun {
+            netns: self.names().sender_ns.clone(),
+            server: server.to_string(),
+            protocol,
+            seconds,
+            omit_seconds: 0,
+            length_bytes: Some(1220),
+            rate_bits_per_sec: None,
+            window_bytes: None,
+            affinity: None,
+        }
+    }
+
+    /// Stops the server and removes the topology, reporting failures.
+    pub fn stop(self) -> Result<()> {
+        let Lab {
+            mut server,
+            topology,
+        } = self;
+        server.stop();
+        topology.teardown()
+    }
+}
+
+/// Runs the plan, saving into the session after every point.
+pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
+    let lab = Lab::start(&TopologyOptions {
+        underlay_rate_bits_per_sec: plan.underlay_rate.as_ref().map(|r| r.1),
+        mtu: plan.mtu,
+        segment_on_the_wire: false,
+    })?;
+    let outcome = measure(plan, &lab, session);
+    let stopped = lab.stop();
+    outcome?;
+    stopped
+}
+
+fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
+    let names = lab.names();
+    let mut results = TunnelResults {
+        config: plan.config(),
+        underlay: Vec::new(),
+        points: Vec::new(),
+        variants: Vec::new(),
+        iperf3_version: iperf::version(),
+    };
+    let pinning = results.config.pinning.clone();
+    let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
+    session
+        .progress
+        .layer("tunnel", plan.total_points(), plan.estimate());
+    let client =
+        |server: &str, protocol: Protocol, seconds: u64, rate: Option<f64>| iperf::ClientRun {
+            omit_seconds: if protocol == Protocol::Tcp {
+                plan.omit_seconds
+            } else {
+                0
+            },
+            length_bytes: plan.length,
+            rate_bits_per_sec: rate,
+            window_bytes: if protocol == Protocol::Udp {
+                plan.udp_window
+            } else {
+                None
+            },
+            affinity,
+            ..lab.client(server, protocol, seconds)
+        };
+
+    if plan.underlay {
+        interrupt::check()?;
+        let mut runs = Vec::new();
+        for _ in 0..plan.repeats {
+            runs.push(
+                client(
+                    topology::UNDERLAY_RECEIVER,
+                    Protocol::Tcp,
+                    plan.seconds,
+                    None,
+                )
+                .run()?,
+            );
+        }
+        let point = underlay_point(Protocol::Tcp, runs);
+        session.progress.point(&format!(
+            "underlay tcp: {}",
+            cipherbench_model::units::format_bits_per_sec(
+                point.throughput_bits_per_sec.median / 8.0
+            )
+        ));
+        results.underlay.push(point);
+        session.record.tunnel = Some(results.clone());
+        session.save()?;
+    }
+    let underlay_tcp = results
+        .underlay(Protocol::Tcp)
+        .map(|u| u.throughput_bits_per_sec.median);
+
+    let program = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let mut secret = vec![0u8; 32];
+    cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
+    for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
+        interrupt::check()?;
+        let accel = Variant::accel();
+        let (sender_variant, receiver_variant) = match plan.variant_side {
+            VariantSide::Both => (&variant, &variant),
+            VariantSide::Sender => (&variant, &accel),
+            VariantSide::Receiver => (&accel, &variant),
+        };
+        let options = PairOptions {
+            program: program.clone(),
+            transform,
+            secret: secret.clone(),
+            label: format!(
+                "{}/{}/{}/{start}",
+                names.run,
+                transform.name(),
+                variant.name
+            ),
+            batch: plan.batch,
+            offload: plan.offload,
+            udp_offload: plan.udp_offload,
+            mtu: plan.mtu as usize,
+            sender_cpus: pinning.sender_gateway.clone(),
+            receiver_cpus: pinning.receiver_gateway.clone(),
+            replay_window: 1024,
+            sender_peer: None,
+        };
+        let mut pair = GatewayPair::start(names, &options, sender_variant, receiver_variant)?;
+        for gateway in [&pair.sender, &pair.receiver] {
+            note_variant(
+                &mut results.variants,
+                &gateway.variant,
+                &gateway.cpu_settings,
+                session,
+            );
+        }
+        let mut tcp_rate = None;
+        for &protocol in &plan.protocols {
+            interrupt::check()?;
+            let underlay_rate = plan.underlay_rate.as_ref().map(|r| r.1);
+            let mut runs = Vec::new();
+            let (search, rate) = match protocol {
+                Protocol::Tcp => (None, None),
+                Protocol::Udp => {
+                    let start = tcp_rate.or(underlay_tcp).unwrap_or(1e9) * 1.05;
+                    let mut probes = Vec::new();
+                    let s = udp_search(plan, start, |rate| {
+                        let c = client(
+                            topology::INNER_RECEIVER,
+                            Protocol::Udp,
+                            plan.probe_seconds,
+                            Some(rate),
+                        );
+                        let run = measured_run(&c, &mut pair, names, underlay_rate)?;
+                        let iperf = run.iperf.clone();
+                        probes.push(run);
+                        Ok(iperf)
+                    })?;
+                    let chosen = s.chosen_bits_per_sec;
+                    // A probe as long as a measured run at the chosen rate is a
+                    // measured run: keep it rather than repeat it.
+                    if plan.probe_seconds == plan.seconds {
+                        if let Some(run) = probes
+                            .into_iter()
+                            .rev()
+                            .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
+                        {
+                            runs.push(run);
+                        }
+                    }
+                    (Some(s), Some(chosen))
+                }
+            };
+            while runs.len() < plan.repeats {
+                let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
+                runs.push(measured_run(&c, &mut pair, names, underlay_rate)?);
+            }
+            let point = tunnel_point(
+                transform,
+                &variant,
+                plan.variant_side,
+                protocol,
+                search,
+                runs,
+                underlay_tcp,
+            );
+            if protocol == Protocol::Tcp {
+                tcp_rate = Some(point.throughput_bits_per_sec.median);
+            }
+            warn_about(&point, session);
+            session.progress.point(&format!(
+                "{} {} {}: {}{}",
+                point.transform,
+                point.variant,
+                protocol.as_str(),
+                cipherbench_model::units::format_bits_per_sec(
+                    point.throughput_bits_per_sec.median / 8.0
+                ),
+                point
+                    .runs
+                    .last()
+                    .and_then(|r| r.iperf.lost_percent)
+                    .map(|l| format!(" at {l:.1} % loss"))
+                    .unwrap_or_default()
+            ));
+            results.points.push(point);
+            session.record.tunnel = Some(results.clone());
+            session.save()?;
+        }
+        pair.stop()?;
+    }
+    session.record.tunnel = Some(results);
+    session.save()
+}
+
+fn note_variant(
+    known: &mut Vec<VariantRecord>,
+    variant: &Variant,
+    settings: &str,
+    session: &mut Session,
+) {
+    if known.iter().any(|v| v.name == variant.name) {
+        return;
+    }
+    let record = crate::speed::variant_record(variant, settings, known);
+    if !record.took_effect {
+        session.record.warn(
+            "tunnel",
+            "variant_not_effective",
+            format!(
+                "variant {} did not take effect in the gateway: OpenSSL reported {}",
+                variant.name, settings
+            ),
+        );
+    }
+    known.push(record);
+}
+
+fn warn_about(point: &TunnelPoint, session: &mut Session) {
+    let what = format!(
+        "{} {} {}",
+        point.transform,
+        point.variant,
+        point.protocol.as_str()
+    );
+    for run in &point.runs {
+        if !run.byte_check.ok {
+            session.record.warn(
+                "tunnel",
+                "byte_mismatch",
+                format!(
+                    "{what}: the receiving gateway opened {} inner bytes, outside the {}..{} that iperf3's {} payload bytes allow",
+                    run.byte_check.opened_bytes,
+                    run.byte_check.expected_min,
+                    run.byte_check.expected_max,
+                    run.byte_check.iperf_bytes
+                ),
+            );
+        }
+        let drops = run.receiver.drops_total() + run.sender.drops_total();
+        if drops > 0 {
+            session.record.warn(
+                "tunnel",
+                "esp_drops",
+                format!("{what}: the gateways dropped {drops} ESP packets (by reason in run.json)"),
+            );
+        }
+    }
+    if let Some(search) = &point.search {
+        if search.outcome == cipherbench_model::tunnel::SearchOutcome::SenderLimited {
+            session.record.warn(
+                "tunnel",
+                "load_generator_saturated",
+                format!(
+                    "{what}: the iperf3 client could not send fast enough to reach the target loss: the figure is the load generator's limit, not the tunnel's"
+                ),
+            );
+        }
+    }
+    if point.interval_bits_per_sec.high_spread() {
+        session.record.warn(
+            "tunnel",
+            "high_spread",
+            format!(
+                "{what}: per-second throughput spread ±{:.1} %",
+                point.interval_bits_per_sec.rel_spread * 100.0
+            ),
+        );
+    }
+}
+
+/// Runs the UDP search with `probe` running one iperf3 probe at a rate.
+fn udp_search(
+    plan: &TunnelPlan,
+    start: f64,
+    mut probe: impl FnMut(f64) -> Result<IperfRun>,
+) -> Result<cipherbench_model::tunnel::UdpSearch> {
+    let mut search = Search::new(
+        start,
+        plan.target_loss,
+        plan.loss_tolerance,
+        plan.max_probes,
+    );
+    loop {
+        match search.step() {
+            Step::Done(result) => return Ok(result),
+            Step::Probe(rate) => {
+                interrupt::check()?;
+                let run = probe(rate)?;
+                search.record(UdpProbe {
+                    target_bits_per_sec: rate,
+                    sender_bits_per_sec: run.sender_bits_per_sec,
+                    receiver_bits_per_sec: run.receiver_bits_per_sec,
+                    lost_percent: run.lost_percent.unwrap_or(0.0),
+                });
+            }
+        }
+    }
+}
+
+/// One iperf3 run with both gateways' stats (and the sending TUN queue's drops)
+/// taken just before and just after it.
+pub fn measured_run(
+    client: &iperf::ClientRun,
+    pair: &mut GatewayPair,
+    names: &Names,
+    underlay_rate_bits_per_sec: Option<u64>,
+) -> Result<TunnelRun> {
+    let counters = |pair: &GatewayPair| -> Result<_> {
+        Ok((
+            gateways::NamespaceCounters::read(&names.sender_ns, &pair.sender)?,
+            gateways::NamespaceCounters::read(&names.receiver_ns, &pair.receiver)?,
+        ))
+    };
+    let (sn0, rn0) = counters(pair)?;
+    let (s0, r0) = pair.snapshot()?;
+    let iperf = client.run_watching(|| pair.check_alive())?;
+    let (s1, r1) = pair.snapshot()?;
+    let (sn1, rn1) = counters(pair)?;
+    let sender = gateways::gateway_run("sender", &pair.sender.variant.name, (&s0, sn0), (&s1, sn1));
+    let receiver = gateways::gateway_run(
+        "receiver",
+        &pair.receiver.variant.name,
+        (&r0, rn0),
+        (&r1, rn1),
+    );
+    let byte_check = analysis::byte_check(&iperf, &receiver);
+    let saturation = analysis::saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
+    Ok(TunnelRun {
+        iperf,
+        sender,
+        receiver,
+        byte_check,
+        saturation,
+    })
+}
+
+fn summary(values: &[f64]) -> Summary {
+    Summary::of(values).unwrap_or(Summary {
+        n: 0,
+        median: 0.0,
+        mean: 0.0,
+        min: 0.0,
+        max: 0.0,
+        stddev: 0.0,
+        rel_spread: 0.0,
+    })
+}
+
+fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
+    let totals: Vec<f64> = runs.iter().map(|r| r.receiver_bits_per_sec).collect();
+    let intervals: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.interval_bits_per_sec.clone())
+        .collect();
+    UnderlayPoint {
+        protocol,
+        throughput_bits_per_sec: summary(&totals),
+        interval_bits_per_sec: summary(&intervals),
+        runs,
+    }
+}
+
+fn tunnel_point(
+    transform: Transform,
+    variant: &Variant,
+    variant_side: VariantSide,
+    protocol: Protocol,
+    search: Option<cipherbench_model::tunnel::UdpSearch>,
+    runs: Vec<TunnelRun>,
+    underlay_tcp: Option<f64>,
+) -> TunnelPoint {
+    let totals: Vec<f64> = runs.iter().map(|r| r.iperf.receiver_bits_per_sec).collect();
+    let intervals: Vec<f64> = runs
+        .iter()
+        .flat_map(|r| r.iperf.interval_bits_per_sec.clone())
+        .collect();
+    let throughput = summary(&totals);
+    TunnelPoint {
+        transform: transform.name().to_string(),
+        variant: variant.name.clone(),
+        variant_side,
+        protocol,
+        search,
+        underlay_share: underlay_tcp
+            .filter(|u| *u > 0.0)
+            .map(|u| throughput.median / u),
+        throughput_bits_per_sec: throughput,
+        interval_bits_per_sec: summary(&intervals),
+        runs,
+    }
+}

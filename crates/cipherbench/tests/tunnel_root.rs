@@ -1,0 +1,913 @@
+//! Layer 4 end to end, as root: real network namespaces, veth, TUN devices, the
+//! `__gateway` processes and iperf3. Kept apart from the other tests because they
+//! need root and a few programs (ip, tc, iperf3, dumpcap/tshark, nft); each test
+//! prints why it skips where it cannot run, so `cargo test` passes anywhere.
+//!
+//! What they prove: every transform carries iperf3 TCP and UDP and the gateways'
+//! counters agree with iperf3's bytes; packets on the wire decrypt with tshark
+//! (AES-GCM, AES-CBC + HMAC-SHA-256) and with RustCrypto's `chacha20poly1305`
+//! (ChaCha20-Poly1305, which this tshark cannot do); loss, duplicates, replays and
+//! forgeries are counted exactly and nothing is delivered twice; and nothing of ours
+//! is left after a normal run, an error, SIGINT, or SIGKILL plus `tunnel cleanup`.
+
+use chacha20poly1305::aead::{AeadInPlace, KeyInit};
+use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
+use cipherbench::speed::Variant;
+use cipherbench::supervisor::{wait_until, Spawn};
+use cipherbench::tunnel::gateway::sys::enter_netns;
+use cipherbench::tunnel::gateways::{GatewayPair, PairOptions};
+use cipherbench::tunnel::iperf::received_datagrams;
+use cipherbench::tunnel::topology::{self, Names, TopologyOptions};
+use cipherbench::tunnel::{check_prerequisites, measured_run, Lab};
+use cipherbench_esp::{derive_sa_pair, Role, Transform};
+use cipherbench_model::tunnel::{Protocol, TunnelRun};
+use std::net::{SocketAddrV4, UdpSocket};
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
+
+/// One tunnel test at a time: they share two cores with everything else, and the
+/// exact counts (no socket drops, no loss) must not depend on how busy they are.
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    // A panicking test poisons the lock; the next one may still run.
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+const SECRET: [u8; 32] = [0x5a; 32];
+
+/// A fresh lab, or None (with the reason printed) where the tunnel cannot run.
+/// Tests that capture or filter on the underlay want one ESP packet per frame.
+fn lab(test: &str, needs: &[&str]) -> Option<Lab> {
+    lab_with(test, needs, false)
+}
+
+fn wire_lab(test: &str, needs: &[&str]) -> Option<Lab> {
+    lab_with(test, needs, true)
+}
+
+fn lab_with(test: &str, needs: &[&str], segment_on_the_wire: bool) -> Option<Lab> {
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping {test}: {e:#}");
+        return None;
+    }
+    for program in needs {
+        let found = Command::new(program)
+            .arg("--version")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .status()
+            .is_ok();
+        if !found {
+            eprintln!("skipping {test}: {program} is not installed (scripts/install-deps.sh test)");
+            return None;
+        }
+    }
+    Some(
+        Lab::start(&TopologyOptions {
+            underlay_rate_bits_per_sec: None,
+            mtu: 1400,
+            segment_on_the_wire,
+        })
+        .expect("building the lab"),
+    )
+}
+
+fn pair(lab: &Lab, transform: Transform, label: &str, peer: Option<SocketAddrV4>) -> GatewayPair {
+    GatewayPair::start(
+        lab.names(),
+        &PairOptions {
+            program: BIN.into(),
+            transform,
+            secret: SECRET.to_vec(),
+            label: label.to_string(),
+            batch: 64,
+            offload: true,
+            udp_offload: true,
+            mtu: 1400,
+            sender_cpus: vec![],
+            receiver_cpus: vec![],
+            replay_window: 1024,
+            sender_peer: peer,
+        },
+        &Variant::accel(),
+        &Variant::accel(),
+    )
+    .expect("starting the gateways")
+}
+
+fn udp_run(lab: &Lab, pair: &mut GatewayPair, seconds: u64, rate: f64) -> TunnelRun {
+    let mut client = lab.client(topology::INNER_RECEIVER, Protocol::Udp, seconds);
+    client.rate_bits_per_sec = Some(rate);
+    measured_run(&client, pair, lab.names(), None).expect("a UDP run")
+}
+
+#[test]
+fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
+    let _serial = serial();
+    let Some(lab) = lab("every_transform_carries_tcp_and_udp", &[]) else {
+        return;
+    };
+    for transform in Transform::ALL {
+        let mut gateways = pair(&lab, transform, &format!("e2e/{transform}"), None);
+
+        let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 2);
+        let run = measured_run(&tcp, &mut gateways, lab.names(), None).expect("a TCP run");
+        let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
+        assert!(i.received_bytes_total > 1_000_000, "{transform}: {i:?}");
+        assert!(run.byte_check.ok, "{transform} tcp: {:?}", run.byte_check);
+        assert_eq!(
+            s.drops_total() + r.drops_total(),
+            0,
+            "{transform} tcp drops"
+        );
+        // Every inner packet the sender sealed, the receiver opened (a few may be in
+        // flight at a snapshot: the connection's closing segments).
+        assert!(
+            s.sealed_packets.abs_diff(r.opened_packets) <= 4,
+            "{transform}: {s:?} {r:?}"
+        );
+        // The data direction carries iperf3's payload in segments with 52 bytes of
+        // headers (IPv4 20, TCP 20, timestamps 12); what is left after them is at
+        // least what the server read and at most what the client wrote, plus
+        // retransmissions and the control connection's few KiB.
+        let payload = r.opened_bytes.saturating_sub(52 * r.opened_packets);
+        let mss = i.tcp_mss_bytes.unwrap_or(1348);
+        let most = i.sent_bytes_total + i.retransmits_total.unwrap_or(0) * mss + 64 * 1024;
+        assert!(
+            payload >= i.received_bytes_total && payload <= most,
+            "{transform}: payload {payload}, iperf3 read {}, wrote {}",
+            i.received_bytes_total,
+            i.sent_bytes_total
+        );
+        // ESP adds the same overhead to every packet of a size: the bytes on the wire
+        // are the inner bytes plus header, IV, padding, trailer and ICV.
+        assert!(s.esp_bytes_sent > s.sealed_bytes, "{transform}");
+
+        let run = udp_run(&lab, &mut gateways, 2, 50e6);
+        let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
+        let received = received_datagrams(i);
+        assert!(received > 5_000, "{transform} udp: {i:?}");
+        assert!(run.byte_check.ok, "{transform} udp: {:?}", run.byte_check);
+        assert_eq!(
+            s.drops_total() + r.drops_total(),
+            0,
+            "{transform} udp drops"
+        );
+        // Each datagram is 1220 bytes of payload + UDP 8 + IPv4 20 = 1248 inner
+        // bytes; beyond them only the control connection crossed (a few KiB), and
+        // datagrams lost after the gateway (counted by iperf3).
+        let datagrams = 1248 * received;
+        let lost = i.lost_packets.unwrap_or(0);
+        assert!(
+            r.opened_bytes >= datagrams && r.opened_bytes <= datagrams + 1248 * lost + 64 * 1024,
+            "{transform}: opened {} for {received} datagrams",
+            r.opened_bytes
+        );
+        let (sender, receiver) = gateways.stop().expect("both gateways stop cleanly");
+        assert_eq!(sender.transform, transform.name());
+        assert!(receiver.inbound.opened_packets > 0);
+        // The offloads were used: TCP super-packets from the TUN device, ESP sent in
+        // GSO messages, received coalesced and split again.
+        assert!(
+            sender.tx.segmented_reads > 0,
+            "{transform}: {:?}",
+            sender.tx
+        );
+        assert!(sender.tx.gso_datagrams > 0, "{transform}: {:?}", sender.tx);
+        assert!(
+            receiver.rx.gro_datagrams > 0,
+            "{transform}: {:?}",
+            receiver.rx
+        );
+        assert!(receiver.rx.coalesced > 0, "{transform}: {:?}", receiver.rx);
+    }
+    lab.stop().expect("teardown");
+}
+
+/// Captures ESP-in-UDP on the receiver's veth into a classic pcap file while
+/// `traffic` runs; returns when `count` frames are in or the capture's deadline
+/// passes.
+fn capture(lab: &Lab, file: &Path, count: usize, traffic: impl FnOnce()) {
+    let mut dumpcap = Spawn::new("ip")
+        .args([
+            "netns",
+            "exec",
+            &lab.names().receiver_ns,
+            "dumpcap",
+            "-q",
+            "-P",
+        ])
+        .args([
+            "-i",
+            topology::VETH,
+            "-f",
+            "udp port 4500",
+            "-c",
+            &count.to_string(),
+        ])
+        .args(["-a", "duration:20", "-w"])
+        .args([file.as_os_str()])
+        .start()
+        .expect("starting dumpcap");
+    wait_until("dumpcap capturing", Duration::from_secs(10), || {
+        Ok(dumpcap.stderr_tail().contains("Capturing on"))
+    })
+    .expect("dumpcap starts");
+    traffic();
+    let status = dumpcap.wait(Duration::from_secs(25)).expect("dumpcap ends");
+    assert!(status.success(), "dumpcap: {}", dumpcap.stderr_tail());
+}
+
+/// tshark's SA table entry for one direction.
+fn esp_sa(src: &str, dst: &str, spi: u32, transform: Transform, keymat: &[u8]) -> String {
+    let hex = |b: &[u8]| b.iter().map(|x| format!("{x:02x}")).collect::<String>();
+    let (encryption, key, auth, auth_key) = match transform {
+        Transform::Aes128Gcm | Transform::Aes256Gcm => (
+            "AES-GCM with 16 octet ICV [RFC4106]",
+            format!("0x{}", hex(keymat)),
+            "NULL",
+            String::new(),
+        ),
+        Transform::Aes256Sha256 => (
+            "AES-CBC [RFC3602]",
+            format!("0x{}", hex(&keymat[..32])),
+            "HMAC-SHA-256-128 [RFC4868]",
+            format!("0x{}", hex(&keymat[32..])),
+        ),
+        other => panic!("tshark cannot check {other}"),
+    };
+    format!("uat:esp_sa:\"IPv4\",\"{src}\",\"{dst}\",\"0x{spi:08x}\",\"{encryption}\",\"{key}\",\"{auth}\",\"{auth_key}\"")
+}
+
+/// Runs tshark over a capture with the run's SAs; returns (spi, icv_good) per frame.
+fn tshark_icv(
+    file: &Path,
+    transform: Transform,
+    label: &str,
+    wrong_key: bool,
+) -> Vec<(String, bool)> {
+    let sas = derive_sa_pair(&SECRET, label, transform, Role::Initiator).unwrap();
+    let mut out_key = sas.outbound.keymat.expose().to_vec();
+    if wrong_key {
+        out_key[0] ^= 1;
+    }
+    let args = vec![
+        "-r".to_string(),
+        file.display().to_string(),
+        "-o".into(),
+        "esp.enable_encryption_decode:TRUE".into(),
+        "-o".into(),
+        "esp.enable_authentication_check:TRUE".into(),
+        "-o".into(),
+        esp_sa(
+            topology::UNDERLAY_SENDER,
+            topology::UNDERLAY_RECEIVER,
+            sas.outbound.spi,
+            transform,
+            &out_key,
+        ),
+        "-o".into(),
+        esp_sa(
+            topology::UNDERLAY_RECEIVER,
+            topology::UNDERLAY_SENDER,
+            sas.inbound.spi,
+            transform,
+            sas.inbound.keymat.expose(),
+        ),
+        "-T".into(),
+        "fields".into(),
+        "-e".into(),
+        "esp.spi".into(),
+        "-e".into(),
+        "esp.icv_good".into(),
+    ];
+    let out = Spawn::new("tshark")
+        .args(&args)
+        .output(Duration::from_secs(60))
+        .expect("running tshark")
+        .success("tshark")
+        .expect("tshark reads the capture");
+    out.stdout
+        .lines()
+        .map(|l| {
+            let mut f = l.split('\t');
+            let spi = f.next().unwrap_or("").to_string();
+            let good = matches!(f.next(), Some("1") | Some("True"));
+            (spi, good)
+        })
+        .collect()
+}
+
+#[test]
+fn tshark_verifies_the_icv_of_every_esp_frame() {
+    let _serial = serial();
+    let Some(lab) = wire_lab(
+        "tshark_verifies_the_icv_of_every_esp_frame",
+        &["tshark", "dumpcap"],
+    ) else {
+        return;
+    };
+    for transform in [
+        Transform::Aes128Gcm,
+        Transform::Aes256Gcm,
+        Transform::Aes256Sha256,
+    ] {
+        let label = format!("wire/{transform}");
+        let mut gateways = pair(&lab, transform, &label, None);
+        let file = lab.names().dir.join(format!("{transform}.pcap"));
+        capture(&lab, &file, 1500, || {
+            udp_run(&lab, &mut gateways, 1, 5e6);
+            // TCP too: offloaded segments are split before sealing, so they must
+            // look like any other ESP packet on the wire.
+            let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 1);
+            measured_run(&tcp, &mut gateways, lab.names(), None).expect("tcp");
+        });
+        let frames = tshark_icv(&file, transform, &label, false);
+        assert!(
+            frames.len() >= 1000,
+            "{transform}: only {} frames",
+            frames.len()
+        );
+        let bad: Vec<_> = frames.iter().filter(|(_, good)| !good).collect();
+        assert!(
+            bad.is_empty(),
+            "{transform}: {} of {} frames without a good ICV: {:?}",
+            bad.len(),
+            frames.len(),
+            &bad[..bad.len().min(5)]
+        );
+        // The veth segmented every GSO send: one ESP packet per frame, as captured,
+        // and nothing arrived coalesced.
+        let (_, receiver) = gateways.stop().expect("stop");
+        assert_eq!(receiver.rx.gro_datagrams, 0);
+        // The check can fail: with one key bit flipped, the data direction's frames
+        // no longer verify.
+        let wrong = tshark_icv(&file, transform, &label, true);
+        assert!(
+            wrong.iter().any(|(_, good)| !good),
+            "{transform}: a wrong key still verified"
+        );
+    }
+    lab.stop().expect("teardown");
+}
+
+/// The UDP payloads of a classic pcap file of Ethernet frames (pcap(5)).
+fn pcap_udp_payloads(file: &Path) -> Vec<Vec<u8>> {
+    let data = std::fs::read(file).expect("reading the capture");
+    assert_eq!(
+        &data[..4],
+        &[0xd4, 0xc3, 0xb2, 0xa1],
+        "a little-endian classic pcap"
+    );
+    let mut at = 24;
+    let mut payloads = Vec::new();
+    while at + 16 <= data.len() {
+        let incl = u32::from_le_bytes(data[at + 8..at + 12].try_into().unwrap()) as usize;
+        let frame = &data[at + 16..at + 16 + incl];
+        at += 16 + incl;
+        // Ethernet (14) / IPv4 (IHL) / UDP (8).
+        if frame.len() < 14 + 20 + 8 || frame[12..14] != [0x08, 0x00] {
+            continue;
+        }
+        let ip = &frame[14..];
+        let ihl = usize::from(ip[0] & 0x0f) * 4;
+        let total = usize::from(u16::from_be_bytes([ip[2], ip[3]]));
+        if ip[9] != 17 || total > ip.len() {
+            continue;
+        }
+        payloads.push(ip[ihl + 8..total].to_vec());
+    }
+    payloads
+}
+
+#[test]
+fn chacha20_poly1305_frames_open_with_an_independent_implementation() {
+    let _serial = serial();
+    // tshark here has no ChaCha20-Poly1305; RustCrypto's chacha20poly1305 (a pure
+    // Rust implementation, not OpenSSL) opens the captured frames instead.
+    let Some(lab) = wire_lab("chacha20_poly1305_frames_open_independently", &["dumpcap"]) else {
+        return;
+    };
+    let transform = Transform::ChaCha20Poly1305;
+    let label = "wire/chacha";
+    let mut gateways = pair(&lab, transform, label, None);
+    let file = lab.names().dir.join("chacha.pcap");
+    capture(&lab, &file, 1000, || {
+        udp_run(&lab, &mut gateways, 1, 20e6);
+    });
+    let sas = derive_sa_pair(&SECRET, label, transform, Role::Initiator).unwrap();
+    let mut opened = 0;
+    for sa in [&sas.outbound, &sas.inbound] {
+        let keymat = sa.keymat.expose();
+        let cipher = ChaCha20Poly1305::new_from_slice(&keymat[..32]).unwrap();
+        for esp in pcap_udp_payloads(&file) {
+            if esp.len() < 8 + 8 + 16 || esp[..4] != sa.spi.to_be_bytes() {
+                continue;
+            }
+            // RFC 7634 §2: nonce = salt (4) || IV (8); AAD = SPI || sequence (§2.1,
+            // no ESN); the ICV is the 16-byte tag.
+            let mut nonce = [0u8; 12];
+            nonce[..4].copy_from_slice(&keymat[32..36]);
+            nonce[4..].copy_from_slice(&esp[8..16]);
+            let (body, tag) = esp[16..].split_at(esp.len() - 16 - 16);
+            let mut plain = body.to_vec();
+            cipher
+                .decrypt_in_place_detached(
+                    Nonce::from_slice(&nonce),
+                    &esp[..8],
+                    &mut plain,
+                    Tag::from_slice(tag),
+                )
+                .unwrap_or_else(|_| panic!("frame with sequence {:?} did not open", &esp[4..8]));
+            // RFC 4303 §2.4-2.6: padding 1, 2, 3..., pad length, next header 4
+            // (IPv4), and an inner IPv4 packet whose length field fits.
+            let n = plain.len();
+            let pad = usize::from(plain[n - 2]);
+            assert_eq!(plain[n - 1], 4, "next header");
+            assert!((1..=pad).all(|i| usize::from(plain[n - 2 - pad + i - 1]) == i));
+            let inner = &plain[..n - 2 - pad];
+            assert_eq!(inner[0] >> 4, 4);
+            assert_eq!(
+                usize::from(u16::from_be_bytes([inner[2], inner[3]])),
+                inner.len()
+            );
+            opened += 1;
+        }
+    }
+    assert!(opened >= 900, "only {opened} frames opened");
+    gateways.stop().expect("stop");
+    lab.stop().expect("teardown");
+}
+
+fn nft(netns: &str, args: &[&str]) -> String {
+    let mut full = vec!["netns", "exec", netns, "nft"];
+    full.extend_from_slice(args);
+    Spawn::new("ip")
+        .args(&full)
+        .output(Duration::from_secs(10))
+        .unwrap()
+        .success("nft")
+        .unwrap()
+        .stdout
+}
+
+#[test]
+fn loss_on_the_underlay_is_counted_exactly_and_the_gateways_carry_on() {
+    let _serial = serial();
+    let Some(lab) = wire_lab("loss_on_the_underlay", &["nft"]) else {
+        return;
+    };
+    let receiver_ns = lab.names().receiver_ns.clone();
+    nft(&receiver_ns, &["add", "table", "ip", "cbtfault"]);
+    nft(
+        &receiver_ns,
+        &[
+            "add",
+            "chain",
+            "ip",
+            "cbtfault",
+            "in",
+            "{ type filter hook input priority -300 ; }",
+        ],
+    );
+    nft(
+        &receiver_ns,
+        &[
+            "add", "rule", "ip", "cbtfault", "in", "udp", "dport", "4500", "numgen", "random",
+            "mod", "100", "<", "5", "counter", "drop",
+        ],
+    );
+    let mut gateways = pair(&lab, Transform::Aes128Gcm, "fault/loss", None);
+    let dropped = || -> u64 {
+        let json = nft(&receiver_ns, &["-j", "list", "table", "ip", "cbtfault"]);
+        let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+        v["nftables"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["rule"]["expr"].as_array())
+            .flatten()
+            .filter_map(|x| x["counter"]["packets"].as_u64())
+            .sum()
+    };
+    let run = udp_run(&lab, &mut gateways, 2, 30e6);
+    // Let the last packets (TCP's closing handshake) land, then compare totals
+    // since the gateways started: the rule was there before them.
+    let mut last = 0;
+    wait_until("the tunnel to fall quiet", Duration::from_secs(10), || {
+        let sent = gateways.sender.snapshot()?.tx.udp_packets;
+        let quiet = sent == last;
+        last = sent;
+        std::thread::sleep(Duration::from_millis(200));
+        Ok(quiet)
+    })
+    .unwrap();
+    let (sender, receiver) = gateways.snapshot().unwrap();
+    let injected = dropped();
+    assert!(injected > 100, "numgen dropped only {injected}");
+    // Exactly what nftables took is missing between the gateways, and nothing else.
+    assert_eq!(
+        sender.tx.udp_packets,
+        receiver.rx.udp_packets + injected,
+        "{:?} {:?}",
+        sender.tx,
+        receiver.rx
+    );
+    assert_eq!(receiver.inbound.opened_packets, receiver.rx.udp_packets);
+    assert_eq!(receiver.drops.total(), 0);
+    // iperf3 lost what was dropped of its datagrams (the rest were control packets).
+    let lost = run.iperf.lost_packets.unwrap();
+    assert!(
+        lost > 0 && lost <= injected,
+        "iperf3 lost {lost}, nft dropped {injected}"
+    );
+    // TCP gets through the lossy underlay too, and the gateways are still running.
+    let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 1);
+    let run = measured_run(&tcp, &mut gateways, lab.names(), None).unwrap();
+    assert!(run.iperf.received_bytes_total > 100_000);
+    assert!(run.iperf.retransmits_total.unwrap_or(0) > 0);
+    gateways.stop().expect("both gateways survived");
+    lab.stop().expect("teardown");
+}
+
+#[derive(Default, Debug, Clone, Copy)]
+struct Injected {
+    forwarded: u64,
+    duplicates: u64,
+    in_window_replays: u64,
+    stale_replays: u64,
+    forged: u64,
+    truncated: u64,
+    unknown_spi: u64,
+    keepalives: u64,
+}
+
+/// A relay in the receiver's namespace between the sending gateway and the
+/// receiving one: forwards every ESP datagram once, and around it injects exact
+/// numbers of duplicates, replays (inside and beyond the 1024-packet window),
+/// forgeries, truncations, an unknown SPI and NAT keepalives.
+fn relay(
+    netns: String,
+    listen: SocketAddrV4,
+    to: SocketAddrV4,
+    stop: Arc<AtomicBool>,
+) -> std::thread::JoinHandle<Injected> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
+    let handle = std::thread::spawn(move || {
+        enter_netns(&netns).expect("joining the receiver's namespace");
+        let socket = UdpSocket::bind(listen).expect("binding the relay");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(50)))
+            .unwrap();
+        ready_tx.send(()).unwrap();
+        let mut history: Vec<Vec<u8>> = Vec::new();
+        let mut n = Injected::default();
+        let mut buf = [0u8; 2048];
+        while !stop.load(Ordering::Relaxed) {
+            let Ok(len) = socket.recv(&mut buf) else {
+                continue;
+            };
+            let d = buf[..len].to_vec();
+            let i = history.len();
+            if i % 25 == 7 {
+                let mut forged = d.clone();
+                let at = forged.len() / 2;
+                forged[at] ^= 0x80;
+                socket.send_to(&forged, to).unwrap();
+                n.forged += 1;
+            }
+            socket.send_to(&d, to).unwrap();
+            n.forwarded += 1;
+            if i % 10 == 3 {
+                socket.send_to(&d, to).unwrap();
+                n.duplicates += 1;
+            }
+            if i % 50 == 11 && i >= 300 {
+                socket.send_to(&history[i - 300], to).unwrap();
+                n.in_window_replays += 1;
+            }
+            if i % 100 == 17 && i >= 1500 {
+                socket.send_to(&history[i - 1500], to).unwrap();
+                n.stale_replays += 1;
+            }
+            if i % 40 == 5 {
+                socket.send_to(&d[..12], to).unwrap();
+                n.truncated += 1;
+            }
+            if i % 200 == 9 {
+                let mut other = d.clone();
+                other[..4].copy_from_slice(&0x0bad_cafe_u32.to_be_bytes());
+                socket.send_to(&other, to).unwrap();
+                n.unknown_spi += 1;
+                socket.send_to(&[0xff], to).unwrap();
+                n.keepalives += 1;
+            }
+            history.push(d);
+        }
+        n
+    });
+    ready_rx
+        .recv_timeout(Duration::from_secs(5))
+        .expect("the relay is ready");
+    handle
+}
+
+#[test]
+fn duplicated_replayed_and_forged_packets_are_dropped_by_reason_and_never_delivered_twice() {
+    let _serial = serial();
+    let Some(lab) = lab("duplicated_replayed_and_forged_packets", &[]) else {
+        return;
+    };
+    let relay_at: SocketAddrV4 = format!("{}:4501", topology::UNDERLAY_RECEIVER)
+        .parse()
+        .unwrap();
+    let receiver_at: SocketAddrV4 = format!("{}:4500", topology::UNDERLAY_RECEIVER)
+        .parse()
+        .unwrap();
+    let stop = Arc::new(AtomicBool::new(false));
+    let relay = relay(
+        lab.names().receiver_ns.clone(),
+        relay_at,
+        receiver_at,
+        Arc::clone(&stop),
+    );
+    let mut gateways = pair(&lab, Transform::Aes256Gcm, "fault/replay", Some(relay_at));
+    let run = udp_run(&lab, &mut gateways, 2, 20e6);
+    // The closing packets have crossed the relay; stop it and count.
+    stop.store(true, Ordering::Relaxed);
+    let n = relay.join().expect("the relay");
+    let after = gateways.receiver.snapshot().unwrap();
+    let r = &run.receiver;
+    assert!(n.forwarded > 3000 && n.stale_replays > 0, "{n:?}");
+    let drops = |reason: &str| {
+        after
+            .drops
+            .iter()
+            .find(|(k, _)| k.name() == reason)
+            .map_or(0, |(_, v)| v)
+    };
+    assert_eq!(
+        drops("replayed"),
+        n.duplicates + n.in_window_replays,
+        "{n:?}"
+    );
+    assert_eq!(drops("too_old"), n.stale_replays, "{n:?}");
+    assert_eq!(drops("authentication_failed"), n.forged, "{n:?}");
+    assert_eq!(drops("truncated"), n.truncated, "{n:?}");
+    assert_eq!(drops("unknown_spi"), n.unknown_spi, "{n:?}");
+    assert_eq!(after.rx.nat_keepalives, n.keepalives);
+    // Every genuine datagram was opened exactly once: as many as were forwarded,
+    // and iperf3 received every datagram it sent, once.
+    assert_eq!(after.inbound.opened_packets, n.forwarded, "{n:?}");
+    assert_eq!(run.iperf.lost_packets, Some(0));
+    assert_eq!(received_datagrams(&run.iperf), run.iperf.packets.unwrap());
+    assert!(r.opened_packets <= n.forwarded);
+    assert!(run.byte_check.ok, "{:?}", run.byte_check);
+    gateways
+        .stop()
+        .expect("the receiving gateway survived every bad packet");
+    lab.stop().expect("teardown");
+}
+
+/// Our namespaces owned by `pid`, and whether its scratch directory exists.
+fn leftovers(pid: u32) -> (Vec<String>, bool) {
+    let namespaces: Vec<String> = topology::our_namespaces()
+        .unwrap()
+        .into_iter()
+        .filter(|n| Names::owner(n).map(|o| o.0) == Some(pid))
+        .collect();
+    let dir = std::fs::read_dir(std::env::temp_dir())
+        .unwrap()
+        .flatten()
+        .any(|e| Names::owner(&e.file_name().to_string_lossy()).map(|o| o.0) == Some(pid));
+    (namespaces, dir)
+}
+
+fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !stat
+            .rsplit(')')
+            .next()
+            .unwrap_or("")
+            .trim_start()
+            .starts_with('Z'),
+    }
+}
+
+/// Pids of `__gateway` processes whose parent is `parent`.
+fn gateway_children(parent: u32) -> Vec<u32> {
+    std::fs::read_dir("/proc")
+        .unwrap()
+        .flatten()
+        .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
+        .filter(|pid| {
+            let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+            let ppid = stat
+                .rsplit(')')
+                .next()
+                .and_then(|s| s.split_whitespace().nth(1))
+                .and_then(|p| p.parse::<u32>().ok());
+            ppid == Some(parent) && String::from_utf8_lossy(&cmd).contains("__gateway")
+        })
+        .collect()
+}
+
+fn tunnel_command(extra: &[&str]) -> Command {
+    let mut c = Command::new(BIN);
+    c.args([
+        "tunnel",
+        "--preset",
+        "tiny",
+        "--transforms",
+        "null",
+        "--protocols",
+        "tcp",
+        "--no-save",
+        "-q",
+    ]);
+    c.args(extra);
+    c.stdout(Stdio::null()).stderr(Stdio::piped());
+    c
+}
+
+/// Waits until the runner has both gateways up; returns their pids.
+fn wait_for_gateways(child: &mut std::process::Child) -> Vec<u32> {
+    let pid = child.id();
+    let mut found = Vec::new();
+    wait_until("the run's gateways", Duration::from_secs(30), || {
+        if let Some(status) = child.try_wait()? {
+            anyhow::bail!("the run ended early: {status}");
+        }
+        found = gateway_children(pid);
+        Ok(found.len() == 2)
+    })
+    .unwrap();
+    found
+}
+
+fn assert_nothing_left(pid: u32, gateways: &[u32], how: &str) {
+    let (namespaces, dir) = leftovers(pid);
+    assert!(
+        namespaces.is_empty(),
+        "{how}: namespaces left: {namespaces:?}"
+    );
+    assert!(!dir, "{how}: scratch directory left");
+    wait_until("the gateways to be gone", Duration::from_secs(10), || {
+        Ok(gateways.iter().all(|g| !alive(*g)))
+    })
+    .unwrap_or_else(|_| panic!("{how}: gateway processes left: {gateways:?}"));
+}
+
+#[test]
+fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the cleanup test: {e:#}");
+        return;
+    }
+    // Normal run.
+    let mut child = tunnel_command(&["--seconds", "1"]).spawn().unwrap();
+    let pid = child.id();
+    let gateways = wait_for_gateways(&mut child);
+    let out = child.wait_with_output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(pid, &gateways, "normal run");
+
+    // An error in the middle: a gateway dies under the runner.
+    let mut child = tunnel_command(&["--seconds", "4"]).spawn().unwrap();
+    let pid = child.id();
+    let gateways = wait_for_gateways(&mut child);
+    Command::new("kill")
+        .args(["-KILL", &gateways[0].to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success(),
+        "the run should fail when a gateway dies"
+    );
+    assert!(err.contains("gateway"), "{err}");
+    assert_nothing_left(pid, &gateways, "error");
+
+    // Ctrl-C.
+    let mut child = tunnel_command(&["--seconds", "5"]).spawn().unwrap();
+    let pid = child.id();
+    let gateways = wait_for_gateways(&mut child);
+    Command::new("kill")
+        .args(["-INT", &pid.to_string()])
+        .status()
+        .unwrap();
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_nothing_left(pid, &gateways, "SIGINT");
+
+    // SIGKILL: the gateways die with the runner (PDEATHSIG); the namespaces stay
+    // until `tunnel cleanup`, which leaves live runs alone.
+    let mut child = tunnel_command(&["--seconds", "5"]).spawn().unwrap();
+    let pid = child.id();
+    let gateways = wait_for_gateways(&mut child);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    wait_until(
+        "the gateways to die with the runner",
+        Duration::from_secs(10),
+        || Ok(gateways.iter().all(|g| !alive(*g))),
+    )
+    .unwrap();
+    assert!(
+        !leftovers(pid).0.is_empty(),
+        "a SIGKILLed run cannot clean up after itself"
+    );
+    let out = Command::new(BIN)
+        .args(["tunnel", "cleanup"])
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains(&format!("cbtun-{pid}-")), "{said}");
+    assert_nothing_left(pid, &gateways, "SIGKILL + tunnel cleanup");
+}
+
+#[test]
+fn without_root_the_tunnel_says_why_and_run_skips_the_layer() {
+    let _serial = serial();
+    let as_root = check_prerequisites().is_ok();
+    // As root, drop to nobody with setpriv (util-linux) to see what a user sees.
+    let user = |args: &[&str]| -> Command {
+        let mut c = if as_root {
+            let mut c = Command::new("setpriv");
+            c.args(["--reuid=nobody", "--regid=nogroup", "--clear-groups", BIN]);
+            c
+        } else {
+            Command::new(BIN)
+        };
+        c.args(args);
+        c
+    };
+    if as_root && Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipping the non-root test: setpriv is not installed");
+        return;
+    }
+    let out = user(&["tunnel", "--preset", "tiny", "--no-save"])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success());
+    assert!(err.contains("needs root"), "{err}");
+    assert_eq!(err.lines().count(), 1, "one clear line: {err}");
+
+    // The main job goes on without the layer and records why.
+    let dir = std::env::temp_dir().join(format!("cb-noroot-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("results");
+    if as_root {
+        Command::new("chown")
+            .args(["nobody", &dir.display().to_string()])
+            .status()
+            .unwrap();
+    }
+    let out = user(&[
+        "run",
+        "--preset",
+        "tiny",
+        "-q",
+        "--results",
+        &results.display().to_string(),
+    ])
+    .output()
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("tunnel skipped") && err.contains("needs root"),
+        "{err}"
+    );
+    let record = std::fs::read_to_string(results.join("run.json")).unwrap();
+    let record: serde_json::Value = serde_json::from_str(&record).unwrap();
+    assert!(record["speed"].is_object(), "the other layers still ran");
+    assert!(record.get("tunnel").is_none());
+    assert!(record["warnings"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|w| w["layer"] == "tunnel" && w["kind"] == "layer_failed"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
