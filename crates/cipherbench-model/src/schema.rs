@@ -66,6 +66,9 @@ pub struct RunRecord {
     /// Warnings.
     #[serde(default)]
     pub warnings: Vec<Warning>,
+    /// Layers of `cipherbench run` that finished, in order: a resumed run skips them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub completed_layers: Vec<String>,
 }
 
 /// Why a `run.json` could not be read.

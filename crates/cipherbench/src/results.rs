@@ -84,10 +84,71 @@ impl Session {
                 tls: None,
                 tunnel: None,
                 warnings: Vec::new(),
+                completed_layers: Vec::new(),
             },
             progress,
             dir,
         })
+    }
+
+    /// Resumes the run in `dir` if it holds one that did not finish: the record is
+    /// loaded and the layers skip what it already has. Refuses a finished run, another
+    /// preset's run, or one measured on another machine. `None` if `dir` holds no run.
+    pub fn resume(
+        dir: &Path,
+        environment: &Environment,
+        preset: &str,
+        progress: Progress,
+    ) -> Result<Option<Session>> {
+        if !dir.join("run.json").exists() {
+            return Ok(None);
+        }
+        let mut record = load(dir)?;
+        if record.finished_at.is_some() && !record.interrupted {
+            bail!(
+                "{} already holds a finished run; choose another --results directory, or re-render it with `cipherbench report {}`",
+                dir.display(),
+                dir.display()
+            );
+        }
+        if record.preset != preset {
+            bail!(
+                "{} holds an unfinished '{}' run; resume it with --preset {}, or choose another --results directory",
+                dir.display(),
+                record.preset,
+                record.preset
+            );
+        }
+        if record.environment.cpu.model != environment.cpu.model
+            || record.environment.hostname != environment.hostname
+        {
+            bail!(
+                "{} holds a run measured on {} ({}), not this machine; choose another --results directory",
+                dir.display(),
+                record.environment.hostname,
+                record.environment.cpu.model
+            );
+        }
+        record.interrupted = false;
+        record.finished_at = None;
+        record.warn(
+            "run",
+            "resumed",
+            format!(
+                "resumed at {}: scenarios measured before the interruption were kept, not measured again",
+                cipherbench_model::time::rfc3339_utc(now_unix())
+            ),
+        );
+        let dir = ResultsDir {
+            path: dir.to_path_buf(),
+            created: None,
+        };
+        dir.check_writable()?;
+        Ok(Some(Session {
+            record,
+            progress,
+            dir: Some(dir),
+        }))
     }
 
     /// Where results go, if anywhere.
@@ -170,15 +231,24 @@ impl ResultsDir {
             )
         })?;
         let dir = ResultsDir { path, created };
-        let test = dir.path.join(".cipherbench-write-test");
+        if let Err(e) = dir.check_writable() {
+            dir.remove_if_created();
+            return Err(e);
+        }
+        Ok(dir)
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        let test = self.path.join(".cipherbench-write-test");
         let writable = fs::File::create(&test).and_then(|mut f| f.write_all(b"ok"));
         let _ = fs::remove_file(&test);
         if let Err(e) = writable {
-            let shown = dir.path.display().to_string();
-            dir.remove_if_created();
-            bail!("cannot write to the results directory {shown} ({e}); pass --results with a writable path");
+            bail!(
+                "cannot write to the results directory {} ({e}); pass --results with a writable path",
+                self.path.display()
+            );
         }
-        Ok(dir)
+        Ok(())
     }
 
     fn remove_if_created(self) {

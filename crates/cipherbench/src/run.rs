@@ -16,12 +16,24 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
         .results
         .clone()
         .unwrap_or_else(|| default_dir(&environment.hostname));
-    let mut session = Session::start(
-        environment,
-        args.preset.name(),
-        Some(dir),
-        Progress::new(quiet),
-    )?;
+    let mut session =
+        match Session::resume(&dir, &environment, args.preset.name(), Progress::new(quiet))? {
+            Some(resumed) => {
+                if !quiet {
+                    eprintln!(
+                        "resuming the unfinished run in {}: what it measured is kept",
+                        dir.display()
+                    );
+                }
+                resumed
+            }
+            None => Session::start(
+                environment,
+                args.preset.name(),
+                Some(dir),
+                Progress::new(quiet),
+            )?,
+        };
     let speed_plan = preset_speed_plan(args.preset);
     let file_plan = preset_file_plan(args.preset);
     let tls_plan = crate::tls::args::preset_plan(args.preset)?;
@@ -74,8 +86,17 @@ fn layer(
     name: &str,
     run: impl FnOnce(&mut Session) -> Result<()>,
 ) -> Result<()> {
+    if session.record.completed_layers.iter().any(|l| l == name) {
+        session.progress.note(&format!(
+            "{name}: measured by the run being resumed, skipped"
+        ));
+        return Ok(());
+    }
     match run(session) {
-        Ok(()) => Ok(()),
+        Ok(()) => {
+            session.record.completed_layers.push(name.to_string());
+            session.save()
+        }
         Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => Err(e),
         Err(e) => {
             let message = format!("{name} skipped: {}", crate::one_line(&e));

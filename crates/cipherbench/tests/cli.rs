@@ -323,3 +323,62 @@ fn bad_tunnel_flags_are_refused_before_anything_starts() {
         );
     }
 }
+
+#[test]
+fn an_unfinished_run_resumes_without_measuring_again() {
+    let dir = scratch("resume");
+    let first = bin()
+        .args(["run", "--preset", "tiny", "--quiet", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(first.status.success(), "{}", stderr(&first));
+    // Make it look like a run interrupted after its first layer.
+    let path = dir.join("run.json");
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let speed_before = json["speed"].clone();
+    json["interrupted"] = true.into();
+    json["finished_at"] = serde_json::Value::Null;
+    json["completed_layers"] = serde_json::json!(["speed"]);
+    for layer in ["file", "tls", "tunnel"] {
+        json.as_object_mut().unwrap().remove(layer);
+    }
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+
+    let second = bin()
+        .args(["run", "--preset", "tiny", "--quiet", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(second.status.success(), "{}", stderr(&second));
+    let record = check_record(&dir);
+    let after: serde_json::Value = serde_json::to_value(&record.speed).unwrap();
+    assert_eq!(after, speed_before, "speed was measured again");
+    assert!(
+        record.file.is_some() && record.tls.is_some(),
+        "the missing layers ran"
+    );
+    assert!(!record.interrupted && record.finished_at.is_some());
+    assert!(record.warnings.iter().any(|w| w.kind == "resumed"));
+
+    // A finished run is not resumed, nor overwritten.
+    let third = bin()
+        .args(["run", "--preset", "tiny", "--quiet", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&third, "already holds a finished run");
+    // Another preset's unfinished run is refused too.
+    let mut json: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    json["interrupted"] = true.into();
+    std::fs::write(&path, serde_json::to_string_pretty(&json).unwrap()).unwrap();
+    let fourth = bin()
+        .args(["run", "--preset", "quick", "--quiet", "--results"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&fourth, "resume it with --preset tiny");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -129,6 +129,20 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 for &size in &plan.sizes {
                     for variant in &plan.variants {
                         interrupt::check()?;
+                        let done = session
+                            .record
+                            .tls
+                            .as_ref()
+                            .and_then(|t| t.ramp.as_ref())
+                            .is_some_and(|r| {
+                                r.config == plan.config()
+                                    && r.run(suite.openssl, size, &variant.name).is_some()
+                            });
+                        if done {
+                            // Measured by an earlier, interrupted run of this plan.
+                            session.progress.skip(1);
+                            continue;
+                        }
                         let spec = ServerSpec {
                             nginx: &binary,
                             info: &info,

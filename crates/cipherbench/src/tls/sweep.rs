@@ -100,6 +100,11 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                         let client = Client::new(suite, plan.resumption)?;
                         for variant in &plan.variants {
                             interrupt::check()?;
+                            if measured(session, &config, suite.openssl, size, cores, &variant.name)
+                            {
+                                session.progress.skip(1);
+                                continue;
+                            }
                             let spec = ServerSpec {
                                 nginx: &binary,
                                 info: &info,
@@ -267,6 +272,24 @@ fn record_point(
     });
     sweep.points.push(point);
     session.save()
+}
+
+/// Whether a resumed run already holds this point (same plan, same key).
+fn measured(
+    session: &Session,
+    config: &SweepConfig,
+    suite: &str,
+    size: u64,
+    cores: usize,
+    variant: &str,
+) -> bool {
+    let Some(sweep) = session.record.tls.as_ref().and_then(|t| t.sweep.as_ref()) else {
+        return false;
+    };
+    &sweep.config == config
+        && sweep.points.iter().any(|p| {
+            p.suite == suite && p.size_bytes == size && p.cores == cores && p.variant == variant
+        })
 }
 
 fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {

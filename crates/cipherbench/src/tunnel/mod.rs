@@ -270,12 +270,16 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
 
 fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     let names = lab.names();
-    let mut results = TunnelResults {
-        config: plan.config(),
-        underlay: Vec::new(),
-        points: Vec::new(),
-        variants: Vec::new(),
-        iperf3_version: iperf::version(),
+    // A resumed run keeps what an earlier, interrupted run of the same plan measured.
+    let mut results = match session.record.tunnel.take() {
+        Some(earlier) if earlier.config == plan.config() => earlier,
+        _ => TunnelResults {
+            config: plan.config(),
+            underlay: Vec::new(),
+            points: Vec::new(),
+            variants: Vec::new(),
+            iperf3_version: iperf::version(),
+        },
     };
     let pinning = results.config.pinning.clone();
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
@@ -300,7 +304,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             ..lab.client(server, protocol, seconds)
         };
 
-    if plan.underlay {
+    if plan.underlay && results.underlay(Protocol::Tcp).is_some() {
+        session.progress.skip(1);
+    } else if plan.underlay {
         interrupt::check()?;
         let mut runs = Vec::new();
         for _ in 0..plan.repeats {
@@ -334,6 +340,21 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
         interrupt::check()?;
+        let done = plan.protocols.iter().all(|protocol| {
+            results.points.iter().any(|p| {
+                p.transform == transform.name()
+                    && p.variant == variant.name
+                    && p.protocol == *protocol
+            })
+        });
+        if done {
+            session.progress.skip(plan.protocols.len());
+            continue;
+        }
+        // A half-measured combination is measured again whole.
+        results
+            .points
+            .retain(|p| !(p.transform == transform.name() && p.variant == variant.name));
         let accel = Variant::accel();
         let (sender_variant, receiver_variant) = match plan.variant_side {
             VariantSide::Both => (&variant, &variant),
