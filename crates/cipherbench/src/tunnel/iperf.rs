@@ -210,7 +210,30 @@ impl ClientRun {
     /// Like [`ClientRun::run`], calling `watch` every 100 ms while iperf3 runs: an
     /// error from it (a gateway that died) stops iperf3 and is returned at once,
     /// instead of waiting for a test that can no longer finish.
+    ///
+    /// iperf3 sets up a UDP stream with one datagram each way and never sends
+    /// them again (esnet/iperf#862): on a lossy path one lost set-up datagram
+    /// fails the test with "unable to read from stream socket" before a byte was
+    /// measured. That failure, and only that one, is retried, at most
+    /// [`UDP_SETUP_ATTEMPTS`] times in all.
     pub fn run_watching(&self, mut watch: impl FnMut() -> Result<()>) -> Result<IperfRun> {
+        let mut attempt = 1;
+        loop {
+            match self.run_once(&mut watch) {
+                Err(e)
+                    if self.protocol == Protocol::Udp
+                        && attempt < UDP_SETUP_ATTEMPTS
+                        && is_udp_setup_failure(&e) =>
+                {
+                    attempt += 1;
+                    std::thread::sleep(Duration::from_millis(300));
+                }
+                other => return other,
+            }
+        }
+    }
+
+    fn run_once(&self, watch: &mut impl FnMut() -> Result<()>) -> Result<IperfRun> {
         let args = self.iperf3_args();
         let mut command = vec![
             "ip".to_string(),
@@ -228,7 +251,7 @@ impl ClientRun {
         let deadline = Instant::now()
             + Duration::from_secs(self.seconds + self.omit_seconds)
             + Duration::from_secs(30);
-        let json = collect_stdout(&mut child, deadline, &mut watch)?;
+        let json = collect_stdout(&mut child, deadline, watch)?;
         let status = child.wait(Duration::from_secs(10))?;
         match parse(&json, command) {
             Ok(run) => Ok(run),
@@ -242,6 +265,20 @@ impl ClientRun {
             }),
         }
     }
+}
+
+/// How many times a UDP test whose stream set-up datagram was lost is tried.
+pub const UDP_SETUP_ATTEMPTS: u32 = 3;
+
+/// Whether `e` is iperf3's lost UDP set-up datagram (see
+/// [`ClientRun::run_watching`]), not a failure of the test itself.
+fn is_udp_setup_failure(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        matches!(
+            c.downcast_ref::<IperfError>(),
+            Some(IperfError::Reported(m)) if m.contains("unable to read from stream socket")
+        )
+    })
 }
 
 fn collect_stdout(
@@ -401,6 +438,19 @@ mod tests {
             parse(r#"{"start":{},"end":{}}"#, vec![]),
             Err(IperfError::Missing(_))
         ));
+    }
+
+    #[test]
+    fn only_a_lost_udp_setup_datagram_is_retried() {
+        let setup = r#"{"start":{},"intervals":[],"end":{},
+            "error":"error - unable to read from stream socket: Resource temporarily unavailable"}"#;
+        let e = Err::<IperfRun, _>(anyhow!(parse(setup, vec![]).unwrap_err()))
+            .context("iperf3 client (exit status: 0)")
+            .unwrap_err();
+        assert!(is_udp_setup_failure(&e));
+        let other = anyhow!(parse(ERROR, vec![]).unwrap_err()).context("client");
+        assert!(!is_udp_setup_failure(&other));
+        assert!(!is_udp_setup_failure(&anyhow!("unable to read from stream socket")));
     }
 
     #[test]
