@@ -450,7 +450,9 @@ mod tests {
         assert!(is_udp_setup_failure(&e));
         let other = anyhow!(parse(ERROR, vec![]).unwrap_err()).context("client");
         assert!(!is_udp_setup_failure(&other));
-        assert!(!is_udp_setup_failure(&anyhow!("unable to read from stream socket")));
+        assert!(!is_udp_setup_failure(&anyhow!(
+            "unable to read from stream socket"
+        )));
     }
 
     #[test]

@@ -532,6 +532,23 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
             );
         }
     }
+    if point.protocol == Protocol::Tcp
+        && point.underlay_share.is_some_and(|share| share > 1.05)
+        && !session
+            .record
+            .warnings
+            .iter()
+            .any(|w| w.kind == "tunnel_above_underlay")
+    {
+        session.record.warn(
+            "tunnel",
+            "tunnel_above_underlay",
+            format!(
+                "{what} carried {:.0} % of the underlay alone: on a veth with no rate limit nothing queues, so TCP sends each of iperf3's -l writes over the bare underlay as its own segment, while the tunnel's latency lets it coalesce them into large TSO packets; the underlay is then no ceiling (pass --underlay-rate, e.g. 1gbit as seed 004's LAN, for a wire-limited one)",
+                point.underlay_share.unwrap_or(0.0) * 100.0
+            ),
+        );
+    }
     if point.interval_bits_per_sec.high_spread() {
         session.record.warn(
             "tunnel",
