@@ -69,6 +69,10 @@ pub struct RunRecord {
     /// Layers of `cipherbench run` that finished, in order: a resumed run skips them.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub completed_layers: Vec<String>,
+    /// The TLS throughput the user plans for (`--target-gbps`), Gbit/s: the report's
+    /// capacity line says how many cores each suite needs for it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub target_gbps: Option<f64>,
 }
 
 /// Why a `run.json` could not be read.

@@ -8,7 +8,7 @@
 
 use crate::svg::escape;
 use cipherbench_model::speed::{Direction, SpeedResults};
-use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
+use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
 
 /// A control ratio within this of 1.0 means "equally fast otherwise".
@@ -70,6 +70,132 @@ pub struct Comparison {
     pub verdicts: Vec<Verdict>,
     /// Layer 1 points common to at least two records.
     pub speed: Vec<SpeedRow>,
+    /// The ladder's gains and layers 2 to 4, rows common to at least two records.
+    pub layers: Vec<LayerRow>,
+}
+
+/// How a [`LayerRow`]'s values read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unit {
+    /// A ratio (AES-NI's gain), shown as `3.10x`.
+    Gain,
+    /// Bytes per second, shown in bytes (file layer).
+    Bytes,
+    /// Bytes per second, shown in bits (network layers).
+    Bits,
+}
+
+/// One figure of layers 2 to 4 (or the ladder) present in several records.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LayerRow {
+    /// `ladder`, `file`, `tls`, `tunnel`.
+    pub layer: &'static str,
+    /// What was measured.
+    pub what: String,
+    /// How to read the values.
+    pub unit: Unit,
+    /// Per record (None where not measured).
+    pub values: Vec<Option<f64>>,
+}
+
+impl LayerRow {
+    fn format(&self, v: Option<f64>) -> String {
+        match (v, self.unit) {
+            (None, _) => "-".into(),
+            (Some(v), Unit::Gain) => format!("{v:.2}x"),
+            (Some(v), Unit::Bytes) => format_bytes_per_sec(v),
+            (Some(v), Unit::Bits) => format_bits_per_sec(v),
+        }
+    }
+}
+
+/// The figures of one record, keyed by (layer, what).
+fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
+    let mut out = Vec::new();
+    for step in crate::ladder::build(r).steps {
+        out.push((
+            "ladder",
+            format!("AES-NI gain, {}: {}", step.layer, step.what),
+            Unit::Gain,
+            step.gain,
+        ));
+    }
+    if let Some(f) = &r.file {
+        for p in &f.points {
+            out.push((
+                "file",
+                format!(
+                    "{} {} {} {} cache, {} ({})",
+                    p.tool,
+                    p.variant,
+                    p.direction.as_str(),
+                    p.cache.as_str(),
+                    p.sync.as_str(),
+                    ByteSize(p.bytes)
+                ),
+                Unit::Bytes,
+                p.throughput_bytes_per_sec.median,
+            ));
+        }
+    }
+    if let Some(sweep) = r.tls.as_ref().and_then(|t| t.sweep.as_ref()) {
+        for p in sweep.points.iter().filter(|p| p.valid) {
+            out.push((
+                "tls",
+                format!(
+                    "{} {} x{} {}",
+                    p.suite,
+                    ByteSize(p.size_bytes),
+                    p.cores,
+                    p.variant
+                ),
+                Unit::Bits,
+                p.throughput_bytes_per_sec,
+            ));
+        }
+    }
+    if let Some(t) = &r.tunnel {
+        for u in &t.underlay {
+            out.push((
+                "tunnel",
+                format!("underlay alone {}", u.protocol.as_str()),
+                Unit::Bits,
+                u.throughput_bits_per_sec.median / 8.0,
+            ));
+        }
+        for p in &t.points {
+            out.push((
+                "tunnel",
+                format!("{} {} {}", p.transform, p.variant, p.protocol.as_str()),
+                Unit::Bits,
+                p.throughput_bits_per_sec.median / 8.0,
+            ));
+        }
+    }
+    out
+}
+
+fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
+    let mut rows: Vec<LayerRow> = Vec::new();
+    for (i, r) in records.iter().enumerate() {
+        for (layer, what, unit, value) in layer_figures(r) {
+            let idx = match rows.iter().position(|x| x.layer == layer && x.what == what) {
+                Some(idx) => idx,
+                None => {
+                    rows.push(LayerRow {
+                        layer,
+                        what,
+                        unit,
+                        values: vec![None; records.len()],
+                    });
+                    rows.len() - 1
+                }
+            };
+            rows[idx].values[i] = Some(value);
+        }
+    }
+    rows.retain(|r| r.values.iter().filter(|v| v.is_some()).count() >= 2);
+    rows
 }
 
 fn flags(r: &RunRecord) -> String {
@@ -265,6 +391,7 @@ pub fn analyze(records: &[RunRecord], labels: &[String]) -> Comparison {
         differences: differences(records),
         verdicts,
         speed: speed_rows(records),
+        layers: layer_rows(records),
     }
 }
 
@@ -321,6 +448,27 @@ pub fn text(c: &Comparison) -> String {
                     " {:>12}",
                     v.map(format_bytes_per_sec).unwrap_or_else(|| "-".into())
                 ));
+            }
+            for v in &r.values[1..] {
+                out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, r.values[0]))));
+            }
+            out.push('\n');
+        }
+    }
+    if !c.layers.is_empty() {
+        out.push_str("\nthe ladder and layers 2-4 (median; ratio to the baseline):\n");
+        out.push_str(&format!("  {:<7} {:<58}", "layer", "what"));
+        for l in &c.labels {
+            out.push_str(&format!(" {:>12}", truncate(l, 12)));
+        }
+        for l in &c.labels[1..] {
+            out.push_str(&format!(" {:>9}", format!("/{}", truncate(l, 8))));
+        }
+        out.push('\n');
+        for r in &c.layers {
+            out.push_str(&format!("  {:<7} {:<58}", r.layer, truncate(&r.what, 58)));
+            for v in &r.values {
+                out.push_str(&format!(" {:>12}", r.format(*v)));
             }
             for v in &r.values[1..] {
                 out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, r.values[0]))));
@@ -395,6 +543,36 @@ pub fn markdown(c: &Comparison) -> String {
             ));
         }
     }
+    if !c.layers.is_empty() {
+        out.push_str(&format!(
+            "\n## The ladder and layers 2 to 4\n\n| layer | what | {} | {} |\n|---|---|{}{}\n",
+            c.labels.join(" | "),
+            c.labels[1..]
+                .iter()
+                .map(|l| format!("{l} / {}", c.labels[0]))
+                .collect::<Vec<_>>()
+                .join(" | "),
+            "---:|".repeat(c.labels.len()),
+            "---:|".repeat(c.labels.len() - 1)
+        ));
+        for r in &c.layers {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} |\n",
+                r.layer,
+                r.what.replace('|', "\\|"),
+                r.values
+                    .iter()
+                    .map(|v| r.format(*v))
+                    .collect::<Vec<_>>()
+                    .join(" | "),
+                r.values[1..]
+                    .iter()
+                    .map(|v| fmt_ratio(ratio(*v, r.values[0])))
+                    .collect::<Vec<_>>()
+                    .join(" | ")
+            ));
+        }
+    }
     out
 }
 
@@ -454,6 +632,35 @@ pub fn html(c: &Comparison) -> String {
                     "<td>{}</td>",
                     v.map(format_bytes_per_sec).unwrap_or_else(|| "–".into())
                 ));
+            }
+            for v in &r.values[1..] {
+                body.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, r.values[0]))));
+            }
+            body.push_str("</tr>");
+        }
+        body.push_str("</table></div>");
+    }
+    if !c.layers.is_empty() {
+        body.push_str("<h2>The ladder and layers 2 to 4</h2><div class=\"scroll\"><table id=\"table-compare-layers\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th>");
+        for l in &c.labels {
+            body.push_str(&format!("<th>{}</th>", escape(l)));
+        }
+        for l in &c.labels[1..] {
+            body.push_str(&format!(
+                "<th>{} / {}</th>",
+                escape(l),
+                escape(&c.labels[0])
+            ));
+        }
+        body.push_str("</tr>");
+        for r in &c.layers {
+            body.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td>",
+                r.layer,
+                escape(&r.what)
+            ));
+            for v in &r.values {
+                body.push_str(&format!("<td>{}</td>", r.format(*v)));
             }
             for v in &r.values[1..] {
                 body.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, r.values[0]))));

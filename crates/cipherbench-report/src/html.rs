@@ -56,7 +56,7 @@ pub fn render(record: &RunRecord) -> String {
         body.push_str(&layer_warnings(record, "file"));
     }
     if let Some(tls) = &record.tls {
-        body.push_str(&crate::tls::section(tls));
+        body.push_str(&crate::tls::section(tls, record.target_gbps));
         body.push_str(&layer_warnings(record, "tls"));
     }
     if let Some(t) = &record.tunnel {
@@ -204,15 +204,43 @@ fn layer_warnings(record: &RunRecord, layer: &str) -> String {
     if ws.is_empty() {
         return String::new();
     }
-    let mut s = format!("<div class=\"banner\" id=\"warnings-{layer}\"><b>Warnings</b><ul>");
-    for w in ws {
-        s.push_str(&format!(
-            "<li><b>{}</b>: {}</li>",
-            escape(&w.kind.replace('_', " ")),
-            escape(&w.message)
-        ));
+    // Grouped by kind, in order of first appearance; a long group shows its first
+    // few and folds the rest, so that one noisy kind does not bury the others.
+    const SHOWN: usize = 3;
+    let mut kinds: Vec<&str> = Vec::new();
+    for w in &ws {
+        if !kinds.contains(&w.kind.as_str()) {
+            kinds.push(&w.kind);
+        }
     }
-    s.push_str("</ul></div>");
+    let mut s = format!(
+        "<div class=\"banner\" id=\"warnings-{layer}\"><b>Warnings ({})</b>",
+        ws.len()
+    );
+    for kind in kinds {
+        let group: Vec<_> = ws.iter().filter(|w| w.kind == kind).collect();
+        let item = |w: &&&cipherbench_model::Warning| format!("<li>{}</li>", escape(&w.message));
+        s.push_str(&format!(
+            "<p><b>{}</b> ({})</p><ul>",
+            escape(&kind.replace('_', " ")),
+            group.len()
+        ));
+        for w in group.iter().take(SHOWN) {
+            s.push_str(&item(w));
+        }
+        s.push_str("</ul>");
+        if group.len() > SHOWN {
+            s.push_str(&format!(
+                "<details><summary>{} more</summary><ul>",
+                group.len() - SHOWN
+            ));
+            for w in group.iter().skip(SHOWN) {
+                s.push_str(&item(w));
+            }
+            s.push_str("</ul></details>");
+        }
+    }
+    s.push_str("</div>");
     s
 }
 
@@ -224,6 +252,7 @@ const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are
 <h3 id="m-speed">Layer 1: primitive</h3><p>Payload bytes per second of wall time (decimal units), one operation per buffer: for AEADs a fresh nonce, 13 bytes of additional data and the tag, as a TLS record or an ESP packet uses them; decryption verifies a genuine tag every time.</p>
 <h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
 <h3 id="m-tls">Layer 3: TLS sweep and ramp</h3><p>A real nginx serves one file per TLS connection (full handshake, keep-alive off). The sweep reports the highest throughput over the window at which the maximum time to first byte stays within the limit, searching over the number of concurrent clients. nginx CPU is its workers' CPU time over the window. The ramp starts requests on a schedule rising linearly to the target rate; latency counts from the scheduled start, and a request that fails or exceeds the timeout is unsuccessful.</p>
+<h4 id="m-tls-capacity">TLS capacity</h4><p>Gbit/s per core = the sweep's throughput at the largest file size divided by the CPU nginx's workers used over the window (cores under test × their mean utilisation), taking the core count with the best rate. Cores for a target = target ÷ that rate, rounded up: linear scaling is assumed, and the line says where the sweep saw nginx stop being CPU-bound (below 85 % of its cores), beyond which the rate was limited by something else.</p>
 <h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP and UDP (1220-byte writes) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first.</p>
 <h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
 </section>"#;

@@ -125,6 +125,12 @@ pub fn summary(record: &RunRecord) -> String {
                 }
             ));
         }
+        let target = record
+            .target_gbps
+            .unwrap_or(crate::tls::DEFAULT_TARGET_GBPS);
+        for c in crate::tls::capacity(sweep, target) {
+            out.push_str(&format!("- TLS capacity: {}\n", c.sentence()));
+        }
     }
     if let Some(t) = &record.tunnel {
         if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {

@@ -62,8 +62,178 @@ fn gcm_cbc_pairs(s: &SweepResults) -> Vec<(String, &SweepPoint, &SweepPoint)> {
     out
 }
 
-/// Layer 3 as terminal tables.
-pub fn text(t: &TlsResults) -> String {
+/// The target the capacity line plans for when the user gave none, Gbit/s.
+pub const DEFAULT_TARGET_GBPS: f64 = 10.0;
+
+/// nginx counts as CPU-bound at a point when its workers used at least this share
+/// of the cores under test over the window.
+pub const CPU_BOUND: f64 = 0.85;
+
+/// One suite's capacity line: what one core of nginx serves, and how many a target
+/// needs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Capacity {
+    /// Suite.
+    pub suite: String,
+    /// Variant.
+    pub variant: String,
+    /// The file size the line is drawn from: the largest in the sweep (bulk
+    /// transfer, where the cipher's cost dominates the handshake's).
+    pub size_bytes: u64,
+    /// Throughput per core nginx used: the sweep's throughput divided by the CPU
+    /// its workers consumed (cores x mean utilisation), at the best core count.
+    pub bits_per_sec_per_core: f64,
+    /// The core count that figure comes from.
+    pub at_cores: usize,
+    /// Core counts measured, in order, with nginx's mean utilisation at each.
+    pub utilisation: Vec<(usize, f64)>,
+    /// The first core count where nginx was no longer CPU-bound (below
+    /// [`CPU_BOUND`]): from there the bottleneck was elsewhere.
+    pub not_cpu_bound_from: Option<usize>,
+    /// The target, Gbit/s.
+    pub target_gbps: f64,
+    /// Cores for the target at the measured per-core rate, rounded up.
+    pub cores_needed: u64,
+}
+
+/// The capacity line of every suite and variant in the sweep, for `target_gbps`.
+/// Only valid points with nginx CPU figures count; a suite with none has no line.
+pub fn capacity(s: &SweepResults, target_gbps: f64) -> Vec<Capacity> {
+    let mut keys: Vec<(String, String)> = Vec::new();
+    for p in &s.points {
+        let k = (p.suite.clone(), p.variant.clone());
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    let mut out = Vec::new();
+    for (suite, variant) in keys {
+        let usable = |p: &&SweepPoint| {
+            p.suite == suite
+                && p.variant == variant
+                && p.valid
+                && p.server_cpu.as_ref().is_some_and(|c| c.total > 0.0)
+        };
+        let Some(size) = s.points.iter().filter(usable).map(|p| p.size_bytes).max() else {
+            continue;
+        };
+        let mut points: Vec<&SweepPoint> = s
+            .points
+            .iter()
+            .filter(usable)
+            .filter(|p| p.size_bytes == size)
+            .collect();
+        points.sort_by_key(|p| p.cores);
+        let per_core = |p: &SweepPoint| {
+            let used = p.cores as f64 * p.server_cpu.as_ref().map_or(0.0, |c| c.total);
+            p.bits_per_sec() / used
+        };
+        let best = points
+            .iter()
+            .max_by(|a, b| per_core(a).total_cmp(&per_core(b)))
+            .expect("at least one point");
+        let rate = per_core(best);
+        let utilisation: Vec<(usize, f64)> = points
+            .iter()
+            .map(|p| (p.cores, p.server_cpu.as_ref().map_or(0.0, |c| c.total)))
+            .collect();
+        out.push(Capacity {
+            not_cpu_bound_from: utilisation
+                .iter()
+                .find(|(_, u)| *u < CPU_BOUND)
+                .map(|(c, _)| *c),
+            suite: suite.clone(),
+            variant: variant.clone(),
+            size_bytes: size,
+            bits_per_sec_per_core: rate,
+            at_cores: best.cores,
+            utilisation,
+            target_gbps,
+            cores_needed: (target_gbps * 1e9 / rate).ceil().max(1.0) as u64,
+        });
+    }
+    out
+}
+
+impl Capacity {
+    /// One sentence for a person.
+    pub fn sentence(&self) -> String {
+        let scaling = match self.not_cpu_bound_from {
+            None => format!(
+                "nginx was CPU-bound at every core count measured ({})",
+                self.cores_list()
+            ),
+            Some(c) if Some(c) == self.utilisation.first().map(|(k, _)| *k) => format!(
+                "nginx was never CPU-bound in this sweep (at most {:.0} % of its cores): the load generator or the sockets limited it, so the rate is per CPU-second nginx spent, an estimate of what a saturated core serves",
+                self.utilisation
+                    .iter()
+                    .map(|(_, u)| *u)
+                    .fold(0.0, f64::max)
+                    * 100.0
+            ),
+            Some(c) => {
+                let u = self
+                    .utilisation
+                    .iter()
+                    .find(|(k, _)| *k == c)
+                    .map_or(0.0, |(_, u)| *u);
+                format!(
+                    "scaling stopped being CPU-bound at {c} cores (nginx used {:.0} % of them): beyond that the bottleneck was elsewhere (the load generator, the sockets)",
+                    u * 100.0
+                )
+            }
+        };
+        format!(
+            "{} {}: {} per core of nginx ({} files, {} core(s)); {} Gbit/s needs {} core(s); {}.",
+            self.suite,
+            self.variant,
+            format_bits_per_sec(self.bits_per_sec_per_core / 8.0),
+            ByteSize(self.size_bytes),
+            self.at_cores,
+            trim(self.target_gbps),
+            self.cores_needed,
+            scaling
+        )
+    }
+
+    fn cores_list(&self) -> String {
+        self.utilisation
+            .iter()
+            .map(|(c, _)| c.to_string())
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+}
+
+fn trim(v: f64) -> String {
+    let s = format!("{v:.2}");
+    s.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The capacity lines as text, with how the target was chosen.
+pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
+    let lines = capacity(s, target_gbps.unwrap_or(DEFAULT_TARGET_GBPS));
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "capacity (throughput / nginx CPU used; target {} Gbit/s{}):\n",
+        trim(target_gbps.unwrap_or(DEFAULT_TARGET_GBPS)),
+        if target_gbps.is_none() {
+            ", the default: --target-gbps to change"
+        } else {
+            ""
+        }
+    );
+    for c in lines {
+        out.push_str(&format!("  {}\n", c.sentence()));
+    }
+    out
+}
+
+/// Layer 3 as terminal tables, with the capacity line for `target_gbps` (or the
+/// default).
+pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let mut out = String::new();
     if let Some(s) = &t.sweep {
         out.push_str(&format!(
@@ -129,6 +299,7 @@ pub fn text(t: &TlsResults) -> String {
             }
         }
         out.push_str("(~ marks a point whose per-interval throughput spread more than ±5 %; TTFB = time to first byte, ms)\n");
+        out.push_str(&capacity_text(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
         out.push_str(&format!(
@@ -249,10 +420,11 @@ pub fn csv_ramp(r: &RampResults) -> String {
 }
 
 /// The report section.
-pub fn section(t: &TlsResults) -> String {
+pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let mut out = String::from("<h2 id=\"tls\">Layer 3: TLS web serving <a class=\"how\" href=\"#m-tls\">how measured</a></h2>");
     if let Some(s) = &t.sweep {
         out.push_str(&sweep_section(s));
+        out.push_str(&capacity_html(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
         out.push_str(&ramp_section(r));
@@ -275,6 +447,48 @@ pub fn section(t: &TlsResults) -> String {
         }
         out.push_str("</table></div>");
     }
+    out
+}
+
+fn capacity_html(s: &SweepResults, target_gbps: Option<f64>) -> String {
+    let target = target_gbps.unwrap_or(DEFAULT_TARGET_GBPS);
+    let lines = capacity(s, target);
+    if lines.is_empty() {
+        return String::new();
+    }
+    let mut out = format!(
+        "<h3 id=\"tls-capacity\">Capacity <a class=\"how\" href=\"#m-tls-capacity\">how measured</a></h3>\
+<p>What one core of nginx serves per suite (throughput divided by the CPU nginx's workers used, largest file size), and the cores a target of \
+<b>{} Gbit/s</b> needs at that rate{}.</p><div class=\"scroll\"><table id=\"table-tls-capacity\"><tr><th class=\"l\">suite</th><th class=\"l\">variant</th><th>size</th>\
+<th>Gbit/s per core</th><th>cores for {} Gbit/s</th><th class=\"l\">nginx CPU by core count</th><th class=\"l\">scaling</th></tr>",
+        trim(target),
+        if target_gbps.is_none() {
+            " (the default target: <code>--target-gbps</code> to change it)"
+        } else {
+            ""
+        },
+        trim(target)
+    );
+    for c in &lines {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{:.2}</td><td><b>{}</b></td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            escape(&c.suite),
+            escape(&c.variant),
+            ByteSize(c.size_bytes),
+            c.bits_per_sec_per_core / 1e9,
+            c.cores_needed,
+            c.utilisation
+                .iter()
+                .map(|(k, u)| format!("{k}: {:.0} %", u * 100.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            match c.not_cpu_bound_from {
+                None => "CPU-bound throughout".to_string(),
+                Some(k) => format!("<span class=\"bad\">not CPU-bound from {k} core(s)</span>"),
+            }
+        ));
+    }
+    out.push_str("</table></div>");
     out
 }
 
@@ -605,7 +819,7 @@ mod tests {
 
     #[test]
     fn text_shows_points_ratios_and_the_ramp() {
-        let t = text(&results());
+        let t = text(&results(), None);
         assert!(t.contains("6.00 Gbit/s"), "{t}");
         assert!(
             t.contains("GCM / CBC-SHA1  16 MiB x1 accel") && t.contains("2.40x"),
@@ -631,7 +845,7 @@ mod tests {
 
     #[test]
     fn the_section_draws_the_seeds_figures() {
-        let html = section(&results());
+        let html = section(&results(), Some(25.0));
         for id in [
             "fig-tls-throughput-1",
             "fig-tls-cpu-1",
@@ -641,5 +855,49 @@ mod tests {
             assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
         }
         assert!(html.contains("<th class=\"l\">Attempted</th><td>50</td>"));
+        assert!(html.contains("id=\"table-tls-capacity\""));
+        assert!(html.contains("cores for 25 Gbit/s"));
+    }
+
+    #[test]
+    fn capacity_divides_by_the_cpu_used_and_finds_where_scaling_stopped() {
+        let mut r = results();
+        let sweep = r.sweep.as_mut().unwrap();
+        // 6 Gbit/s at 98 % of one core: 6.12 Gbit/s per core.
+        let mut two = point("AES128-GCM-SHA256", "accel", 9.0);
+        two.cores = 2;
+        two.server_cpu.as_mut().unwrap().total = 0.6;
+        sweep.points.push(two);
+        let mut small = point("AES128-GCM-SHA256", "accel", 1.0);
+        small.size_bytes = 1024;
+        sweep.points.push(small);
+        let lines = capacity(sweep, 25.0);
+        let gcm = lines
+            .iter()
+            .find(|c| c.suite == "AES128-GCM-SHA256" && c.variant == "accel")
+            .unwrap();
+        assert_eq!(gcm.size_bytes, 16 << 20, "the largest size");
+        // 2 cores at 60 %: 9 / 1.2 = 7.5 Gbit/s per core used, the better rate.
+        assert_eq!(gcm.at_cores, 2);
+        assert!((gcm.bits_per_sec_per_core - 7.5e9).abs() < 1e3);
+        assert_eq!(gcm.cores_needed, 4);
+        assert_eq!(gcm.not_cpu_bound_from, Some(2));
+        assert!(
+            gcm.sentence()
+                .contains("stopped being CPU-bound at 2 cores"),
+            "{}",
+            gcm.sentence()
+        );
+        let cbc = lines.iter().find(|c| c.suite == "AES128-SHA").unwrap();
+        assert_eq!(cbc.not_cpu_bound_from, None);
+        assert_eq!(cbc.cores_needed, (25.0f64 / (2.5 / 0.98)).ceil() as u64);
+        // Invalid points and points without CPU figures give no line.
+        for p in &mut sweep.points {
+            p.valid = false;
+        }
+        assert!(capacity(sweep, 10.0).is_empty());
+        let t = text(&r, None);
+        assert!(!t.contains("capacity"), "{t}");
+        assert!(text(&results(), None).contains("the default: --target-gbps"));
     }
 }

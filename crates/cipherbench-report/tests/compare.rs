@@ -88,3 +88,59 @@ fn renders_text_markdown_and_html() {
     let html = compare::html(&c);
     assert!(html.starts_with("<!DOCTYPE html>") && html.contains("<h2>Verdict</h2>"));
 }
+
+#[test]
+fn layers_two_to_four_and_the_ladder_are_compared_too() {
+    // The full fixture has every layer; "after" is the same machine with TLS twice
+    // as fast and the tunnel's aes128-gcm at half: the rows must say exactly that.
+    let path = format!(
+        "{}/tests/fixtures/run-quick.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let before = RunRecord::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut after = before.clone();
+    let sweep = after.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+    for p in &mut sweep.points {
+        p.throughput_bytes_per_sec *= 2.0;
+    }
+    for p in &mut after.tunnel.as_mut().unwrap().points {
+        if p.transform == "aes128-gcm" {
+            p.throughput_bits_per_sec.median /= 2.0;
+        }
+    }
+    let labels = vec!["before".to_string(), "after".to_string()];
+    let c = compare::analyze(&[before.clone(), after], &labels);
+    let ratio = |row: &compare::LayerRow| row.values[1].unwrap() / row.values[0].unwrap();
+    let tls: Vec<_> = c.layers.iter().filter(|r| r.layer == "tls").collect();
+    assert!(!tls.is_empty());
+    for r in &tls {
+        assert!((ratio(r) - 2.0).abs() < 1e-9, "{r:?}");
+    }
+    let tunnel: Vec<_> = c.layers.iter().filter(|r| r.layer == "tunnel").collect();
+    assert!(tunnel.iter().any(|r| r.what.starts_with("underlay")));
+    for r in &tunnel {
+        let want = if r.what.starts_with("aes128-gcm") {
+            0.5
+        } else {
+            1.0
+        };
+        assert!((ratio(r) - want).abs() < 1e-9, "{r:?}");
+    }
+    assert!(c.layers.iter().any(|r| r.layer == "file"));
+    // The ladder's gains are rows too, in every layer the fixture measured.
+    let ladder: Vec<_> = c.layers.iter().filter(|r| r.layer == "ladder").collect();
+    assert!(ladder.len() >= 3, "{ladder:?}");
+    assert!(ladder.iter().all(|r| r.unit == compare::Unit::Gain));
+    // All three renderings carry them.
+    assert!(compare::text(&c).contains("the ladder and layers 2-4"));
+    assert!(compare::markdown(&c).contains("## The ladder and layers 2 to 4"));
+    assert!(compare::html(&c).contains("id=\"table-compare-layers\""));
+    // A record compared with one that has only layer 1 has no layer rows to show.
+    let speed_only = load("compare-knight.json");
+    let c = compare::analyze(&[speed_only, before], &labels);
+    assert!(
+        c.layers.iter().all(|r| r.layer == "ladder"),
+        "{:?}",
+        c.layers
+    );
+}

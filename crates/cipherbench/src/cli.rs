@@ -54,6 +54,10 @@ pub enum Command {
     Report {
         /// A results directory (holding run.json).
         dir: PathBuf,
+        /// TLS throughput to plan for, Gbit/s: the capacity line gives the cores each
+        /// suite needs for it (default: the run's, else 10). run.json is not changed.
+        #[arg(long, value_name = "GBPS")]
+        target_gbps: Option<f64>,
     },
     /// Two or more results directories side by side: environment differences, then
     /// per-layer ratios, with 3DES as the control that separates CPU speed from
@@ -288,6 +292,18 @@ pub struct RunArgs {
     /// Where results go.
     #[arg(long, value_name = "DIR")]
     pub results: Option<PathBuf>,
+    /// TLS throughput to plan for, Gbit/s: the report's capacity line gives the cores
+    /// each suite needs for it (default 10).
+    #[arg(long, value_name = "GBPS")]
+    pub target_gbps: Option<f64>,
+}
+
+/// Checks a `--target-gbps` value.
+pub fn target_gbps(v: f64) -> Result<f64> {
+    if !(v.is_finite() && v > 0.0 && v <= 1e6) {
+        bail!("--target-gbps must be a positive number of Gbit/s (such as 10 or 2.5), not {v}");
+    }
+    Ok(v)
 }
 
 /// Number of online CPUs.

@@ -66,8 +66,11 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
-        Command::Report { dir } => {
-            let record = results::load(&dir)?;
+        Command::Report { dir, target_gbps } => {
+            let mut record = results::load(&dir)?;
+            if let Some(t) = target_gbps {
+                record.target_gbps = Some(cli::target_gbps(t)?);
+            }
             for file in cipherbench_report::render_all(&record) {
                 results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
             }
@@ -200,7 +203,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     if json {
                         println!("{}", serde_json::to_string_pretty(t).unwrap_or_default());
                     } else {
-                        print!("{}", cipherbench_report::tls::text(t));
+                        print!("{}", cipherbench_report::tls::text(t, s.record.target_gbps));
                     }
                 }
             })
@@ -250,7 +253,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                     print!("\n{}", cipherbench_report::file::text(results));
                 }
                 if let Some(t) = &s.record.tls {
-                    print!("{}", cipherbench_report::tls::text(t));
+                    print!("{}", cipherbench_report::tls::text(t, s.record.target_gbps));
                 }
                 if let Some(t) = &s.record.tunnel {
                     print!("{}", cipherbench_report::tunnel::text(t));

@@ -85,6 +85,7 @@ impl Session {
                 tunnel: None,
                 warnings: Vec::new(),
                 completed_layers: Vec::new(),
+                target_gbps: None,
             },
             progress,
             dir,

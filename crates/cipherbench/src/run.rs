@@ -11,6 +11,7 @@ use anyhow::Result;
 
 /// Runs the main job. Returns the session (for the summary) and the outcome.
 pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
+    let target_gbps = args.target_gbps.map(crate::cli::target_gbps).transpose()?;
     let environment = crate::probe::collect();
     let dir = args
         .results
@@ -34,6 +35,9 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
                 Progress::new(quiet),
             )?,
         };
+    if target_gbps.is_some() {
+        session.record.target_gbps = target_gbps;
+    }
     let speed_plan = preset_speed_plan(args.preset);
     let file_plan = preset_file_plan(args.preset);
     let tls_plan = crate::tls::args::preset_plan(args.preset)?;

@@ -196,6 +196,23 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     let out = bin().arg("report").arg(&dir).output().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(dir.join("report.html").exists());
+    // A capacity target: the page plans for it, run.json is left as it was.
+    let before = std::fs::read(dir.join("run.json")).unwrap();
+    let out = bin()
+        .args(["report", "--target-gbps", "40"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("cores for 40 Gbit/s"));
+    assert_eq!(std::fs::read(dir.join("run.json")).unwrap(), before);
+    let out = bin()
+        .args(["report", "--target-gbps", "0"])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "--target-gbps must be a positive number");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
@@ -212,6 +229,13 @@ fn report_refuses_a_directory_without_a_run() {
     .unwrap();
     let out = bin().arg("report").arg(&dir).output().unwrap();
     assert_one_line_error(&out, "newer than this cipherbench understands");
+    std::fs::write(
+        dir.join("run.json"),
+        r#"{"schema":"cipherbench.run","schema_version":0}"#,
+    )
+    .unwrap();
+    let out = bin().arg("report").arg(&dir).output().unwrap();
+    assert_one_line_error(&out, "older than the oldest this cipherbench reads");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
