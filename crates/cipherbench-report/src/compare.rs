@@ -399,6 +399,86 @@ fn fmt_ratio(r: Option<f64>) -> String {
     r.map(|v| format!("{v:.2}x")).unwrap_or_else(|| "-".into())
 }
 
+/// Text: a column per record, then a ratio column per record after the baseline.
+fn text_label_columns(labels: &[String]) -> String {
+    let mut out = String::new();
+    for l in labels {
+        out.push_str(&format!(" {:>12}", truncate(l, 12)));
+    }
+    for l in &labels[1..] {
+        out.push_str(&format!(" {:>9}", format!("/{}", truncate(l, 8))));
+    }
+    out
+}
+
+/// Text: each record's value, then its ratio to the baseline.
+fn text_value_columns(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
+    let mut out = String::new();
+    for v in values {
+        out.push_str(&format!(" {:>12}", format(*v)));
+    }
+    for v in &values[1..] {
+        out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, values[0]))));
+    }
+    out
+}
+
+/// Markdown: the header and separator of a table with `first` columns before the
+/// records' values and ratios.
+fn md_table_head(first: &[&str], labels: &[String]) -> String {
+    format!(
+        "| {} | {} | {} |\n|{}{}{}\n",
+        first.join(" | "),
+        labels.join(" | "),
+        labels[1..]
+            .iter()
+            .map(|l| format!("{l} / {}", labels[0]))
+            .collect::<Vec<_>>()
+            .join(" | "),
+        "---|".repeat(first.len()),
+        "---:|".repeat(labels.len()),
+        "---:|".repeat(labels.len() - 1)
+    )
+}
+
+/// Markdown: each record's value, then its ratio to the baseline, as cells.
+fn md_value_cells(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
+    values
+        .iter()
+        .map(|v| format(*v))
+        .chain(values[1..].iter().map(|v| fmt_ratio(ratio(*v, values[0]))))
+        .collect::<Vec<_>>()
+        .join(" | ")
+}
+
+/// HTML: header cells for the records' values and ratios.
+fn html_label_headers(labels: &[String]) -> String {
+    let mut out = String::new();
+    for l in labels {
+        out.push_str(&format!("<th>{}</th>", escape(l)));
+    }
+    for l in &labels[1..] {
+        out.push_str(&format!("<th>{} / {}</th>", escape(l), escape(&labels[0])));
+    }
+    out
+}
+
+/// HTML: each record's value, then its ratio to the baseline, as cells.
+fn html_value_cells(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
+    let mut out = String::new();
+    for v in values {
+        out.push_str(&format!("<td>{}</td>", format(*v)));
+    }
+    for v in &values[1..] {
+        out.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, values[0]))));
+    }
+    out
+}
+
+fn speed_value(v: Option<f64>) -> String {
+    v.map(format_bytes_per_sec).unwrap_or_else(|| "-".into())
+}
+
 /// Terminal rendering.
 pub fn text(c: &Comparison) -> String {
     let mut out = String::new();
@@ -427,12 +507,7 @@ pub fn text(c: &Comparison) -> String {
             "  {:<24} {:<8} {:<7} {:>7} {:>3}",
             "cipher", "variant", "dir", "size", "thr"
         ));
-        for l in &c.labels {
-            out.push_str(&format!(" {:>12}", truncate(l, 12)));
-        }
-        for l in &c.labels[1..] {
-            out.push_str(&format!(" {:>9}", format!("/{}", truncate(l, 8))));
-        }
+        out.push_str(&text_label_columns(&c.labels));
         out.push('\n');
         for r in &c.speed {
             out.push_str(&format!(
@@ -443,36 +518,18 @@ pub fn text(c: &Comparison) -> String {
                 ByteSize(r.size_bytes).to_string(),
                 r.threads
             ));
-            for v in &r.values {
-                out.push_str(&format!(
-                    " {:>12}",
-                    v.map(format_bytes_per_sec).unwrap_or_else(|| "-".into())
-                ));
-            }
-            for v in &r.values[1..] {
-                out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, r.values[0]))));
-            }
+            out.push_str(&text_value_columns(&r.values, speed_value));
             out.push('\n');
         }
     }
     if !c.layers.is_empty() {
         out.push_str("\nthe ladder and layers 2-4 (median; ratio to the baseline):\n");
         out.push_str(&format!("  {:<7} {:<58}", "layer", "what"));
-        for l in &c.labels {
-            out.push_str(&format!(" {:>12}", truncate(l, 12)));
-        }
-        for l in &c.labels[1..] {
-            out.push_str(&format!(" {:>9}", format!("/{}", truncate(l, 8))));
-        }
+        out.push_str(&text_label_columns(&c.labels));
         out.push('\n');
         for r in &c.layers {
             out.push_str(&format!("  {:<7} {:<58}", r.layer, truncate(&r.what, 58)));
-            for v in &r.values {
-                out.push_str(&format!(" {:>12}", r.format(*v)));
-            }
-            for v in &r.values[1..] {
-                out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, r.values[0]))));
-            }
+            out.push_str(&text_value_columns(&r.values, |v| r.format(v)));
             out.push('\n');
         }
     }
@@ -515,61 +572,32 @@ pub fn markdown(c: &Comparison) -> String {
         out.push_str(&format!("- {}\n", v.sentence));
     }
     if !c.speed.is_empty() {
-        out.push_str(&format!(
-            "\n## Layer 1\n\n| cipher | variant | direction | size | threads | {} | {} |\n|---|---|---|---|---|{}{}\n",
-            c.labels.join(" | "),
-            c.labels[1..].iter().map(|l| format!("{l} / {}", c.labels[0])).collect::<Vec<_>>().join(" | "),
-            "---:|".repeat(c.labels.len()),
-            "---:|".repeat(c.labels.len() - 1)
+        out.push_str("\n## Layer 1\n\n");
+        out.push_str(&md_table_head(
+            &["cipher", "variant", "direction", "size", "threads"],
+            &c.labels,
         ));
         for r in &c.speed {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | {} | {} | {} |\n",
+                "| {} | {} | {} | {} | {} | {} |\n",
                 r.cipher,
                 r.variant,
                 r.direction.as_str(),
                 ByteSize(r.size_bytes),
                 r.threads,
-                r.values
-                    .iter()
-                    .map(|v| v.map(format_bytes_per_sec).unwrap_or_else(|| "–".into()))
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-                r.values[1..]
-                    .iter()
-                    .map(|v| fmt_ratio(ratio(*v, r.values[0])))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
+                md_value_cells(&r.values, speed_value)
             ));
         }
     }
     if !c.layers.is_empty() {
-        out.push_str(&format!(
-            "\n## The ladder and layers 2 to 4\n\n| layer | what | {} | {} |\n|---|---|{}{}\n",
-            c.labels.join(" | "),
-            c.labels[1..]
-                .iter()
-                .map(|l| format!("{l} / {}", c.labels[0]))
-                .collect::<Vec<_>>()
-                .join(" | "),
-            "---:|".repeat(c.labels.len()),
-            "---:|".repeat(c.labels.len() - 1)
-        ));
+        out.push_str("\n## The ladder and layers 2 to 4\n\n");
+        out.push_str(&md_table_head(&["layer", "what"], &c.labels));
         for r in &c.layers {
             out.push_str(&format!(
-                "| {} | {} | {} | {} |\n",
+                "| {} | {} | {} |\n",
                 r.layer,
                 r.what.replace('|', "\\|"),
-                r.values
-                    .iter()
-                    .map(|v| r.format(*v))
-                    .collect::<Vec<_>>()
-                    .join(" | "),
-                r.values[1..]
-                    .iter()
-                    .map(|v| fmt_ratio(ratio(*v, r.values[0])))
-                    .collect::<Vec<_>>()
-                    .join(" | ")
+                md_value_cells(&r.values, |v| r.format(v))
             ));
         }
     }
@@ -607,16 +635,7 @@ pub fn html(c: &Comparison) -> String {
     body.push_str("</ul>");
     if !c.speed.is_empty() {
         body.push_str("<h2>Layer 1</h2><div class=\"scroll\"><table><tr><th class=\"l\">cipher</th><th class=\"l\">variant</th><th class=\"l\">direction</th><th>size</th><th>threads</th>");
-        for l in &c.labels {
-            body.push_str(&format!("<th>{}</th>", escape(l)));
-        }
-        for l in &c.labels[1..] {
-            body.push_str(&format!(
-                "<th>{} / {}</th>",
-                escape(l),
-                escape(&c.labels[0])
-            ));
-        }
+        body.push_str(&html_label_headers(&c.labels));
         body.push_str("</tr>");
         for r in &c.speed {
             body.push_str(&format!(
@@ -627,31 +646,14 @@ pub fn html(c: &Comparison) -> String {
                 ByteSize(r.size_bytes),
                 r.threads
             ));
-            for v in &r.values {
-                body.push_str(&format!(
-                    "<td>{}</td>",
-                    v.map(format_bytes_per_sec).unwrap_or_else(|| "–".into())
-                ));
-            }
-            for v in &r.values[1..] {
-                body.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, r.values[0]))));
-            }
+            body.push_str(&html_value_cells(&r.values, speed_value));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");
     }
     if !c.layers.is_empty() {
         body.push_str("<h2>The ladder and layers 2 to 4</h2><div class=\"scroll\"><table id=\"table-compare-layers\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th>");
-        for l in &c.labels {
-            body.push_str(&format!("<th>{}</th>", escape(l)));
-        }
-        for l in &c.labels[1..] {
-            body.push_str(&format!(
-                "<th>{} / {}</th>",
-                escape(l),
-                escape(&c.labels[0])
-            ));
-        }
+        body.push_str(&html_label_headers(&c.labels));
         body.push_str("</tr>");
         for r in &c.layers {
             body.push_str(&format!(
@@ -659,12 +661,7 @@ pub fn html(c: &Comparison) -> String {
                 r.layer,
                 escape(&r.what)
             ));
-            for v in &r.values {
-                body.push_str(&format!("<td>{}</td>", r.format(*v)));
-            }
-            for v in &r.values[1..] {
-                body.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, r.values[0]))));
-            }
+            body.push_str(&html_value_cells(&r.values, |v| r.format(v)));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");
