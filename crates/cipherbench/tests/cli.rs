@@ -300,6 +300,60 @@ fn ctrl_c_keeps_what_was_measured() {
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+#[test]
+fn ctrl_c_inside_one_ciphers_run_keeps_its_finished_points() {
+    // One cipher and variant is one worker process streaming its points: Ctrl-C
+    // after its first point must keep that point, not only whole workers' results.
+    let dir = scratch("sigint-chunk");
+    let mut child = bin()
+        .args([
+            "speed",
+            "--cipher",
+            "aes-128-gcm",
+            "--variants",
+            "accel",
+            "--sizes",
+            "16B,64B,256B,1KiB,8KiB,16KiB",
+            "--threads",
+            "1",
+            "--direction",
+            "encrypt",
+            "--sample-ms",
+            "300",
+            "--samples",
+            "3",
+            "--results",
+        ])
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut stderr, &mut line).unwrap();
+        assert!(n > 0, "speed ended before its first point");
+        if line.starts_with("[speed 1/") {
+            break;
+        }
+    }
+    // SAFETY: kill with a valid pid of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let status = child.wait().unwrap();
+    assert_eq!(status.code(), Some(130));
+    let record = check_record(&dir);
+    assert!(record.interrupted);
+    let points = record.speed.expect("the finished points are saved").points;
+    assert!(
+        !points.is_empty() && points.len() < 6,
+        "{} points",
+        points.len()
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 /// Pids whose parent is `parent`.
 fn children_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();

@@ -216,17 +216,23 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             results
                 .points
                 .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name));
-            run_worker(
+            let outcome = run_worker(
                 *cipher,
                 variant,
                 &points,
                 plan,
                 &mut results,
                 &mut session.progress,
-            )?;
+            );
+            if outcome.is_err() && results.points.is_empty() {
+                return outcome;
+            }
+            // Interrupted or not, the points the worker finished are kept: each came
+            // whole, with all its samples.
             results.compute_controls(&control_names());
             session.record.speed = Some(results.clone());
             session.save()?;
+            outcome?;
         }
     }
     for v in &results.variants {
