@@ -89,6 +89,21 @@ pub struct OutputArgs {
     pub no_save: bool,
 }
 
+impl OutputArgs {
+    /// The results directory to write: none with `--no-save`, else `--results` or
+    /// the default for this host.
+    pub fn dir(&self, hostname: &str) -> Option<PathBuf> {
+        if self.no_save {
+            return None;
+        }
+        Some(
+            self.results
+                .clone()
+                .unwrap_or_else(|| crate::results::default_dir(hostname)),
+        )
+    }
+}
+
 /// `cipherbench speed`.
 #[derive(Debug, Args)]
 pub struct SpeedArgs {

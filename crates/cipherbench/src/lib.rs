@@ -104,16 +104,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let plan = args.plan()?;
             interrupt::install();
             let environment = probe::collect();
-            let dir = if args.output.no_save {
-                None
-            } else {
-                Some(
-                    args.output
-                        .results
-                        .clone()
-                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
-                )
-            };
+            let dir = args.output.dir(&environment.hostname);
             let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
             let outcome = speed::run(&plan, &mut session);
             finish(&mut session, outcome, |s| {
@@ -177,16 +168,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             };
             interrupt::install();
             let environment = probe::collect();
-            let dir = if output.no_save {
-                None
-            } else {
-                Some(
-                    output
-                        .results
-                        .clone()
-                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
-                )
-            };
+            let dir = output.dir(&environment.hostname);
             let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
             session
                 .record
@@ -215,16 +197,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             let plan = args.plan()?;
             interrupt::install();
             let environment = probe::collect();
-            let dir = if args.output.no_save {
-                None
-            } else {
-                Some(
-                    args.output
-                        .results
-                        .clone()
-                        .unwrap_or_else(|| results::default_dir(&environment.hostname)),
-                )
-            };
+            let dir = args.output.dir(&environment.hostname);
             let mut session = Session::start(
                 environment,
                 args.preset.name(),

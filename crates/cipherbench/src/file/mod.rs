@@ -22,7 +22,7 @@ pub mod sys;
 pub mod tools;
 
 use crate::progress::Progress;
-use crate::results::{self, Session};
+use crate::results::Session;
 use anyhow::Result;
 use args::{FileArgs, OpenArgs, SealArgs, SealCommand};
 
@@ -50,16 +50,7 @@ pub fn file_command(args: &FileArgs, quiet: bool) -> Result<(Session, Result<()>
     let plan = args.plan()?;
     crate::interrupt::install();
     let environment = crate::probe::collect();
-    let dir = if args.output.no_save {
-        None
-    } else {
-        Some(
-            args.output
-                .results
-                .clone()
-                .unwrap_or_else(|| results::default_dir(&environment.hostname)),
-        )
-    };
+    let dir = args.output.dir(&environment.hostname);
     let mut session = Session::start(environment, "custom", dir, Progress::new(quiet))?;
     let outcome = bench::run(&plan, &mut session);
     Ok((session, outcome))
