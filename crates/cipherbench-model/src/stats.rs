@@ -30,6 +30,20 @@ pub struct Summary {
 }
 
 impl Summary {
+    /// Like [`Summary::of`], but an empty (or NaN-holding) set gives the all-zero
+    /// summary with `n == 0`, for places that record "nothing measured" as data.
+    pub fn of_or_empty(samples: &[f64]) -> Summary {
+        Summary::of(samples).unwrap_or(Summary {
+            n: 0,
+            median: 0.0,
+            mean: 0.0,
+            min: 0.0,
+            max: 0.0,
+            stddev: 0.0,
+            rel_spread: 0.0,
+        })
+    }
+
     /// Summarises samples. Returns `None` for an empty set or one containing NaN.
     pub fn of(samples: &[f64]) -> Option<Summary> {
         if samples.is_empty() || samples.iter().any(|s| s.is_nan()) {
@@ -104,6 +118,17 @@ impl Ratio {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_empty_set_gives_the_empty_summary_only_through_of_or_empty() {
+        assert!(Summary::of(&[]).is_none());
+        let e = Summary::of_or_empty(&[]);
+        assert_eq!((e.n, e.median, e.rel_spread), (0, 0.0, 0.0));
+        assert_eq!(
+            Summary::of_or_empty(&[2.0, 4.0]),
+            Summary::of(&[2.0, 4.0]).unwrap()
+        );
+    }
 
     #[test]
     fn summarises_odd_and_even_counts() {

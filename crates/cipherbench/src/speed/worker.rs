@@ -107,15 +107,7 @@ fn point(
         size_bytes: size,
         threads,
         // At least one sample is always taken (samples >= 1 is checked by the plan).
-        throughput_bytes_per_sec: Summary::of(&rates).unwrap_or(Summary {
-            n: 0,
-            median: 0.0,
-            mean: 0.0,
-            min: 0.0,
-            max: 0.0,
-            stddev: 0.0,
-            rel_spread: 0.0,
-        }),
+        throughput_bytes_per_sec: Summary::of_or_empty(&rates),
         cpu_cores_used: if elapsed > 0 {
             cpu as f64 / elapsed as f64
         } else {

@@ -627,18 +627,6 @@ pub fn measured_run(
     })
 }
 
-fn summary(values: &[f64]) -> Summary {
-    Summary::of(values).unwrap_or(Summary {
-        n: 0,
-        median: 0.0,
-        mean: 0.0,
-        min: 0.0,
-        max: 0.0,
-        stddev: 0.0,
-        rel_spread: 0.0,
-    })
-}
-
 fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
     let totals: Vec<f64> = runs.iter().map(|r| r.receiver_bits_per_sec).collect();
     let intervals: Vec<f64> = runs
@@ -647,8 +635,8 @@ fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
         .collect();
     UnderlayPoint {
         protocol,
-        throughput_bits_per_sec: summary(&totals),
-        interval_bits_per_sec: summary(&intervals),
+        throughput_bits_per_sec: Summary::of_or_empty(&totals),
+        interval_bits_per_sec: Summary::of_or_empty(&intervals),
         runs,
     }
 }
@@ -667,7 +655,7 @@ fn tunnel_point(
         .iter()
         .flat_map(|r| r.iperf.interval_bits_per_sec.clone())
         .collect();
-    let throughput = summary(&totals);
+    let throughput = Summary::of_or_empty(&totals);
     TunnelPoint {
         transform: transform.name().to_string(),
         variant: variant.name.clone(),
@@ -678,7 +666,7 @@ fn tunnel_point(
             .filter(|u| *u > 0.0)
             .map(|u| throughput.median / u),
         throughput_bits_per_sec: throughput,
-        interval_bits_per_sec: summary(&intervals),
+        interval_bits_per_sec: Summary::of_or_empty(&intervals),
         runs,
     }
 }
