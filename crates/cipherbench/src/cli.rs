@@ -313,6 +313,16 @@ pub struct RunArgs {
     pub target_gbps: Option<f64>,
 }
 
+/// The largest tunnel MTU whose ESP-in-UDP packets fit a 1500-byte underlay with
+/// every one of `transforms` (IPv4 20 + UDP 8 bytes around the ESP packet).
+pub fn max_tunnel_mtu(transforms: &[Transform]) -> u32 {
+    const UDP_PAYLOAD: usize = 1500 - 20 - 8;
+    (576..UDP_PAYLOAD)
+        .rev()
+        .find(|&m| transforms.iter().all(|t| t.sealed_len(m) <= UDP_PAYLOAD))
+        .unwrap_or(576) as u32
+}
+
 /// Checks a `--target-gbps` value.
 pub fn target_gbps(v: f64) -> Result<f64> {
     if !(v.is_finite() && v > 0.0 && v <= 1e6) {
@@ -519,8 +529,9 @@ impl TunnelArgs {
             plan.repeats = r;
         }
         if let Some(m) = self.mtu {
-            if !(576..=1436).contains(&m) {
-                bail!("--mtu must be between 576 and 1436 (the 1500-byte underlay minus IPv4, UDP and the largest ESP overhead)");
+            let max = max_tunnel_mtu(&plan.transforms);
+            if !(576..=max).contains(&m) {
+                bail!("--mtu must be between 576 and {max} (the largest inner packet whose ESP packet, with IPv4 and UDP, fits the 1500-byte underlay with these transforms)");
             }
             plan.mtu = m;
         }
@@ -645,5 +656,22 @@ pub fn preset_speed_plan(preset: Preset) -> SpeedPlan {
             check_openssl: true,
             check_seconds: 3,
         },
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tunnel_mtu_limit_is_the_largest_that_every_transform_fits() {
+        // AEADs: 8 header + 8 IV + pad(m + 2, 4) + 16 ICV <= 1472 -> 1438.
+        assert_eq!(max_tunnel_mtu(&[Transform::Aes128Gcm]), 1438);
+        // aes256-sha256: 8 + 16 IV + pad(m + 2, 16) + 16 ICV <= 1472 -> 1422.
+        assert_eq!(max_tunnel_mtu(&Transform::ALL), 1422);
+        for t in Transform::ALL {
+            let m = max_tunnel_mtu(&[t]) as usize;
+            assert!(t.sealed_len(m) <= 1472 && t.sealed_len(m + 1) > 1472, "{t}");
+        }
     }
 }
