@@ -163,8 +163,16 @@ impl SpeedPlan {
     /// A rough duration, for the estimate printed before a run.
     pub fn estimate(&self) -> Duration {
         let per_point = self.warmup + self.sample * self.samples as u32 + Duration::from_millis(5);
+        // One `openssl speed` per single-thread point of every cipher it can run.
         let checks = if self.check_openssl {
-            Duration::from_secs(u64::from(self.check_seconds)) * 12
+            let single = self.points().iter().filter(|p| p.2 == 1).count();
+            let ciphers = self
+                .ciphers
+                .iter()
+                .filter(|c| c.openssl_speed().is_some())
+                .count();
+            Duration::from_secs(u64::from(self.check_seconds))
+                * (single * ciphers * self.variants.len()) as u32
         } else {
             Duration::ZERO
         };
@@ -556,6 +564,28 @@ mod tests {
             parse_ciphers("AES-128-GCM").unwrap(),
             vec![CipherId::Aes128Gcm]
         );
+    }
+
+    #[test]
+    fn the_estimate_counts_one_openssl_check_per_single_thread_point() {
+        let mut plan = SpeedPlan {
+            ciphers: vec![CipherId::Aes128Gcm, CipherId::Aes256CbcHmacSha256],
+            sizes: vec![1024, 16384],
+            variants: vec![Variant::accel(), Variant::noaesni()],
+            threads: vec![1, 2],
+            multi_thread_sizes: vec![16384],
+            directions: vec![Direction::Encrypt],
+            warmup: Duration::ZERO,
+            sample: Duration::from_millis(100),
+            samples: 1,
+            check_openssl: false,
+            check_seconds: 3,
+        };
+        let without = plan.estimate();
+        plan.check_openssl = true;
+        // 2 single-thread points x 1 cipher openssl speed has (not the composed
+        // aes-256-cbc + hmac-sha256) x 2 variants, 3 s each.
+        assert_eq!(plan.estimate() - without, Duration::from_secs(12));
     }
 
     #[test]
