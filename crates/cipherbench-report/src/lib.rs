@@ -25,48 +25,52 @@ pub struct Rendered {
     pub contents: String,
 }
 
-/// Every derived file for a record: CSV per layer, `summary.md` and `report.html`.
+/// Every derived file for a record: [`render_csv`], then [`render_documents`].
 pub fn render_all(record: &RunRecord) -> Vec<Rendered> {
+    let mut files = render_csv(record);
+    files.extend(render_documents(record));
+    files
+}
+
+/// The CSV file of each layer the record has: cheap, written after every scenario.
+pub fn render_csv(record: &RunRecord) -> Vec<Rendered> {
     let mut files = Vec::new();
-    if let Some(speed) = &record.speed {
+    let mut add = |name: &str, contents: String| {
         files.push(Rendered {
-            name: "speed.csv".into(),
-            contents: csv::speed(speed),
-        });
+            name: name.into(),
+            contents,
+        })
+    };
+    if let Some(speed) = &record.speed {
+        add("speed.csv", csv::speed(speed));
     }
     if let Some(file) = &record.file {
-        files.push(Rendered {
-            name: "file.csv".into(),
-            contents: file::csv(file),
-        });
+        add("file.csv", file::csv(file));
     }
     if let Some(t) = &record.tls {
         if let Some(sweep) = &t.sweep {
-            files.push(Rendered {
-                name: "tls.csv".into(),
-                contents: tls::csv_sweep(sweep),
-            });
+            add("tls.csv", tls::csv_sweep(sweep));
         }
         if let Some(ramp) = &t.ramp {
-            files.push(Rendered {
-                name: "tls-ramp.csv".into(),
-                contents: tls::csv_ramp(ramp),
-            });
+            add("tls-ramp.csv", tls::csv_ramp(ramp));
         }
     }
     if let Some(t) = &record.tunnel {
-        files.push(Rendered {
-            name: "tunnel.csv".into(),
-            contents: tunnel::csv(t),
-        });
+        add("tunnel.csv", tunnel::csv(t));
     }
-    files.push(Rendered {
-        name: "summary.md".into(),
-        contents: markdown::summary(record),
-    });
-    files.push(Rendered {
-        name: "report.html".into(),
-        contents: html::render(record),
-    });
     files
+}
+
+/// `summary.md` and `report.html`: rendered once, when a run ends.
+pub fn render_documents(record: &RunRecord) -> Vec<Rendered> {
+    vec![
+        Rendered {
+            name: "summary.md".into(),
+            contents: markdown::summary(record),
+        },
+        Rendered {
+            name: "report.html".into(),
+            contents: html::render(record),
+        },
+    ]
 }

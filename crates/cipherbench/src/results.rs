@@ -170,10 +170,8 @@ impl Session {
     pub fn save(&mut self) -> Result<()> {
         let Some(dir) = &self.dir else { return Ok(()) };
         write_atomic(&dir.path.join("run.json"), self.record.to_json().as_bytes())?;
-        for file in cipherbench_report::render_all(&self.record) {
-            if file.name.ends_with(".csv") {
-                write_atomic(&dir.path.join(&file.name), file.contents.as_bytes())?;
-            }
+        for file in cipherbench_report::render_csv(&self.record) {
+            write_atomic(&dir.path.join(&file.name), file.contents.as_bytes())?;
         }
         Ok(())
     }
@@ -195,10 +193,8 @@ impl Session {
         self.save()?;
         if let Some(dir) = &self.dir {
             // run.json is already safe on disk: a rendering problem cannot lose data.
-            for file in cipherbench_report::render_all(&self.record) {
-                if !file.name.ends_with(".csv") {
-                    write_atomic(&dir.path.join(&file.name), file.contents.as_bytes())?;
-                }
+            for file in cipherbench_report::render_documents(&self.record) {
+                write_atomic(&dir.path.join(&file.name), file.contents.as_bytes())?;
             }
         }
         Ok(())
