@@ -486,23 +486,18 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
 
     let mut variants = Vec::new();
     if tools_ok.iter().any(|t| t.variants_apply()) {
+        let mut records = crate::speed::openssl_variant_records(&plan.variants);
         for v in &plan.variants {
-            let settings = Spawn::new("openssl")
-                .args(["info", "-cpusettings"])
-                .ia32cap(v.ia32cap.as_deref())
-                .output(Duration::from_secs(10))
-                .ok()
-                .filter(|o| o.status.success())
-                .map(|o| o.stdout.trim().to_string())
-                .unwrap_or_default();
-            let record = crate::speed::variant_record(v, &settings, &variants);
+            let Some(record) = records.remove(&v.name) else {
+                continue;
+            };
             if !record.took_effect {
                 session.record.warn(
                     "file",
                     "variant_not_effective",
                     format!(
-                        "variant {} did not take effect: openssl info -cpusettings says {settings}",
-                        v.name
+                        "variant {} did not take effect: openssl info -cpusettings says {}",
+                        v.name, record.cpu_settings
                     ),
                 );
             }

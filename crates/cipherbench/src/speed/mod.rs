@@ -19,6 +19,7 @@ use cipherbench_model::env::Ia32Cap;
 use cipherbench_model::speed::{
     Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable, VariantRecord,
 };
+use std::collections::BTreeMap;
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
 
@@ -431,6 +432,36 @@ fn run_worker(
         );
     }
     Ok(())
+}
+
+/// Variant records as `openssl info -cpusettings` reports them under each variant's
+/// environment (the libcrypto that nginx and the `openssl` tool load), by variant
+/// name. accel is judged first, and measured even when not asked for: noaesni is
+/// judged against its second word.
+pub(crate) fn openssl_variant_records(variants: &[Variant]) -> BTreeMap<String, VariantRecord> {
+    let mut known: Vec<VariantRecord> = Vec::new();
+    let mut ordered: Vec<Variant> = variants.to_vec();
+    ordered.sort_by_key(|v| v.name != "accel");
+    if !ordered.iter().any(|v| v.name == "accel") {
+        ordered.insert(0, Variant::accel());
+    }
+    let mut out = BTreeMap::new();
+    for v in &ordered {
+        let settings = Spawn::new("openssl")
+            .args(["info", "-cpusettings"])
+            .ia32cap(v.ia32cap.as_deref())
+            .output(Duration::from_secs(10))
+            .ok()
+            .filter(|o| o.status.success())
+            .map(|o| o.stdout.trim().to_string())
+            .unwrap_or_default();
+        let record = variant_record(v, &settings, &known);
+        known.push(record.clone());
+        if variants.iter().any(|x| x.name == v.name) {
+            out.insert(v.name.clone(), record);
+        }
+    }
+    out
 }
 
 /// Decides whether a variant's effective vector is what the variant means.

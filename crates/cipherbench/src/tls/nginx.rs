@@ -18,7 +18,6 @@ use super::suite::{KeyType, Protocol, Suite};
 use crate::speed::Variant;
 use crate::supervisor::{wait_until, Child, Spawn};
 use anyhow::{anyhow, bail, Context, Result};
-use std::collections::BTreeMap;
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
@@ -583,38 +582,6 @@ pub fn split_cpus(allowed: &[usize], cores: usize) -> Result<(Vec<usize>, Vec<us
         );
     }
     Ok((allowed[..cores].to_vec(), allowed[cores..].to_vec()))
-}
-
-/// Variant records for the servers, by variant name: the vector `openssl info
-/// -cpusettings` reports under the variant's environment (the same libcrypto nginx
-/// loads).
-pub fn variant_records(
-    variants: &[Variant],
-) -> BTreeMap<String, cipherbench_model::speed::VariantRecord> {
-    let mut known: Vec<cipherbench_model::speed::VariantRecord> = Vec::new();
-    let mut ordered: Vec<Variant> = variants.to_vec();
-    // accel first: noaesni is judged against its second word.
-    ordered.sort_by_key(|v| v.name != "accel");
-    if !ordered.iter().any(|v| v.name == "accel") {
-        ordered.insert(0, Variant::accel());
-    }
-    let mut out = BTreeMap::new();
-    for v in &ordered {
-        let settings = Spawn::new("openssl")
-            .args(["info", "-cpusettings"])
-            .ia32cap(v.ia32cap.as_deref())
-            .output(Duration::from_secs(10))
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| o.stdout.trim().to_string())
-            .unwrap_or_default();
-        let record = crate::speed::variant_record(v, &settings, &known);
-        known.push(record.clone());
-        if variants.iter().any(|x| x.name == v.name) {
-            out.insert(v.name.clone(), record);
-        }
-    }
-    out
 }
 
 /// Waits until no process is left in nginx's group (used by tests and after stop).

@@ -119,7 +119,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let allowed = cpu::allowed_cpus();
             let (server_cpus, generator_cpus) =
                 super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
-            let variants = nginx::variant_records(&plan.variants);
+            let variants = crate::speed::openssl_variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress

@@ -87,7 +87,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             for &c in &plan.cores {
                 super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())?;
             }
-            let variants = nginx::variant_records(&plan.variants);
+            let variants = crate::speed::openssl_variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
