@@ -66,8 +66,8 @@ pub fn build(record: &RunRecord) -> Ladder {
         match step {
             Ok(mut s) => {
                 if g0 > 1.0 && s.gain > 0.0 {
-                    s.survives = Some(s.gain.ln() / g0.ln());
-                    s.crypto_share = Some((1.0 - 1.0 / s.gain) / (1.0 - 1.0 / g0));
+                    s.survives = Some(survives(s.gain, g0));
+                    s.crypto_share = Some(crypto_share(s.gain, g0));
                 }
                 ladder.steps.push(s);
             }
@@ -75,6 +75,18 @@ pub fn build(record: &RunRecord) -> Ladder {
         }
     }
     ladder
+}
+
+/// ln G / ln G0: the share of the primitive's gain `g0`, on a multiplicative scale,
+/// that a layer with gain `g` keeps.
+fn survives(g: f64, g0: f64) -> f64 {
+    g.ln() / g0.ln()
+}
+
+/// Amdahl: the fraction of a layer's unaccelerated time that was the cipher, if the
+/// cipher (sped up `g0` times) was all that changed and the layer sped up `g` times.
+fn crypto_share(g: f64, g0: f64) -> f64 {
+    (1.0 - 1.0 / g) / (1.0 - 1.0 / g0)
 }
 
 fn primitive(record: &RunRecord) -> Option<Step> {
@@ -161,15 +173,8 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .filter(|p| p.suite == suite && p.variant == "accel" && p.valid)
         .filter_map(|a| {
             sweep
-                .points
-                .iter()
-                .find(|n| {
-                    n.suite == suite
-                        && n.variant == "noaesni"
-                        && n.valid
-                        && n.size_bytes == a.size_bytes
-                        && n.cores == a.cores
-                })
+                .point(suite, a.size_bytes, a.cores, "noaesni")
+                .filter(|n| n.valid)
                 .map(|n| (a, n))
         })
         .max_by_key(|(a, _)| (std::cmp::Reverse(a.cores), a.size_bytes))
@@ -181,7 +186,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
     let cpu = |p: &cipherbench_model::tls::SweepPoint| {
         p.server_cpu
             .as_ref()
-            .map(|c| format!("{:.0} %", c.total * 100.0 / p.cores.max(1) as f64))
+            .map(|c| format!("{:.0} %", c.total * 100.0))
             .unwrap_or_else(|| "unmeasured".into())
     };
     Ok(Step {
@@ -225,7 +230,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     }
     let cpu = |p: &cipherbench_model::tunnel::TunnelPoint| {
         p.runs
-            .first()
+            .last()
             .map(|r| {
                 format!(
                     "{:.2} and {:.2} cores",
@@ -236,7 +241,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     };
     let bottleneck = |p: &cipherbench_model::tunnel::TunnelPoint| {
         p.runs
-            .first()
+            .last()
             .map(|r| r.saturation.side.replace('_', " "))
             .unwrap_or_else(|| "unknown".into())
     };
@@ -310,17 +315,57 @@ pub fn sentences(ladder: &Ladder) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use super::*;
 
     #[test]
     fn amdahl_share_and_log_survival() {
-        // A layer that is entirely crypto keeps the whole gain; one with half its
-        // time in crypto keeps 2x of a large gain.
-        let g0: f64 = 20.0;
-        let all = (1.0 - 1.0 / g0) / (1.0 - 1.0 / g0);
-        assert_eq!(all, 1.0);
-        let half_time_crypto = 1.0 / (0.5 + 0.5 / g0);
-        let f = (1.0 - 1.0 / half_time_crypto) / (1.0 - 1.0 / g0);
-        assert!((f - 0.5).abs() < 1e-12);
-        assert!((half_time_crypto.ln() / g0.ln() - 0.21).abs() < 0.01);
+        let g0 = 20.0;
+        // A layer that is all cipher keeps the whole gain; one that did not speed up
+        // keeps none of it.
+        assert_eq!(survives(g0, g0), 1.0);
+        assert_eq!(crypto_share(g0, g0), 1.0);
+        assert_eq!(survives(1.0, g0), 0.0);
+        assert_eq!(crypto_share(1.0, g0), 0.0);
+        // Half of the unaccelerated time in the cipher: 1 / (0.5 + 0.5 / 20) = 1.905x.
+        let half = 1.0 / (0.5 + 0.5 / g0);
+        assert!((crypto_share(half, g0) - 0.5).abs() < 1e-12);
+        assert!((survives(half, g0) - 0.215).abs() < 0.001);
+    }
+
+    #[test]
+    fn the_fixture_run_has_every_rung_with_its_shares() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        let record = RunRecord::from_json(&text).unwrap();
+        let ladder = build(&record);
+        let layers: Vec<&str> = ladder.steps.iter().map(|s| s.layer).collect();
+        assert_eq!(
+            layers,
+            ["primitive", "file", "tls", "tunnel"],
+            "{:?}",
+            ladder.missing
+        );
+        let g0 = ladder.steps[0].gain;
+        for s in &ladder.steps[1..] {
+            assert_eq!(s.survives, Some(survives(s.gain, g0)));
+            assert!(s.gain > 1.0 && s.gain < g0, "{s:?}");
+        }
+        // nginx's CPU is quoted as the share of its cores, as the TLS table has it.
+        let sweep = record.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+        let a = sweep
+            .point("AES128-GCM-SHA256", 16 << 20, 1, "accel")
+            .unwrap();
+        let busy = format!(
+            "were {:.0} % busy",
+            a.server_cpu.as_ref().unwrap().total * 100.0
+        );
+        assert!(
+            ladder.steps[2].note.contains(&busy),
+            "{}",
+            ladder.steps[2].note
+        );
     }
 }
