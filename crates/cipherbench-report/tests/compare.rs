@@ -144,3 +144,24 @@ fn layers_two_to_four_and_the_ladder_are_compared_too() {
         c.layers
     );
 }
+
+#[test]
+fn without_3des_the_verdict_names_the_control_it_used() {
+    let mut records = [load("compare-knight.json"), load("compare-padawan.json")];
+    // The fixtures' control measured under the other control's name: 3DES absent.
+    for r in &mut records {
+        for p in &mut r.speed.as_mut().unwrap().points {
+            if p.cipher == "des-ede3-cbc" {
+                p.cipher = "chacha20-poly1305".into();
+            }
+        }
+    }
+    let labels = vec!["knight".to_string(), "padawan".to_string()];
+    let v = &compare::analyze(&records, &labels).verdicts[0];
+    assert!(v.control_ratio.is_some());
+    assert!(
+        v.sentence.contains("control (ChaCha20-Poly1305,") && !v.sentence.contains("3DES"),
+        "{}",
+        v.sentence
+    );
+}
