@@ -45,7 +45,6 @@ impl AeadAlgorithm {
 
 /// A keyed AEAD, ready to seal and open any number of messages.
 pub struct Aead {
-    algorithm: AeadAlgorithm,
     seal_ctx: CipherCtx,
     open_ctx: CipherCtx,
 }
@@ -71,15 +70,9 @@ impl Aead {
         }
         let name = algorithm.openssl_name();
         Ok(Aead {
-            algorithm,
             seal_ctx: CipherCtx::new(name, key, Some(nonce_len), true)?,
             open_ctx: CipherCtx::new(name, key, Some(nonce_len), false)?,
         })
-    }
-
-    /// The algorithm.
-    pub fn algorithm(&self) -> AeadAlgorithm {
-        self.algorithm
     }
 
     /// Encrypts `buf` in place and writes the tag (1 to 16 bytes; `TAG_LEN` normally).

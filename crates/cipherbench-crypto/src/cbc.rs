@@ -68,11 +68,6 @@ impl Cbc {
         })
     }
 
-    /// The algorithm.
-    pub fn algorithm(&self) -> CbcAlgorithm {
-        self.algorithm
-    }
-
     fn check(&self, iv: &[u8], len: usize) -> Result<(), CryptoError> {
         let block = self.algorithm.block_len();
         if !len.is_multiple_of(block) {

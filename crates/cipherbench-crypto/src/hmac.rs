@@ -32,7 +32,6 @@ impl HmacDigest {
 
 /// A keyed HMAC, reusable for any number of messages.
 pub struct Hmac {
-    digest: HmacDigest,
     ctx: MacCtx,
 }
 
@@ -40,14 +39,8 @@ impl Hmac {
     /// Keys an HMAC.
     pub fn new(digest: HmacDigest, key: &[u8]) -> Result<Hmac, CryptoError> {
         Ok(Hmac {
-            digest,
             ctx: MacCtx::hmac(digest.openssl_name(), key, digest.output_len())?,
         })
-    }
-
-    /// The digest.
-    pub fn digest(&self) -> HmacDigest {
-        self.digest
     }
 
     /// Computes the MAC of the concatenated `parts` into `tag` (its length selects the

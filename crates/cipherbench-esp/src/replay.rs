@@ -44,11 +44,6 @@ impl ReplayWindow {
         }
     }
 
-    /// The window size in packets.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
     /// The highest sequence number accepted so far (0 before the first).
     pub fn top(&self) -> u64 {
         self.top

@@ -30,12 +30,6 @@ pub fn nonce(prefix: &[u8; NONCE_PREFIX_LEN], index: u32, last: bool) -> [u8; NO
     n
 }
 
-/// Whether `len` is a whole number of `unit`s (written out rather than with `%` or
-/// `is_multiple_of`, which is newer than the workspace's minimum Rust).
-fn whole_units(len: usize, unit: usize) -> bool {
-    len / unit * unit == len
-}
-
 /// Sealed size of `plaintext_len` bytes with chunks of `chunk_size` (body only, no
 /// header): every chunk gains a tag, and an empty plaintext is one empty chunk.
 pub fn sealed_len(plaintext_len: u64, chunk_size: usize) -> u64 {
@@ -95,15 +89,9 @@ impl Sealer {
         })
     }
 
-    /// The chunk size in bytes.
-    pub fn chunk_size(&self) -> usize {
-        self.chunk_size
-    }
-
     /// Bytes [`Sealer::seal_batch`] writes for a batch of `input_len` bytes.
     pub fn sealed_len(&self, input_len: usize) -> usize {
-        let chunks = input_len.div_ceil(self.chunk_size).max(1);
-        input_len + chunks * TAG_LEN
+        sealed_len(input_len as u64, self.chunk_size) as usize
     }
 
     /// Seals the chunks of `input`, the first being chunk `first_index`, into
@@ -117,7 +105,7 @@ impl Sealer {
         output: &mut [u8],
     ) -> Result<usize, SealError> {
         let c = self.chunk_size;
-        if !last && (input.is_empty() || !whole_units(input.len(), c)) {
+        if !last && (input.is_empty() || !input.len().is_multiple_of(c)) {
             return Err(SealError::Misaligned { len: input.len() });
         }
         if input.is_empty() && first_index != 0 {
@@ -248,11 +236,6 @@ impl Opener {
         })
     }
 
-    /// The chunk size in bytes.
-    pub fn chunk_size(&self) -> usize {
-        self.chunk_size
-    }
-
     /// A sealed chunk's size on disk (chunk plus tag), except a short final one.
     pub fn unit(&self) -> usize {
         self.chunk_size + TAG_LEN
@@ -303,7 +286,7 @@ impl Opener {
                 },
             );
         }
-        if !last && !whole_units(input.len(), unit) {
+        if !last && !input.len().is_multiple_of(unit) {
             return fail(
                 first_index,
                 ChunkFailure::BadBatch(format!(

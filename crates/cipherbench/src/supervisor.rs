@@ -43,7 +43,6 @@ pub struct Spawn {
     cwd: Option<std::path::PathBuf>,
     stdin: bool,
     stdout: bool,
-    die_with_parent: bool,
 }
 
 impl Spawn {
@@ -56,7 +55,6 @@ impl Spawn {
             cwd: None,
             stdin: false,
             stdout: false,
-            die_with_parent: true,
         }
     }
 
@@ -112,12 +110,6 @@ impl Spawn {
         self
     }
 
-    /// Lets the child outlive cipherbench (the default is to die with it).
-    pub fn detached(mut self) -> Spawn {
-        self.die_with_parent = false;
-        self
-    }
-
     /// The program name, for messages.
     pub fn name(&self) -> String {
         Path::new(&self.program)
@@ -148,16 +140,14 @@ impl Spawn {
             cmd.current_dir(dir);
         }
         cmd.process_group(0);
-        if self.die_with_parent {
-            // SAFETY: prctl is async-signal-safe and touches only the new process.
-            unsafe {
-                cmd.pre_exec(|| {
-                    if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
-                        return Err(std::io::Error::last_os_error());
-                    }
-                    Ok(())
-                });
-            }
+        // SAFETY: prctl is async-signal-safe and touches only the new process.
+        unsafe {
+            cmd.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
         }
         cmd
     }

@@ -109,16 +109,6 @@ impl AtomicFile {
         })
     }
 
-    /// Whether the output is being written around the page cache.
-    pub fn is_direct(&self) -> bool {
-        matches!(self.writer, Writer::Direct(_))
-    }
-
-    /// The temporary file's path (for tests and messages).
-    pub fn temporary(&self) -> &Path {
-        &self.temporary
-    }
-
     /// Makes the file the target: fsync (if `fsync`), then link or rename it into
     /// place and fsync the directory.
     pub fn commit(mut self, fsync: bool) -> Result<()> {

@@ -5,7 +5,8 @@
 //!
 //! - **Bounded memory**: a fixed pool of batch buffers circulates (reader → workers →
 //!   writer → reader), so memory is the same for 1 KiB and 1 TiB: about
-//!   `buffers × (input + output batch)`, a few MiB (see [`Shape`]).
+//!   `buffers × (input + output batch)`, at most `POOL_BUDGET_BYTES` (32 MiB; about
+//!   12 MiB with two workers, see [`Shape`]).
 //! - **Order**: batches carry a sequence number; the writer holds early finishers
 //!   until their turn.
 //! - **End of stream**: a batch is the last one when the input ends inside it or
@@ -40,7 +41,7 @@ pub trait Transform: Send {
 }
 
 /// Plaintext (or sealed) bytes a batch aims for: 1 MiB amortises the hand-offs
-/// between threads and keeps a dozen batches in flight within a few MiB.
+/// between threads and keeps a dozen batches in flight within the pool's budget.
 const BATCH_TARGET_BYTES: usize = 1 << 20;
 /// Memory the batch pool may use.
 const POOL_BUDGET_BYTES: usize = 32 << 20;
@@ -162,7 +163,7 @@ pub fn run<T: Transform>(
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-fn read_full(input: &mut (dyn Read + Send), buf: &mut [u8]) -> std::io::Result<usize> {
+pub(crate) fn read_full(input: &mut (dyn Read + Send), buf: &mut [u8]) -> std::io::Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
         match input.read(&mut buf[filled..]) {

@@ -223,7 +223,8 @@ pub fn open(options: &OpenOptions) -> Result<Totals> {
     let name = options.input.describe("stdin");
     let mut input = open_input(&options.input)?;
     let mut header = [0u8; HEADER_LEN];
-    let got = read_up_to(&mut *input, &mut header).with_context(|| format!("reading {name}"))?;
+    let got = super::pipeline::read_full(&mut *input, &mut header)
+        .with_context(|| format!("reading {name}"))?;
     // Checks magic, version and fields before asking for a passphrase.
     Header::parse(&header[..got]).with_context(|| format!("opening {name}"))?;
     let secret = keys::load(&options.secret, false)?;
@@ -262,17 +263,4 @@ pub fn open(options: &OpenOptions) -> Result<Totals> {
     totals.bytes_in += HEADER_LEN as u64;
     sink.commit(options.fsync)?;
     Ok(totals)
-}
-
-fn read_up_to(input: &mut (dyn Read + Send), buf: &mut [u8]) -> std::io::Result<usize> {
-    let mut filled = 0;
-    while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
-        }
-    }
-    Ok(filled)
 }

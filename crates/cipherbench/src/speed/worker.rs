@@ -140,9 +140,7 @@ pub fn measure(
         ops.push(catalogue::bench_op(cipher, encrypt, size)?);
     }
     let payload = ops[0].payload_len() as u64;
-    let cores = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let cores = crate::cli::cores();
     let warmup = Duration::from_nanos(request.warmup_ns);
     let sample = Duration::from_nanos(request.sample_ns);
     let samples = request.samples;
