@@ -54,9 +54,13 @@ fn groups(r: &FileResults) -> Vec<(Direction, Cache, SyncMode)> {
 }
 
 fn group_title(d: Direction, c: Cache, s: SyncMode) -> String {
+    format!("{}, {}", d.as_str(), condition(c, s))
+}
+
+/// The cache and sync conditions of a group, without its direction.
+fn condition(c: Cache, s: SyncMode) -> String {
     format!(
-        "{}, {} cache, {}",
-        d.as_str(),
+        "{} cache, {}",
         c.as_str(),
         match s {
             SyncMode::Fsync => "until the output is fsynced",
@@ -204,8 +208,8 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
     );
     let tools = tools(r);
     let variants = variants(r);
-    // Figures 1 and 2 are layer 1's.
-    for (figure, (d, c, s)) in (3..).zip(groups(r)) {
+    let groups = groups(r);
+    for (i, &(d, c, s)) in groups.iter().enumerate() {
         let series: Vec<Series> = variants
             .iter()
             .map(|v| Series {
@@ -220,7 +224,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         let id = format!("fig-file-{}-{}-{}", d.as_str(), c.as_str(), s.as_str());
         let chart = BarChart {
             id: id.clone(),
-            title: format!("Time to {} the {size} MiB file: {}", if d == Direction::Encrypt { "encrypt" } else { "decrypt" }, group_title(d, c, s)),
+            title: format!("Time to {} the {size} MiB file: {}", d.as_str(), condition(c, s)),
             description: format!(
                 "Median seconds per tool (categories) and acceleration variant (series), {}. Lower is faster.",
                 group_title(d, c, s)
@@ -234,18 +238,18 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         out.push_str("<figure>");
         out.push_str(&chart.render());
         out.push_str(&format!(
-            "<figcaption>Figure {figure}{}: time to {} the file, {}.</figcaption></figure>",
-            if d == Direction::Encrypt && figure == 3 {
-                " (after seed 001's file encryption chart)"
+            "<figcaption>{} to {} the file, {}.</figcaption></figure>",
+            if d == Direction::Encrypt && i == 0 {
+                "After seed 001's file encryption chart: time"
             } else {
-                ""
+                "Time"
             },
             d.as_str(),
-            escape(&group_title(d, c, s))
+            escape(&condition(c, s))
         ));
     }
     out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">tool</th><th class=\"l\">variant</th><th class=\"l\">direction</th><th class=\"l\">cache</th><th class=\"l\">sync</th><th>median</th><th>spread</th><th>throughput</th><th>vs cp</th><th>user CPU</th><th>system CPU</th><th>peak RSS</th><th>verified</th></tr>");
-    for (d, c, s) in groups(r) {
+    for &(d, c, s) in &groups {
         for t in &tools {
             for v in &variants {
                 let Some(p) = r.point(t, v, d, c, s) else {

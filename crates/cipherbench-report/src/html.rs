@@ -403,7 +403,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>Figure 1 (after seed 003's Figure 1): how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity.</figcaption></figure>");
+    out.push_str("<figcaption>After seed 003's Figure 1: how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity.</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th>size</th><th>GCM / CBC-HMAC-SHA1 (accel)</th><th>GCM accel / noaesni</th></tr>");
     for (i, c) in categories.iter().enumerate() {
         out.push_str(&format!(
@@ -443,7 +443,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>Figure 2 (after seed 001): AES-NI speeds up AES-256-CBC; 3DES, which AES-NI does not touch, shows whether anything else changed between the variants.</figcaption></figure>");
+    out.push_str("<figcaption>After seed 001: AES-NI speeds up AES-256-CBC; 3DES, which AES-NI does not touch, shows whether anything else changed between the variants.</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th>cipher</th><th>accel</th><th>noaesni</th><th>accel / noaesni</th></tr>");
     for (cipher, label) in rows {
         let a = median(s, cipher, "accel", size);
@@ -473,8 +473,9 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     if !s.controls.is_empty() {
         let held = s.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
-            "<p>Control ciphers: <b>{held} of {}</b> points ran within ±10 % in both variants{}.</p>",
+            "<p>Control ciphers: <b>{held} of {}</b> points ran within ±{:.0} % in both variants{}.</p>",
             s.controls.len(),
+            cipherbench_model::speed::CONTROL_TOLERANCE * 100.0,
             if held == s.controls.len() {
                 ", so the mask changed AES-NI and PCLMULQDQ and nothing else they use"
             } else {

@@ -82,8 +82,9 @@ pub fn summary(record: &RunRecord) -> String {
         if !s.controls.is_empty() {
             let held = s.controls.iter().filter(|c| c.held).count();
             out.push_str(&format!(
-                "- controls (3DES, ChaCha20-Poly1305) within ±10 % in {held} of {} points\n",
-                s.controls.len()
+                "- controls (3DES, ChaCha20-Poly1305) within ±{tol:.0} % in {held} of {} points\n",
+                s.controls.len(),
+                tol = cipherbench_model::speed::CONTROL_TOLERANCE * 100.0
             ));
         }
     }

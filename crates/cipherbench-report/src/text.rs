@@ -187,14 +187,16 @@ pub fn speed(results: &SpeedResults) -> String {
             }
         }
     }
-    out.push_str(
-        "\n(~ marks a point whose samples spread more than ±5 %; ratio = accel / noaesni)\n",
-    );
+    out.push_str(&format!(
+        "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
+        cipherbench_model::stats::HIGH_SPREAD * 100.0,
+    ));
     if !results.controls.is_empty() {
         let held = results.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
-            "controls (3DES, ChaCha20-Poly1305): {held} of {} points within ±10 % between variants",
-            results.controls.len()
+            "controls (3DES, ChaCha20-Poly1305): {held} of {} points within ±{tol:.0} % between variants",
+            results.controls.len(),
+            tol = cipherbench_model::speed::CONTROL_TOLERANCE * 100.0
         ));
         let worst = results.controls.iter().max_by(|a, b| {
             (a.ratio.value - 1.0)

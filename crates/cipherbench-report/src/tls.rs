@@ -298,7 +298,10 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 }
             }
         }
-        out.push_str("(~ marks a point whose per-interval throughput spread more than ±5 %; TTFB = time to first byte, ms)\n");
+        out.push_str(&format!(
+            "(~ marks a point whose per-interval throughput spread more than ±{:.0} %; TTFB = time to first byte, ms)\n",
+            cipherbench_model::stats::HIGH_SPREAD * 100.0
+        ));
         out.push_str(&capacity_text(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
@@ -540,12 +543,12 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         out.push_str("<figure>");
         out.push_str(&fig6.render());
         out.push_str(&format!(
-            "<figcaption>Figure 6 (after seed 003's Figure 6): maximum nginx throughput by file size with {c} core(s) under test.</figcaption></figure>"
+            "<figcaption>After seed 003's Figure 6: maximum nginx throughput by file size with {c} core(s) under test.</figcaption></figure>"
         ));
         let fig7 = BarChart {
             id: format!("fig-tls-cpu-{c}"),
             title: format!("nginx CPU at maximum throughput, {c} core(s)"),
-            description: "The highest CPU utilisation of nginx's workers over the sampling intervals of the window at the point of Figure 6, as a percentage of the cores under test.".into(),
+            description: "The highest CPU utilisation of nginx's workers over the sampling intervals of the window at the point of the throughput chart above, as a percentage of the cores under test.".into(),
             categories: categories.clone(),
             series: series(|p| p.server_cpu.as_ref().map(|c| c.peak * 100.0)),
             y_label: "% of the cores under test".into(),
@@ -555,7 +558,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         out.push_str("<figure>");
         out.push_str(&fig7.render());
         out.push_str(&format!(
-            "<figcaption>Figure 7 (after seed 003's Figure 7): maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
+            "<figcaption>After seed 003's Figure 7: maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
         ));
     }
     let pairs = gcm_cbc_pairs(s);

@@ -276,7 +276,7 @@ pub fn html(t: &TunnelResults) -> String {
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>Figure (after seed 004's tables): what iperf3's server received through the tunnel, per transform and engine; the first bar is the underlay alone (TCP).</figcaption></figure>");
+    out.push_str("<figcaption>After seed 004's tables: what iperf3's server received through the tunnel, per transform and engine; the first bar is the underlay alone (TCP).</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">engine</th><th>TCP [Mbps]</th><th>UDP [Mbps]</th><th>UDP loss</th><th>share of underlay (TCP)</th><th>gateway CPU send / receive</th><th>ESP drops</th><th class=\"l\">saturated first (TCP / UDP)</th></tr>");
     if let Some(u) = underlay {
         out.push_str(&format!(
