@@ -338,3 +338,63 @@ fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
+    /// Stops `tls serve` even when an assertion fails first.
+    struct Serve(std::process::Child);
+    impl Drop for Serve {
+        fn drop(&mut self) {
+            // SAFETY: kill with a valid pid of our own child.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+            let _ = self.0.wait();
+        }
+    }
+    let dir = scratch("external-404");
+    let mut serve = bin(&dir)
+        .args([
+            "tls",
+            "serve",
+            "--suite",
+            "AES128-SHA",
+            "--sizes",
+            "1KiB",
+            "--cores",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Serve)
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.0.stdout.take().unwrap()),
+        &mut url,
+    )
+    .unwrap();
+    let url = url.trim();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url:?}");
+    let missing = format!("{}/missing", &url[..url.find("/f/").unwrap()]);
+    for command in ["sweep", "ramp"] {
+        let results = dir.join("results");
+        let out = bin(&dir)
+            .args([
+                "tls",
+                command,
+                "--server",
+                &missing,
+                "--suites",
+                "AES128-SHA",
+            ])
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "answered 404");
+        assert!(!results.exists(), "{command} left a results directory");
+    }
+    drop(serve);
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

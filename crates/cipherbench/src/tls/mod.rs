@@ -283,6 +283,61 @@ pub fn parse_duration(text: &str) -> Result<Duration> {
     Ok(Duration::from_secs_f64(value * scale))
 }
 
+/// The user's server, probed once: the target with the length every response must
+/// have. Anything but `200` is refused (a 404 page's length would otherwise become
+/// the expected one).
+pub(crate) fn external_target(
+    client: &engine::Client,
+    url: &ExternalUrl,
+) -> Result<engine::Target> {
+    let probe = engine::Target {
+        addr: url.addr,
+        host: url.host.clone(),
+        path: url.path.clone(),
+        expected_len: None,
+    };
+    let f = engine::fetch_once(client, &probe, Duration::from_secs(10))?;
+    if f.status != 200 {
+        bail!(
+            "{} answered {} for {}: point --server at a file it serves",
+            url.host,
+            f.status,
+            url.path
+        );
+    }
+    Ok(engine::Target {
+        expected_len: Some(f.body_len),
+        ..probe
+    })
+}
+
+/// The record of a server cipherbench did not start (`--server URL`).
+pub(crate) fn external_record(
+    suite: &Suite,
+    url: &ExternalUrl,
+    generator_cpus: Vec<usize>,
+) -> cipherbench_model::tls::ServerRecord {
+    cipherbench_model::tls::ServerRecord {
+        kind: "external".into(),
+        version: None,
+        library: None,
+        suite: suite.openssl.to_string(),
+        key: String::new(),
+        cores: 0,
+        server_cpus: Vec::new(),
+        generator_cpus,
+        variant: cipherbench_model::speed::VariantRecord {
+            name: "external".into(),
+            ia32cap_env: None,
+            cpu_settings: String::new(),
+            aesni: false,
+            pclmulqdq: false,
+            took_effect: true,
+        },
+        config: format!("https://{}{}", url.host, url.path),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -61,17 +61,8 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 bail!("no suite to measure");
             };
             let client = Client::new(suite, false)?;
-            let probe = Target {
-                addr: url.addr,
-                host: url.host.clone(),
-                path: url.path.clone(),
-                expected_len: None,
-            };
-            let f = engine::fetch_once(&client, &probe, Duration::from_secs(10))?;
-            let target = Target {
-                expected_len: Some(f.body_len),
-                ..probe
-            };
+            let target = super::external_target(&client, url)?;
+            let size = target.expected_len.unwrap_or(0);
             let generator_cpus = plan
                 .generator_cpus
                 .clone()
@@ -85,29 +76,11 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 None,
                 schedule,
                 suite.openssl,
-                f.body_len,
+                size,
                 "external",
                 0,
             )?;
-            let record = ServerRecord {
-                kind: "external".into(),
-                version: None,
-                library: None,
-                suite: suite.openssl.to_string(),
-                key: String::new(),
-                cores: 0,
-                server_cpus: Vec::new(),
-                generator_cpus,
-                variant: cipherbench_model::speed::VariantRecord {
-                    name: "external".into(),
-                    ia32cap_env: None,
-                    cpu_settings: String::new(),
-                    aesni: false,
-                    pclmulqdq: false,
-                    took_effect: true,
-                },
-                config: format!("https://{}{}", url.host, url.path),
-            };
+            let record = super::external_record(suite, url, generator_cpus);
             record_run(session, &config, record, run)
         }
         ServerTarget::Nginx { binary, port } => {

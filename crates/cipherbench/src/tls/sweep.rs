@@ -171,21 +171,7 @@ fn run_external(
         bail!("no suite to measure");
     };
     let client = Client::new(suite, plan.resumption)?;
-    let probe_target = Target {
-        addr: url.addr,
-        host: url.host.clone(),
-        path: url.path.clone(),
-        expected_len: None,
-    };
-    let f = engine::fetch_once(&client, &probe_target, Duration::from_secs(10))?;
-    if f.status != 200 {
-        bail!(
-            "{} answered {} for {}: point --server at a file it serves",
-            url.host,
-            f.status,
-            url.path
-        );
-    }
+    let target = super::external_target(&client, url)?;
     let allowed = plan
         .generator_cpus
         .clone()
@@ -195,10 +181,6 @@ fn run_external(
         1,
         plan.estimate() / plan.total_points().max(1) as u32,
     );
-    let target = Target {
-        expected_len: Some(f.body_len),
-        ..probe_target
-    };
     let point = search(
         plan,
         &client,
@@ -208,30 +190,12 @@ fn run_external(
         Labels {
             suite: suite.openssl,
             protocol: suite.protocol.as_str(),
-            size: f.body_len,
+            size: target.expected_len.unwrap_or(0),
             cores: 0,
             variant: "external",
         },
     )?;
-    let record = ServerRecord {
-        kind: "external".into(),
-        version: None,
-        library: None,
-        suite: suite.openssl.to_string(),
-        key: String::new(),
-        cores: 0,
-        server_cpus: Vec::new(),
-        generator_cpus: allowed,
-        variant: cipherbench_model::speed::VariantRecord {
-            name: "external".into(),
-            ia32cap_env: None,
-            cpu_settings: String::new(),
-            aesni: false,
-            pclmulqdq: false,
-            took_effect: true,
-        },
-        config: format!("https://{}{}", url.host, url.path),
-    };
+    let record = super::external_record(suite, url, allowed);
     record_point(session, &config, record, point)
 }
 
