@@ -1104,12 +1104,16 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
         .unwrap_or_default();
     let protocol = tls.ssl().version_str().to_string();
     tls.write_all(&http::request(&target.host, &target.path))?;
-    let mut data = Vec::new();
+    // The head is kept until it parses; the body is only counted (it may be the
+    // user's multi-gigabyte file).
+    let mut head_bytes = Vec::new();
+    let mut head: Option<(u16, Option<u64>)> = None;
+    let mut body_len = 0u64;
     let mut buf = vec![0u8; SOCKET_BUFFER];
     loop {
-        match tls.read(&mut buf) {
+        let n = match tls.read(&mut buf) {
             Ok(0) => break,
-            Ok(n) => data.extend_from_slice(&buf[..n]),
+            Ok(n) => n,
             Err(e)
                 if e.kind() == io::ErrorKind::UnexpectedEof
                     || e.kind() == io::ErrorKind::ConnectionAborted =>
@@ -1117,23 +1121,30 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
                 break
             }
             Err(e) => return Err(e).context("reading the response"),
+        };
+        if head.is_some() {
+            body_len += n as u64;
+        } else {
+            head_bytes.extend_from_slice(&buf[..n]);
+            if let Parsed::Done(h) = http::parse_head(&head_bytes) {
+                body_len = (head_bytes.len() - h.len) as u64;
+                head = Some((h.status, h.content_length));
+            }
         }
-        if let Parsed::Done(h) = http::parse_head(&data) {
-            if let Some(len) = h.content_length {
-                if (data.len() - h.len) as u64 >= len {
-                    break;
-                }
+        if let Some((_, Some(len))) = head {
+            if body_len >= len {
+                break;
             }
         }
     }
-    match http::parse_head(&data) {
-        Parsed::Done(h) => Ok(Fetched {
+    match head {
+        Some((status, _)) => Ok(Fetched {
             suite,
             protocol,
-            status: h.status,
-            body_len: (data.len() - h.len) as u64,
+            status,
+            body_len,
         }),
-        _ => bail!("{} did not answer with an HTTP response", target.addr),
+        None => bail!("{} did not answer with an HTTP response", target.addr),
     }
 }
 
