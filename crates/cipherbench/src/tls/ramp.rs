@@ -51,6 +51,12 @@ impl RampPlan {
 /// Runs the ramps, saving after each.
 pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
+    // A resumed run keeps earlier ramps only if they were of this same plan.
+    if let Some(tls) = session.record.tls.as_mut() {
+        if tls.ramp.as_ref().is_some_and(|r| r.config != config) {
+            tls.ramp = None;
+        }
+    }
     let schedule = Schedule::Ramp {
         target_rate: plan.target_rate,
         duration: plan.duration,
@@ -107,10 +113,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             .tls
                             .as_ref()
                             .and_then(|t| t.ramp.as_ref())
-                            .is_some_and(|r| {
-                                r.config == plan.config()
-                                    && r.run(suite.openssl, size, &variant.name).is_some()
-                            });
+                            .is_some_and(|r| r.run(suite.openssl, size, &variant.name).is_some());
                         if done {
                             // Measured by an earlier, interrupted run of this plan.
                             session.progress.skip(1);

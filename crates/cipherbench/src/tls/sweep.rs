@@ -75,6 +75,12 @@ impl SweepPlan {
 /// Runs the sweep, saving after every point.
 pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
+    // A resumed run keeps an earlier sweep only if it was of this same plan.
+    if let Some(tls) = session.record.tls.as_mut() {
+        if tls.sweep.as_ref().is_some_and(|s| s.config != config) {
+            tls.sweep = None;
+        }
+    }
     match &plan.target {
         ServerTarget::External(url) => run_external(plan, url, config, session),
         ServerTarget::Nginx { binary, port } => {
@@ -100,8 +106,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                         let client = Client::new(suite, plan.resumption)?;
                         for variant in &plan.variants {
                             interrupt::check()?;
-                            if measured(session, &config, suite.openssl, size, cores, &variant.name)
-                            {
+                            if measured(session, suite.openssl, size, cores, &variant.name) {
                                 session.progress.skip(1);
                                 continue;
                             }
@@ -238,22 +243,15 @@ fn record_point(
     session.save()
 }
 
-/// Whether a resumed run already holds this point (same plan, same key).
-fn measured(
-    session: &Session,
-    config: &SweepConfig,
-    suite: &str,
-    size: u64,
-    cores: usize,
-    variant: &str,
-) -> bool {
-    let Some(sweep) = session.record.tls.as_ref().and_then(|t| t.sweep.as_ref()) else {
-        return false;
-    };
-    &sweep.config == config
-        && sweep.points.iter().any(|p| {
-            p.suite == suite && p.size_bytes == size && p.cores == cores && p.variant == variant
-        })
+/// Whether a resumed run already holds this point ([`run`] kept its sweep only if
+/// it was of the same plan).
+fn measured(session: &Session, suite: &str, size: u64, cores: usize, variant: &str) -> bool {
+    session
+        .record
+        .tls
+        .as_ref()
+        .and_then(|t| t.sweep.as_ref())
+        .is_some_and(|s| s.point(suite, size, cores, variant).is_some())
 }
 
 fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
