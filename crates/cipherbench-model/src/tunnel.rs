@@ -201,6 +201,10 @@ pub enum SearchOutcome {
     SenderLimited,
     /// Out of probes: the closest probe's rate was taken.
     MaxProbes,
+    /// The rates just below and just above the target loss were within 2 % of each
+    /// other (the loss jumps there, or noise moves it): the closest probe's rate was
+    /// taken before the probes ran out.
+    Bracketed,
 }
 
 /// The search for the UDP rate that gives the target loss.

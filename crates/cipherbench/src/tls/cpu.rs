@@ -56,19 +56,6 @@ pub fn process_times(pid: u32) -> Option<(u64, u64)> {
     parse_stat_cpu_ticks(&stat).map(|ticks| (ticks * 1_000_000_000 / clock_ticks_per_sec(), 0))
 }
 
-/// Cumulative CPU time of a process (all its threads), nanoseconds: from
-/// `/proc/PID/schedstat` (nanosecond resolution) or else `/proc/PID/stat` (clock
-/// ticks). None if the process is gone.
-pub fn process_cpu_ns(pid: u32) -> Option<u64> {
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-        if let Some(ns) = text.split_whitespace().next().and_then(|v| v.parse().ok()) {
-            return Some(ns);
-        }
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu_ticks(&stat).map(|ticks| ticks * 1_000_000_000 / clock_ticks_per_sec())
-}
-
 fn clock_ticks_per_sec() -> u64 {
     // SAFETY: sysconf has no memory-safety preconditions.
     let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
@@ -315,7 +302,7 @@ mod tests {
         }
         assert!(x != 1);
         assert!(thread_cpu_ns() > before);
-        assert!(process_cpu_ns(std::process::id()).unwrap() > 0);
+        assert!(process_times(std::process::id()).unwrap().0 > 0);
         assert!(!allowed_cpus().is_empty());
     }
 }

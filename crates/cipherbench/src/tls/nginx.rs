@@ -22,7 +22,7 @@ use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// How long nginx gets to become ready.
 const READY_TIMEOUT: Duration = Duration::from_secs(15);
@@ -114,7 +114,6 @@ pub fn nginx_info(nginx: &Path) -> Result<NginxInfo> {
 pub struct Workspace {
     dir: PathBuf,
     sizes: Vec<u64>,
-    key: KeyType,
 }
 
 impl Workspace {
@@ -133,7 +132,6 @@ impl Workspace {
         let ws = Workspace {
             dir,
             sizes: sizes.to_vec(),
-            key,
         };
         // nginx's workers run as an unprivileged user when started as root: they must
         // be able to reach the files.
@@ -163,11 +161,6 @@ impl Workspace {
     /// File sizes served.
     pub fn sizes(&self) -> &[u64] {
         &self.sizes
-    }
-
-    /// Key type of the certificate.
-    pub fn key(&self) -> KeyType {
-        self.key
     }
 
     fn file(&self, size: u64) -> PathBuf {
@@ -582,31 +575,6 @@ pub fn split_cpus(allowed: &[usize], cores: usize) -> Result<(Vec<usize>, Vec<us
         );
     }
     Ok((allowed[..cores].to_vec(), allowed[cores..].to_vec()))
-}
-
-/// Waits until no process is left in nginx's group (used by tests and after stop).
-pub fn wait_gone(pids: &[u32], timeout: Duration) -> bool {
-    let deadline = Instant::now() + timeout;
-    loop {
-        let alive = pids.iter().any(|p| {
-            std::fs::read_to_string(format!("/proc/{p}/stat"))
-                .map(|s| {
-                    !s.rsplit(')')
-                        .next()
-                        .unwrap_or("")
-                        .trim_start()
-                        .starts_with('Z')
-                })
-                .unwrap_or(false)
-        });
-        if !alive {
-            return true;
-        }
-        if Instant::now() >= deadline {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 #[cfg(test)]

@@ -424,6 +424,7 @@ impl Coalescer {
         p.active = true;
     }
 
+    #[cfg(test)]
     /// Indexes of the flows holding a packet, for the flush at the end of a batch.
     pub fn active(&self) -> impl Iterator<Item = usize> + '_ {
         self.pending
