@@ -1164,8 +1164,8 @@ mod tests {
         let offsets: Vec<f64> = (0..s.count()).map(|k| s.offset(k).as_secs_f64()).collect();
         assert!(offsets.windows(2).all(|w| w[1] > w[0]));
         assert!(*offsets.last().unwrap() < 60.0);
-        // The rate rises linearly: twice as many starts in the last 30 s as ... the
-        // first 30 s hold a quarter of them.
+        // The rate rises linearly, so the first 30 s hold a quarter of the starts
+        // (the area under the ramp up to half time).
         let first_half = offsets.iter().filter(|&&t| t < 30.0).count();
         assert!((first_half as i64 - 375).abs() <= 1, "{first_half}");
     }
