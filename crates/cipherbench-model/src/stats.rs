@@ -168,10 +168,11 @@ mod tests {
     #[test]
     fn ratio_adds_spreads() {
         let a = Summary::of(&[10.0, 11.0, 9.0]).unwrap();
-        let b = Summary::of(&[5.0, 5.0, 5.0]).unwrap();
+        let b = Summary::of(&[4.0, 5.0, 6.0]).unwrap();
         let r = Ratio::of(&a, &b).unwrap();
         assert_eq!(r.value, 2.0);
-        assert!((r.rel_spread - a.rel_spread).abs() < 1e-12);
+        // 1/10 + 1/5: the sum, not either spread alone nor the larger.
+        assert!((r.rel_spread - 0.3).abs() < 1e-12, "{}", r.rel_spread);
         let zero = Summary::of(&[0.0]).unwrap();
         assert!(Ratio::of(&a, &zero).is_none());
     }

@@ -6,6 +6,7 @@
 //! dividing the AES ratio by the 3DES ratio leaves what acceleration contributes.
 //! Differences in environment are listed first, because they explain the rest.
 
+use crate::ratio;
 use crate::svg::escape;
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
@@ -259,13 +260,6 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
 fn median(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<f64> {
     s?.point(cipher, "accel", Direction::Encrypt, size, 1)
         .map(|p| p.throughput_bytes_per_sec.median)
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
 }
 
 /// The size both records measured closest to 256 bytes (seed 001's size).

@@ -128,6 +128,7 @@ pub fn text(r: &FileResults) -> String {
         if r.config.repetitions == 1 { "" } else { "s" },
         r.config.scratch_dir
     );
+    let (tools, variants) = (tools(r), variants(r));
     for (d, c, s) in groups(r) {
         out.push_str(&format!("\n{}\n", group_title(d, c, s)));
         out.push_str(&format!(
@@ -143,9 +144,9 @@ pub fn text(r: &FileResults) -> String {
             "peak RSS",
             "verified"
         ));
-        for tool in tools(r) {
-            for variant in variants(r) {
-                let Some(p) = r.point(&tool, &variant, d, c, s) else {
+        for tool in &tools {
+            for variant in &variants {
+                let Some(p) = r.point(tool, variant, d, c, s) else {
                     continue;
                 };
                 let e = &p.elapsed_seconds;
@@ -160,12 +161,12 @@ pub fn text(r: &FileResults) -> String {
                     p.user_seconds.median,
                     p.system_seconds.median,
                     mib(p.max_rss_bytes),
-                    if r.verified(&tool) { "yes" } else { "NO" }
+                    if r.verified(tool) { "yes" } else { "NO" }
                 ));
             }
             if let (Some(a), Some(n)) = (
-                r.point(&tool, "accel", d, c, s),
-                r.point(&tool, "noaesni", d, c, s),
+                r.point(tool, "accel", d, c, s),
+                r.point(tool, "noaesni", d, c, s),
             ) {
                 out.push_str(&format!(
                     "{:<22} {:<8} noaesni takes {:.2}x the time of accel\n",

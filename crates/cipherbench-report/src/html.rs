@@ -1,6 +1,7 @@
 //! `report.html`: one self-contained page (inline CSS and SVG, no scripts, no
 //! network) rendered from the run record alone.
 
+use crate::ratio;
 use crate::svg::{escape, BarChart, Series};
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
@@ -28,6 +29,20 @@ figure { margin: 16px 0; } figcaption { color: var(--muted); font-size: 0.9em; }
 details summary { cursor: pointer; color: var(--accent); }
 @media print { body { max-width: none; } details { display: block; } .scroll { overflow: visible; } }
 "#;
+
+/// The crypto offload devices found, escaped, or "none".
+fn offload_devices(env: &cipherbench_model::env::Environment) -> String {
+    if env.offload_devices.is_empty() {
+        return "none".into();
+    }
+    escape(
+        &env.offload_devices
+            .iter()
+            .map(|d| d.description.clone())
+            .collect::<Vec<_>>()
+            .join(", "),
+    )
+}
 
 /// Renders the whole page.
 pub fn render(record: &RunRecord) -> String {
@@ -109,17 +124,7 @@ fn summary(record: &RunRecord) -> String {
             who(v.used_by_openssl),
             who(v.used_by_kernel),
             escape(&v.note),
-            if env.offload_devices.is_empty() {
-                "none".to_string()
-            } else {
-                escape(
-                    &env.offload_devices
-                        .iter()
-                        .map(|d| d.description.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )
-            }
+            offload_devices(env)
         ));
     }
     let ladder = crate::ladder::build(record);
@@ -136,9 +141,9 @@ fn summary(record: &RunRecord) -> String {
                 escape(&step.accel),
                 escape(&step.noaesni),
                 step.gain,
-                step.survives.map(|v| format!("{:.0} %", v * 100.0)).unwrap_or_else(|| "–".into()),
+                step.survives.map(crate::ladder::pct).unwrap_or_else(|| "–".into()),
                 step.crypto_share
-                    .map(|v| format!("{:.0} %", v.clamp(0.0, 1.0) * 100.0))
+                    .map(|v| crate::ladder::pct(v.clamp(0.0, 1.0)))
                     .unwrap_or_else(|| "–".into())
             ));
         }
@@ -304,20 +309,7 @@ fn machine(record: &RunRecord) -> String {
                 )
             ),
         ),
-        (
-            "Offload devices",
-            if env.offload_devices.is_empty() {
-                "none".into()
-            } else {
-                escape(
-                    &env.offload_devices
-                        .iter()
-                        .map(|d| d.description.clone())
-                        .collect::<Vec<_>>()
-                        .join(", "),
-                )
-            },
-        ),
+        ("Offload devices", offload_devices(env)),
     ] {
         s.push_str(&format!(
             "<tr><th class=\"l\">{k}</th><td class=\"l\">{v}</td></tr>"
@@ -349,13 +341,6 @@ fn yes_no(v: Option<bool>) -> &'static str {
 fn median(s: &SpeedResults, cipher: &str, variant: &str, size: u64) -> Option<f64> {
     s.point(cipher, variant, Direction::Encrypt, size, 1)
         .map(|p| p.throughput_bytes_per_sec.median)
-}
-
-fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
-    match (a, b) {
-        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
-        _ => None,
-    }
 }
 
 fn speed_section(s: &SpeedResults) -> String {

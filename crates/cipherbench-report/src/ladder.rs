@@ -288,7 +288,7 @@ fn seconds(v: f64) -> String {
 }
 
 /// Percent with no decimals.
-fn pct(v: f64) -> String {
+pub(crate) fn pct(v: f64) -> String {
     format!("{:.0} %", v * 100.0)
 }
 

@@ -16,6 +16,14 @@ pub mod tunnel;
 
 use cipherbench_model::RunRecord;
 
+/// `a / b` when both are known and `b` is positive.
+pub(crate) fn ratio(a: Option<f64>, b: Option<f64>) -> Option<f64> {
+    match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    }
+}
+
 /// One rendered file: its name in the results directory and its contents.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Rendered {

@@ -57,7 +57,7 @@ pub fn summary(record: &RunRecord) -> String {
                 s.noaesni,
                 s.gain,
                 s.survives
-                    .map(|v| format!("{:.0} %", v * 100.0))
+                    .map(crate::ladder::pct)
                     .unwrap_or_else(|| "–".into())
             ));
         }

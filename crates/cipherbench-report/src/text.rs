@@ -121,6 +121,20 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
+/// One variant's effective vector and whether it is the one intended.
+pub(crate) fn variant_line(v: &cipherbench_model::speed::VariantRecord) -> String {
+    format!(
+        "variant {:<8} {} {}\n",
+        v.name,
+        v.cpu_settings,
+        if v.took_effect {
+            "(as intended)"
+        } else {
+            "(DID NOT TAKE EFFECT)"
+        }
+    )
+}
+
 /// Layer 1 as tables: one per direction and thread count; rows are ciphers and
 /// variants, columns buffer sizes, with the accel/noaesni ratio under each cipher.
 pub fn speed(results: &SpeedResults) -> String {
@@ -216,16 +230,7 @@ pub fn speed(results: &SpeedResults) -> String {
         }
     }
     for v in &results.variants {
-        out.push_str(&format!(
-            "variant {:<8} {} {}\n",
-            v.name,
-            v.cpu_settings,
-            if v.took_effect {
-                "(as intended)"
-            } else {
-                "(DID NOT TAKE EFFECT)"
-            }
-        ));
+        out.push_str(&crate::text::variant_line(v));
     }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");

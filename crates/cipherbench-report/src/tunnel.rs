@@ -143,22 +143,13 @@ pub fn text(t: &TunnelResults) -> String {
         .flat_map(|p| &p.runs)
         .map(|r| r.sender.drops_total() + r.receiver.drops_total())
         .sum();
+    let runs: usize = t.points.iter().map(|p| p.runs.len()).sum();
     out.push_str(&format!(
-        "byte check: {} of {} runs agree with the gateways' counters; ESP drops: {drops}\n",
-        t.points.iter().map(|p| p.runs.len()).sum::<usize>() - bad,
-        t.points.iter().map(|p| p.runs.len()).sum::<usize>()
+        "byte check: {} of {runs} runs agree with the gateways' counters; ESP drops: {drops}\n",
+        runs - bad
     ));
     for v in &t.variants {
-        out.push_str(&format!(
-            "variant {:<8} {} {}\n",
-            v.name,
-            v.cpu_settings,
-            if v.took_effect {
-                "(as intended)"
-            } else {
-                "(DID NOT TAKE EFFECT)"
-            }
-        ));
+        out.push_str(&crate::text::variant_line(v));
     }
     out
 }
