@@ -524,6 +524,24 @@ struct Conn {
     first_byte: Option<Instant>,
 }
 
+impl Conn {
+    /// A request scheduled at `scheduled` and started at `started`, nothing done yet.
+    fn new(phase: Phase, scheduled: Instant, started: Instant) -> Conn {
+        Conn {
+            phase,
+            tls: None,
+            head: Vec::new(),
+            body_expected: 0,
+            body_read: 0,
+            scheduled,
+            started,
+            connected: None,
+            handshaked: None,
+            first_byte: None,
+        }
+    }
+}
+
 enum Step {
     Pending,
     Ok,
@@ -771,34 +789,12 @@ impl<'a> Worker<'a> {
             self.complete_without_conn(scheduled, now, FailureReason::Overload);
             return;
         }
-        self.conns[index] = Some(Conn {
-            phase: Phase::Connecting(Some(sock)),
-            tls: None,
-            head: Vec::new(),
-            body_expected: 0,
-            body_read: 0,
-            scheduled,
-            started: now,
-            connected: None,
-            handshaked: None,
-            first_byte: None,
-        });
+        self.conns[index] = Some(Conn::new(Phase::Connecting(Some(sock)), scheduled, now));
         self.active += 1;
     }
 
     fn complete_without_conn(&mut self, scheduled: Instant, now: Instant, reason: FailureReason) {
-        let conn = Conn {
-            phase: Phase::Handshaking,
-            tls: None,
-            head: Vec::new(),
-            body_expected: 0,
-            body_read: 0,
-            scheduled,
-            started: now,
-            connected: None,
-            handshaked: None,
-            first_byte: None,
-        };
+        let conn = Conn::new(Phase::Handshaking, scheduled, now);
         self.account(&conn, now, Step::Failed(reason));
     }
 
@@ -960,11 +956,9 @@ impl<'a> Worker<'a> {
         }
     }
 
-    /// Books a finished request.
-    fn account(&mut self, conn: &Conn, now: Instant, step: Step) {
-        let closed = matches!(self.spec.arrivals, Arrivals::Closed { .. });
-        // Time to first byte, for the latency limit: every request that overlapped
-        // the window, including the wait of one that never got a first byte.
+    /// Time to first byte, for the latency limit: every request that overlapped the
+    /// window counts, including the wait so far of one that never got a first byte.
+    fn note_first_byte_wait(&mut self, conn: &Conn, now: Instant) {
         let fb_end = conn.first_byte.unwrap_or(now);
         if conn.scheduled < self.window_end && fb_end >= self.window_start {
             self.report.max_first_byte = self
@@ -972,6 +966,12 @@ impl<'a> Worker<'a> {
                 .max_first_byte
                 .max(fb_end.duration_since(conn.scheduled));
         }
+    }
+
+    /// Books a finished request.
+    fn account(&mut self, conn: &Conn, now: Instant, step: Step) {
+        let closed = matches!(self.spec.arrivals, Arrivals::Closed { .. });
+        self.note_first_byte_wait(conn, now);
         let counts = if closed { self.in_window(now) } else { true };
         match step {
             Step::Pending => {}
@@ -1057,13 +1057,7 @@ impl<'a> Worker<'a> {
         let now = Instant::now();
         for i in 0..self.conns.len() {
             if let Some(conn) = self.conns[i].take() {
-                let fb_end = conn.first_byte.unwrap_or(now);
-                if conn.scheduled < self.window_end && fb_end >= self.window_start {
-                    self.report.max_first_byte = self
-                        .report
-                        .max_first_byte
-                        .max(fb_end.duration_since(conn.scheduled));
-                }
+                self.note_first_byte_wait(&conn, now);
                 self.report.cancelled += 1;
                 self.release(i, conn);
             }

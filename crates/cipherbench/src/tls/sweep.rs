@@ -89,21 +89,29 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             if let Some(p) = port {
                 nginx::check_port(*p)?;
             }
+            // Every core count's CPUs checked before anything starts.
             let allowed = cpu::allowed_cpus();
-            for &c in &plan.cores {
-                super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())?;
-            }
+            let assignments = plan
+                .cores
+                .iter()
+                .map(|&c| {
+                    super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())
+                        .map(|cpus| (c, cpus))
+                })
+                .collect::<Result<Vec<_>>>()?;
+            let clients = plan
+                .suites
+                .iter()
+                .map(|s| Client::new(s, plan.resumption))
+                .collect::<Result<Vec<_>>>()?;
             let variants = crate::speed::openssl_variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
-            for &cores in &plan.cores {
-                let (server_cpus, generator_cpus) =
-                    super::assign_cpus(&allowed, cores, plan.generator_cpus.as_deref())?;
+            for (cores, (server_cpus, generator_cpus)) in assignments {
                 for &size in &plan.sizes {
-                    for suite in &plan.suites {
-                        let client = Client::new(suite, plan.resumption)?;
+                    for (suite, client) in plan.suites.iter().zip(&clients) {
                         for variant in &plan.variants {
                             interrupt::check()?;
                             if measured(session, suite.openssl, size, cores, &variant.name) {
@@ -120,7 +128,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 port: *port,
                                 resumption: plan.resumption,
                             };
-                            let server = Server::start(&spec, &client)?;
+                            let server = Server::start(&spec, client)?;
                             let record = ServerRecord {
                                 kind: "nginx".into(),
                                 version: Some(info.version.clone()),
@@ -143,7 +151,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                             };
                             let point = search(
                                 plan,
-                                &client,
+                                client,
                                 &target,
                                 &generator_cpus,
                                 Some(&server),
