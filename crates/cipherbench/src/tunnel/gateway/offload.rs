@@ -207,12 +207,7 @@ pub fn segment(
         return Ok(1);
     }
     let id = u16::from_be_bytes([packet[4], packet[5]]);
-    let sequence = u32::from_be_bytes([
-        packet[ip_len + 4],
-        packet[ip_len + 5],
-        packet[ip_len + 6],
-        packet[ip_len + 7],
-    ]);
+    let sequence = tcp_sequence(packet, ip_len);
     let flags = packet[ip_len + 13];
     let count = payload.len().div_ceil(mss);
     for i in 0..count {
@@ -242,6 +237,12 @@ pub fn segment(
         each(seg);
     }
     Ok(count)
+}
+
+/// The TCP sequence number of an IPv4 packet whose IP header is `ip_len` bytes.
+fn tcp_sequence(packet: &[u8], ip_len: usize) -> u32 {
+    let s = &packet[ip_len + 4..ip_len + 8];
+    u32::from_be_bytes([s[0], s[1], s[2], s[3]])
 }
 
 /// Computes the full TCP checksum of `packet` (IPv4 header of `ip_len` bytes, TCP
@@ -365,12 +366,7 @@ impl Coalescer {
         }
         let p = &self.pending[index];
         let first = p.packet();
-        let sequence = u32::from_be_bytes([
-            packet[ip_len + 4],
-            packet[ip_len + 5],
-            packet[ip_len + 6],
-            packet[ip_len + 7],
-        ]);
+        let sequence = tcp_sequence(packet, ip_len);
         let joins = !p.closed
             && p.tcp_len == tcp_len
             && sequence == p.next_sequence
@@ -413,12 +409,7 @@ impl Coalescer {
         p.tcp_len = tcp_len;
         p.mss = packet.len() - ip_len - tcp_len;
         p.segments = 1;
-        let sequence = u32::from_be_bytes([
-            packet[ip_len + 4],
-            packet[ip_len + 5],
-            packet[ip_len + 6],
-            packet[ip_len + 7],
-        ]);
+        let sequence = tcp_sequence(packet, ip_len);
         p.next_sequence = sequence.wrapping_add(p.mss as u32);
         p.closed = false;
         p.active = true;
