@@ -331,6 +331,17 @@ pub fn target_gbps(v: f64) -> Result<f64> {
     Ok(v)
 }
 
+/// The values in first-seen order, each once (a flag may repeat a value).
+pub(crate) fn dedup<T: PartialEq + Copy>(values: impl IntoIterator<Item = T>) -> Vec<T> {
+    let mut out = Vec::new();
+    for x in values {
+        if !out.contains(&x) {
+            out.push(x);
+        }
+    }
+    out
+}
+
 /// Number of online CPUs.
 pub fn cores() -> usize {
     std::thread::available_parallelism()
@@ -362,13 +373,7 @@ impl SpeedArgs {
         if self.sample_ms == 0 || self.sample_ms > 60_000 {
             bail!("--sample-ms must be between 1 and 60000");
         }
-        let mut directions: Vec<Direction> = Vec::new();
-        for d in &self.direction {
-            let d = Direction::from(*d);
-            if !directions.contains(&d) {
-                directions.push(d);
-            }
-        }
+        let directions = dedup(self.direction.iter().map(|&d| Direction::from(d)));
         Ok(SpeedPlan {
             ciphers,
             sizes,
@@ -456,16 +461,10 @@ impl TunnelArgs {
             plan.underlay_rate = Some((rate.clone(), tunnel::topology::parse_rate(rate)?));
         }
         if let Some(p) = &self.protocols {
-            plan.protocols = Vec::new();
-            for p in p {
-                let p = match p {
-                    ProtocolArg::Tcp => Protocol::Tcp,
-                    ProtocolArg::Udp => Protocol::Udp,
-                };
-                if !plan.protocols.contains(&p) {
-                    plan.protocols.push(p);
-                }
-            }
+            plan.protocols = dedup(p.iter().map(|p| match p {
+                ProtocolArg::Tcp => Protocol::Tcp,
+                ProtocolArg::Udp => Protocol::Udp,
+            }));
         }
         if let Some(s) = self.seconds {
             if !(1..=3600).contains(&s) {

@@ -102,10 +102,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Speed(args) => {
             let plan = args.plan()?;
-            interrupt::install();
-            let environment = probe::collect();
-            let dir = args.output.dir(&environment.hostname);
-            let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
+            let mut session = start_session(&args.output, "custom", cli.quiet)?;
             let outcome = speed::run(&plan, &mut session);
             finish(&mut session, outcome, |s| {
                 if let Some(speed) = &s.record.speed {
@@ -152,24 +149,17 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Command::Tls(args) => {
-            let (output, json) = match &args.command {
-                tls::args::TlsCommand::Sweep(a) => (a.output(), a.common.json),
-                tls::args::TlsCommand::Ramp(a) => (a.output(), a.common.json),
+            // Resolve the plan first: bad input fails before anything starts.
+            let (output, json, sweep, ramp) = match &args.command {
+                tls::args::TlsCommand::Sweep(a) => {
+                    (a.output(), a.common.json, Some(a.plan()?), None)
+                }
+                tls::args::TlsCommand::Ramp(a) => {
+                    (a.output(), a.common.json, None, Some(a.plan()?))
+                }
                 tls::args::TlsCommand::Serve(_) => return Ok(ExitCode::SUCCESS),
             };
-            // Resolve the plan first: bad input fails before anything starts.
-            let sweep = match &args.command {
-                tls::args::TlsCommand::Sweep(a) => Some(a.plan()?),
-                tls::args::TlsCommand::Ramp(_) | tls::args::TlsCommand::Serve(_) => None,
-            };
-            let ramp = match &args.command {
-                tls::args::TlsCommand::Ramp(a) => Some(a.plan()?),
-                tls::args::TlsCommand::Sweep(_) | tls::args::TlsCommand::Serve(_) => None,
-            };
-            interrupt::install();
-            let environment = probe::collect();
-            let dir = output.dir(&environment.hostname);
-            let mut session = Session::start(environment, "custom", dir, Progress::new(cli.quiet))?;
+            let mut session = start_session(output, "custom", cli.quiet)?;
             session
                 .record
                 .environment
@@ -195,15 +185,7 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
                 return tunnel_cleanup(force);
             }
             let plan = args.plan()?;
-            interrupt::install();
-            let environment = probe::collect();
-            let dir = args.output.dir(&environment.hostname);
-            let mut session = Session::start(
-                environment,
-                args.preset.name(),
-                dir,
-                Progress::new(cli.quiet),
-            )?;
+            let mut session = start_session(&args.output, args.preset.name(), cli.quiet)?;
             let outcome = tunnel::run(&plan, &mut session);
             finish(&mut session, outcome, |s| {
                 if let Some(t) = &s.record.tunnel {
@@ -237,6 +219,19 @@ fn dispatch(cli: Cli) -> Result<ExitCode> {
 }
 
 /// `cipherbench tunnel cleanup`: removes what killed runs left, says what.
+/// The start of every single-layer command, once its flags are resolved: Ctrl-C
+/// handling, the machine's probe, and a session writing where `output` says.
+pub(crate) fn start_session(
+    output: &cli::OutputArgs,
+    preset: &str,
+    quiet: bool,
+) -> Result<Session> {
+    interrupt::install();
+    let environment = probe::collect();
+    let dir = output.dir(&environment.hostname);
+    Session::start(environment, preset, dir, Progress::new(quiet))
+}
+
 fn tunnel_cleanup(force: bool) -> Result<ExitCode> {
     let cleaned = tunnel::topology::cleanup(force)?;
     for ns in &cleaned.namespaces {

@@ -294,16 +294,6 @@ pub fn parse_tools(text: &str) -> Result<Vec<ToolId>> {
     Ok(out)
 }
 
-fn dedup<T: PartialEq + Copy>(v: impl IntoIterator<Item = T>) -> Vec<T> {
-    let mut out = Vec::new();
-    for x in v {
-        if !out.contains(&x) {
-            out.push(x);
-        }
-    }
-    out
-}
-
 impl FileArgs {
     /// Resolves the flags into a plan.
     pub fn plan(&self) -> Result<FilePlan> {
@@ -337,15 +327,15 @@ impl FileArgs {
             input,
             tools: parse_tools(&self.tools)?,
             variants: speed::parse_variants(&self.variants)?,
-            caches: dedup(self.cache.iter().map(|c| match c {
+            caches: crate::cli::dedup(self.cache.iter().map(|c| match c {
                 CacheArg::Warm => Cache::Warm,
                 CacheArg::Cold => Cache::Cold,
             })),
-            syncs: dedup(self.sync.iter().map(|s| match s {
+            syncs: crate::cli::dedup(self.sync.iter().map(|s| match s {
                 SyncArg::Fsync => SyncMode::Fsync,
                 SyncArg::None => SyncMode::None,
             })),
-            directions: dedup(self.direction.iter().map(|d| Direction::from(*d))),
+            directions: crate::cli::dedup(self.direction.iter().map(|d| Direction::from(*d))),
             repetitions: self.repetitions,
             cold_method: self.cold_method,
             scratch: self.dir.clone(),

@@ -21,7 +21,6 @@ pub mod seal;
 pub mod sys;
 pub mod tools;
 
-use crate::progress::Progress;
 use crate::results::Session;
 use anyhow::Result;
 use args::{FileArgs, OpenArgs, SealArgs, SealCommand};
@@ -48,10 +47,7 @@ pub fn open_command(args: &OpenArgs) -> Result<()> {
 /// the outcome, for the caller to finish and summarise).
 pub fn file_command(args: &FileArgs, quiet: bool) -> Result<(Session, Result<()>)> {
     let plan = args.plan()?;
-    crate::interrupt::install();
-    let environment = crate::probe::collect();
-    let dir = args.output.dir(&environment.hostname);
-    let mut session = Session::start(environment, "custom", dir, Progress::new(quiet))?;
+    let mut session = crate::start_session(&args.output, "custom", quiet)?;
     let outcome = bench::run(&plan, &mut session);
     Ok((session, outcome))
 }
