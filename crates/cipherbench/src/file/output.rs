@@ -46,6 +46,19 @@ pub struct AtomicFile {
     temporary: PathBuf,
     writer: Writer,
     force: bool,
+    durable: bool,
+}
+
+/// Refuses a target that is a directory, or that exists without `force`.
+pub(crate) fn check_target(target: &Path, force: bool) -> Result<()> {
+    match std::fs::symlink_metadata(target) {
+        Ok(m) if m.is_dir() => bail!("{} is a directory", target.display()),
+        Ok(_) if !force => bail!(
+            "{} already exists; pass --force to replace it",
+            target.display()
+        ),
+        _ => Ok(()),
+    }
 }
 
 impl AtomicFile {
@@ -53,14 +66,7 @@ impl AtomicFile {
     /// umask). `durable` says the output will be fsynced: write it around the page
     /// cache where possible, else start writeback as data is written.
     pub fn create(target: &Path, force: bool, mode: u32, durable: bool) -> Result<AtomicFile> {
-        match std::fs::symlink_metadata(target) {
-            Ok(m) if m.is_dir() => bail!("{} is a directory", target.display()),
-            Ok(_) if !force => bail!(
-                "{} already exists; pass --force to replace it",
-                target.display()
-            ),
-            _ => {}
-        }
+        check_target(target, force)?;
         let dir = match target.parent() {
             Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
             _ => PathBuf::from("."),
@@ -106,12 +112,13 @@ impl AtomicFile {
             temporary,
             writer,
             force,
+            durable,
         })
     }
 
-    /// Makes the file the target: fsync (if `fsync`), then link or rename it into
-    /// place and fsync the directory.
-    pub fn commit(mut self, fsync: bool) -> Result<()> {
+    /// Makes the file the target: fsync (if created `durable`), then link or rename
+    /// it into place and fsync the directory.
+    pub fn commit(mut self) -> Result<()> {
         let file = match std::mem::replace(&mut self.writer, Writer::Done) {
             Writer::Buffered { file, .. } => file,
             Writer::Direct(w) => w
@@ -119,7 +126,7 @@ impl AtomicFile {
                 .with_context(|| format!("writing {}", self.temporary.display()))?,
             Writer::Done => bail!("output already committed"),
         };
-        if fsync {
+        if self.durable {
             file.sync_all()
                 .with_context(|| format!("flushing {} to disk", self.temporary.display()))?;
         }
@@ -153,7 +160,7 @@ impl AtomicFile {
         }
         // Committed: nothing for drop to remove.
         self.temporary = PathBuf::new();
-        if fsync {
+        if self.durable {
             let dir = match self.target.parent() {
                 Some(p) if !p.as_os_str().is_empty() => p.to_path_buf(),
                 _ => PathBuf::from("."),
@@ -246,7 +253,7 @@ mod tests {
         let mut f = AtomicFile::create(&target, false, 0o600, true).unwrap();
         f.write_all(b"hello").unwrap();
         assert!(!target.exists(), "the target appears only on commit");
-        f.commit(true).unwrap();
+        f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"hello");
         assert_eq!(entries(&d), vec!["out"]);
         std::fs::remove_dir_all(&d).unwrap();
@@ -277,12 +284,12 @@ mod tests {
         let mut f = AtomicFile::create(&target, false, 0o600, false).unwrap();
         f.write_all(b"new").unwrap();
         std::fs::write(&target, b"raced").unwrap();
-        assert!(f.commit(false).is_err());
+        assert!(f.commit().is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"raced");
         assert_eq!(entries(&d), vec!["out"]);
         let mut f = AtomicFile::create(&target, true, 0o600, false).unwrap();
         f.write_all(b"forced").unwrap();
-        f.commit(false).unwrap();
+        f.commit().unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"forced");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -156,9 +156,9 @@ impl Sink {
         }
     }
 
-    fn commit(self, fsync: bool) -> Result<()> {
+    fn commit(self) -> Result<()> {
         match self {
-            Sink::File(f) => f.commit(fsync),
+            Sink::File(f) => f.commit(),
             Sink::Stdout(mut s) => Ok(s.flush()?),
         }
     }
@@ -167,14 +167,10 @@ impl Sink {
 /// Checks a file target before any work (or passphrase prompt), so that an existing
 /// output fails at once.
 fn precheck_target(output: &Endpoint, force: bool) -> Result<()> {
-    if let Endpoint::Path(p) = output {
-        match std::fs::symlink_metadata(p) {
-            Ok(m) if m.is_dir() => bail!("{} is a directory", p.display()),
-            Ok(_) if !force => bail!("{} already exists; pass --force to replace it", p.display()),
-            _ => {}
-        }
+    match output {
+        Endpoint::Path(p) => super::output::check_target(p, force),
+        Endpoint::Std => Ok(()),
     }
-    Ok(())
 }
 
 /// Seals `input` into `output`.
@@ -212,7 +208,7 @@ pub fn seal(options: &SealOptions) -> Result<Totals> {
     )
     .with_context(|| format!("sealing {}", options.input.describe("stdin")))?;
     totals.bytes_out += HEADER_LEN as u64;
-    sink.commit(options.fsync)?;
+    sink.commit()?;
     Ok(totals)
 }
 
@@ -261,6 +257,6 @@ pub fn open(options: &OpenOptions) -> Result<Totals> {
         }
     };
     totals.bytes_in += HEADER_LEN as u64;
-    sink.commit(options.fsync)?;
+    sink.commit()?;
     Ok(totals)
 }
