@@ -81,10 +81,7 @@ pub fn from_hex(text: &str) -> Option<Vec<u8>> {
         .collect()
 }
 
-/// Lower-case hex.
-pub fn to_hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
-}
+pub use cipherbench_crypto::digest::to_hex;
 
 /// Entry point of `cipherbench __gateway`.
 pub fn main() -> Result<()> {
