@@ -519,7 +519,7 @@ fn loss_on_the_underlay_is_counted_exactly_and_the_gateways_carry_on() {
         receiver.rx
     );
     assert_eq!(receiver.inbound.opened_packets, receiver.rx.udp_packets);
-    assert_eq!(receiver.drops.total(), 0);
+    assert_eq!(receiver.inbound.drops.total(), 0);
     // iperf3 lost what was dropped of its datagrams (the rest were control packets).
     let lost = run.iperf.lost_packets.unwrap();
     assert!(
@@ -646,6 +646,7 @@ fn duplicated_replayed_and_forged_packets_are_dropped_by_reason_and_never_delive
     assert!(n.forwarded > 3000 && n.stale_replays > 0, "{n:?}");
     let drops = |reason: &str| {
         after
+            .inbound
             .drops
             .iter()
             .find(|(k, _)| k.name() == reason)

@@ -296,9 +296,10 @@ pub fn gateway_run(
     let d = |a: u64, b: u64| b.saturating_sub(a);
     let wall = d(before.monotonic_ns, after.monotonic_ns).max(1) as f64;
     let drops = after
+        .inbound
         .drops
         .iter()
-        .zip(before.drops.iter())
+        .zip(before.inbound.drops.iter())
         .map(|((reason, a), (_, b))| (reason.name().to_string(), a.saturating_sub(b)))
         .collect();
     let threads = after

@@ -180,7 +180,6 @@ fn run(config: GatewayConfig) -> Result<()> {
             transform: config.transform.name().into(),
             cpu_settings: cpu_settings.clone(),
             outbound,
-            drops: inbound.drops,
             inbound,
             tx,
             rx,

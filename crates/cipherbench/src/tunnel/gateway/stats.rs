@@ -6,7 +6,7 @@
 //! This module owns the format and the arithmetic on it; the gateway fills it and the
 //! runner reads it.
 
-use cipherbench_esp::{Counters, DropCounts};
+use cipherbench_esp::Counters;
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -88,9 +88,6 @@ pub struct GatewayStats {
     /// The inbound SAs' counters, summed (opened, drops by reason, including drops
     /// before an SA was found).
     pub inbound: Counters,
-    /// Every inbound drop by reason (same as `inbound.drops`; kept apart for readers
-    /// that only want drops).
-    pub drops: DropCounts,
     /// TUN-to-UDP.
     pub tx: TxCounters,
     /// UDP-to-TUN.
