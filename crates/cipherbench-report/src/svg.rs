@@ -46,6 +46,36 @@ pub struct BarChart {
     pub format: fn(f64) -> String,
 }
 
+/// The opening `<svg>` with its title and description (the chart's text
+/// equivalent, referenced by `aria-labelledby`).
+fn open_svg(id: &str, title: &str, description: &str, width: f64, height: f64) -> String {
+    format!(
+        "<svg id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t {id}-d\" xmlns=\"http://www.w3.org/2000/svg\">\
+<title id=\"{id}-t\">{title}</title><desc id=\"{id}-d\">{desc}</desc>",
+        id = escape(id),
+        title = escape(title),
+        desc = escape(description)
+    )
+}
+
+/// Horizontal grid lines with their labels, from 0 to `max` every `step`, across
+/// `x` (left, right); `y` maps a value to its vertical position.
+fn y_grid(svg: &mut String, x: (f64, f64), max: f64, step: f64, y: impl Fn(f64) -> f64) {
+    let (left, right) = x;
+    let mut tick = 0.0;
+    while tick <= max + step * 0.01 {
+        let ty = y(tick);
+        svg.push_str(&format!(
+            "<line x1=\"{left}\" x2=\"{right}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
+<text x=\"{tx}\" y=\"{ty2:.1}\" class=\"tick\" text-anchor=\"end\">{label}</text>",
+            tx = left - 6.0,
+            ty2 = ty + 4.0,
+            label = escape(&trim_number(tick))
+        ));
+        tick += step;
+    }
+}
+
 /// Picks a "nice" axis maximum and step above `max`.
 pub fn nice_axis(max: f64) -> (f64, f64) {
     if max <= 0.0 || !max.is_finite() {
@@ -77,26 +107,8 @@ impl BarChart {
             .fold(self.reference.unwrap_or(0.0), f64::max);
         let (axis_max, step) = nice_axis(max);
         let y = |v: f64| top + plot_h - (v / axis_max) * plot_h;
-        let mut svg = format!(
-            "<svg id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t {id}-d\" xmlns=\"http://www.w3.org/2000/svg\">\
-<title id=\"{id}-t\">{title}</title><desc id=\"{id}-d\">{desc}</desc>",
-            id = escape(&self.id),
-            title = escape(&self.title),
-            desc = escape(&self.description)
-        );
-        let mut tick = 0.0;
-        while tick <= axis_max + step * 0.01 {
-            let ty = y(tick);
-            svg.push_str(&format!(
-                "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
-<text x=\"{tx}\" y=\"{ty2:.1}\" class=\"tick\" text-anchor=\"end\">{label}</text>",
-                x2 = width - right,
-                tx = left - 6.0,
-                ty2 = ty + 4.0,
-                label = escape(&trim_number(tick))
-            ));
-            tick += step;
-        }
+        let mut svg = open_svg(&self.id, &self.title, &self.description, width, height);
+        y_grid(&mut svg, (left, width - right), axis_max, step, y);
         svg.push_str(&format!(
             "<text transform=\"translate(14 {cy}) rotate(-90)\" class=\"axis\" text-anchor=\"middle\">{}</text>",
             escape(&self.y_label),
@@ -211,26 +223,8 @@ impl LineChart {
         let (y_max, y_step) = nice_axis(all().map(|p| p.1).fold(0.0, f64::max));
         let x = |v: f64| left + (v / x_max) * plot_w;
         let y = |v: f64| top + plot_h - (v / y_max) * plot_h;
-        let mut svg = format!(
-            "<svg id=\"{id}\" class=\"chart\" viewBox=\"0 0 {width} {height}\" role=\"img\" aria-labelledby=\"{id}-t {id}-d\" xmlns=\"http://www.w3.org/2000/svg\">\
-<title id=\"{id}-t\">{title}</title><desc id=\"{id}-d\">{desc}</desc>",
-            id = escape(&self.id),
-            title = escape(&self.title),
-            desc = escape(&self.description)
-        );
-        let mut tick = 0.0;
-        while tick <= y_max + y_step * 0.01 {
-            let ty = y(tick);
-            svg.push_str(&format!(
-                "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{ty:.1}\" y2=\"{ty:.1}\" class=\"grid\"/>\
-<text x=\"{tx}\" y=\"{ty2:.1}\" class=\"tick\" text-anchor=\"end\">{label}</text>",
-                x2 = width - right,
-                tx = left - 6.0,
-                ty2 = ty + 4.0,
-                label = escape(&trim_number(tick))
-            ));
-            tick += y_step;
-        }
+        let mut svg = open_svg(&self.id, &self.title, &self.description, width, height);
+        y_grid(&mut svg, (left, width - right), y_max, y_step, y);
         let mut tick = 0.0;
         while tick <= x_max + x_step * 0.01 {
             svg.push_str(&format!(
