@@ -1,6 +1,7 @@
 //! Command-line arguments, and their resolution into plans. Raw flags are parsed
 //! and checked here once; runners only ever see resolved plans.
 
+use crate::host::cores;
 use crate::speed::{self, SpeedPlan};
 use crate::tunnel::{self, TunnelPlan};
 use anyhow::{bail, Result};
@@ -340,13 +341,6 @@ pub(crate) fn dedup<T: PartialEq + Copy>(values: impl IntoIterator<Item = T>) ->
         }
     }
     out
-}
-
-/// Number of online CPUs.
-pub fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
 }
 
 impl SpeedArgs {

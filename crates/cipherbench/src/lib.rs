@@ -7,6 +7,7 @@
 
 pub mod cli;
 pub mod file;
+pub mod host;
 pub mod interrupt;
 pub mod probe;
 pub mod progress;

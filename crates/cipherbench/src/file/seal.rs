@@ -131,8 +131,7 @@ fn check_distinct(input: &Endpoint, output: &Endpoint) -> Result<()> {
 }
 
 fn stdout_is_terminal() -> bool {
-    // SAFETY: isatty only inspects the descriptor.
-    unsafe { libc::isatty(libc::STDOUT_FILENO) == 1 }
+    std::io::IsTerminal::is_terminal(&std::io::stdout())
 }
 
 /// Where the output goes: a temporary file to commit, or stdout.

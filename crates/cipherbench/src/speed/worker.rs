@@ -140,7 +140,7 @@ pub fn measure(
         ops.push(catalogue::bench_op(cipher, encrypt, size)?);
     }
     let payload = ops[0].payload_len() as u64;
-    let cores = crate::cli::cores();
+    let cores = crate::host::cores();
     let warmup = Duration::from_nanos(request.warmup_ns);
     let sample = Duration::from_nanos(request.sample_ns);
     let samples = request.samples;
@@ -152,7 +152,8 @@ pub fn measure(
             .map(|(i, mut op)| {
                 let barrier = &barrier;
                 scope.spawn(move || {
-                    pin_to_core(i % cores);
+                    // Best effort: a cpuset may forbid the core.
+                    let _ = crate::host::pin_to_core(i % cores);
                     // Warm-up, which also sizes a batch to about 1 ms of work so that
                     // reading the clock costs nothing measurable.
                     let start = Instant::now();
@@ -166,7 +167,7 @@ pub fn measure(
                     let mut out = Vec::with_capacity(samples);
                     for _ in 0..samples {
                         barrier.wait();
-                        let cpu0 = thread_cpu_ns();
+                        let cpu0 = crate::host::thread_cpu_ns();
                         let t0 = Instant::now();
                         let mut n = 0u64;
                         loop {
@@ -181,7 +182,7 @@ pub fn measure(
                         out.push(ThreadSample {
                             ops: n,
                             elapsed_ns: t0.elapsed().as_nanos() as u64,
-                            cpu_ns: thread_cpu_ns().saturating_sub(cpu0),
+                            cpu_ns: crate::host::thread_cpu_ns().saturating_sub(cpu0),
                         });
                     }
                     Ok(out)
@@ -213,29 +214,6 @@ pub fn measure(
             }
         })
         .collect())
-}
-
-/// CPU time of the calling thread.
-fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write; CLOCK_THREAD_CPUTIME_ID always exists
-    // on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// Pins the calling thread to one CPU (best effort: a cpuset may forbid it).
-pub fn pin_to_core(core: usize) {
-    // SAFETY: the cpu_set_t is zeroed then filled with CPU_SET; sched_setaffinity
-    // with pid 0 affects only the calling thread.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(core, &mut set);
-        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
-    }
 }
 
 #[cfg(test)]

@@ -265,7 +265,7 @@ impl CommonArgs {
         let Some(text) = &self.generator_cpus else {
             return Ok(None);
         };
-        let allowed = super::cpu::allowed_cpus();
+        let allowed = crate::host::allowed_cpus();
         let mut out = Vec::new();
         for t in text.split(',') {
             let c = t
@@ -412,7 +412,7 @@ pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
         port: None,
     };
     const MIB: u64 = 1 << 20;
-    let machine = super::cpu::allowed_cpus().len();
+    let machine = crate::host::allowed_cpus().len();
     let full_cores: Vec<usize> = std::iter::successors(Some(1usize), |c| Some(c * 2))
         .take_while(|&c| c < machine.max(2))
         .collect();

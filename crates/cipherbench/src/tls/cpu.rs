@@ -1,6 +1,6 @@
-//! CPU accounting for layer 3: which cores the server and the generator get, the
-//! generator's own CPU time, and nginx's workers' CPU time sampled from `/proc`
-//! through a measurement window.
+//! CPU accounting for layer 3: nginx's workers' CPU time sampled from `/proc`
+//! through a measurement window. (Cores, pinning and the generator's own CPU time
+//! are [`crate::host`]'s.)
 //!
 //! The arithmetic ([`server_cpu`]) is a pure function of samples so it is tested
 //! without processes; the sampler only reads `/proc` on a timer.
@@ -10,97 +10,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
-
-/// The CPUs this process may run on, in order.
-pub fn allowed_cpus() -> Vec<usize> {
-    // SAFETY: the cpu_set_t is zeroed and then written by sched_getaffinity for this
-    // process (pid 0); CPU_ISSET only reads it.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
-            return (0..crate::cli::cores()).collect();
-        }
-        (0..libc::CPU_SETSIZE as usize)
-            .filter(|&c| libc::CPU_ISSET(c, &set))
-            .collect()
-    }
-}
-
-/// Pins the calling thread to one CPU (best effort).
-pub fn pin(cpu: usize) {
-    crate::speed::worker::pin_to_core(cpu);
-}
-
-/// CPU time of the calling thread, nanoseconds.
-pub fn thread_cpu_ns() -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: ts is a valid timespec to write; CLOCK_THREAD_CPUTIME_ID always exists
-    // on Linux.
-    unsafe { libc::clock_gettime(libc::CLOCK_THREAD_CPUTIME_ID, &mut ts) };
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// (CPU time, time runnable but waiting for a CPU), cumulative nanoseconds. The wait
-/// comes from `/proc/PID/schedstat` and is 0 where only `/proc/PID/stat` exists.
-pub fn process_times(pid: u32) -> Option<(u64, u64)> {
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-        let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().ok());
-        if let (Some(Some(cpu)), Some(Some(wait))) = (fields.next(), fields.next()) {
-            return Some((cpu, wait));
-        }
-    }
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    parse_stat_cpu_ticks(&stat).map(|ticks| (ticks * 1_000_000_000 / clock_ticks_per_sec(), 0))
-}
-
-fn clock_ticks_per_sec() -> u64 {
-    // SAFETY: sysconf has no memory-safety preconditions.
-    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
-    if t > 0 {
-        t as u64
-    } else {
-        100
-    }
-}
-
-/// utime + stime from a `/proc/PID/stat` line (fields 14 and 15, counted after the
-/// parenthesised command name, which may itself hold spaces).
-pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
-    let rest = stat.rsplit_once(')')?.1;
-    let fields: Vec<&str> = rest.split_whitespace().collect();
-    // rest starts at field 3 (state); utime is field 14 -> index 11.
-    let utime: u64 = fields.get(11)?.parse().ok()?;
-    let stime: u64 = fields.get(12)?.parse().ok()?;
-    Some(utime + stime)
-}
-
-/// Children of `parent` (from `/proc/*/stat`), sorted.
-pub fn children_of(parent: u32) -> Vec<u32> {
-    let mut out = Vec::new();
-    let Ok(dir) = std::fs::read_dir("/proc") else {
-        return out;
-    };
-    for entry in dir.flatten() {
-        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
-            continue;
-        };
-        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
-            continue;
-        };
-        let ppid = stat
-            .rsplit_once(')')
-            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
-            .and_then(|p| p.parse::<u32>().ok());
-        if ppid == Some(parent) {
-            out.push(pid);
-        }
-    }
-    out.sort_unstable();
-    out
-}
 
 /// One reading of every worker's cumulative CPU time.
 #[derive(Debug, Clone, PartialEq)]
@@ -134,7 +43,7 @@ impl Sampler {
                 loop {
                     let times: Vec<(u64, u64)> = pids
                         .iter()
-                        .map(|&p| process_times(p).unwrap_or((0, 0)))
+                        .map(|&p| crate::host::process_times(p).unwrap_or((0, 0)))
                         .collect();
                     let sample = CpuSample {
                         at: Instant::now(),
@@ -246,13 +155,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn reads_cpu_ticks_from_a_stat_line_with_spaces_in_the_name() {
-        let stat = "1234 (nginx: worker process) S 1200 1200 1200 0 -1 4194624 500 0 0 0 250 40 0 0 20 0 1 0 100 0 0";
-        assert_eq!(parse_stat_cpu_ticks(stat), Some(290));
-        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
-    }
-
-    #[test]
     fn computes_per_worker_total_and_peak() {
         let t0 = Instant::now();
         let at = |ms: u64| t0 + Duration::from_millis(ms);
@@ -291,18 +193,5 @@ mod tests {
             cpu.runqueue_wait
         );
         assert!(server_cpu(&samples, at(100), at(900), Duration::from_secs(1)).is_none());
-    }
-
-    #[test]
-    fn measures_this_process_and_thread() {
-        let before = thread_cpu_ns();
-        let mut x = 0u64;
-        for i in 0..2_000_000u64 {
-            x = x.wrapping_mul(31).wrapping_add(i);
-        }
-        assert!(x != 1);
-        assert!(thread_cpu_ns() > before);
-        assert!(process_times(std::process::id()).unwrap().0 > 0);
-        assert!(!allowed_cpus().is_empty());
     }
 }

@@ -14,9 +14,9 @@
 //! API. A thread measures its own CPU time, so a saturated generator is detected. The
 //! engine never prints and never touches the results: it returns a [`Report`].
 
-use super::cpu;
 use super::http::{self, Parsed};
 use super::suite::Suite;
+use crate::host;
 use crate::interrupt;
 use anyhow::{bail, Context, Result};
 use cipherbench_model::tls::{FailureReason, Latency};
@@ -328,7 +328,7 @@ pub fn run(client: &Client, spec: &Spec) -> Result<Report> {
             .map(|(i, &cpu)| {
                 let request = &request;
                 scope.spawn(move || {
-                    cpu::pin(cpu);
+                    let _ = host::pin_to_core(cpu);
                     Worker::new(client, spec, request, i, threads, t0)?.run()
                 })
             })
@@ -637,7 +637,7 @@ impl<'a> Worker<'a> {
             None => self.window_end + self.spec.drain,
         };
         if schedule.is_some() {
-            cpu_at_start = Some(cpu::thread_cpu_ns());
+            cpu_at_start = Some(host::thread_cpu_ns());
         }
         loop {
             let now = Instant::now();
@@ -647,12 +647,12 @@ impl<'a> Worker<'a> {
                 break;
             }
             if cpu_at_start.is_none() && now >= self.window_start {
-                cpu_at_start = Some(cpu::thread_cpu_ns());
+                cpu_at_start = Some(host::thread_cpu_ns());
             }
             if let Some(slots) = closed_slots {
                 if now >= self.window_end {
                     if cpu_at_end.is_none() {
-                        cpu_at_end = Some(cpu::thread_cpu_ns());
+                        cpu_at_end = Some(host::thread_cpu_ns());
                         self.note_waiting_at(self.window_end);
                     }
                     if self.active == 0 || now >= hard_end {
@@ -711,7 +711,7 @@ impl<'a> Worker<'a> {
                 self.drive(i);
             }
         }
-        let end_cpu = cpu_at_end.unwrap_or_else(cpu::thread_cpu_ns);
+        let end_cpu = cpu_at_end.unwrap_or_else(host::thread_cpu_ns);
         self.report.cpu_ns = end_cpu.saturating_sub(cpu_at_start.unwrap_or(end_cpu));
         if schedule.is_some() {
             // The open loop's span is the whole run, stragglers included.
@@ -1273,7 +1273,7 @@ mod tests {
             drain: Duration::from_secs(2),
             timeout: Duration::from_secs(5),
             interval: Duration::from_millis(100),
-            cpus: vec![*cpu::allowed_cpus().last().unwrap()],
+            cpus: vec![*host::allowed_cpus().last().unwrap()],
             max_connections: 512,
         }
     }

@@ -5,7 +5,7 @@
 //! - [`nginx`] and [`cert`]: the server under test, its generated config, certificate
 //!   and files, in a temporary directory removed on every exit path;
 //! - [`engine`]: the load generator (closed and open loop, pinned, HDR histograms);
-//! - [`cpu`]: core assignment and CPU accounting;
+//! - [`cpu`]: nginx's workers' CPU accounting;
 //! - [`sweep`]: seeds 000/003, the highest throughput within a latency limit;
 //! - [`ramp`]: seed 002, attempted/successful/unsuccessful under a rising rate.
 //!
@@ -227,25 +227,7 @@ pub(crate) fn results(session: &mut Session) -> &mut TlsResults {
 /// Raises the open-file limit to its hard maximum (every request is a socket) and
 /// returns how many connections one generator thread may hold.
 pub(crate) fn connection_budget(threads: usize) -> usize {
-    let mut lim = libc::rlimit {
-        rlim_cur: 0,
-        rlim_max: 0,
-    };
-    // SAFETY: lim is a valid rlimit to fill and then to pass back; RLIMIT_NOFILE
-    // only concerns this process.
-    let soft = unsafe {
-        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
-            let want = lim.rlim_max.min(1 << 20);
-            if lim.rlim_cur < want {
-                lim.rlim_cur = want;
-                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
-                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
-            }
-            lim.rlim_cur as usize
-        } else {
-            1024
-        }
-    };
+    let soft = crate::host::raise_open_file_limit();
     (soft.saturating_sub(256) / threads.max(1)).max(16)
 }
 

@@ -338,8 +338,7 @@ fn free_port() -> Result<u16> {
 }
 
 fn unprivileged_user() -> Option<(String, String)> {
-    // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
+    if !crate::host::is_root() {
         return None;
     }
     let groups = std::fs::read_to_string("/etc/group").unwrap_or_default();
@@ -458,7 +457,7 @@ impl Server {
         let want = spec.cpus.len();
         let mut workers = Vec::new();
         wait_until("nginx's workers", Duration::from_secs(5), || {
-            workers = super::cpu::children_of(master);
+            workers = crate::host::children_of(master);
             Ok(workers.len() >= want)
         })
         .map_err(StartError::Other)?;

@@ -72,7 +72,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let generator_cpus = plan
                 .generator_cpus
                 .clone()
-                .unwrap_or_else(cpu::allowed_cpus);
+                .unwrap_or_else(crate::host::allowed_cpus);
             session.progress.layer("tls ramp", 1, plan.estimate());
             let run = one(
                 plan,
@@ -95,7 +95,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             if let Some(p) = port {
                 nginx::check_port(*p)?;
             }
-            let allowed = cpu::allowed_cpus();
+            let allowed = crate::host::allowed_cpus();
             let (server_cpus, generator_cpus) =
                 super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
             let variants = crate::speed::openssl_variant_records(&plan.variants);

@@ -18,7 +18,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     if let Some(p) = plan.port {
         nginx::check_port(p)?;
     }
-    let allowed = super::cpu::allowed_cpus();
+    let allowed = crate::host::allowed_cpus();
     let (server_cpus, generator_cpus) = nginx::split_cpus(&allowed, plan.cores)?;
     let workspace = Workspace::create(&plan.sizes, plan.key)?;
     let client = Client::new(&plan.suite, false)?;

@@ -90,7 +90,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 nginx::check_port(*p)?;
             }
             // Every core count's CPUs checked before anything starts.
-            let allowed = cpu::allowed_cpus();
+            let allowed = crate::host::allowed_cpus();
             let assignments = plan
                 .cores
                 .iter()
@@ -188,7 +188,7 @@ fn run_external(
     let allowed = plan
         .generator_cpus
         .clone()
-        .unwrap_or_else(cpu::allowed_cpus);
+        .unwrap_or_else(crate::host::allowed_cpus);
     session.progress.layer(
         "tls sweep",
         1,

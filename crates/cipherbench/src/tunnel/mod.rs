@@ -125,7 +125,7 @@ impl TunnelPlan {
     /// namespace (seed 004 kept the load generators off the gateways; one machine
     /// of two cores cannot).
     pub fn pinning(&self) -> Pinning {
-        let cores = crate::cli::cores();
+        let cores = crate::host::cores();
         if !self.pin || cores < 2 {
             return Pinning::default();
         }
@@ -189,7 +189,7 @@ impl TunnelPlan {
 
 /// Refuses to start where the layer cannot run, saying why.
 pub fn check_prerequisites() -> Result<()> {
-    if !gateway::sys::is_root() {
+    if !crate::host::is_root() {
         bail!("the tunnel layer needs root (network namespaces, veth and TUN devices); run cipherbench as root or with sudo");
     }
     if !std::path::Path::new("/dev/net/tun").exists() {

@@ -160,12 +160,12 @@ fn run(config: GatewayConfig) -> Result<()> {
         (
             tx.thread().name().unwrap_or("tx").to_string(),
             tx_cpu,
-            sys::ThreadClock::of(tx.as_pthread_t()).ok(),
+            crate::host::ThreadClock::of(tx.as_pthread_t()).ok(),
         ),
         (
             rx.thread().name().unwrap_or("rx").to_string(),
             rx_cpu,
-            sys::ThreadClock::of(rx.as_pthread_t()).ok(),
+            crate::host::ThreadClock::of(rx.as_pthread_t()).ok(),
         ),
     ];
 
@@ -176,7 +176,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         let (inbound, rx) = *shared.rx.lock().unwrap_or_else(|p| p.into_inner());
         GatewayStats {
             snapshot: *snapshot,
-            monotonic_ns: sys::monotonic_ns(),
+            monotonic_ns: crate::host::monotonic_ns(),
             transform: config.transform.name().into(),
             cpu_settings: cpu_settings.clone(),
             outbound,
@@ -187,7 +187,7 @@ fn run(config: GatewayConfig) -> Result<()> {
                 .ok()
                 .and_then(|t| stats::socket_drops(&t, inode))
                 .unwrap_or(0),
-            process_cpu_ns: sys::process_cpu_ns(),
+            process_cpu_ns: crate::host::process_cpu_ns(),
             threads: clocks
                 .iter()
                 .map(|(name, cpu, clock)| ThreadCpu {
@@ -261,7 +261,7 @@ fn spawn_worker(
             if let Some(cpu) = cpu {
                 // Pinning is an optimisation: a failure (a core outside our cpuset)
                 // leaves the thread where the scheduler put it.
-                let _ = sys::pin_current_thread(cpu);
+                let _ = crate::host::pin_to_core(cpu);
             }
             work(&shared)
         })

@@ -1,7 +1,7 @@
 //! The gateway's I/O shell: the system calls the ESP gateway needs that the standard
 //! library does not offer (joining a network namespace, attaching to a TUN queue,
-//! batched UDP with `recvmmsg`/`sendmmsg`, thread CPU clocks and pinning, signal
-//! masks, an eventfd to wake sleeping threads).
+//! batched UDP with `recvmmsg`/`sendmmsg`, signal masks, an eventfd to wake
+//! sleeping threads). Thread CPU clocks and pinning are [`crate::host`]'s.
 //!
 //! Every `unsafe` block of the tunnel layer is in this file, each with its `SAFETY:`
 //! argument. Nothing here knows about ESP, counters or the stats file: callers own
@@ -20,12 +20,6 @@ fn check(ret: libc::c_int) -> io::Result<libc::c_int> {
     } else {
         Ok(ret)
     }
-}
-
-/// Whether the process runs as root (effective uid 0).
-pub fn is_root() -> bool {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    unsafe { libc::geteuid() == 0 }
 }
 
 /// Sends SIGKILL to a process (one found inside a namespace of ours at cleanup).
@@ -500,68 +494,6 @@ impl Wakeup {
         let ret = unsafe { libc::poll(fds.as_mut_ptr(), 2, ms) };
         !(ret > 0 && fds[1].revents != 0)
     }
-}
-
-/// Pins the calling thread to `cpu`.
-pub fn pin_current_thread(cpu: usize) -> io::Result<()> {
-    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); CPU_SET bounds-
-    // checks against the set's size; sched_setaffinity reads the set for the call.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        check(libc::sched_setaffinity(
-            0,
-            std::mem::size_of::<libc::cpu_set_t>(),
-            &set,
-        ))?;
-    }
-    Ok(())
-}
-
-/// The CPU-time clock of a thread, readable from any thread of the process.
-#[derive(Debug, Clone, Copy)]
-pub struct ThreadClock(libc::clockid_t);
-
-impl ThreadClock {
-    /// The clock of a running thread (from its join handle's pthread id).
-    pub fn of(thread: libc::pthread_t) -> io::Result<ThreadClock> {
-        let mut id: libc::clockid_t = 0;
-        // SAFETY: `thread` is a live thread (the caller holds its join handle) and
-        // `id` is a live out-parameter.
-        let ret = unsafe { libc::pthread_getcpuclockid(thread, &mut id) };
-        if ret != 0 {
-            return Err(io::Error::from_raw_os_error(ret));
-        }
-        Ok(ThreadClock(id))
-    }
-
-    /// CPU time used so far, in nanoseconds.
-    pub fn read_ns(self) -> u64 {
-        clock_ns(self.0)
-    }
-}
-
-fn clock_ns(clock: libc::clockid_t) -> u64 {
-    let mut ts = libc::timespec {
-        tv_sec: 0,
-        tv_nsec: 0,
-    };
-    // SAFETY: a live out-parameter; an invalid clock only returns an error.
-    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
-        return 0;
-    }
-    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
-}
-
-/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process, so the runner
-/// can place the gateway's snapshots on its own time line.
-pub fn monotonic_ns() -> u64 {
-    clock_ns(libc::CLOCK_MONOTONIC)
-}
-
-/// CPU time of the whole process so far, in nanoseconds.
-pub fn process_cpu_ns() -> u64 {
-    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
 }
 
 /// The signals the gateway handles synchronously (stop, snapshot).

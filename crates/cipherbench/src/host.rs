@@ -1,0 +1,215 @@
+//! Facts about this machine and this process that every layer needs: how many
+//! cores, which CPUs we may run on, pinning a thread, CPU time of a thread, of this
+//! process and of other processes (from `/proc`), whether we are root, and the
+//! open-file limit.
+//!
+//! One home for what the layers used to write each for themselves. The `unsafe`
+//! calls here are plain libc queries, each with its `SAFETY:` argument; nothing here
+//! measures crypto or knows about a layer.
+
+use std::io;
+
+/// Number of online CPUs.
+pub fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// The CPUs this process may run on, in order.
+pub fn allowed_cpus() -> Vec<usize> {
+    // SAFETY: the cpu_set_t is zeroed and then written by sched_getaffinity for this
+    // process (pid 0); CPU_ISSET only reads it.
+    unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        if libc::sched_getaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &mut set) != 0 {
+            return (0..cores()).collect();
+        }
+        (0..libc::CPU_SETSIZE as usize)
+            .filter(|&c| libc::CPU_ISSET(c, &set))
+            .collect()
+    }
+}
+
+/// Pins the calling thread to one CPU. Callers that pin as an optimisation ignore
+/// the error (a cpuset may forbid the core): the thread then stays where the
+/// scheduler put it.
+pub fn pin_to_core(core: usize) -> io::Result<()> {
+    // SAFETY: cpu_set_t is plain data (all-zero is the empty set); CPU_SET bounds-
+    // checks against the set's size; sched_setaffinity with pid 0 reads the set for
+    // the call and affects only the calling thread.
+    let ret = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        libc::CPU_SET(core, &mut set);
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// CPU time of the calling thread, nanoseconds.
+pub fn thread_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
+}
+
+/// CPU time of the whole process so far, in nanoseconds.
+pub fn process_cpu_ns() -> u64 {
+    clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)
+}
+
+/// CLOCK_MONOTONIC in nanoseconds: the same clock in every process, so a parent
+/// can place a child's snapshots on its own time line.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// The CPU-time clock of a thread, readable from any thread of the process.
+#[derive(Debug, Clone, Copy)]
+pub struct ThreadClock(libc::clockid_t);
+
+impl ThreadClock {
+    /// The clock of a running thread (from its join handle's pthread id).
+    pub fn of(thread: libc::pthread_t) -> io::Result<ThreadClock> {
+        let mut id: libc::clockid_t = 0;
+        // SAFETY: `thread` is a live thread (the caller holds its join handle) and
+        // `id` is a live out-parameter.
+        let ret = unsafe { libc::pthread_getcpuclockid(thread, &mut id) };
+        if ret != 0 {
+            return Err(io::Error::from_raw_os_error(ret));
+        }
+        Ok(ThreadClock(id))
+    }
+
+    /// CPU time used so far, in nanoseconds.
+    pub fn read_ns(self) -> u64 {
+        clock_ns(self.0)
+    }
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: a live out-parameter; an invalid clock only returns an error.
+    if unsafe { libc::clock_gettime(clock, &mut ts) } != 0 {
+        return 0;
+    }
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// (CPU time, time runnable but waiting for a CPU), cumulative nanoseconds. The wait
+/// comes from `/proc/PID/schedstat` and is 0 where only `/proc/PID/stat` exists.
+pub fn process_times(pid: u32) -> Option<(u64, u64)> {
+    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
+        let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+        if let (Some(Some(cpu)), Some(Some(wait))) = (fields.next(), fields.next()) {
+            return Some((cpu, wait));
+        }
+    }
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    parse_stat_cpu_ticks(&stat).map(|ticks| (ticks * 1_000_000_000 / clock_ticks_per_sec(), 0))
+}
+
+fn clock_ticks_per_sec() -> u64 {
+    // SAFETY: sysconf has no memory-safety preconditions.
+    let t = unsafe { libc::sysconf(libc::_SC_CLK_TCK) };
+    if t > 0 {
+        t as u64
+    } else {
+        100
+    }
+}
+
+/// utime + stime from a `/proc/PID/stat` line (fields 14 and 15, counted after the
+/// parenthesised command name, which may itself hold spaces).
+pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
+    let rest = stat.rsplit_once(')')?.1;
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    // rest starts at field 3 (state); utime is field 14 -> index 11.
+    let utime: u64 = fields.get(11)?.parse().ok()?;
+    let stime: u64 = fields.get(12)?.parse().ok()?;
+    Some(utime + stime)
+}
+
+/// Children of `parent` (from `/proc/*/stat`), sorted.
+pub fn children_of(parent: u32) -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    for entry in dir.flatten() {
+        let Ok(pid) = entry.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
+            continue;
+        };
+        let ppid = stat
+            .rsplit_once(')')
+            .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+            .and_then(|p| p.parse::<u32>().ok());
+        if ppid == Some(parent) {
+            out.push(pid);
+        }
+    }
+    out.sort_unstable();
+    out
+}
+
+/// Whether the process runs as root (effective uid 0).
+pub fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions and cannot fail.
+    unsafe { libc::geteuid() == 0 }
+}
+
+/// Raises this process's open-file limit to its hard maximum (capped at 2^20) and
+/// returns the soft limit in force afterwards (1024 if it cannot be read).
+pub fn raise_open_file_limit() -> usize {
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: lim is a valid rlimit to fill and then to pass back; RLIMIT_NOFILE
+    // only concerns this process.
+    unsafe {
+        if libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim) == 0 {
+            let want = lim.rlim_max.min(1 << 20);
+            if lim.rlim_cur < want {
+                lim.rlim_cur = want;
+                libc::setrlimit(libc::RLIMIT_NOFILE, &lim);
+                libc::getrlimit(libc::RLIMIT_NOFILE, &mut lim);
+            }
+            lim.rlim_cur as usize
+        } else {
+            1024
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reads_cpu_ticks_from_a_stat_line_with_spaces_in_the_name() {
+        let stat = "1234 (nginx: worker process) S 1200 1200 1200 0 -1 4194624 500 0 0 0 250 40 0 0 20 0 1 0 100 0 0";
+        assert_eq!(parse_stat_cpu_ticks(stat), Some(290));
+        assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn measures_this_process_and_thread() {
+        let before = thread_cpu_ns();
+        let mut x = 0u64;
+        for i in 0..2_000_000u64 {
+            x = x.wrapping_mul(31).wrapping_add(i);
+        }
+        assert!(x != 1);
+        assert!(thread_cpu_ns() > before);
+        assert!(process_times(std::process::id()).unwrap().0 > 0);
+        assert!(!allowed_cpus().is_empty());
+    }
+}
