@@ -371,7 +371,7 @@ impl SpeedArgs {
         Ok(SpeedPlan {
             ciphers,
             sizes,
-            variants: speed::parse_variants(&self.variants)?,
+            variants: crate::variant::parse_variants(&self.variants)?,
             threads: speed::parse_threads(&self.threads, cores())?,
             multi_thread_sizes: Vec::new(),
             directions,
@@ -392,7 +392,10 @@ pub fn preset_file_plan(preset: Preset) -> crate::file::bench::FilePlan {
     use crate::file::tools::ToolId;
     use cipherbench_model::file::{Cache, SyncMode};
     use cipherbench_model::units::ByteSize;
-    let variants = vec![speed::Variant::accel(), speed::Variant::noaesni()];
+    let variants = vec![
+        crate::variant::Variant::accel(),
+        crate::variant::Variant::noaesni(),
+    ];
     let seeds_tools = vec![ToolId::Cp, ToolId::OpensslCbc, ToolId::Cipherbench];
     let (input, tools, caches, directions, repetitions) = match preset {
         Preset::Tiny => (
@@ -444,7 +447,7 @@ impl TunnelArgs {
                 .collect::<Result<_>>()?;
         }
         if let Some(list) = &self.variants {
-            plan.variants = speed::parse_variants(list)?;
+            plan.variants = crate::variant::parse_variants(list)?;
         }
         plan.variant_side = match self.variant_side {
             VariantSideArg::Both => VariantSide::Both,
@@ -550,7 +553,10 @@ impl TunnelArgs {
 pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
     let mut plan = TunnelPlan {
         transforms: Transform::ALL.to_vec(),
-        variants: vec![speed::Variant::accel(), speed::Variant::noaesni()],
+        variants: vec![
+            crate::variant::Variant::accel(),
+            crate::variant::Variant::noaesni(),
+        ],
         variant_side: VariantSide::Both,
         underlay_rate: None,
         mtu: 1400,
@@ -596,7 +602,10 @@ pub fn preset_tunnel_plan(preset: Preset) -> TunnelPlan {
 pub fn preset_speed_plan(preset: Preset) -> SpeedPlan {
     let all = cipherbench_crypto::catalogue::ALL.to_vec();
     let both = vec![Direction::Encrypt, Direction::Decrypt];
-    let variants = vec![speed::Variant::accel(), speed::Variant::noaesni()];
+    let variants = vec![
+        crate::variant::Variant::accel(),
+        crate::variant::Variant::noaesni(),
+    ];
     match preset {
         Preset::Tiny => SpeedPlan {
             ciphers: vec![

@@ -17,6 +17,7 @@ pub mod speed;
 pub mod supervisor;
 pub mod tls;
 pub mod tunnel;
+pub mod variant;
 
 use anyhow::{Context, Result};
 use cli::{Cli, Command};

@@ -12,13 +12,13 @@
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
-use cipherbench::speed::Variant;
 use cipherbench::supervisor::{wait_until, Spawn};
 use cipherbench::tunnel::gateway::sys::enter_netns;
 use cipherbench::tunnel::gateways::{GatewayPair, PairOptions};
 use cipherbench::tunnel::iperf::received_datagrams;
 use cipherbench::tunnel::topology::{self, Names, TopologyOptions};
 use cipherbench::tunnel::{check_prerequisites, measured_run, Lab};
+use cipherbench::variant::Variant;
 use cipherbench_esp::{derive_sa_pair, Role, Transform};
 use cipherbench_model::tunnel::{Protocol, TunnelRun};
 use std::net::{SocketAddrV4, UdpSocket};

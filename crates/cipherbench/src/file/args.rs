@@ -7,7 +7,7 @@ use super::seal::{Endpoint, OpenOptions, SealOptions};
 use super::tools::ToolId;
 use crate::cli::{DirectionArg, OutputArgs};
 use crate::host::cores;
-use crate::speed;
+
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
@@ -327,7 +327,7 @@ impl FileArgs {
         Ok(FilePlan {
             input,
             tools: parse_tools(&self.tools)?,
-            variants: speed::parse_variants(&self.variants)?,
+            variants: crate::variant::parse_variants(&self.variants)?,
             caches: crate::cli::dedup(self.cache.iter().map(|c| match c {
                 CacheArg::Warm => Cache::Warm,
                 CacheArg::Cold => Cache::Cold,

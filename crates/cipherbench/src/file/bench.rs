@@ -18,8 +18,8 @@ use super::sys;
 use super::tools::{self, Kit, ToolId};
 use crate::interrupt;
 use crate::results::Session;
-use crate::speed::Variant;
 use crate::supervisor::Spawn;
+use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::digest::{to_hex, Sha256};
 use cipherbench_model::file::{
@@ -376,7 +376,7 @@ impl Bench<'_> {
         let seen = self
             .checked
             .iter()
-            .any(|(t, v, d)| *t == sc.tool && *v == sc.variant.name && *d == direction);
+            .any(|(t, v, d)| *t == sc.tool && *v == sc.variant.name() && *d == direction);
         if seen {
             return Ok(());
         }
@@ -384,10 +384,10 @@ impl Bench<'_> {
             Direction::Decrypt => hash_file(&output)?,
             Direction::Encrypt => self.check_ciphertext(sc.tool, &output)?,
         };
-        self.record_check(results, sc.tool, &sc.variant.name, direction, sha);
+        self.record_check(results, sc.tool, &sc.variant.name(), direction, sha);
         let keep = direction == Direction::Encrypt
             && sc.tool != ToolId::Cp
-            && sc.variant.ia32cap.is_none()
+            && sc.variant.mask().is_none()
             && self.plan.directions.contains(&Direction::Decrypt)
             && !self.ciphertexts.contains_key(sc.tool.name());
         if keep {
@@ -408,10 +408,10 @@ impl Bench<'_> {
         let spawn = self
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
-            .ia32cap(sc.variant.ia32cap.as_deref());
+            .ia32cap(sc.variant.mask());
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();
-            if let Some(mask) = &sc.variant.ia32cap {
+            if let Some(mask) = sc.variant.mask() {
                 argv.insert(0, format!("OPENSSL_ia32cap={mask}"));
             }
             argv
@@ -486,9 +486,9 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
 
     let mut variants = Vec::new();
     if tools_ok.iter().any(|t| t.variants_apply()) {
-        let mut records = crate::speed::openssl_variant_records(&plan.variants);
+        let mut records = crate::variant::openssl_variant_records(&plan.variants);
         for v in &plan.variants {
-            let Some(record) = records.remove(&v.name) else {
+            let Some(record) = records.remove(&v.name()) else {
                 continue;
             };
             if !record.took_effect {
@@ -497,7 +497,8 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
                     "variant_not_effective",
                     format!(
                         "variant {} did not take effect: openssl info -cpusettings says {}",
-                        v.name, record.cpu_settings
+                        v.name(),
+                        record.cpu_settings
                     ),
                 );
             }
@@ -520,7 +521,7 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
             scratch_filesystem: sys::filesystem_of(&scratch.path),
             input_filesystem: sys::filesystem_of(&input),
             tools: plan.tools.iter().map(|t| t.name().to_string()).collect(),
-            variants: plan.variants.iter().map(|v| v.name.clone()).collect(),
+            variants: plan.variants.iter().map(|v| v.name().clone()).collect(),
             caches: plan.caches.clone(),
             syncs: plan.syncs.clone(),
             directions: plan.directions.clone(),
@@ -628,7 +629,7 @@ fn measure(
                 session.progress.point(&format!(
                     "{} {} {} {} {} #{}: {:.2} s",
                     sc.tool.name(),
-                    sc.variant.name,
+                    sc.variant.name(),
                     direction.as_str(),
                     sc.cache.as_str(),
                     sc.sync.as_str(),
@@ -675,7 +676,7 @@ fn points(bench: &Bench<'_>, scenarios: &[Scenario]) -> Vec<FilePoint> {
         let sc = &scenarios[i];
         if let Some(p) = FilePoint::from_samples(
             sc.tool.name(),
-            &sc.variant.name,
+            &sc.variant.name(),
             direction,
             sc.cache,
             sc.sync,
@@ -777,7 +778,7 @@ mod tests {
         assert!(s
             .iter()
             .filter(|x| x.tool == ToolId::Age)
-            .all(|x| x.variant.name == "accel"));
+            .all(|x| x.variant.name() == "accel"));
         assert_eq!(p.total_runs(), 24);
     }
 

@@ -13,65 +13,12 @@ use crate::interrupt;
 use crate::progress::Progress;
 use crate::results::Session;
 use crate::supervisor::{Line, Spawn};
+use crate::variant::{variant_record, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
-use cipherbench_model::env::Ia32Cap;
-use cipherbench_model::speed::{
-    Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable, VariantRecord,
-};
-use std::collections::BTreeMap;
+use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
-
-/// An acceleration variant: a name and the `OPENSSL_ia32cap` it runs under.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variant {
-    /// `accel`, `noaesni`, or `ia32cap:MASK`.
-    pub name: String,
-    /// The mask (None: unset, the library's defaults).
-    pub ia32cap: Option<String>,
-}
-
-impl Variant {
-    /// The library's default paths.
-    pub fn accel() -> Variant {
-        Variant {
-            name: "accel".into(),
-            ia32cap: None,
-        }
-    }
-
-    /// AES-NI and PCLMULQDQ masked, everything else as detected.
-    pub fn noaesni() -> Variant {
-        Variant {
-            name: "noaesni".into(),
-            ia32cap: Some(Ia32Cap::NOAESNI_MASK.into()),
-        }
-    }
-
-    /// Parses `accel`, `noaesni` or `ia32cap:MASK`.
-    pub fn parse(text: &str) -> Result<Variant> {
-        match text.trim() {
-            "accel" => Ok(Variant::accel()),
-            "noaesni" => Ok(Variant::noaesni()),
-            t => match t.strip_prefix("ia32cap:") {
-                Some(mask) if !mask.is_empty() => Ok(Variant {
-                    name: t.to_string(),
-                    ia32cap: Some(mask.to_string()),
-                }),
-                _ => bail!(
-                    "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as ~0x200000200000000:~0x0)"
-                ),
-            },
-        }
-    }
-}
-
-/// Parses a comma-separated variant list.
-pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
-    let v: Vec<Variant> = text.split(',').map(Variant::parse).collect::<Result<_>>()?;
-    Ok(v)
-}
 
 /// Parses a comma-separated cipher list, refusing unknown names with the known ones.
 pub fn parse_ciphers(text: &str) -> Result<Vec<CipherId>> {
@@ -184,7 +131,7 @@ impl SpeedPlan {
         SpeedConfig {
             ciphers: self.ciphers.iter().map(|c| c.name().to_string()).collect(),
             sizes_bytes: self.sizes.clone(),
-            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            variants: self.variants.iter().map(|v| v.name().clone()).collect(),
             threads: self.threads.clone(),
             directions: self.directions.clone(),
             warmup_ns: self.warmup.as_nanos() as u64,
@@ -217,14 +164,14 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     for cipher in &plan.ciphers {
         for variant in &plan.variants {
             interrupt::check()?;
-            if chunk_done(&results, *cipher, &variant.name, &points) {
+            if chunk_done(&results, *cipher, &variant.name(), &points) {
                 session.progress.skip(points.len());
                 continue;
             }
             // A half-measured chunk is measured again whole, in one process.
             results
                 .points
-                .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name));
+                .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
             let outcome = run_worker(
                 *cipher,
                 variant,
@@ -329,7 +276,7 @@ fn run_worker(
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let request = WorkerRequest {
         cipher: cipher.name().into(),
-        variant: variant.name.clone(),
+        variant: variant.name().clone(),
         points: points.to_vec(),
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: plan.sample.as_nanos() as u64,
@@ -337,7 +284,7 @@ fn run_worker(
     };
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
-        .ia32cap(variant.ia32cap.as_deref())
+        .ia32cap(variant.mask())
         .piped_stdin()
         .piped_stdout()
         .start()?;
@@ -360,8 +307,8 @@ fn run_worker(
                     WorkerMessage::Settings(settings) => {
                         results
                             .variants
-                            .retain(|v| v.name != variant.name || v.cpu_settings != settings);
-                        if !results.variants.iter().any(|v| v.name == variant.name) {
+                            .retain(|v| v.name != variant.name() || v.cpu_settings != settings);
+                        if !results.variants.iter().any(|v| v.name == variant.name()) {
                             let record = variant_record(variant, &settings, &results.variants);
                             results.variants.push(record);
                         }
@@ -386,11 +333,11 @@ fn run_worker(
                         progress.note(&format!(
                             "{} is not available in the {} variant: {reason}",
                             cipher.name(),
-                            variant.name
+                            variant.name()
                         ));
                         results.unavailable.push(Unavailable {
                             cipher: cipher.name().into(),
-                            variant: variant.name.clone(),
+                            variant: variant.name().clone(),
                             reason,
                         });
                     }
@@ -398,7 +345,7 @@ fn run_worker(
                         bail!(
                             "measuring {} ({}) failed: {reason}",
                             cipher.name(),
-                            variant.name
+                            variant.name()
                         )
                     }
                 }
@@ -417,7 +364,7 @@ fn run_worker(
                     bail!(
                         "the speed worker for {} ({}) did not finish in time; it was stopped",
                         cipher.name(),
-                        variant.name
+                        variant.name()
                     );
                 }
             }
@@ -432,77 +379,6 @@ fn run_worker(
         );
     }
     Ok(())
-}
-
-/// Variant records as `openssl info -cpusettings` reports them under each variant's
-/// environment (the libcrypto that nginx and the `openssl` tool load), by variant
-/// name. accel is judged first, and measured even when not asked for: noaesni is
-/// judged against its second word.
-pub(crate) fn openssl_variant_records(variants: &[Variant]) -> BTreeMap<String, VariantRecord> {
-    let mut known: Vec<VariantRecord> = Vec::new();
-    let mut ordered: Vec<Variant> = variants.to_vec();
-    ordered.sort_by_key(|v| v.name != "accel");
-    if !ordered.iter().any(|v| v.name == "accel") {
-        ordered.insert(0, Variant::accel());
-    }
-    let mut out = BTreeMap::new();
-    for v in &ordered {
-        let settings = Spawn::new("openssl")
-            .args(["info", "-cpusettings"])
-            .ia32cap(v.ia32cap.as_deref())
-            .output(Duration::from_secs(10))
-            .ok()
-            .filter(|o| o.status.success())
-            .map(|o| o.stdout.trim().to_string())
-            .unwrap_or_default();
-        let record = variant_record(v, &settings, &known);
-        known.push(record.clone());
-        if variants.iter().any(|x| x.name == v.name) {
-            out.insert(v.name.clone(), record);
-        }
-    }
-    out
-}
-
-/// Decides whether a variant's effective vector is what the variant means.
-pub(crate) fn variant_record(
-    variant: &Variant,
-    settings: &str,
-    known: &[VariantRecord],
-) -> VariantRecord {
-    let cap = Ia32Cap::parse_settings(settings);
-    let aesni = cap.map(|c| c.has(Ia32Cap::AESNI)).unwrap_or(false);
-    let pclmulqdq = cap.map(|c| c.has(Ia32Cap::PCLMULQDQ)).unwrap_or(false);
-    let cpu_has_aes = std::fs::read_to_string("/proc/cpuinfo")
-        .map(|t| crate::probe::cpuinfo::parse(&t).flags.contains("aes"))
-        .unwrap_or(false);
-    let accel_word1 = known
-        .iter()
-        .find(|v| v.name == "accel")
-        .and_then(|v| Ia32Cap::parse_settings(&v.cpu_settings))
-        .map(|c| c.word1);
-    let took_effect = match variant.name.as_str() {
-        "accel" => aesni == cpu_has_aes,
-        "noaesni" => {
-            !aesni
-                && !pclmulqdq
-                // The second word must survive: `~0x200000200000000` alone zeroes it.
-                && match (accel_word1, cap) {
-                    (Some(w), Some(c)) => c.word1 == w,
-                    (None, Some(c)) => c.word1 != 0 || !cpu_has_aes,
-                    _ => false,
-                }
-        }
-        _ => settings.contains("env:"),
-    };
-    VariantRecord {
-        name: variant.name.clone(),
-        ia32cap_env: variant.ia32cap.clone(),
-        cpu_settings: settings.to_string(),
-        aesni,
-        pclmulqdq,
-        took_effect,
-    }
 }
 
 fn check_openssl(
@@ -524,7 +400,7 @@ fn check_openssl(
         let Some((name, aead)) = cipher.openssl_speed() else {
             continue;
         };
-        let Some(variant) = plan.variants.iter().find(|v| v.name == p.variant) else {
+        let Some(variant) = plan.variants.iter().find(|v| v.name() == p.variant) else {
             continue;
         };
         let args = openssl_speed::command(
@@ -534,7 +410,7 @@ fn check_openssl(
             p.size_bytes,
             plan.check_seconds,
         );
-        let rate = match openssl_speed::run(&args, variant.ia32cap.as_deref(), plan.check_seconds) {
+        let rate = match openssl_speed::run(&args, variant.mask(), plan.check_seconds) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -573,16 +449,6 @@ fn check_openssl(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_variants_and_refuses_unknown_ones() {
-        let v = parse_variants("accel,noaesni,ia32cap:~0x0:~0x60000000000").unwrap();
-        assert_eq!(v[0].ia32cap, None);
-        assert_eq!(v[1].ia32cap.as_deref(), Some("~0x200000200000000:~0x0"));
-        assert_eq!(v[2].ia32cap.as_deref(), Some("~0x0:~0x60000000000"));
-        let err = parse_variants("fast").unwrap_err().to_string();
-        assert!(err.contains("unknown variant 'fast'"), "{err}");
-    }
 
     #[test]
     fn refuses_unknown_ciphers_listing_the_known_ones() {
@@ -625,34 +491,5 @@ mod tests {
         assert_eq!(parse_threads("2,2", 4).unwrap(), vec![2]);
         assert!(parse_threads("0", 4).is_err());
         assert!(parse_threads("many", 4).is_err());
-    }
-
-    #[test]
-    fn judges_whether_a_variant_took_effect() {
-        let accel = variant_record(
-            &Variant::accel(),
-            "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb",
-            &[],
-        );
-        let good = variant_record(
-            &Variant::noaesni(),
-            "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x1b415fdef1bf27eb env:~0x200000200000000:~0x0",
-            std::slice::from_ref(&accel),
-        );
-        assert!(good.took_effect && !good.aesni && !good.pclmulqdq);
-        // The classic mistake: the second word zeroed too.
-        let zeroed = variant_record(
-            &Variant::noaesni(),
-            "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x0 env:~0x200000200000000",
-            std::slice::from_ref(&accel),
-        );
-        assert!(!zeroed.took_effect);
-        // A mask that did nothing.
-        let ignored = variant_record(
-            &Variant::noaesni(),
-            "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb",
-            &[accel],
-        );
-        assert!(!ignored.took_effect);
     }
 }

@@ -4,7 +4,7 @@
 use super::suite::{self, KeyType, SEED_SUITES};
 use super::{parse_duration, ExternalUrl, RampPlan, ServerTarget, SweepPlan, TlsPlan};
 use crate::cli::{OutputArgs, Preset};
-use crate::speed::{self, Variant};
+use crate::variant::Variant;
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::units::parse_size_list;
 use clap::{Args, Subcommand};
@@ -288,7 +288,7 @@ impl CommonArgs {
 
     fn variants(&self) -> Result<Vec<Variant>> {
         let mut out: Vec<Variant> = Vec::new();
-        for v in speed::parse_variants(&self.variants)? {
+        for v in crate::variant::parse_variants(&self.variants)? {
             if !out.contains(&v) {
                 out.push(v);
             }

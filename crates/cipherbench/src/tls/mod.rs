@@ -24,7 +24,7 @@ pub mod suite;
 pub mod sweep;
 
 use crate::results::Session;
-use crate::speed::Variant;
+use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_model::tls::TlsResults;
 use std::net::{IpAddr, SocketAddr, ToSocketAddrs};

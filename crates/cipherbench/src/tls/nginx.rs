@@ -15,8 +15,8 @@
 
 use super::engine::{self, Client, Target};
 use super::suite::{KeyType, Protocol, Suite};
-use crate::speed::Variant;
 use crate::supervisor::{wait_until, Child, Spawn};
+use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -396,7 +396,7 @@ impl Server {
             .args([&conf_path])
             .args(["-e", "stderr"])
             .cwd(dir)
-            .ia32cap(spec.variant.ia32cap.as_deref())
+            .ia32cap(spec.variant.mask())
             .start()
             .map_err(StartError::Other)?;
         let smallest = spec.workspace.sizes().iter().min().copied().unwrap_or(0);

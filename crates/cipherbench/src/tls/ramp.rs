@@ -38,7 +38,7 @@ impl RampPlan {
         RampConfig {
             suites: self.suites.iter().map(|s| s.openssl.to_string()).collect(),
             sizes_bytes: self.sizes.clone(),
-            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            variants: self.variants.iter().map(|v| v.name().clone()).collect(),
             cores: self.cores,
             target_rate: self.target_rate,
             duration_ns: self.duration.as_nanos() as u64,
@@ -98,7 +98,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let allowed = crate::host::allowed_cpus();
             let (server_cpus, generator_cpus) =
                 super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
-            let variants = crate::speed::openssl_variant_records(&plan.variants);
+            let variants = crate::variant::openssl_variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
@@ -113,7 +113,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             .tls
                             .as_ref()
                             .and_then(|t| t.ramp.as_ref())
-                            .is_some_and(|r| r.run(suite.openssl, size, &variant.name).is_some());
+                            .is_some_and(|r| r.run(suite.openssl, size, &variant.name()).is_some());
                         if done {
                             // Measured by an earlier, interrupted run of this plan.
                             session.progress.skip(1);
@@ -139,10 +139,9 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
-                            variant: variants
-                                .get(&variant.name)
-                                .cloned()
-                                .unwrap_or_else(|| crate::speed::variant_record(variant, "", &[])),
+                            variant: variants.get(&variant.name()).cloned().unwrap_or_else(|| {
+                                crate::variant::variant_record(variant, "", &[])
+                            }),
                             config: server.config().to_string(),
                         };
                         let target = Target {
@@ -160,7 +159,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             schedule,
                             suite.openssl,
                             size,
-                            &variant.name,
+                            &variant.name(),
                             plan.cores,
                         )?;
                         server.stop();

@@ -50,7 +50,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
         "nginx ({}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
         info.version,
         plan.suite.openssl,
-        plan.variant.name,
+        plan.variant.name(),
         plan.cores,
         server_cpus,
         generator_cpus

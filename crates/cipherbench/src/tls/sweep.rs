@@ -59,7 +59,7 @@ impl SweepPlan {
             suites: self.suites.iter().map(|s| s.openssl.to_string()).collect(),
             sizes_bytes: self.sizes.clone(),
             cores: self.cores.clone(),
-            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            variants: self.variants.iter().map(|v| v.name().clone()).collect(),
             window_ns: self.window.as_nanos() as u64,
             probe_ns: self.probe.as_nanos() as u64,
             warmup_ns: self.warmup.as_nanos() as u64,
@@ -104,7 +104,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .iter()
                 .map(|s| Client::new(s, plan.resumption))
                 .collect::<Result<Vec<_>>>()?;
-            let variants = crate::speed::openssl_variant_records(&plan.variants);
+            let variants = crate::variant::openssl_variant_records(&plan.variants);
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
@@ -114,7 +114,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
                         for variant in &plan.variants {
                             interrupt::check()?;
-                            if measured(session, suite.openssl, size, cores, &variant.name) {
+                            if measured(session, suite.openssl, size, cores, &variant.name()) {
                                 session.progress.skip(1);
                                 continue;
                             }
@@ -138,8 +138,8 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 cores,
                                 server_cpus: server_cpus.clone(),
                                 generator_cpus: generator_cpus.clone(),
-                                variant: variants.get(&variant.name).cloned().unwrap_or_else(
-                                    || crate::speed::variant_record(variant, "", &[]),
+                                variant: variants.get(&variant.name()).cloned().unwrap_or_else(
+                                    || crate::variant::variant_record(variant, "", &[]),
                                 ),
                                 config: server.config().to_string(),
                             };
@@ -160,7 +160,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                     protocol: suite.protocol.as_str(),
                                     size,
                                     cores,
-                                    variant: &variant.name,
+                                    variant: &variant.name(),
                                 },
                             )?;
                             server.stop();

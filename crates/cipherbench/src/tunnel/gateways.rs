@@ -9,8 +9,8 @@
 use super::gateway::stats::GatewayStats;
 use super::gateway::{to_hex, GatewayConfig};
 use super::topology::{self, Names};
-use crate::speed::Variant;
 use crate::supervisor::{Child, Line, Spawn};
+use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::tunnel::{GatewayRun, ThreadLoad};
@@ -41,7 +41,7 @@ impl Gateway {
     ) -> Result<Gateway> {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
-            .ia32cap(variant.ia32cap.as_deref())
+            .ia32cap(variant.mask())
             .piped_stdin()
             .piped_stdout()
             .start()

@@ -18,7 +18,7 @@ pub mod topology;
 
 use crate::interrupt;
 use crate::results::Session;
-use crate::speed::Variant;
+use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::speed::VariantRecord;
@@ -160,7 +160,7 @@ impl TunnelPlan {
                 .iter()
                 .map(|t| t.name().to_string())
                 .collect(),
-            variants: self.variants.iter().map(|v| v.name.clone()).collect(),
+            variants: self.variants.iter().map(|v| v.name().clone()).collect(),
             variant_side: self.variant_side,
             underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
             tunnel_mtu: self.mtu,
@@ -343,7 +343,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         let done = plan.protocols.iter().all(|protocol| {
             results.points.iter().any(|p| {
                 p.transform == transform.name()
-                    && p.variant == variant.name
+                    && p.variant == variant.name()
                     && p.protocol == *protocol
             })
         });
@@ -354,7 +354,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         // A half-measured combination is measured again whole.
         results
             .points
-            .retain(|p| !(p.transform == transform.name() && p.variant == variant.name));
+            .retain(|p| !(p.transform == transform.name() && p.variant == variant.name()));
         let accel = Variant::accel();
         let (sender_variant, receiver_variant) = match plan.variant_side {
             VariantSide::Both => (&variant, &variant),
@@ -369,7 +369,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 "{}/{}/{}/{start}",
                 names.run,
                 transform.name(),
-                variant.name
+                variant.name()
             ),
             batch: plan.batch,
             offload: plan.offload,
@@ -474,17 +474,18 @@ fn note_variant(
     settings: &str,
     session: &mut Session,
 ) {
-    if known.iter().any(|v| v.name == variant.name) {
+    if known.iter().any(|v| v.name == variant.name()) {
         return;
     }
-    let record = crate::speed::variant_record(variant, settings, known);
+    let record = crate::variant::variant_record(variant, settings, known);
     if !record.took_effect {
         session.record.warn(
             "tunnel",
             "variant_not_effective",
             format!(
                 "variant {} did not take effect in the gateway: OpenSSL reported {}",
-                variant.name, settings
+                variant.name(),
+                settings
             ),
         );
     }
@@ -609,10 +610,15 @@ pub fn measured_run(
     let iperf = client.run_watching(|| pair.check_alive())?;
     let (s1, r1) = pair.snapshot()?;
     let (sn1, rn1) = counters(pair)?;
-    let sender = gateways::gateway_run("sender", &pair.sender.variant.name, (&s0, sn0), (&s1, sn1));
+    let sender = gateways::gateway_run(
+        "sender",
+        &pair.sender.variant.name(),
+        (&s0, sn0),
+        (&s1, sn1),
+    );
     let receiver = gateways::gateway_run(
         "receiver",
-        &pair.receiver.variant.name,
+        &pair.receiver.variant.name(),
         (&r0, rn0),
         (&r1, rn1),
     );
@@ -658,7 +664,7 @@ fn tunnel_point(
     let throughput = Summary::of_or_empty(&totals);
     TunnelPoint {
         transform: transform.name().to_string(),
-        variant: variant.name.clone(),
+        variant: variant.name().clone(),
         variant_side,
         protocol,
         search,
