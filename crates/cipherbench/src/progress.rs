@@ -1,8 +1,14 @@
 //! The one observer of a run's progress: runners report events here, and this is the
-//! only place that prints them (to stderr, so stdout stays clean for results).
+//! only place that prints them (to stderr, so stdout stays clean for results). Also
+//! how an error is said in one line, for notes and for `main`.
 
 use std::io::Write;
 use std::time::{Duration, Instant};
+
+/// An error and its causes on one line: "what failed: why".
+pub fn one_line(e: &anyhow::Error) -> String {
+    format!("{e:#}").replace('\n', " ")
+}
 
 /// Progress printer.
 #[derive(Debug)]

@@ -2,55 +2,71 @@
 //! directory, saved after every scenario, and the report at the end. A layer that
 //! cannot run here (no root for namespaces, a missing program) is skipped with a
 //! note and a warning in the data; the rest of the run goes on.
+//!
+//! This sits above the four layers and drives them in turn; no layer imports it. It
+//! gets its plan resolved (the preset's plan of every layer) from the command line.
 
-use crate::cli::{preset_file_plan, preset_speed_plan, preset_tunnel_plan, RunArgs};
+use crate::file::bench::FilePlan;
 use crate::interrupt;
-use crate::progress::{human_duration, Progress};
+use crate::progress::{human_duration, one_line, Progress};
 use crate::results::{default_dir, Session};
+use crate::speed::SpeedPlan;
+use crate::tls::TlsPlan;
+use crate::tunnel::TunnelPlan;
 use anyhow::Result;
+use std::path::PathBuf;
+
+/// Everything the main job will do, resolved before anything starts.
+#[derive(Debug, Clone)]
+pub struct RunPlan {
+    /// The preset's name, recorded in run.json (a resumed run must match it).
+    pub preset: String,
+    /// The results directory (None: results/<timestamp>-<host>).
+    pub results: Option<PathBuf>,
+    /// TLS throughput to plan for, Gbit/s (checked).
+    pub target_gbps: Option<f64>,
+    /// Layer 1.
+    pub speed: SpeedPlan,
+    /// Layer 2.
+    pub file: FilePlan,
+    /// Layer 3.
+    pub tls: TlsPlan,
+    /// Layer 4.
+    pub tunnel: TunnelPlan,
+}
 
 /// Runs the main job. Returns the session (for the summary) and the outcome.
-pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
-    let target_gbps = args.target_gbps.map(crate::cli::target_gbps).transpose()?;
+pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
     let environment = crate::probe::collect();
-    let dir = args
+    let dir = plan
         .results
         .clone()
         .unwrap_or_else(|| default_dir(&environment.hostname));
-    let mut session =
-        match Session::resume(&dir, &environment, args.preset.name(), Progress::new(quiet))? {
-            Some(resumed) => {
-                if !quiet {
-                    eprintln!(
-                        "resuming the unfinished run in {}: what it measured is kept",
-                        dir.display()
-                    );
-                }
-                resumed
+    let mut session = match Session::resume(&dir, &environment, &plan.preset, Progress::new(quiet))?
+    {
+        Some(resumed) => {
+            if !quiet {
+                eprintln!(
+                    "resuming the unfinished run in {}: what it measured is kept",
+                    dir.display()
+                );
             }
-            None => Session::start(
-                environment,
-                args.preset.name(),
-                Some(dir),
-                Progress::new(quiet),
-            )?,
-        };
-    if target_gbps.is_some() {
-        session.record.target_gbps = target_gbps;
+            resumed
+        }
+        None => Session::start(environment, &plan.preset, Some(dir), Progress::new(quiet))?,
+    };
+    if plan.target_gbps.is_some() {
+        session.record.target_gbps = plan.target_gbps;
     }
-    let speed_plan = preset_speed_plan(args.preset);
-    let file_plan = preset_file_plan(args.preset);
-    let tls_plan = crate::tls::args::preset_plan(args.preset)?;
-    let tunnel_plan = preset_tunnel_plan(args.preset);
     if !quiet {
         eprintln!(
             "cipherbench run, preset {}: about {} in all; results in {}",
-            args.preset.name(),
+            plan.preset,
             human_duration(
-                speed_plan.estimate()
-                    + file_plan.estimate()
-                    + tls_plan.estimate()
-                    + tunnel_plan.estimate()
+                plan.speed.estimate()
+                    + plan.file.estimate()
+                    + plan.tls.estimate()
+                    + plan.tunnel.estimate()
             ),
             session
                 .dir()
@@ -61,10 +77,10 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
     let outcome = (|| -> Result<()> {
         session.save()?;
         interrupt::check()?;
-        layer(&mut session, "speed", |s| crate::speed::run(&speed_plan, s))?;
+        layer(&mut session, "speed", |s| crate::speed::run(&plan.speed, s))?;
         interrupt::check()?;
         layer(&mut session, "file", |s| {
-            crate::file::bench::run(&file_plan, s)
+            crate::file::bench::run(&plan.file, s)
         })?;
         interrupt::check()?;
         session
@@ -72,10 +88,10 @@ pub fn run(args: &RunArgs, quiet: bool) -> Result<(Session, Result<()>)> {
             .environment
             .tools
             .extend(crate::probe::tool_versions(&["nginx"]));
-        layer(&mut session, "tls", |s| crate::tls::run(&tls_plan, s))?;
+        layer(&mut session, "tls", |s| crate::tls::run(&plan.tls, s))?;
         interrupt::check()?;
         layer(&mut session, "tunnel", |s| {
-            crate::tunnel::run(&tunnel_plan, s)
+            crate::tunnel::run(&plan.tunnel, s)
         })?;
         Ok(())
     })();
@@ -103,7 +119,7 @@ fn layer(
         }
         Err(e) if e.downcast_ref::<interrupt::Interrupted>().is_some() => Err(e),
         Err(e) => {
-            let message = format!("{name} skipped: {}", crate::one_line(&e));
+            let message = format!("{name} skipped: {}", one_line(&e));
             session.progress.note(&message);
             session.record.warn(name, "layer_failed", message);
             session.save()

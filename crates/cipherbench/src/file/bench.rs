@@ -28,7 +28,6 @@ use cipherbench_model::file::{
 };
 use cipherbench_model::speed::Direction;
 use cipherbench_model::units::ByteSize;
-use clap::ValueEnum;
 use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read, Write};
@@ -45,7 +44,7 @@ pub enum InputSpec {
 }
 
 /// How to make the cache cold.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ColdChoice {
     /// `posix_fadvise(DONTNEED)` on the input: any user, this file only.
     Fadvise,
@@ -659,11 +658,11 @@ fn fail_tool(
     results: &mut FileResults,
     session: &mut Session,
 ) {
-    let message = format!("{} stopped: {}", tool.name(), crate::one_line(e));
+    let message = format!("{} stopped: {}", tool.name(), crate::progress::one_line(e));
     session.progress.note(&format!("file: {message}"));
     session.record.warn("file", "tool_failed", message.clone());
     if let Some(s) = results.tools.iter_mut().find(|s| s.tool == tool.name()) {
-        s.unavailable = Some(crate::one_line(e));
+        s.unavailable = Some(crate::progress::one_line(e));
     }
     if !failed.contains(&tool) {
         failed.push(tool);

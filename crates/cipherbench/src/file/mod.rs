@@ -9,9 +9,9 @@
 //!   per acceleration variant, cache state and durability mode.
 //!
 //! The format itself (what bytes mean) is not here: it is the `cipherbench-stream`
-//! crate, pure and tested alone. Linux calls beyond `std` are in [`sys`].
+//! crate, pure and tested alone. Linux calls beyond `std` are in [`sys`]. The flags
+//! are the command line's, above this layer: it gets resolved options and plans.
 
-pub mod args;
 pub mod bench;
 pub mod direct;
 pub mod keys;
@@ -20,34 +20,3 @@ pub mod pipeline;
 pub mod seal;
 pub mod sys;
 pub mod tools;
-
-use crate::results::Session;
-use anyhow::Result;
-use args::{FileArgs, OpenArgs, SealArgs, SealCommand};
-
-/// `cipherbench seal`: silent on success, like `cp`.
-pub fn seal_command(args: &SealArgs) -> Result<()> {
-    match args.plan()? {
-        SealCommand::GenKey(path) => keys::generate_key_file(&path),
-        SealCommand::Seal(options) => {
-            crate::interrupt::install();
-            seal::seal(&options).map(|_| ())
-        }
-    }
-}
-
-/// `cipherbench open`.
-pub fn open_command(args: &OpenArgs) -> Result<()> {
-    let options = args.plan()?;
-    crate::interrupt::install();
-    seal::open(&options).map(|_| ())
-}
-
-/// `cipherbench file`: resolves the plan, measures into a session (returned with
-/// the outcome, for the caller to finish and summarise).
-pub fn file_command(args: &FileArgs, quiet: bool) -> Result<(Session, Result<()>)> {
-    let plan = args.plan()?;
-    let mut session = crate::start_session(&args.output, "custom", quiet)?;
-    let outcome = bench::run(&plan, &mut session);
-    Ok((session, outcome))
-}

@@ -9,10 +9,10 @@
 //! - [`sweep`]: seeds 000/003, the highest throughput within a latency limit;
 //! - [`ramp`]: seed 002, attempted/successful/unsuccessful under a rising rate.
 //!
-//! Plans are resolved from flags once ([`args`]); runners fill the session and save
-//! after every point; nothing here prints except through the progress observer.
+//! Plans arrive resolved from the flags, which are not this layer's business; runners fill the session
+//! and save after every point; nothing here prints except through the progress
+//! observer.
 
-pub mod args;
 pub mod cert;
 pub mod cpu;
 pub mod engine;
@@ -240,31 +240,6 @@ pub(crate) fn interval_for(window: Duration) -> Duration {
     }
 }
 
-/// Parses `2s`, `500ms`, `2m`, `1.5s` or a plain number of seconds.
-pub fn parse_duration(text: &str) -> Result<Duration> {
-    let t = text.trim();
-    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
-        (n, 1e-3)
-    } else if let Some(n) = t.strip_suffix("min") {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('m') {
-        (n, 60.0)
-    } else if let Some(n) = t.strip_suffix('s') {
-        (n, 1.0)
-    } else if let Some(n) = t.strip_suffix('h') {
-        (n, 3600.0)
-    } else {
-        (t, 1.0)
-    };
-    let value: f64 = number.trim().parse().map_err(|_| {
-        anyhow!("bad duration '{t}': use a number with ms, s, m or h, such as 2s or 500ms")
-    })?;
-    if !value.is_finite() || value < 0.0 || value * scale > 86_400.0 {
-        bail!("bad duration '{t}': between 0 and 24 h");
-    }
-    Ok(Duration::from_secs_f64(value * scale))
-}
-
 /// The user's server, probed once: the target with the length every response must
 /// have. Anything but `200` is refused (a 404 page's length would otherwise become
 /// the expected one).
@@ -323,16 +298,6 @@ pub(crate) fn external_record(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn parses_durations() {
-        assert_eq!(parse_duration("2s").unwrap(), Duration::from_secs(2));
-        assert_eq!(parse_duration("500ms").unwrap(), Duration::from_millis(500));
-        assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
-        assert_eq!(parse_duration("1.5").unwrap(), Duration::from_millis(1500));
-        assert!(parse_duration("soon").is_err());
-        assert!(parse_duration("-1s").is_err());
-    }
 
     #[test]
     fn loopback_servers_need_no_flag_and_others_do() {

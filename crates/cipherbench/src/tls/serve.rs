@@ -3,13 +3,34 @@
 //! the same server and pinning. Its URLs go to stdout; everything is stopped and the
 //! temporary directory removed when it ends.
 
-use super::args::ServePlan;
 use super::engine::Client;
 use super::nginx::{self, Server, ServerSpec, Workspace};
+use super::suite::{self, KeyType};
 use crate::interrupt;
+use crate::variant::Variant;
 use anyhow::{bail, Result};
 use std::io::Write;
+use std::path::PathBuf;
 use std::time::Duration;
+
+/// `tls serve`, resolved.
+#[derive(Debug, Clone)]
+pub struct ServePlan {
+    /// Suite.
+    pub suite: suite::Suite,
+    /// Sizes.
+    pub sizes: Vec<u64>,
+    /// Workers.
+    pub cores: usize,
+    /// Variant.
+    pub variant: Variant,
+    /// Key.
+    pub key: KeyType,
+    /// nginx binary.
+    pub nginx: Option<PathBuf>,
+    /// Port.
+    pub port: Option<u16>,
+}
 
 /// Serves until Ctrl-C (or until nginx exits, which is an error).
 pub fn run(plan: &ServePlan) -> Result<()> {

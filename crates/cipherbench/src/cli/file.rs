@@ -1,12 +1,15 @@
-//! The command-line arguments of `seal`, `open` and `file`, and their resolution
-//! into options and plans (checked once, here; runners never see raw flags).
+//! `cipherbench seal`, `open` and `file`: the flags, their resolution into options
+//! and plans (checked once, here; runners never see raw flags), and the commands.
 
-use super::bench::{ColdChoice, FilePlan, InputSpec};
-use super::keys::SecretSource;
-use super::seal::{Endpoint, OpenOptions, SealOptions};
-use super::tools::ToolId;
-use crate::cli::{DirectionArg, OutputArgs};
+use super::flags::{dedup, DirectionArg, OutputArgs};
+use super::{measure, summary};
+use crate::file::bench::{self, ColdChoice, FilePlan, InputSpec};
+use crate::file::keys::{self, SecretSource};
+use crate::file::seal::{self, Endpoint, OpenOptions, SealOptions};
+use crate::file::tools::ToolId;
 use crate::host::cores;
+use crate::interrupt;
+use crate::variant;
 
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::file::{Cache, SyncMode};
@@ -18,6 +21,7 @@ use cipherbench_stream::header::{
 use cipherbench_stream::Algorithm;
 use clap::{Args, ValueEnum};
 use std::path::PathBuf;
+use std::process::ExitCode;
 
 /// How the key is given (exactly one; never the key itself).
 #[derive(Debug, Args)]
@@ -207,6 +211,15 @@ pub enum SyncArg {
     None,
 }
 
+/// How to make the cache cold, on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ColdMethodArg {
+    /// `posix_fadvise(DONTNEED)` on the input: any user, this file only.
+    Fadvise,
+    /// `/proc/sys/vm/drop_caches`: root, the whole page cache.
+    DropCaches,
+}
+
 /// `cipherbench file`.
 #[derive(Debug, Args)]
 pub struct FileArgs {
@@ -257,7 +270,7 @@ pub struct FileArgs {
     /// How to make the cache cold: fadvise (evict the input only; any user) or
     /// drop-caches (the whole page cache; root).
     #[arg(long, value_enum, default_value = "fadvise")]
-    pub cold_method: ColdChoice,
+    pub cold_method: ColdMethodArg,
     /// Directory for the outputs (default: inside the results directory, or the
     /// system's temporary directory with --no-save). Removed afterwards.
     #[arg(long, value_name = "DIR")]
@@ -319,28 +332,70 @@ impl FileArgs {
             bail!("--repetitions must be between 1 and 100");
         }
         if self.cache.contains(&CacheArg::Cold)
-            && self.cold_method == ColdChoice::DropCaches
-            && !super::sys::can_drop_caches()
+            && self.cold_method == ColdMethodArg::DropCaches
+            && !crate::file::sys::can_drop_caches()
         {
             bail!("--cold-method drop-caches needs root (writing /proc/sys/vm/drop_caches); use --cold-method fadvise");
         }
         Ok(FilePlan {
             input,
             tools: parse_tools(&self.tools)?,
-            variants: crate::variant::parse_variants(&self.variants)?,
-            caches: crate::cli::dedup(self.cache.iter().map(|c| match c {
+            variants: variant::parse_variants(&self.variants)?,
+            caches: dedup(self.cache.iter().map(|c| match c {
                 CacheArg::Warm => Cache::Warm,
                 CacheArg::Cold => Cache::Cold,
             })),
-            syncs: crate::cli::dedup(self.sync.iter().map(|s| match s {
+            syncs: dedup(self.sync.iter().map(|s| match s {
                 SyncArg::Fsync => SyncMode::Fsync,
                 SyncArg::None => SyncMode::None,
             })),
-            directions: crate::cli::dedup(self.direction.iter().map(|d| Direction::from(*d))),
+            directions: dedup(self.direction.iter().map(|d| Direction::from(*d))),
             repetitions: self.repetitions,
-            cold_method: self.cold_method,
+            cold_method: match self.cold_method {
+                ColdMethodArg::Fadvise => ColdChoice::Fadvise,
+                ColdMethodArg::DropCaches => ColdChoice::DropCaches,
+            },
             scratch: self.dir.clone(),
             threads: threads(self.threads)?,
         })
     }
+}
+
+/// `cipherbench seal`: silent on success, like `cp`.
+pub fn seal(args: &SealArgs) -> Result<ExitCode> {
+    match args.plan()? {
+        SealCommand::GenKey(path) => keys::generate_key_file(&path)?,
+        SealCommand::Seal(options) => {
+            interrupt::install();
+            seal::seal(&options)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cipherbench open`.
+pub fn open(args: &OpenArgs) -> Result<ExitCode> {
+    let options = args.plan()?;
+    interrupt::install();
+    seal::open(&options)?;
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cipherbench file`: resolves the plan, measures into a session, and prints the
+/// summary.
+pub fn command(args: &FileArgs, quiet: bool) -> Result<ExitCode> {
+    let plan = args.plan()?;
+    measure(
+        &args.output,
+        "custom",
+        quiet,
+        |s| bench::run(&plan, s),
+        |s| {
+            summary(
+                args.json,
+                s.record.file.as_ref(),
+                cipherbench_report::file::text,
+            )
+        },
+    )
 }

@@ -1,14 +1,19 @@
-//! `cipherbench tls sweep|ramp` flags and their resolution into plans, and layer 3's
-//! part of each preset. Bad input is refused here, before anything starts.
+//! `cipherbench tls sweep|ramp|serve`: the flags, their resolution into plans, and
+//! the command. Bad input is refused here, before anything starts.
 
-use super::suite::{self, KeyType, SEED_SUITES};
-use super::{parse_duration, ExternalUrl, RampPlan, ServerTarget, SweepPlan, TlsPlan};
-use crate::cli::{OutputArgs, Preset};
-use crate::variant::Variant;
+use super::flags::{parse_duration, OutputArgs};
+use super::{measure, summary};
+use crate::interrupt;
+use crate::results::Session;
+use crate::tls::serve::ServePlan;
+use crate::tls::suite::{self, KeyType, SEED_SUITES};
+use crate::tls::{ExternalUrl, RampPlan, ServerTarget, SweepPlan};
+use crate::variant::{self, Variant};
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::units::parse_size_list;
 use clap::{Args, Subcommand};
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::time::Duration;
 
 /// `cipherbench tls`.
@@ -133,25 +138,6 @@ pub struct ServeArgs {
     pub nginx: Option<PathBuf>,
     /// Port on 127.0.0.1 (default: a free one).
     #[arg(long)]
-    pub port: Option<u16>,
-}
-
-/// `tls serve`, resolved.
-#[derive(Debug, Clone)]
-pub struct ServePlan {
-    /// Suite.
-    pub suite: suite::Suite,
-    /// Sizes.
-    pub sizes: Vec<u64>,
-    /// Workers.
-    pub cores: usize,
-    /// Variant.
-    pub variant: Variant,
-    /// Key.
-    pub key: KeyType,
-    /// nginx binary.
-    pub nginx: Option<PathBuf>,
-    /// Port.
     pub port: Option<u16>,
 }
 
@@ -288,7 +274,7 @@ impl CommonArgs {
 
     fn variants(&self) -> Result<Vec<Variant>> {
         let mut out: Vec<Variant> = Vec::new();
-        for v in crate::variant::parse_variants(&self.variants)? {
+        for v in variant::parse_variants(&self.variants)? {
             if !out.contains(&v) {
                 out.push(v);
             }
@@ -350,11 +336,6 @@ impl SweepArgs {
             target,
         })
     }
-
-    /// Where results go.
-    pub fn output(&self) -> &OutputArgs {
-        &self.common.output
-    }
 }
 
 impl RampArgs {
@@ -385,135 +366,51 @@ impl RampArgs {
             target,
         })
     }
+}
 
-    /// Where results go.
-    pub fn output(&self) -> &OutputArgs {
-        &self.common.output
+/// `cipherbench tls sweep|ramp|serve`: resolves the plan first (bad input fails
+/// before anything starts), then measures or serves.
+pub fn command(args: &TlsArgs, quiet: bool) -> Result<ExitCode> {
+    match &args.command {
+        TlsCommand::Sweep(a) => {
+            let plan = a.plan()?;
+            measure_tls(&a.common, quiet, |s| crate::tls::sweep::run(&plan, s))
+        }
+        TlsCommand::Ramp(a) => {
+            let plan = a.plan()?;
+            measure_tls(&a.common, quiet, |s| crate::tls::ramp::run(&plan, s))
+        }
+        TlsCommand::Serve(a) => {
+            let plan = a.plan()?;
+            interrupt::install();
+            crate::tls::serve::run(&plan)?;
+            Ok(ExitCode::SUCCESS)
+        }
     }
 }
 
-/// Layer 3 of a preset.
-///
-/// - tiny: seconds, proving the layer works: both seed suites at 1 MiB (accel),
-///   one 1 KiB ramp to 50 req/s over 2 s.
-/// - quick: about two minutes: both seed suites at 16 MiB, accel and noaesni, a
-///   4 s window after 1 s probes; ramps of 1 KiB and 50 KiB to 50 req/s over 12 s in
-///   both variants.
-/// - full: the seeds' methodology: 1 MiB to 4 GiB by powers of 4, every core count
-///   up to one less than the machine has (by powers of 2), 2-minute windows, 2 s
-///   limit; 60 s ramps to 50 req/s.
-pub fn preset_plan(preset: Preset) -> Result<TlsPlan> {
-    let key = KeyType::Rsa2048;
-    let seed = suite::parse_suites(&SEED_SUITES.join(","), key)?;
-    let ramp_suite = suite::parse_suites("AES128-SHA", key)?;
-    let both = vec![Variant::accel(), Variant::noaesni()];
-    let target = ServerTarget::Nginx {
-        binary: None,
-        port: None,
-    };
-    const MIB: u64 = 1 << 20;
-    let machine = crate::host::allowed_cpus().len();
-    let full_cores: Vec<usize> = std::iter::successors(Some(1usize), |c| Some(c * 2))
-        .take_while(|&c| c < machine.max(2))
-        .collect();
-    Ok(match preset {
-        Preset::Tiny => TlsPlan {
-            sweep: SweepPlan {
-                suites: seed,
-                sizes: vec![MIB],
-                cores: vec![1],
-                variants: vec![Variant::accel()],
-                key,
-                // Long enough that a loaded CI machine (tests run in parallel on two
-                // cores) still completes requests in the window.
-                window: Duration::from_millis(1500),
-                probe: Duration::from_millis(300),
-                warmup: Duration::from_millis(100),
-                limit: Duration::from_secs(2),
-                timeout: Duration::from_secs(30),
-                drain: Duration::from_secs(2),
-                max_concurrency: 2,
-                fixed_concurrency: None,
-                generator_cpus: None,
-                resumption: false,
-                target: target.clone(),
-            },
-            ramp: RampPlan {
-                suites: ramp_suite,
-                sizes: vec![1024],
-                variants: vec![Variant::accel()],
-                cores: 1,
-                key,
-                target_rate: 50.0,
-                duration: Duration::from_secs(2),
-                timeout: Duration::from_secs(2),
-                generator_cpus: None,
-                target,
-            },
+/// A sweep or a ramp: nginx's version joins the environment record, then the run
+/// and the summary.
+fn measure_tls(
+    common: &CommonArgs,
+    quiet: bool,
+    run: impl FnOnce(&mut Session) -> Result<()>,
+) -> Result<ExitCode> {
+    measure(
+        &common.output,
+        "custom",
+        quiet,
+        |s| {
+            s.record
+                .environment
+                .tools
+                .extend(crate::probe::tool_versions(&["nginx"]));
+            run(s)
         },
-        Preset::Quick => TlsPlan {
-            sweep: SweepPlan {
-                suites: seed,
-                sizes: vec![16 * MIB],
-                cores: vec![1],
-                variants: both.clone(),
-                key,
-                window: Duration::from_secs(4),
-                probe: Duration::from_secs(1),
-                warmup: Duration::from_millis(300),
-                limit: Duration::from_secs(2),
-                timeout: Duration::from_secs(60),
-                drain: Duration::from_secs(3),
-                max_concurrency: 16,
-                fixed_concurrency: None,
-                generator_cpus: None,
-                resumption: false,
-                target: target.clone(),
-            },
-            ramp: RampPlan {
-                suites: ramp_suite,
-                sizes: vec![1024, 50 * 1024],
-                variants: both,
-                cores: 1,
-                key,
-                target_rate: 50.0,
-                duration: Duration::from_secs(12),
-                timeout: Duration::from_secs(2),
-                generator_cpus: None,
-                target,
-            },
+        |s| {
+            summary(common.json, s.record.tls.as_ref(), |t| {
+                cipherbench_report::tls::text(t, s.record.target_gbps)
+            })
         },
-        Preset::Full => TlsPlan {
-            sweep: SweepPlan {
-                suites: seed,
-                sizes: (0..7).map(|i| MIB << (2 * i)).collect(),
-                cores: full_cores,
-                variants: both.clone(),
-                key,
-                window: Duration::from_secs(120),
-                probe: Duration::from_secs(10),
-                warmup: Duration::from_secs(2),
-                limit: Duration::from_secs(2),
-                timeout: Duration::from_secs(600),
-                drain: Duration::from_secs(5),
-                max_concurrency: 1024,
-                fixed_concurrency: None,
-                generator_cpus: None,
-                resumption: false,
-                target: target.clone(),
-            },
-            ramp: RampPlan {
-                suites: ramp_suite,
-                sizes: vec![1024, 50 * 1024],
-                variants: both,
-                cores: 1,
-                key,
-                target_rate: 50.0,
-                duration: Duration::from_secs(60),
-                timeout: Duration::from_secs(2),
-                generator_cpus: None,
-                target,
-            },
-        },
-    })
+    )
 }

@@ -1,0 +1,162 @@
+//! The command line, on top of everything: clap's types, and [`dispatch`], one call
+//! per command. Each command's flags, their resolution into a plan and the command
+//! itself are in a file of their own ([`speed`], [`file`], [`tls`], [`tunnel`],
+//! [`run`], [`report`]); the flags they share are in [`flags`] and every layer's
+//! presets in [`preset`]. Raw flags are parsed and checked here once: the layers
+//! below never see clap, only resolved plans.
+
+pub mod file;
+pub mod flags;
+pub mod preset;
+pub mod report;
+pub mod run;
+pub mod speed;
+pub mod tls;
+pub mod tunnel;
+
+use crate::interrupt;
+use crate::progress::Progress;
+use crate::results::Session;
+use anyhow::Result;
+use clap::{Parser, Subcommand};
+use flags::OutputArgs;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// cipherbench: what does hardware crypto acceleration buy, on this machine, for my
+/// workload?
+#[derive(Debug, Parser)]
+#[command(name = "cipherbench", version, about, long_about = None)]
+pub struct Cli {
+    /// Print only results and notes, not progress.
+    #[arg(long, short, global = true)]
+    pub quiet: bool,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// CPU crypto features, hypervisor, OpenSSL build and capability vector, engines and
+    /// providers, kernel crypto drivers, offload devices.
+    Probe {
+        /// Print JSON instead of the human report.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
+    Speed(speed::SpeedArgs),
+    /// Layer 2: the time to encrypt a file through the disk, by tool and variant.
+    File(file::FileArgs),
+    /// Encrypt a file (or stdin) into cipherbench's streaming format, in parallel.
+    Seal(file::SealArgs),
+    /// Decrypt a sealed file; the output appears only if every chunk verified.
+    Open(file::OpenArgs),
+    /// Layer 3: TLS web serving with a real nginx: the throughput sweep and the ramp.
+    Tls(tls::TlsArgs),
+    /// Layer 4: iperf3 TCP and UDP through cipherbench's ESP-in-UDP tunnel between two
+    /// network namespaces, per transform, with AES-NI available and masked (root).
+    Tunnel(tunnel::TunnelArgs),
+    /// The main job: probe and every layer, into a results directory with a report.
+    Run(run::RunArgs),
+    /// Re-render report.html and the CSV files of a results directory, without measuring.
+    Report {
+        /// A results directory (holding run.json).
+        dir: PathBuf,
+        /// TLS throughput to plan for, Gbit/s: the capacity line gives the cores each
+        /// suite needs for it (default: the run's, else 10). run.json is not changed.
+        #[arg(long, value_name = "GBPS")]
+        target_gbps: Option<f64>,
+    },
+    /// Two or more results directories side by side: environment differences, then
+    /// per-layer ratios, with 3DES as the control that separates CPU speed from
+    /// acceleration.
+    Compare {
+        /// Results directories; the first is the baseline.
+        #[arg(required = true, num_args = 2..)]
+        dirs: Vec<PathBuf>,
+        /// Also write compare.md and compare.html into this directory.
+        #[arg(long, value_name = "DIR")]
+        out: Option<PathBuf>,
+    },
+    /// Internal: the measuring child of `speed` (reads a request on stdin).
+    #[command(name = "__speed-worker", hide = true)]
+    SpeedWorker,
+    /// Internal: one ESP gateway of `tunnel` (reads its configuration on stdin).
+    #[command(name = "__gateway", hide = true)]
+    Gateway,
+}
+
+/// Runs one parsed command; returns its exit code.
+pub fn dispatch(cli: Cli) -> Result<ExitCode> {
+    let quiet = cli.quiet;
+    match cli.command {
+        Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
+        Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
+        Command::Probe { json } => report::probe(json),
+        Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
+        Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
+        Command::Speed(args) => speed::command(&args, quiet),
+        Command::File(args) => file::command(&args, quiet),
+        Command::Seal(args) => file::seal(&args),
+        Command::Open(args) => file::open(&args),
+        Command::Tls(args) => tls::command(&args, quiet),
+        Command::Tunnel(args) => tunnel::command(&args, quiet),
+        Command::Run(args) => run::command(&args, quiet),
+    }
+}
+
+/// A single-layer measurement, once its flags are resolved: Ctrl-C handling, the
+/// machine's probe, a session writing where `output` says, the run, and the
+/// summary.
+fn measure(
+    output: &OutputArgs,
+    preset: &str,
+    quiet: bool,
+    run: impl FnOnce(&mut Session) -> Result<()>,
+    show: impl FnOnce(&Session),
+) -> Result<ExitCode> {
+    interrupt::install();
+    let environment = crate::probe::collect();
+    let dir = output.dir(&environment.hostname);
+    let mut session = Session::start(environment, preset, dir, Progress::new(quiet))?;
+    let outcome = run(&mut session);
+    finish(&mut session, outcome, show)
+}
+
+/// Prints one layer's results: pretty JSON with `--json`, else the text table;
+/// nothing if the layer has none.
+fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T) -> String) {
+    let Some(value) = value else {
+        return;
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        print!("{}", text(value));
+    }
+}
+
+/// Saves the session whatever the outcome, prints the summary of what was measured,
+/// and turns the outcome into an exit code.
+fn finish(
+    session: &mut Session,
+    outcome: Result<()>,
+    summary: impl FnOnce(&Session),
+) -> Result<ExitCode> {
+    session.finish(&outcome)?;
+    if session.has_measurements() {
+        summary(session);
+        if let Some(dir) = session.dir() {
+            println!("\nresults: {}", dir.display());
+            println!("report:  {}", dir.join("report.html").display());
+        }
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}

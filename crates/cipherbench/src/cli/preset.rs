@@ -1,0 +1,320 @@
+//! The presets, every layer's in one place: `tiny` (seconds, proves every layer
+//! works), `quick` (a few minutes) and `full` (the seeds' methodology at full
+//! length), as the plans each layer runs. `cipherbench run` takes all four;
+//! `tunnel --preset` takes the tunnel's as the base its flags adjust.
+
+use crate::file::bench::{ColdChoice, FilePlan, InputSpec};
+use crate::file::tools::ToolId;
+use crate::host::cores;
+use crate::speed::SpeedPlan;
+use crate::tls::suite::{self, KeyType, SEED_SUITES};
+use crate::tls::{RampPlan, ServerTarget, SweepPlan, TlsPlan};
+use crate::tunnel::TunnelPlan;
+use crate::variant::Variant;
+use anyhow::Result;
+use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_esp::Transform;
+use cipherbench_model::file::{Cache, SyncMode};
+use cipherbench_model::speed::Direction;
+use cipherbench_model::tunnel::{Protocol, VariantSide};
+use cipherbench_model::units::ByteSize;
+use clap::ValueEnum;
+use std::time::Duration;
+
+/// The presets of `cipherbench run`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Preset {
+    /// A few minutes: every layer, short windows.
+    Quick,
+    /// The seeds' methodology at full length.
+    Full,
+    /// Seconds: proves every layer works (CI and tests).
+    Tiny,
+}
+
+impl Preset {
+    /// Lower-case name.
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Quick => "quick",
+            Preset::Full => "full",
+            Preset::Tiny => "tiny",
+        }
+    }
+
+    /// Layer 1 of a preset.
+    pub fn speed_plan(self) -> SpeedPlan {
+        let all = catalogue::ALL.to_vec();
+        let both = vec![Direction::Encrypt, Direction::Decrypt];
+        let variants = vec![Variant::accel(), Variant::noaesni()];
+        match self {
+            Preset::Tiny => SpeedPlan {
+                ciphers: vec![
+                    CipherId::Aes128Gcm,
+                    CipherId::Aes256Cbc,
+                    CipherId::DesEde3Cbc,
+                ],
+                sizes: vec![256, 16384],
+                variants,
+                threads: vec![1],
+                multi_thread_sizes: Vec::new(),
+                directions: vec![Direction::Encrypt],
+                warmup: Duration::from_millis(2),
+                sample: Duration::from_millis(5),
+                samples: 3,
+                check_openssl: false,
+                check_seconds: 1,
+            },
+            Preset::Quick => SpeedPlan {
+                ciphers: all,
+                sizes: SpeedPlan::DEFAULT_SIZES.to_vec(),
+                variants,
+                threads: if cores() > 1 {
+                    vec![1, cores()]
+                } else {
+                    vec![1]
+                },
+                multi_thread_sizes: vec![16384],
+                directions: both,
+                warmup: Duration::from_millis(20),
+                sample: Duration::from_millis(30),
+                samples: 5,
+                check_openssl: false,
+                check_seconds: 1,
+            },
+            Preset::Full => SpeedPlan {
+                ciphers: all,
+                sizes: SpeedPlan::DEFAULT_SIZES.to_vec(),
+                variants,
+                threads: if cores() > 1 {
+                    vec![1, cores()]
+                } else {
+                    vec![1]
+                },
+                multi_thread_sizes: Vec::new(),
+                directions: both,
+                warmup: Duration::from_millis(200),
+                sample: Duration::from_millis(300),
+                samples: 7,
+                check_openssl: true,
+                check_seconds: 3,
+            },
+        }
+    }
+
+    /// Layer 2 of a preset: tiny proves it works in seconds; quick is
+    /// seed 001's 80 MiB file with the seed's tool, ours and `cp`; full is 1 GiB, every
+    /// tool, both directions.
+    pub fn file_plan(self) -> FilePlan {
+        let variants = vec![Variant::accel(), Variant::noaesni()];
+        let seeds_tools = vec![ToolId::Cp, ToolId::OpensslCbc, ToolId::Cipherbench];
+        let (input, tools, caches, directions, repetitions) = match self {
+            Preset::Tiny => (
+                2 * ByteSize::MIB,
+                seeds_tools,
+                vec![Cache::Warm],
+                vec![Direction::Encrypt],
+                2,
+            ),
+            Preset::Quick => (
+                80 * ByteSize::MIB,
+                seeds_tools,
+                vec![Cache::Warm, Cache::Cold],
+                vec![Direction::Encrypt],
+                3,
+            ),
+            Preset::Full => (
+                ByteSize::GIB,
+                ToolId::ALL.to_vec(),
+                vec![Cache::Warm, Cache::Cold],
+                vec![Direction::Encrypt, Direction::Decrypt],
+                5,
+            ),
+        };
+        FilePlan {
+            input: InputSpec::Generate(input),
+            tools,
+            variants,
+            caches,
+            syncs: vec![SyncMode::Fsync],
+            directions,
+            repetitions,
+            cold_method: ColdChoice::Fadvise,
+            scratch: None,
+            threads: cores(),
+        }
+    }
+
+    /// Layer 3 of a preset.
+    ///
+    /// - tiny: seconds, proving the layer works: both seed suites at 1 MiB (accel),
+    ///   one 1 KiB ramp to 50 req/s over 2 s.
+    /// - quick: about two minutes: both seed suites at 16 MiB, accel and noaesni, a
+    ///   4 s window after 1 s probes; ramps of 1 KiB and 50 KiB to 50 req/s over 12 s in
+    ///   both variants.
+    /// - full: the seeds' methodology: 1 MiB to 4 GiB by powers of 4, every core count
+    ///   up to one less than the machine has (by powers of 2), 2-minute windows, 2 s
+    ///   limit; 60 s ramps to 50 req/s.
+    pub fn tls_plan(self) -> Result<TlsPlan> {
+        let key = KeyType::Rsa2048;
+        let seed = suite::parse_suites(&SEED_SUITES.join(","), key)?;
+        let ramp_suite = suite::parse_suites("AES128-SHA", key)?;
+        let both = vec![Variant::accel(), Variant::noaesni()];
+        let target = ServerTarget::Nginx {
+            binary: None,
+            port: None,
+        };
+        const MIB: u64 = 1 << 20;
+        let machine = crate::host::allowed_cpus().len();
+        let full_cores: Vec<usize> = std::iter::successors(Some(1usize), |c| Some(c * 2))
+            .take_while(|&c| c < machine.max(2))
+            .collect();
+        Ok(match self {
+            Preset::Tiny => TlsPlan {
+                sweep: SweepPlan {
+                    suites: seed,
+                    sizes: vec![MIB],
+                    cores: vec![1],
+                    variants: vec![Variant::accel()],
+                    key,
+                    // Long enough that a loaded CI machine (tests run in parallel on two
+                    // cores) still completes requests in the window.
+                    window: Duration::from_millis(1500),
+                    probe: Duration::from_millis(300),
+                    warmup: Duration::from_millis(100),
+                    limit: Duration::from_secs(2),
+                    timeout: Duration::from_secs(30),
+                    drain: Duration::from_secs(2),
+                    max_concurrency: 2,
+                    fixed_concurrency: None,
+                    generator_cpus: None,
+                    resumption: false,
+                    target: target.clone(),
+                },
+                ramp: RampPlan {
+                    suites: ramp_suite,
+                    sizes: vec![1024],
+                    variants: vec![Variant::accel()],
+                    cores: 1,
+                    key,
+                    target_rate: 50.0,
+                    duration: Duration::from_secs(2),
+                    timeout: Duration::from_secs(2),
+                    generator_cpus: None,
+                    target,
+                },
+            },
+            Preset::Quick => TlsPlan {
+                sweep: SweepPlan {
+                    suites: seed,
+                    sizes: vec![16 * MIB],
+                    cores: vec![1],
+                    variants: both.clone(),
+                    key,
+                    window: Duration::from_secs(4),
+                    probe: Duration::from_secs(1),
+                    warmup: Duration::from_millis(300),
+                    limit: Duration::from_secs(2),
+                    timeout: Duration::from_secs(60),
+                    drain: Duration::from_secs(3),
+                    max_concurrency: 16,
+                    fixed_concurrency: None,
+                    generator_cpus: None,
+                    resumption: false,
+                    target: target.clone(),
+                },
+                ramp: RampPlan {
+                    suites: ramp_suite,
+                    sizes: vec![1024, 50 * 1024],
+                    variants: both,
+                    cores: 1,
+                    key,
+                    target_rate: 50.0,
+                    duration: Duration::from_secs(12),
+                    timeout: Duration::from_secs(2),
+                    generator_cpus: None,
+                    target,
+                },
+            },
+            Preset::Full => TlsPlan {
+                sweep: SweepPlan {
+                    suites: seed,
+                    sizes: (0..7).map(|i| MIB << (2 * i)).collect(),
+                    cores: full_cores,
+                    variants: both.clone(),
+                    key,
+                    window: Duration::from_secs(120),
+                    probe: Duration::from_secs(10),
+                    warmup: Duration::from_secs(2),
+                    limit: Duration::from_secs(2),
+                    timeout: Duration::from_secs(600),
+                    drain: Duration::from_secs(5),
+                    max_concurrency: 1024,
+                    fixed_concurrency: None,
+                    generator_cpus: None,
+                    resumption: false,
+                    target: target.clone(),
+                },
+                ramp: RampPlan {
+                    suites: ramp_suite,
+                    sizes: vec![1024, 50 * 1024],
+                    variants: both,
+                    cores: 1,
+                    key,
+                    target_rate: 50.0,
+                    duration: Duration::from_secs(60),
+                    timeout: Duration::from_secs(2),
+                    generator_cpus: None,
+                    target,
+                },
+            },
+        })
+    }
+
+    /// Layer 4 of a preset: the seed's iperf3 commands (`-l 1220`, UDP at about
+    /// 5 % loss) with shorter runs in the quick and tiny presets.
+    pub fn tunnel_plan(self) -> TunnelPlan {
+        let mut plan = TunnelPlan {
+            transforms: Transform::ALL.to_vec(),
+            variants: vec![Variant::accel(), Variant::noaesni()],
+            variant_side: VariantSide::Both,
+            underlay_rate: None,
+            mtu: 1400,
+            length: Some(1220),
+            protocols: vec![Protocol::Tcp, Protocol::Udp],
+            udp_window: Some(4 << 20),
+            seconds: 2,
+            omit_seconds: 1,
+            // As long as a measured run, so the probe that lands on the target loss is
+            // kept as the measured run.
+            probe_seconds: 2,
+            target_loss: 0.05,
+            loss_tolerance: 0.025,
+            max_probes: 4,
+            repeats: 1,
+            underlay: true,
+            batch: 64,
+            offload: true,
+            udp_offload: true,
+            pin: true,
+        };
+        match self {
+            Preset::Quick => {}
+            Preset::Tiny => {
+                plan.transforms = vec![Transform::Aes128Gcm];
+                plan.seconds = 1;
+                plan.omit_seconds = 0;
+                plan.probe_seconds = 1;
+                plan.max_probes = 2;
+            }
+            Preset::Full => {
+                plan.seconds = 20;
+                plan.omit_seconds = 2;
+                plan.probe_seconds = 3;
+                plan.max_probes = 6;
+                plan.repeats = 3;
+            }
+        }
+        plan
+    }
+}

@@ -1,0 +1,77 @@
+//! The commands that measure nothing: `probe` (the machine), `report` (re-render a
+//! results directory) and `compare` (results directories side by side).
+
+use super::flags;
+use crate::results;
+use anyhow::{Context, Result};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// `cipherbench probe`.
+pub fn probe(json: bool) -> Result<ExitCode> {
+    let env = crate::probe::collect();
+    if json {
+        println!("{}", serde_json::to_string_pretty(&env)?);
+    } else {
+        print!("{}", cipherbench_report::text::probe(&env));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cipherbench report DIR`.
+pub fn report(dir: &Path, target_gbps: Option<f64>) -> Result<ExitCode> {
+    let mut record = results::load(dir)?;
+    if let Some(t) = target_gbps {
+        record.target_gbps = Some(flags::target_gbps(t)?);
+    }
+    for file in cipherbench_report::render_all(&record) {
+        results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
+    }
+    println!("{}", dir.join("report.html").display());
+    Ok(ExitCode::SUCCESS)
+}
+
+/// `cipherbench compare DIR DIR...`.
+pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<ExitCode> {
+    let records = dirs
+        .iter()
+        .map(|d| results::load(d))
+        .collect::<Result<Vec<_>>>()?;
+    let labels = compare_labels(&records, dirs);
+    let comparison = cipherbench_report::compare::analyze(&records, &labels);
+    print!("{}", cipherbench_report::compare::text(&comparison));
+    if let Some(out) = out {
+        std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
+        results::write_atomic(
+            &out.join("compare.md"),
+            cipherbench_report::compare::markdown(&comparison).as_bytes(),
+        )?;
+        results::write_atomic(
+            &out.join("compare.html"),
+            cipherbench_report::compare::html(&comparison).as_bytes(),
+        )?;
+        println!("\nwritten: {}", out.join("compare.html").display());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// A label per record: the host name, or the directory name where hosts repeat.
+fn compare_labels(records: &[cipherbench_model::RunRecord], dirs: &[PathBuf]) -> Vec<String> {
+    let hosts: Vec<String> = records
+        .iter()
+        .map(|r| r.environment.hostname.clone())
+        .collect();
+    let unique = hosts
+        .iter()
+        .all(|h| hosts.iter().filter(|x| *x == h).count() == 1);
+    if unique {
+        return hosts;
+    }
+    dirs.iter()
+        .map(|d| {
+            d.file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_else(|| d.display().to_string())
+        })
+        .collect()
+}

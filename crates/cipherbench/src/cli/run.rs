@@ -1,0 +1,64 @@
+//! `cipherbench run`: the flags, their resolution into a [`RunPlan`] (the preset's
+//! plan of every layer), and the command. The orchestration itself is
+//! [`crate::run`].
+
+use super::finish;
+use super::flags::target_gbps;
+use super::preset::Preset;
+use crate::interrupt;
+use crate::run::RunPlan;
+use anyhow::Result;
+use clap::Args;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// `cipherbench run`.
+#[derive(Debug, Args)]
+pub struct RunArgs {
+    /// How thorough.
+    #[arg(long, value_enum, default_value = "quick")]
+    pub preset: Preset,
+    /// Where results go.
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// TLS throughput to plan for, Gbit/s: the report's capacity line gives the cores
+    /// each suite needs for it (default 10).
+    #[arg(long, value_name = "GBPS")]
+    pub target_gbps: Option<f64>,
+}
+
+impl RunArgs {
+    /// Resolves the flags and the preset into the plan of the whole run.
+    pub fn plan(&self) -> Result<RunPlan> {
+        Ok(RunPlan {
+            preset: self.preset.name().to_string(),
+            results: self.results.clone(),
+            target_gbps: self.target_gbps.map(target_gbps).transpose()?,
+            speed: self.preset.speed_plan(),
+            file: self.preset.file_plan(),
+            tls: self.preset.tls_plan()?,
+            tunnel: self.preset.tunnel_plan(),
+        })
+    }
+}
+
+/// `cipherbench run`: every layer in turn, then the summary of each.
+pub fn command(args: &RunArgs, quiet: bool) -> Result<ExitCode> {
+    interrupt::install();
+    let plan = args.plan()?;
+    let (mut session, outcome) = crate::run::run(&plan, quiet)?;
+    finish(&mut session, outcome, |s| {
+        if let Some(speed) = &s.record.speed {
+            print!("{}", cipherbench_report::text::speed(speed));
+        }
+        if let Some(results) = &s.record.file {
+            print!("\n{}", cipherbench_report::file::text(results));
+        }
+        if let Some(t) = &s.record.tls {
+            print!("{}", cipherbench_report::tls::text(t, s.record.target_gbps));
+        }
+        if let Some(t) = &s.record.tunnel {
+            print!("{}", cipherbench_report::tunnel::text(t));
+        }
+    })
+}

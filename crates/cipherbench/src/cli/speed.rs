@@ -1,0 +1,178 @@
+//! `cipherbench speed`: the flags, their resolution into a [`SpeedPlan`], and the
+//! command.
+
+use super::flags::{dedup, DirectionArg, OutputArgs};
+use super::{measure, summary};
+use crate::host::cores;
+use crate::speed::SpeedPlan;
+use crate::variant;
+use anyhow::{anyhow, bail, Result};
+use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::speed::Direction;
+use cipherbench_model::units::parse_size_list;
+use clap::Args;
+use std::process::ExitCode;
+use std::time::Duration;
+
+/// `cipherbench speed`.
+#[derive(Debug, Args)]
+pub struct SpeedArgs {
+    /// Ciphers, comma-separated (default: all seven).
+    #[arg(long, value_name = "LIST")]
+    pub cipher: Option<String>,
+    /// Buffer sizes, comma-separated, such as 16,1KiB,16KiB (default: 16,64,256,1KiB,8KiB,16KiB).
+    #[arg(long, value_name = "LIST")]
+    pub sizes: Option<String>,
+    /// Variants: accel, noaesni, or ia32cap:MASK (default: accel,noaesni).
+    #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
+    pub variants: String,
+    /// Thread counts: numbers or 'all' (default: 1,all).
+    #[arg(long, value_name = "LIST", default_value = "1,all")]
+    pub threads: String,
+    /// Directions (default: encrypt,decrypt).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "encrypt,decrypt"
+    )]
+    pub direction: Vec<DirectionArg>,
+    /// Samples per point.
+    #[arg(long, default_value_t = 5)]
+    pub samples: usize,
+    /// Length of one sample, in milliseconds.
+    #[arg(long, default_value_t = 100)]
+    pub sample_ms: u64,
+    /// Warm-up before the samples, in milliseconds.
+    #[arg(long, default_value_t = 50)]
+    pub warmup_ms: u64,
+    /// Also run `openssl speed -evp` for the same single-thread points and show the ratio.
+    #[arg(long)]
+    pub check_openssl: bool,
+    /// Print the results as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where results go.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+impl SpeedArgs {
+    /// Resolves the flags into a plan, refusing bad input with one clear line.
+    pub fn plan(&self) -> Result<SpeedPlan> {
+        let ciphers = match &self.cipher {
+            Some(list) => parse_ciphers(list)?,
+            None => cipherbench_crypto::catalogue::ALL.to_vec(),
+        };
+        let sizes: Vec<u64> = match &self.sizes {
+            Some(list) => parse_size_list(list)
+                .map_err(|e| anyhow::anyhow!("--sizes: {e}"))?
+                .into_iter()
+                .map(|s| s.bytes())
+                .collect(),
+            None => SpeedPlan::DEFAULT_SIZES.to_vec(),
+        };
+        if let Some(bad) = sizes.iter().find(|&&s| s == 0 || s > 64 * 1024 * 1024) {
+            bail!("--sizes: {bad} bytes is out of range (1 byte to 64 MiB)");
+        }
+        if self.samples == 0 || self.samples > 1000 {
+            bail!("--samples must be between 1 and 1000");
+        }
+        if self.sample_ms == 0 || self.sample_ms > 60_000 {
+            bail!("--sample-ms must be between 1 and 60000");
+        }
+        let directions = dedup(self.direction.iter().map(|&d| Direction::from(d)));
+        Ok(SpeedPlan {
+            ciphers,
+            sizes,
+            variants: variant::parse_variants(&self.variants)?,
+            threads: parse_threads(&self.threads, cores())?,
+            multi_thread_sizes: Vec::new(),
+            directions,
+            warmup: Duration::from_millis(self.warmup_ms.min(60_000)),
+            sample: Duration::from_millis(self.sample_ms),
+            samples: self.samples,
+            check_openssl: self.check_openssl,
+            check_seconds: 1,
+        })
+    }
+}
+
+/// Parses a comma-separated cipher list, refusing unknown names with the known ones.
+pub fn parse_ciphers(text: &str) -> Result<Vec<CipherId>> {
+    text.split(',')
+        .map(|name| {
+            CipherId::from_name(name).ok_or_else(|| {
+                anyhow!(
+                    "unknown cipher '{}': known ciphers are {}",
+                    name.trim(),
+                    catalogue::known_names()
+                )
+            })
+        })
+        .collect()
+}
+
+/// Parses `1,2` or `all` (every online CPU).
+pub fn parse_threads(text: &str, cores: usize) -> Result<Vec<usize>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let n = match t.trim() {
+            "all" => cores,
+            s => s
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| (1..=1024).contains(&n))
+                .ok_or_else(|| anyhow!("bad thread count '{s}': use a number from 1 or 'all'"))?,
+        };
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
+}
+
+/// `cipherbench speed`: resolves the plan, measures into a session, and prints the
+/// table (or JSON).
+pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
+    let plan = args.plan()?;
+    measure(
+        &args.output,
+        "custom",
+        quiet,
+        |s| crate::speed::run(&plan, s),
+        |s| {
+            summary(
+                args.json,
+                s.record.speed.as_ref(),
+                cipherbench_report::text::speed,
+            )
+        },
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_unknown_ciphers_listing_the_known_ones() {
+        let err = parse_ciphers("aes-128-gcm,rc4").unwrap_err().to_string();
+        assert!(
+            err.contains("'rc4'") && err.contains("chacha20-poly1305"),
+            "{err}"
+        );
+        assert_eq!(
+            parse_ciphers("AES-128-GCM").unwrap(),
+            vec![CipherId::Aes128Gcm]
+        );
+    }
+
+    #[test]
+    fn parses_thread_counts() {
+        assert_eq!(parse_threads("1,all", 4).unwrap(), vec![1, 4]);
+        assert_eq!(parse_threads("2,2", 4).unwrap(), vec![2]);
+        assert!(parse_threads("0", 4).is_err());
+        assert!(parse_threads("many", 4).is_err());
+    }
+}

@@ -1,0 +1,312 @@
+//! `cipherbench tunnel`: the flags, their resolution over a preset into a
+//! [`TunnelPlan`], `tunnel cleanup`, and the command.
+
+use super::flags::{dedup, OutputArgs};
+use super::preset::Preset;
+use super::{measure, summary};
+use crate::tunnel::{self, TunnelPlan};
+use crate::variant;
+use anyhow::{bail, Result};
+use cipherbench_esp::Transform;
+use cipherbench_model::tunnel::{Protocol, VariantSide};
+use clap::{Args, Subcommand, ValueEnum};
+use std::process::ExitCode;
+
+/// `cipherbench tunnel`.
+#[derive(Debug, Args)]
+#[command(args_conflicts_with_subcommands = true)]
+pub struct TunnelArgs {
+    /// `cleanup`: remove what a killed run left behind.
+    #[command(subcommand)]
+    pub action: Option<TunnelAction>,
+    /// Defaults for everything below: tiny (seconds), quick (about two minutes),
+    /// full (20 s iperf3 runs, three of each, as seed 004).
+    #[arg(long, value_enum, default_value = "quick")]
+    pub preset: Preset,
+    /// Transforms, comma-separated: null, aes256-sha256, aes128-gcm, aes256-gcm,
+    /// chacha20-poly1305 (default: all five).
+    #[arg(long, value_name = "LIST")]
+    pub transforms: Option<String>,
+    /// Variants: accel, noaesni, or ia32cap:MASK (default: accel,noaesni).
+    #[arg(long, value_name = "LIST")]
+    pub variants: Option<String>,
+    /// Which gateway runs the variant; the other runs accel (seed 004 changed the
+    /// sender's engine only).
+    #[arg(long, value_enum, default_value = "both")]
+    pub variant_side: VariantSideArg,
+    /// Rate-limit the underlay with tc tbf, such as 1gbit (seed 004's LAN).
+    #[arg(long, value_name = "RATE")]
+    pub underlay_rate: Option<String>,
+    /// Protocols: tcp, udp or both (default: tcp,udp).
+    #[arg(long, value_name = "LIST", value_delimiter = ',')]
+    pub protocols: Option<Vec<ProtocolArg>>,
+    /// iperf3 -t of a measured run, seconds.
+    #[arg(long)]
+    pub seconds: Option<u64>,
+    /// iperf3 -O for TCP runs (warm-up excluded from the figures), seconds.
+    #[arg(long)]
+    pub omit: Option<u64>,
+    /// iperf3 -l: bytes per write, or 'default' for iperf3's own (default: 1220, as
+    /// the seed).
+    #[arg(long, value_name = "BYTES|default")]
+    pub length: Option<String>,
+    /// iperf3 -w for UDP runs: bytes, or 'default' for iperf3's own (default 4194304:
+    /// iperf3's server shares a core with the receiving gateway and must absorb its
+    /// batches; capped by net.core.rmem_max).
+    #[arg(long, value_name = "BYTES|default")]
+    pub udp_window: Option<String>,
+    /// Length of one probe of the UDP rate search, seconds.
+    #[arg(long)]
+    pub probe_seconds: Option<u64>,
+    /// UDP loss the rate search aims for, percent (default 5, as the seed).
+    #[arg(long, value_name = "PERCENT")]
+    pub target_loss: Option<f64>,
+    /// iperf3 runs per point.
+    #[arg(long)]
+    pub repeats: Option<usize>,
+    /// Tunnel (TUN) MTU.
+    #[arg(long)]
+    pub mtu: Option<u32>,
+    /// Gateway: datagrams per recvmmsg/sendmmsg.
+    #[arg(long)]
+    pub batch: Option<usize>,
+    /// Gateway: no TUN offloads (one system call per packet on the TUN side).
+    #[arg(long)]
+    pub no_offload: bool,
+    /// Gateway: no UDP offloads (no GSO sends, no UDP_GRO; one datagram per
+    /// message through the UDP stack).
+    #[arg(long)]
+    pub no_udp_offload: bool,
+    /// Do not pin gateways and iperf3 to cores.
+    #[arg(long)]
+    pub no_pin: bool,
+    /// Skip the underlay-alone measurement.
+    #[arg(long)]
+    pub no_underlay: bool,
+    /// Print the results as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Where results go.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// `cipherbench tunnel ...` actions.
+#[derive(Debug, Subcommand)]
+pub enum TunnelAction {
+    /// Remove namespaces, processes and scratch directories that a killed run left
+    /// behind (found by cipherbench's naming).
+    Cleanup {
+        /// Also remove those of runs whose owner still seems to be running.
+        #[arg(long)]
+        force: bool,
+    },
+}
+
+/// Which gateway runs the variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum VariantSideArg {
+    /// Both gateways.
+    Both,
+    /// The sending gateway (the iperf3 client's side) only.
+    Sender,
+    /// The receiving gateway only.
+    Receiver,
+}
+
+/// A protocol on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ProtocolArg {
+    /// iperf3 TCP.
+    Tcp,
+    /// iperf3 UDP at the rate giving the target loss.
+    Udp,
+}
+
+/// The largest tunnel MTU whose ESP-in-UDP packets fit a 1500-byte underlay with
+/// every one of `transforms` (IPv4 20 + UDP 8 bytes around the ESP packet).
+pub fn max_tunnel_mtu(transforms: &[Transform]) -> u32 {
+    const UDP_PAYLOAD: usize = 1500 - 20 - 8;
+    (576..UDP_PAYLOAD)
+        .rev()
+        .find(|&m| transforms.iter().all(|t| t.sealed_len(m) <= UDP_PAYLOAD))
+        .unwrap_or(576) as u32
+}
+
+impl TunnelArgs {
+    /// Resolves the flags over the preset's plan, refusing bad input with one line.
+    pub fn plan(&self) -> Result<TunnelPlan> {
+        let mut plan = self.preset.tunnel_plan();
+        if let Some(list) = &self.transforms {
+            plan.transforms = list
+                .split(',')
+                .map(|t| {
+                    Transform::from_name(t, true).map_err(|e| anyhow::anyhow!("--transforms: {e}"))
+                })
+                .collect::<Result<_>>()?;
+        }
+        if let Some(list) = &self.variants {
+            plan.variants = variant::parse_variants(list)?;
+        }
+        plan.variant_side = match self.variant_side {
+            VariantSideArg::Both => VariantSide::Both,
+            VariantSideArg::Sender => VariantSide::Sender,
+            VariantSideArg::Receiver => VariantSide::Receiver,
+        };
+        if let Some(rate) = &self.underlay_rate {
+            plan.underlay_rate = Some((rate.clone(), tunnel::topology::parse_rate(rate)?));
+        }
+        if let Some(p) = &self.protocols {
+            plan.protocols = dedup(p.iter().map(|p| match p {
+                ProtocolArg::Tcp => Protocol::Tcp,
+                ProtocolArg::Udp => Protocol::Udp,
+            }));
+        }
+        if let Some(s) = self.seconds {
+            if !(1..=3600).contains(&s) {
+                bail!("--seconds must be between 1 and 3600");
+            }
+            plan.seconds = s;
+        }
+        if let Some(o) = self.omit {
+            if o > 60 {
+                bail!("--omit must be at most 60");
+            }
+            plan.omit_seconds = o;
+        }
+        if let Some(l) = &self.length {
+            plan.length = match l.trim() {
+                "default" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .ok()
+                        .filter(|&n| (16..=1_048_576).contains(&n))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--length: '{n}' is not 16 to 1048576 bytes or 'default'"
+                            )
+                        })?,
+                ),
+            };
+        }
+        if let Some(w) = &self.udp_window {
+            plan.udp_window = match w.trim() {
+                "default" => None,
+                n => Some(
+                    n.parse::<u64>()
+                        .ok()
+                        .filter(|&n| (4096..=1 << 30).contains(&n))
+                        .ok_or_else(|| {
+                            anyhow::anyhow!(
+                                "--udp-window: '{n}' is not 4096 to 1073741824 bytes or 'default'"
+                            )
+                        })?,
+                ),
+            };
+        }
+        if let Some(p) = self.probe_seconds {
+            if !(1..=60).contains(&p) {
+                bail!("--probe-seconds must be between 1 and 60");
+            }
+            plan.probe_seconds = p;
+        }
+        if let Some(t) = self.target_loss {
+            if !(0.5..=50.0).contains(&t) {
+                bail!("--target-loss must be between 0.5 and 50 (percent)");
+            }
+            plan.target_loss = t / 100.0;
+            plan.loss_tolerance = plan.target_loss / 2.0;
+        }
+        if let Some(r) = self.repeats {
+            if !(1..=100).contains(&r) {
+                bail!("--repeats must be between 1 and 100");
+            }
+            plan.repeats = r;
+        }
+        if let Some(m) = self.mtu {
+            let max = max_tunnel_mtu(&plan.transforms);
+            if !(576..=max).contains(&m) {
+                bail!("--mtu must be between 576 and {max} (the largest inner packet whose ESP packet, with IPv4 and UDP, fits the 1500-byte underlay with these transforms)");
+            }
+            plan.mtu = m;
+        }
+        if let Some(b) = self.batch {
+            if !(1..=1024).contains(&b) {
+                bail!("--batch must be between 1 and 1024");
+            }
+            plan.batch = b;
+        }
+        plan.offload &= !self.no_offload;
+        plan.udp_offload &= !self.no_udp_offload;
+        plan.pin &= !self.no_pin;
+        plan.underlay &= !self.no_underlay;
+        if plan.transforms.is_empty() || plan.variants.is_empty() || plan.protocols.is_empty() {
+            bail!("nothing to measure: give at least one transform, variant and protocol");
+        }
+        Ok(plan)
+    }
+}
+
+/// `cipherbench tunnel`: `cleanup`, or resolves the plan, measures into a session,
+/// and prints the table (or JSON).
+pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
+    if let Some(TunnelAction::Cleanup { force }) = args.action {
+        return cleanup(force);
+    }
+    let plan = args.plan()?;
+    measure(
+        &args.output,
+        args.preset.name(),
+        quiet,
+        |s| tunnel::run(&plan, s),
+        |s| {
+            summary(
+                args.json,
+                s.record.tunnel.as_ref(),
+                cipherbench_report::tunnel::text,
+            )
+        },
+    )
+}
+
+/// `cipherbench tunnel cleanup`: removes what killed runs left, says what.
+fn cleanup(force: bool) -> Result<ExitCode> {
+    let cleaned = tunnel::topology::cleanup(force)?;
+    for ns in &cleaned.namespaces {
+        println!("removed network namespace {ns}");
+    }
+    if !cleaned.processes.is_empty() {
+        println!(
+            "killed {} process(es) inside them: {:?}",
+            cleaned.processes.len(),
+            cleaned.processes
+        );
+    }
+    for d in &cleaned.directories {
+        println!("removed {}", d.display());
+    }
+    for run in &cleaned.live_runs {
+        println!("left {run} alone: the cipherbench that made it is still running (--force removes it anyway)");
+    }
+    if cleaned.is_empty() && cleaned.live_runs.is_empty() {
+        println!("nothing to clean up");
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_tunnel_mtu_limit_is_the_largest_that_every_transform_fits() {
+        // AEADs: 8 header + 8 IV + pad(m + 2, 4) + 16 ICV <= 1472 -> 1438.
+        assert_eq!(max_tunnel_mtu(&[Transform::Aes128Gcm]), 1438);
+        // aes256-sha256: 8 + 16 IV + pad(m + 2, 16) + 16 ICV <= 1472 -> 1422.
+        assert_eq!(max_tunnel_mtu(&Transform::ALL), 1422);
+        for t in Transform::ALL {
+            let m = max_tunnel_mtu(&[t]) as usize;
+            assert!(t.sealed_len(m) <= 1472 && t.sealed_len(m + 1) > 1472, "{t}");
+        }
+    }
+}
