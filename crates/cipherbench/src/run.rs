@@ -11,10 +11,11 @@ use crate::interrupt;
 use crate::progress::{human_duration, one_line, Progress};
 use crate::results::{default_dir, Session};
 use crate::speed::SpeedPlan;
-use crate::tls::TlsPlan;
+use crate::tls::{ramp, sweep, RampPlan, SweepPlan};
 use crate::tunnel::TunnelPlan;
 use anyhow::Result;
 use std::path::PathBuf;
+use std::time::Duration;
 
 /// Everything the main job will do, resolved before anything starts.
 #[derive(Debug, Clone)]
@@ -33,6 +34,28 @@ pub struct RunPlan {
     pub tls: TlsPlan,
     /// Layer 4.
     pub tunnel: TunnelPlan,
+}
+
+/// Layer 3 of a preset: a sweep, then a ramp.
+#[derive(Debug, Clone)]
+pub struct TlsPlan {
+    /// The sweep.
+    pub sweep: SweepPlan,
+    /// The ramp.
+    pub ramp: RampPlan,
+}
+
+impl TlsPlan {
+    /// A rough duration for the estimate printed before a run.
+    pub fn estimate(&self) -> Duration {
+        self.sweep.estimate() + self.ramp.estimate()
+    }
+
+    /// Runs the sweep, then the ramp.
+    fn run(&self, session: &mut Session) -> Result<()> {
+        sweep::run(&self.sweep, session)?;
+        ramp::run(&self.ramp, session)
+    }
 }
 
 /// Runs the main job. Returns the session (for the summary) and the outcome.
@@ -88,7 +111,7 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
             .environment
             .tools
             .extend(crate::probe::tool_versions(&["nginx"]));
-        layer(&mut session, "tls", |s| crate::tls::run(&plan.tls, s))?;
+        layer(&mut session, "tls", |s| plan.tls.run(s))?;
         interrupt::check()?;
         layer(&mut session, "tunnel", |s| {
             crate::tunnel::run(&plan.tunnel, s)

@@ -1,8 +1,8 @@
 //! `cipherbench seal`, `open` and `file`: the flags, their resolution into options
 //! and plans (checked once, here; runners never see raw flags), and the commands.
 
-use super::flags::{dedup, DirectionArg, OutputArgs};
-use super::{measure, summary};
+use super::flags::{dedup, DirectionArg};
+use super::output::{measure, summary, OutputArgs};
 use crate::file::bench::{self, ColdChoice, FilePlan, InputSpec};
 use crate::file::keys::{self, SecretSource};
 use crate::file::seal::{self, Endpoint, OpenOptions, SealOptions};

@@ -1,37 +1,10 @@
-//! Flags and flag values that several commands share: where results go, a
-//! direction, `--target-gbps`, durations, and first-seen de-duplication of lists.
+//! Flag values that several commands share: a direction, `--target-gbps`,
+//! durations, and first-seen de-duplication of lists.
 
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::speed::Direction;
-use clap::{Args, ValueEnum};
-use std::path::PathBuf;
+use clap::ValueEnum;
 use std::time::Duration;
-
-/// Where results go.
-#[derive(Debug, Args)]
-pub struct OutputArgs {
-    /// Results directory (default: results/<timestamp>-<host>).
-    #[arg(long, value_name = "DIR")]
-    pub results: Option<PathBuf>,
-    /// Measure and print, but write no results directory.
-    #[arg(long, conflicts_with = "results")]
-    pub no_save: bool,
-}
-
-impl OutputArgs {
-    /// The results directory to write: none with `--no-save`, else `--results` or
-    /// the default for this host.
-    pub fn dir(&self, hostname: &str) -> Option<PathBuf> {
-        if self.no_save {
-            return None;
-        }
-        Some(
-            self.results
-                .clone()
-                .unwrap_or_else(|| crate::results::default_dir(hostname)),
-        )
-    }
-}
 
 /// A direction on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -1,12 +1,13 @@
 //! The command line, on top of everything: clap's types, and [`dispatch`], one call
 //! per command. Each command's flags, their resolution into a plan and the command
 //! itself are in a file of their own ([`speed`], [`file`], [`tls`], [`tunnel`],
-//! [`run`], [`report`]); the flags they share are in [`flags`] and every layer's
-//! presets in [`preset`]. Raw flags are parsed and checked here once: the layers
+//! [`run`], [`report`]); the flags they share are in [`flags`], where results go and
+//! how they are shown in [`output`], and every layer's presets in [`preset`]. Raw flags are parsed and checked here once: the layers
 //! below never see clap, only resolved plans.
 
 pub mod file;
 pub mod flags;
+pub mod output;
 pub mod preset;
 pub mod report;
 pub mod run;
@@ -14,13 +15,8 @@ pub mod speed;
 pub mod tls;
 pub mod tunnel;
 
-use crate::interrupt;
-use crate::progress::Progress;
-use crate::results::Session;
 use anyhow::Result;
 use clap::{Parser, Subcommand};
-use flags::OutputArgs;
-use serde::Serialize;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -107,56 +103,4 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Tunnel(args) => tunnel::command(&args, quiet),
         Command::Run(args) => run::command(&args, quiet),
     }
-}
-
-/// A single-layer measurement, once its flags are resolved: Ctrl-C handling, the
-/// machine's probe, a session writing where `output` says, the run, and the
-/// summary.
-fn measure(
-    output: &OutputArgs,
-    preset: &str,
-    quiet: bool,
-    run: impl FnOnce(&mut Session) -> Result<()>,
-    show: impl FnOnce(&Session),
-) -> Result<ExitCode> {
-    interrupt::install();
-    let environment = crate::probe::collect();
-    let dir = output.dir(&environment.hostname);
-    let mut session = Session::start(environment, preset, dir, Progress::new(quiet))?;
-    let outcome = run(&mut session);
-    finish(&mut session, outcome, show)
-}
-
-/// Prints one layer's results: pretty JSON with `--json`, else the text table;
-/// nothing if the layer has none.
-fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T) -> String) {
-    let Some(value) = value else {
-        return;
-    };
-    if json {
-        println!(
-            "{}",
-            serde_json::to_string_pretty(value).unwrap_or_default()
-        );
-    } else {
-        print!("{}", text(value));
-    }
-}
-
-/// Saves the session whatever the outcome, prints the summary of what was measured,
-/// and turns the outcome into an exit code.
-fn finish(
-    session: &mut Session,
-    outcome: Result<()>,
-    summary: impl FnOnce(&Session),
-) -> Result<ExitCode> {
-    session.finish(&outcome)?;
-    if session.has_measurements() {
-        summary(session);
-        if let Some(dir) = session.dir() {
-            println!("\nresults: {}", dir.display());
-            println!("report:  {}", dir.join("report.html").display());
-        }
-    }
-    outcome.map(|()| ExitCode::SUCCESS)
 }

@@ -6,9 +6,10 @@
 use crate::file::bench::{ColdChoice, FilePlan, InputSpec};
 use crate::file::tools::ToolId;
 use crate::host::cores;
+use crate::run::TlsPlan;
 use crate::speed::SpeedPlan;
 use crate::tls::suite::{self, KeyType, SEED_SUITES};
-use crate::tls::{RampPlan, ServerTarget, SweepPlan, TlsPlan};
+use crate::tls::{RampPlan, ServerTarget, SweepPlan};
 use crate::tunnel::TunnelPlan;
 use crate::variant::Variant;
 use anyhow::Result;

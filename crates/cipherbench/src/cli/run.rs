@@ -2,8 +2,8 @@
 //! plan of every layer), and the command. The orchestration itself is
 //! [`crate::run`].
 
-use super::finish;
 use super::flags::target_gbps;
+use super::output::finish;
 use super::preset::Preset;
 use crate::interrupt;
 use crate::run::RunPlan;

@@ -1,8 +1,8 @@
 //! `cipherbench speed`: the flags, their resolution into a [`SpeedPlan`], and the
 //! command.
 
-use super::flags::{dedup, DirectionArg, OutputArgs};
-use super::{measure, summary};
+use super::flags::{dedup, DirectionArg};
+use super::output::{measure, summary, OutputArgs};
 use crate::host::cores;
 use crate::speed::SpeedPlan;
 use crate::variant;

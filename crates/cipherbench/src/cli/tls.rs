@@ -1,8 +1,8 @@
 //! `cipherbench tls sweep|ramp|serve`: the flags, their resolution into plans, and
 //! the command. Bad input is refused here, before anything starts.
 
-use super::flags::{parse_duration, OutputArgs};
-use super::{measure, summary};
+use super::flags::parse_duration;
+use super::output::{measure, summary, OutputArgs};
 use crate::interrupt;
 use crate::results::Session;
 use crate::tls::serve::ServePlan;

@@ -1,9 +1,9 @@
 //! `cipherbench tunnel`: the flags, their resolution over a preset into a
 //! [`TunnelPlan`], `tunnel cleanup`, and the command.
 
-use super::flags::{dedup, OutputArgs};
+use super::flags::dedup;
+use super::output::{measure, summary, OutputArgs};
 use super::preset::Preset;
-use super::{measure, summary};
 use crate::tunnel::{self, TunnelPlan};
 use crate::variant;
 use anyhow::{bail, Result};

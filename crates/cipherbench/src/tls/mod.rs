@@ -175,28 +175,6 @@ pub struct RampPlan {
     pub target: ServerTarget,
 }
 
-/// Layer 3 of a preset: a sweep and a ramp.
-#[derive(Debug, Clone)]
-pub struct TlsPlan {
-    /// The sweep.
-    pub sweep: SweepPlan,
-    /// The ramp.
-    pub ramp: RampPlan,
-}
-
-impl TlsPlan {
-    /// A rough duration for the estimate printed before a run.
-    pub fn estimate(&self) -> Duration {
-        self.sweep.estimate() + self.ramp.estimate()
-    }
-}
-
-/// Runs a preset's layer 3: the sweep, then the ramp.
-pub fn run(plan: &TlsPlan, session: &mut Session) -> Result<()> {
-    sweep::run(&plan.sweep, session)?;
-    ramp::run(&plan.ramp, session)
-}
-
 /// Server and generator CPUs: nginx gets the first `cores` allowed CPUs, the
 /// generator the rest or those asked for, which must not overlap nginx's.
 pub(crate) fn assign_cpus(

@@ -1,0 +1,89 @@
+//! Where a measuring command's results go (`--results`, `--no-save`), its session
+//! from start to finish, and how its results are shown (a table, or JSON).
+
+use crate::interrupt;
+use crate::progress::Progress;
+use crate::results::Session;
+use anyhow::Result;
+use clap::Args;
+use serde::Serialize;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+/// Where results go.
+#[derive(Debug, Args)]
+pub struct OutputArgs {
+    /// Results directory (default: results/<timestamp>-<host>).
+    #[arg(long, value_name = "DIR")]
+    pub results: Option<PathBuf>,
+    /// Measure and print, but write no results directory.
+    #[arg(long, conflicts_with = "results")]
+    pub no_save: bool,
+}
+
+impl OutputArgs {
+    /// The results directory to write: none with `--no-save`, else `--results` or
+    /// the default for this host.
+    pub fn dir(&self, hostname: &str) -> Option<PathBuf> {
+        if self.no_save {
+            return None;
+        }
+        Some(
+            self.results
+                .clone()
+                .unwrap_or_else(|| crate::results::default_dir(hostname)),
+        )
+    }
+}
+
+/// A single-layer measurement, once its flags are resolved: Ctrl-C handling, the
+/// machine's probe, a session writing where `output` says, the run, and the
+/// summary.
+pub fn measure(
+    output: &OutputArgs,
+    preset: &str,
+    quiet: bool,
+    run: impl FnOnce(&mut Session) -> Result<()>,
+    show: impl FnOnce(&Session),
+) -> Result<ExitCode> {
+    interrupt::install();
+    let environment = crate::probe::collect();
+    let dir = output.dir(&environment.hostname);
+    let mut session = Session::start(environment, preset, dir, Progress::new(quiet))?;
+    let outcome = run(&mut session);
+    finish(&mut session, outcome, show)
+}
+
+/// Prints one layer's results: pretty JSON with `--json`, else the text table;
+/// nothing if the layer has none.
+pub fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T) -> String) {
+    let Some(value) = value else {
+        return;
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        );
+    } else {
+        print!("{}", text(value));
+    }
+}
+
+/// Saves the session whatever the outcome, prints the summary of what was measured,
+/// and turns the outcome into an exit code.
+pub fn finish(
+    session: &mut Session,
+    outcome: Result<()>,
+    summary: impl FnOnce(&Session),
+) -> Result<ExitCode> {
+    session.finish(&outcome)?;
+    if session.has_measurements() {
+        summary(session);
+        if let Some(dir) = session.dir() {
+            println!("\nresults: {}", dir.display());
+            println!("report:  {}", dir.join("report.html").display());
+        }
+    }
+    outcome.map(|()| ExitCode::SUCCESS)
+}
