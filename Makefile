@@ -1,6 +1,7 @@
 # The two commands: `make run` (install what is missing, build, run the main job)
-# and `make test` (install what is missing, check formatting and lints, run every
-# test). Both work on a fresh Debian machine, as root or with sudo.
+# and `make test` (install what is missing, check formatting, the modules' one-way
+# layering and lints, run every test). Both work on a fresh Debian machine, as root
+# or with sudo.
 
 CARGO ?= cargo
 BIN := target/release/cipherbench
@@ -12,6 +13,7 @@ run: deps build
 
 test: deps-test
 	$(CARGO) fmt --all --check
+	scripts/check-layering.sh
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --release --locked
 	$(CARGO) test --workspace --locked
@@ -27,6 +29,7 @@ build:
 
 lint:
 	$(CARGO) fmt --all --check
+	scripts/check-layering.sh
 	$(CARGO) clippy --workspace --all-targets -- -D warnings
 
 clean:

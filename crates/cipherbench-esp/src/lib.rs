@@ -24,6 +24,8 @@
 //! (ESN, RFC 4303 §2.2.1) are not implemented: only the low 32 bits travel, and an SA
 //! refuses to send once 2^32 - 1 has been used (RFC 4303 §3.3.3).
 
+#![forbid(unsafe_code)]
+
 mod counters;
 mod derive;
 pub mod engine;

@@ -5,6 +5,8 @@
 //! file, a clock or a socket: the app measures, this crate describes what was
 //! measured, and the report crate renders it.
 
+#![forbid(unsafe_code)]
+
 pub mod env;
 pub mod file;
 pub mod schema;

@@ -3,6 +3,8 @@
 //! returns text. Nothing here measures, reads files or prints, so `cipherbench report
 //! DIR` re-renders without re-measuring, and a rendering bug can never destroy data.
 
+#![forbid(unsafe_code)]
+
 pub mod compare;
 pub mod csv;
 pub mod file;

@@ -14,6 +14,8 @@
 //! [`Opener::open_batch`] from as many threads as it likes, so it can be tested and
 //! fuzzed alone. [`seal`] and [`open`] are the whole-buffer reference.
 
+#![forbid(unsafe_code)]
+
 pub mod chunk;
 pub mod header;
 pub mod keys;
