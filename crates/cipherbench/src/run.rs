@@ -22,7 +22,7 @@ use std::time::Duration;
 pub struct RunPlan {
     /// The preset's name, recorded in run.json (a resumed run must match it).
     pub preset: String,
-    /// The results directory (None: results/<timestamp>-<host>).
+    /// The results directory (None: `results/<timestamp>-<host>`).
     pub results: Option<PathBuf>,
     /// TLS throughput to plan for, Gbit/s (checked).
     pub target_gbps: Option<f64>,

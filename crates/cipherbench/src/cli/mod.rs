@@ -1,9 +1,10 @@
 //! The command line, on top of everything: clap's types, and [`dispatch`], one call
 //! per command. Each command's flags, their resolution into a plan and the command
-//! itself are in a file of their own ([`speed`], [`file`], [`tls`], [`tunnel`],
-//! [`run`], [`report`]); the flags they share are in [`flags`], where results go and
-//! how they are shown in [`output`], and every layer's presets in [`preset`]. Raw flags are parsed and checked here once: the layers
-//! below never see clap, only resolved plans.
+//! itself are in a file of their own ([`speed`], [`file`](mod@file), [`tls`],
+//! [`tunnel`], [`run`], [`report`]); the flag values they share are in [`flags`],
+//! where results go and how they are shown in [`output`], and every layer's presets
+//! in [`preset`]. Raw flags are parsed and checked here once: the layers below never
+//! see clap, only resolved plans.
 
 pub mod file;
 pub mod flags;

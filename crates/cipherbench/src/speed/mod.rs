@@ -1,10 +1,11 @@
 //! Layer 1, `cipherbench speed`: cipher throughput by buffer size, with AES-NI
 //! available (`accel`) and masked (`noaesni`).
 //!
-//! The parent resolves the plan and, for each cipher and variant, starts a worker
-//! child with the variant's `OPENSSL_ia32cap` (see [`worker`]). It records the
-//! vector each child's OpenSSL reports, decides whether the variant took effect, and
-//! checks the control ciphers. It never prints: progress goes to the observer.
+//! The parent takes the resolved plan and, for each cipher and variant, starts a
+//! worker child with the variant's `OPENSSL_ia32cap` (see [`worker`]). It records
+//! the vector each child's OpenSSL reports, has [`crate::variant`] judge whether the
+//! variant took effect, and checks the control ciphers. It never prints: progress
+//! goes to the observer.
 
 pub mod openssl_speed;
 pub mod worker;

@@ -9,9 +9,10 @@
 //! - [`sweep`]: seeds 000/003, the highest throughput within a latency limit;
 //! - [`ramp`]: seed 002, attempted/successful/unsuccessful under a rising rate.
 //!
-//! Plans arrive resolved from the flags, which are not this layer's business; runners fill the session
-//! and save after every point; nothing here prints except through the progress
-//! observer.
+//! Plans arrive resolved (the flags are the command line's, above this layer);
+//! runners fill the session and save after every point; nothing here prints except
+//! through the progress observer. The variant is [`crate::variant`]'s; cores,
+//! pinning and CPU time are [`crate::host`]'s.
 
 pub mod cert;
 pub mod cpu;
