@@ -6,7 +6,7 @@
 CARGO ?= cargo
 BIN := target/release/cipherbench
 
-.PHONY: run test deps deps-test build lint bench clean
+.PHONY: run test deps deps-test build lint bench clean openssl-upstream
 
 run: deps build
 	./$(BIN) run
@@ -26,6 +26,12 @@ deps-test:
 
 build:
 	$(CARGO) build --release --locked
+
+# A current upstream OpenSSL 3.x (3.6.3, from the openssl-src crate), built once into
+# target/openssl-upstream/<version>/ for putting another library under test; about 3-5
+# minutes on 2 busy cores, nothing on a second run. Not part of `test`.
+openssl-upstream:
+	scripts/build-openssl.sh
 
 lint:
 	$(CARGO) fmt --all --check
