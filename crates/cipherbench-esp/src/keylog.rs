@@ -118,7 +118,10 @@ mod tests {
         );
         let aes256 = record(Transform::Aes256Gcm);
         assert!(aes256.contains("\"0x000102"), "{aes256}");
-        assert!(aes256.contains("2223\",\"NULL\",\"\"\n"), "36 bytes: {aes256}");
+        assert!(
+            aes256.contains("2223\",\"NULL\",\"\"\n"),
+            "36 bytes: {aes256}"
+        );
     }
 
     #[test]
@@ -127,7 +130,12 @@ mod tests {
         let fields: Vec<&str> = line.trim_end().split(',').collect();
         assert_eq!(fields.len(), 8, "{line}");
         assert_eq!(fields[4], "\"AES-CBC [RFC3602]\"");
-        assert_eq!(fields[5].len(), 2 + 2 + 64, "0x and 32 bytes: {}", fields[5]);
+        assert_eq!(
+            fields[5].len(),
+            2 + 2 + 64,
+            "0x and 32 bytes: {}",
+            fields[5]
+        );
         assert!(fields[5].starts_with("\"0x00010203"));
         assert_eq!(fields[6], "\"HMAC-SHA-256-128 [RFC4868]\"");
         assert!(fields[7].starts_with("\"0x202122"), "{}", fields[7]);
@@ -150,7 +158,10 @@ mod tests {
         assert!(lines.iter().all(|l| l.starts_with('#')), "{text}");
         assert!(lines[1].starts_with("# \"IPv4\""), "{text}");
         assert!(lines[1].contains("\"ChaCha20 with Poly1305 [RFC7634]\""));
-        assert!(lines[1].contains("0x000102"), "the key is still there: {text}");
+        assert!(
+            lines[1].contains("0x000102"),
+            "the key is still there: {text}"
+        );
         for t in Transform::ALL {
             assert_eq!(
                 wireshark_4_0_decrypts(t),

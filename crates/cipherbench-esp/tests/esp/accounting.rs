@@ -65,7 +65,7 @@ proptest! {
     ) {
         let mut g = gateways(transform, 64);
         let mut sent: Vec<Vec<u8>> = Vec::new();
-        let mut seal = |g: &mut crate::common::Gateways, sent: &mut Vec<Vec<u8>>| {
+        let seal = |g: &mut crate::common::Gateways, sent: &mut Vec<Vec<u8>>| {
             let mut wire = vec![0u8; 256];
             let n = g.initiator_out.seal(&ipv4(60, sent.len() as u8), &mut wire).unwrap();
             wire.truncate(n);

@@ -44,7 +44,15 @@ fn payloads_too_short_to_classify_are_dropped_before_any_sa() {
     for t in Transform::ALL {
         let (mut set, _) = receiver(t);
         let mut out = [0u8; 64];
-        for payload in [&[][..], &[0], &[0xFE], &[0xFF, 0xFF], &[0, 0], &[0, 0, 0], &[9; 3]] {
+        for payload in [
+            &[][..],
+            &[0],
+            &[0xFE],
+            &[0xFF, 0xFF],
+            &[0, 0],
+            &[0, 0, 0],
+            &[9; 3],
+        ] {
             assert_eq!(
                 set.receive_udp(payload, &mut out),
                 Inbound::Dropped(DropReason::Unclassifiable),
