@@ -5,10 +5,12 @@
 //!
 //! What they prove: every transform carries iperf3 TCP and UDP and the gateways'
 //! counters agree with iperf3's bytes; packets on the wire decrypt with tshark
-//! (AES-GCM, AES-CBC + HMAC-SHA-256) and with RustCrypto's `chacha20poly1305`
-//! (ChaCha20-Poly1305, which this tshark cannot do); loss, duplicates, replays and
-//! forgeries are counted exactly and nothing is delivered twice; and nothing of ours
-//! is left after a normal run, an error, SIGINT, or SIGKILL plus `tunnel cleanup`.
+//! (AES-GCM, AES-CBC + HMAC-SHA-256, null) given nothing but the `--esp-keylog` file,
+//! and with RustCrypto's `chacha20poly1305` (ChaCha20-Poly1305, which this tshark
+//! cannot do); loss, duplicates, replays, forgeries, keepalives, IKE, empty and short
+//! datagrams are counted exactly, each under one outcome, and nothing is delivered
+//! twice; and nothing of ours is left after a normal run, an error, SIGINT, or SIGKILL
+//! plus `tunnel cleanup`.
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};

@@ -539,7 +539,7 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
             session.record.warn(
                 "tunnel",
                 "esp_drops",
-                format!("{what}: the gateways dropped {drops} ESP packets (by reason in run.json)"),
+                format!("{what}: the gateways dropped {drops} received datagrams (by reason in run.json)"),
             );
         }
     }

@@ -19,8 +19,8 @@ use std::path::{Path, PathBuf};
 /// The file's first lines: what it is, and that it is secret.
 const HEADER: &str =
     "# cipherbench ESP key log: Wireshark's ESP SA table (esp_sa), one record per SA.\n\
-# SECRET: these keys decrypt the tunnel's traffic. Use as tshark's esp_sa table, e.g.\n\
-# copy it to ~/.config/wireshark/esp_sa (see README: Decrypting a capture).\n";
+# SECRET: these keys decrypt the tunnel's traffic. Use it as the esp_sa file of a\n\
+# Wireshark configuration (cipherbench's README: Decrypting a capture of the tunnel).\n";
 
 /// Permission bits that let anyone but the owner in.
 const GROUP_OR_OTHER: u32 = 0o077;
