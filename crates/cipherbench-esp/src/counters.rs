@@ -1,17 +1,27 @@
-//! Why inbound packets are dropped, and the per-SA and per-gateway counters.
+//! Why inbound packets are dropped, the per-SA and per-gateway counters, and the
+//! accounting of every datagram received.
 //!
 //! A dropped packet is a [`DropReason`], counted in a fixed array indexed by reason
-//! ([`DropCounts`]), never an error string and never a panic. The counters serialise
-//! with serde (drops as a map from reason name to count) so the gateway can write them
-//! into its stats file; this module never writes anything itself.
+//! ([`DropCounts`]), never an error string and never a panic. Every UDP payload
+//! received on the ESP-in-UDP port has exactly one outcome, and [`Accounting`] holds
+//! the identity `received = opened + drops + NAT keepalives + non-ESP`. The counters
+//! serialise with serde (drops as a map from reason name to count) so the gateway can
+//! write them into its stats file; this module never writes anything itself.
 
 use serde::de::Error as _;
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use std::collections::BTreeMap;
 
-/// Why an inbound packet was dropped, in the order `open` checks.
+/// Why an inbound packet was dropped, in the order they are checked: classifying the
+/// UDP payload (RFC 3948 §2), then `open`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, thiserror::Error)]
 pub enum DropReason {
+    /// A UDP payload shorter than an SPI (4 bytes) that is not a NAT keepalive (one
+    /// 0xFF byte, RFC 3948 §2.3): neither an ESP header (§2.1) nor the non-ESP marker
+    /// (§2.2) fits in it, so it is no traffic of port 4500. An empty datagram counts
+    /// here.
+    #[error("UDP payload too short to be ESP, IKE or a NAT keepalive")]
+    Unclassifiable,
     /// Shorter than the shortest packet the SA can produce, or its encrypted part is
     /// not a whole number of the transform's alignment (RFC 4303 §2.4; for CBC, whole
     /// cipher blocks, RFC 3602 §3): bytes are missing.
@@ -53,10 +63,11 @@ pub enum DropReason {
 
 impl DropReason {
     /// The number of reasons.
-    pub const COUNT: usize = 10;
+    pub const COUNT: usize = 11;
 
     /// Every reason, in index order.
     pub const ALL: [DropReason; DropReason::COUNT] = [
+        DropReason::Unclassifiable,
         DropReason::Truncated,
         DropReason::UnknownSpi,
         DropReason::TooLarge,
@@ -77,6 +88,7 @@ impl DropReason {
     /// The snake_case name stats files use.
     pub fn name(self) -> &'static str {
         match self {
+            DropReason::Unclassifiable => "unclassifiable",
             DropReason::Truncated => "truncated",
             DropReason::UnknownSpi => "unknown_spi",
             DropReason::TooLarge => "too_large",
@@ -177,16 +189,76 @@ pub struct Counters {
     pub drops: DropCounts,
 }
 
-/// What an [`crate::InboundSet`] counts itself: UDP payloads that never reached an
-/// SA.
+/// What an [`crate::InboundSet`] counts itself: every UDP payload handed to
+/// [`crate::InboundSet::receive_udp`], and those that never reached an SA.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SetCounters {
-    /// RFC 3948 §2.2 NAT keepalives (one 0xFF byte) received.
+    /// UDP payloads received on the ESP-in-UDP port, whatever they were.
+    #[serde(default)]
+    pub received: u64,
+    /// RFC 3948 §2.3 NAT keepalives (one 0xFF byte) received.
     pub nat_keepalives: u64,
     /// RFC 3948 §2.2 non-ESP-marker payloads (IKE) received.
     pub non_esp: u64,
-    /// Drops before an SA was found: too short to hold an SPI, or an unknown SPI.
+    /// Drops before an SA was found: unclassifiable, too short to hold an ESP
+    /// header, or an unknown SPI.
     pub drops: DropCounts,
+}
+
+/// Every UDP payload one gateway received on the ESP-in-UDP port, by outcome. Each
+/// payload has exactly one (RFC 3948 §2): opened by an SA, dropped for one
+/// [`DropReason`], a NAT keepalive, or an IKE message behind the non-ESP marker. So
+/// `received = opened_packets + drops.total() + nat_keepalives + non_esp`, and
+/// [`Accounting::unaccounted`] is 0 whenever the counting is right.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Accounting {
+    /// UDP payloads received.
+    pub received: u64,
+    /// Opened and accepted: inner packets to deliver.
+    pub opened_packets: u64,
+    /// Inner bytes of the accepted packets.
+    pub opened_bytes: u64,
+    /// Dropped, by reason (before an SA was found and by the SAs).
+    pub drops: DropCounts,
+    /// RFC 3948 §2.3 NAT keepalives.
+    pub nat_keepalives: u64,
+    /// RFC 3948 §2.2 non-ESP-marker payloads (IKE; this crate has none, so they are
+    /// counted and ignored).
+    pub non_esp: u64,
+}
+
+impl Accounting {
+    /// The payloads that got an outcome.
+    pub fn accounted(&self) -> u64 {
+        self.opened_packets
+            .saturating_add(self.drops.total())
+            .saturating_add(self.nat_keepalives)
+            .saturating_add(self.non_esp)
+    }
+
+    /// `received - accounted`: 0 when every payload has exactly one outcome;
+    /// positive when some have none, negative when some were counted twice.
+    pub fn unaccounted(&self) -> i128 {
+        i128::from(self.received) - i128::from(self.accounted())
+    }
+
+    /// What happened between an earlier snapshot and this one (counters only grow;
+    /// a counter that went down reads as 0).
+    pub fn since(&self, earlier: &Accounting) -> Accounting {
+        let d = |now: u64, then: u64| now.saturating_sub(then);
+        let mut drops = DropCounts::default();
+        for (reason, now) in self.drops.iter() {
+            drops.0[reason.index()] = d(now, earlier.drops.get(reason));
+        }
+        Accounting {
+            received: d(self.received, earlier.received),
+            opened_packets: d(self.opened_packets, earlier.opened_packets),
+            opened_bytes: d(self.opened_bytes, earlier.opened_bytes),
+            drops,
+            nat_keepalives: d(self.nat_keepalives, earlier.nat_keepalives),
+            non_esp: d(self.non_esp, earlier.non_esp),
+        }
+    }
 }
 
 #[cfg(test)]
@@ -218,5 +290,32 @@ mod tests {
         assert!(serde_json::from_str::<DropCounts>(r#"{"gremlins": 1}"#).is_err());
         let partial: DropCounts = serde_json::from_str(r#"{"too_old": 4}"#).unwrap();
         assert_eq!(partial.get(DropReason::TooOld), 4);
+    }
+
+    #[test]
+    fn unaccounted_is_received_minus_every_outcome() {
+        let mut a = Accounting {
+            received: 10,
+            opened_packets: 6,
+            opened_bytes: 600,
+            nat_keepalives: 1,
+            non_esp: 1,
+            ..Accounting::default()
+        };
+        a.drops.increment(DropReason::Replayed);
+        a.drops.increment(DropReason::Unclassifiable);
+        assert_eq!((a.accounted(), a.unaccounted()), (10, 0));
+        a.received = 12;
+        assert_eq!(a.unaccounted(), 2, "two without an outcome");
+        a.received = 9;
+        assert_eq!(a.unaccounted(), -1, "one counted twice");
+        let earlier = Accounting {
+            received: 4,
+            opened_packets: 3,
+            ..Accounting::default()
+        };
+        let d = a.since(&earlier);
+        assert_eq!((d.received, d.opened_packets, d.opened_bytes), (5, 3, 600));
+        assert_eq!(d.drops.total(), 2);
     }
 }

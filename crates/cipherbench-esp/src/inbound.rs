@@ -5,9 +5,10 @@
 //! the SPI of each packet picks the SA (RFC 4303 §3.4.2), and a packet no SA claims is
 //! counted here as [`DropReason::UnknownSpi`]. The set owns no buffers: the caller
 //! passes the received payload and an output buffer and gets an [`Inbound`] back,
-//! borrowing from them.
+//! borrowing from them. Every payload given to [`InboundSet::receive_udp`] is counted
+//! as received and under exactly one outcome ([`InboundSet::accounting`]).
 
-use crate::counters::{DropCounts, DropReason, SetCounters};
+use crate::counters::{Accounting, DropCounts, DropReason, SetCounters};
 use crate::sa::{InboundSa, SaError};
 use crate::udp::{self, UdpPayload};
 use crate::ESP_HEADER_LEN;
@@ -80,9 +81,30 @@ impl InboundSet {
         self.sas.is_empty()
     }
 
-    /// What the set counted itself (drops before an SA was found, keepalives, IKE).
+    /// What the set counted itself (payloads received; drops before an SA was
+    /// found, keepalives, IKE).
     pub fn counters(&self) -> &SetCounters {
         &self.counters
+    }
+
+    /// Every payload [`InboundSet::receive_udp`] was given, by outcome, over the set
+    /// and all its SAs. Packets given to [`InboundSet::open`] directly are in the
+    /// outcomes but not in `received`.
+    pub fn accounting(&self) -> Accounting {
+        let mut a = Accounting {
+            received: self.counters.received,
+            nat_keepalives: self.counters.nat_keepalives,
+            non_esp: self.counters.non_esp,
+            drops: self.counters.drops,
+            ..Accounting::default()
+        };
+        for sa in &self.sas {
+            let c = sa.counters();
+            a.opened_packets = a.opened_packets.saturating_add(c.opened_packets);
+            a.opened_bytes = a.opened_bytes.saturating_add(c.opened_bytes);
+            a.drops.add(&c.drops);
+        }
+        a
     }
 
     /// Drops by reason over the set and all its SAs.
@@ -110,8 +132,10 @@ impl InboundSet {
         }
     }
 
-    /// RFC 3948: handles one UDP payload received on the ESP-in-UDP port.
+    /// RFC 3948: handles one UDP payload received on the ESP-in-UDP port, counting it
+    /// as received and under its outcome.
     pub fn receive_udp<'a>(&mut self, payload: &'a [u8], out: &'a mut [u8]) -> Inbound<'a> {
+        self.counters.received = self.counters.received.saturating_add(1);
         match udp::classify(payload) {
             UdpPayload::NatKeepalive => {
                 self.counters.nat_keepalives += 1;
@@ -120,6 +144,10 @@ impl InboundSet {
             UdpPayload::NonEsp(ike) => {
                 self.counters.non_esp += 1;
                 Inbound::NonEsp(ike)
+            }
+            UdpPayload::Unclassifiable => {
+                self.counters.drops.increment(DropReason::Unclassifiable);
+                Inbound::Dropped(DropReason::Unclassifiable)
             }
             UdpPayload::Esp(esp) => match self.open(esp, out) {
                 Ok(len) => Inbound::Packet {

@@ -13,8 +13,11 @@
 //! - [`InboundSet`]: the inbound SAs of one gateway keyed by SPI, with the
 //!   outcome-enum entry point [`InboundSet::receive_udp`];
 //! - [`DropReason`] and [`Counters`]: every dropped packet is a reason, counted;
+//!   [`Accounting`]: every received payload has exactly one outcome;
 //! - [`ReplayWindow`]: the RFC 4303 §3.4.3 sliding window (RFC 6479 bitmap);
-//! - [`udp`]: RFC 3948 port, non-ESP marker and NAT keepalive.
+//! - [`udp`]: RFC 3948 port, non-ESP marker and NAT keepalive;
+//! - [`keylog`]: an SA as a record of Wireshark's ESP SA table, for independent
+//!   decryption of a capture.
 //!
 //! The crypto goes through `cipherbench-crypto` (OpenSSL EVP), so the acceleration
 //! variants (`OPENSSL_ia32cap` in the process environment) apply here as in every
@@ -31,12 +34,13 @@ mod derive;
 pub mod engine;
 mod inbound;
 mod inner;
+pub mod keylog;
 mod replay;
 mod sa;
 mod transform;
 pub mod udp;
 
-pub use counters::{Counters, DropCounts, DropReason, SetCounters};
+pub use counters::{Accounting, Counters, DropCounts, DropReason, SetCounters};
 pub use derive::{derive_sa_pair, Role, SaPair};
 pub use inbound::{Inbound, InboundSet};
 pub use replay::{ReplayCheck, ReplayWindow};

@@ -145,8 +145,9 @@ pub fn text(t: &TunnelResults) -> String {
         .sum();
     let runs: usize = t.points.iter().map(|p| p.runs.len()).sum();
     out.push_str(&format!(
-        "byte check: {} of {runs} runs agree with the gateways' counters; ESP drops: {drops}\n",
-        runs - bad
+        "byte check: {} of {runs} runs agree with the gateways' counters; ESP drops: {drops}; {}\n",
+        runs - bad,
+        not_esp_sentence(t)
     ));
     for v in &t.variants {
         out.push_str(&crate::text::variant_line(v));
@@ -154,17 +155,42 @@ pub fn text(t: &TunnelResults) -> String {
     out
 }
 
+/// Both gateways of every run: (NAT keepalives, non-ESP datagrams, datagrams
+/// without exactly one outcome).
+fn not_esp(t: &TunnelResults) -> (u64, u64, i128) {
+    let gateways = t
+        .points
+        .iter()
+        .flat_map(|p| &p.runs)
+        .flat_map(|r| [&r.sender, &r.receiver]);
+    gateways.fold((0, 0, 0), |(k, n, u), g| {
+        (k + g.nat_keepalives, n + g.non_esp, u + g.unaccounted())
+    })
+}
+
+/// The gateways' received datagrams that were not ESP, and any they did not
+/// account for (RFC 3948: each is opened, dropped, a keepalive or IKE).
+fn not_esp_sentence(t: &TunnelResults) -> String {
+    let (keepalives, non_esp, unaccounted) = not_esp(t);
+    let accounted = if unaccounted == 0 {
+        "every received datagram accounted for".to_string()
+    } else {
+        format!("{unaccounted} received datagrams NOT accounted for")
+    };
+    format!("{accounted} ({keepalives} NAT keepalives, {non_esp} non-ESP)")
+}
+
 /// `tunnel.csv`: one row per measured run (the underlay's with transform
 /// `underlay`).
 pub fn csv(t: &TunnelResults) -> String {
     let mut out = String::from(
-        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share\n",
+        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for u in &t.underlay {
         for (i, r) in u.runs.iter().enumerate() {
             out.push_str(&format!(
-                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,\n",
+                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,\n",
                 u.protocol.as_str(),
                 i + 1,
                 opt(r.target_bits_per_sec),
@@ -183,7 +209,7 @@ pub fn csv(t: &TunnelResults) -> String {
                     .unwrap_or_default()
             };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 field(&p.transform),
                 field(&p.variant),
                 p.variant_side.as_str(),
@@ -209,6 +235,9 @@ pub fn csv(t: &TunnelResults) -> String {
                 r.byte_check.ok,
                 r.saturation.side,
                 opt(p.underlay_share),
+                r.sender.nat_keepalives + r.receiver.nat_keepalives,
+                r.sender.non_esp + r.receiver.non_esp,
+                r.sender.unaccounted() + r.receiver.unaccounted(),
             ));
         }
     }
@@ -331,7 +360,7 @@ pub fn html(t: &TunnelResults) -> String {
     out.push_str("<details><summary>Every run</summary><div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">variant</th><th class=\"l\">protocol</th><th>-b</th><th>Mbit/s</th><th>loss</th><th>retransmits</th><th>sealed</th><th>opened</th><th>bytes check</th><th class=\"l\">drops by reason</th></tr>");
     for p in &t.points {
         for r in &p.runs {
-            let reasons: Vec<String> = r
+            let mut reasons: Vec<String> = r
                 .sender
                 .drops
                 .iter()
@@ -339,8 +368,19 @@ pub fn html(t: &TunnelResults) -> String {
                 .filter(|(_, n)| **n > 0)
                 .map(|(k, n)| format!("{k} {n}"))
                 .collect();
+            // Not drops, but received and counted: say so where drops are.
+            let (keepalives, non_esp) = (
+                r.sender.nat_keepalives + r.receiver.nat_keepalives,
+                r.sender.non_esp + r.receiver.non_esp,
+            );
+            if keepalives + non_esp > 0 {
+                reasons.push(format!(
+                    "(not ESP: {keepalives} NAT keepalives, {non_esp} IKE)"
+                ));
+            }
+            let unaccounted = r.sender.unaccounted() + r.receiver.unaccounted();
             out.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{}{}</td></tr>",
                 escape(&p.transform),
                 escape(&p.variant),
                 p.protocol.as_str(),
@@ -351,7 +391,12 @@ pub fn html(t: &TunnelResults) -> String {
                 r.sender.sealed_packets,
                 r.receiver.opened_packets,
                 if r.byte_check.ok { "<span class=\"ok\">agrees</span>" } else { "<span class=\"bad\">differs</span>" },
-                escape(&if reasons.is_empty() { "none".to_string() } else { reasons.join(", ") })
+                escape(&if reasons.is_empty() { "none".to_string() } else { reasons.join(", ") }),
+                if unaccounted == 0 {
+                    String::new()
+                } else {
+                    format!(" <span class=\"bad\">{unaccounted} received datagrams not accounted for</span>")
+                }
             ));
         }
     }

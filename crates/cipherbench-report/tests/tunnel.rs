@@ -62,3 +62,55 @@ fn the_html_section_has_the_seed_table_the_chart_and_every_run() {
     // Bars: the underlay and each transform's TCP and UDP per variant.
     assert!(html.contains("TCP accel") && html.contains("UDP noaesni"));
 }
+
+#[test]
+fn datagrams_that_are_not_esp_are_shown_where_drops_are_and_gaps_are_flagged() {
+    let mut t = fixture();
+    let clean = tunnel::text(&t);
+    assert!(
+        clean.contains("every received datagram accounted for (0 NAT keepalives, 0 non-ESP)"),
+        "{clean}"
+    );
+    // A receiver that got keepalives and IKE, counted; then one more datagram than
+    // it has outcomes for.
+    let run = &mut t.points[1].runs[0];
+    run.receiver.esp_packets_received += 5;
+    run.receiver.nat_keepalives = 3;
+    run.receiver.non_esp = 2;
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains("every received datagram accounted for (3 NAT keepalives, 2 non-ESP)"),
+        "{text}"
+    );
+    let html = tunnel::html(&t);
+    assert!(
+        html.contains("(not ESP: 3 NAT keepalives, 2 IKE)"),
+        "{html}"
+    );
+    assert!(!html.contains("not accounted for"));
+    let csv = tunnel::csv(&t);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv
+        .lines()
+        .filter(|l| !l.starts_with("underlay"))
+        .nth(2)
+        .unwrap()
+        .split(',')
+        .collect();
+    let column = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(column("nat_keepalives"), "3");
+    assert_eq!(column("non_esp"), "2");
+    assert_eq!(column("unaccounted_datagrams"), "0");
+
+    t.points[1].runs[0].receiver.esp_packets_received += 1;
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains("1 received datagrams NOT accounted for"),
+        "{text}"
+    );
+    let html = tunnel::html(&t);
+    assert!(
+        html.contains("<span class=\"bad\">1 received datagrams not accounted for</span>"),
+        "{html}"
+    );
+}

@@ -460,3 +460,38 @@ fn an_unfinished_run_resumes_without_measuring_again() {
     assert_one_line_error(&fourth, "resume it with --preset tiny");
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn an_esp_keylog_others_could_read_is_refused_before_anything_starts() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = scratch("keylog");
+    std::fs::create_dir_all(&dir).unwrap();
+    let results = dir.join("results");
+    let readable = dir.join("readable.keys");
+    std::fs::write(&readable, "").unwrap();
+    std::fs::set_permissions(&readable, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let private = dir.join("private.keys");
+    std::fs::write(&private, "").unwrap();
+    std::fs::set_permissions(&private, std::fs::Permissions::from_mode(0o600)).unwrap();
+    let link = dir.join("link.keys");
+    std::os::unix::fs::symlink(&private, &link).unwrap();
+    for (keylog, needle) in [
+        (readable.clone(), "others may read or write it (mode 644)"),
+        (link, "symbolic link"),
+        (dir.clone(), "not a regular file"),
+        (dir.join("missing/esp.keys"), "does not exist"),
+    ] {
+        let out = bin()
+            .args(["tunnel", "--esp-keylog"])
+            .arg(&keylog)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, needle);
+        assert!(!results.exists(), "a results directory for bad input");
+    }
+    assert_eq!(std::fs::read_to_string(&readable).unwrap(), "");
+    assert_eq!(std::fs::read_to_string(&private).unwrap(), "");
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -5,23 +5,27 @@
 //!
 //! What they prove: every transform carries iperf3 TCP and UDP and the gateways'
 //! counters agree with iperf3's bytes; packets on the wire decrypt with tshark
-//! (AES-GCM, AES-CBC + HMAC-SHA-256) and with RustCrypto's `chacha20poly1305`
-//! (ChaCha20-Poly1305, which this tshark cannot do); loss, duplicates, replays and
-//! forgeries are counted exactly and nothing is delivered twice; and nothing of ours
-//! is left after a normal run, an error, SIGINT, or SIGKILL plus `tunnel cleanup`.
+//! (AES-GCM, AES-CBC + HMAC-SHA-256, null) given nothing but the `--esp-keylog` file,
+//! and with RustCrypto's `chacha20poly1305` (ChaCha20-Poly1305, which this tshark
+//! cannot do); loss, duplicates, replays, forgeries, keepalives, IKE, empty and short
+//! datagrams are counted exactly, each under one outcome, and nothing is delivered
+//! twice; and nothing of ours is left after a normal run, an error, SIGINT, or SIGKILL
+//! plus `tunnel cleanup`.
 
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
 use cipherbench::supervisor::{wait_until, Spawn};
+use cipherbench::tunnel::gateway::keylog;
 use cipherbench::tunnel::gateway::sys::enter_netns;
 use cipherbench::tunnel::gateways::{GatewayPair, PairOptions};
 use cipherbench::tunnel::iperf::received_datagrams;
 use cipherbench::tunnel::topology::{self, Names, TopologyOptions};
-use cipherbench::tunnel::{check_prerequisites, measured_run, Lab};
+use cipherbench::tunnel::{analysis, check_prerequisites, measured_run, Lab};
 use cipherbench::variant::Variant;
 use cipherbench_esp::{derive_sa_pair, Role, Transform};
 use cipherbench_model::tunnel::{Protocol, TunnelRun};
 use std::net::{SocketAddrV4, UdpSocket};
+use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -78,6 +82,16 @@ fn lab_with(test: &str, needs: &[&str], segment_on_the_wire: bool) -> Option<Lab
 }
 
 fn pair(lab: &Lab, transform: Transform, label: &str, peer: Option<SocketAddrV4>) -> GatewayPair {
+    pair_logging(lab, transform, label, peer, None)
+}
+
+fn pair_logging(
+    lab: &Lab,
+    transform: Transform,
+    label: &str,
+    peer: Option<SocketAddrV4>,
+    esp_keylog: Option<&Path>,
+) -> GatewayPair {
     GatewayPair::start(
         lab.names(),
         &PairOptions {
@@ -93,6 +107,7 @@ fn pair(lab: &Lab, transform: Transform, label: &str, peer: Option<SocketAddrV4>
             receiver_cpus: vec![],
             replay_window: 1024,
             sender_peer: peer,
+            esp_keylog: esp_keylog.map(Path::to_path_buf),
         },
         &Variant::accel(),
         &Variant::accel(),
@@ -444,6 +459,239 @@ fn chacha20_poly1305_frames_open_with_an_independent_implementation() {
     lab.stop().expect("teardown");
 }
 
+/// One ESP frame as tshark dissected it with an SA table.
+#[derive(Debug)]
+struct Dissected {
+    /// The inner IP destination, when tshark decrypted the frame: IPv4 (iperf3's
+    /// traffic) or IPv6 (what the kernel sends on any new link: router
+    /// solicitations, link-local).
+    inner_destination: Option<String>,
+    /// An inner TCP or UDP segment to or from iperf3's port.
+    inner_tcp_iperf: bool,
+    inner_udp_iperf: bool,
+    /// tshark verified the ICV.
+    icv_good: bool,
+}
+
+/// Runs tshark over a capture with `esp_sa` as its whole ESP SA table: a fresh
+/// configuration directory (`XDG_CONFIG_HOME`) holding only that file.
+fn tshark_with_esp_sa(file: &Path, esp_sa: &Path, config: &Path) -> Vec<Dissected> {
+    let dir = config.join("wireshark");
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(esp_sa, dir.join("esp_sa")).unwrap();
+    let out = Spawn::new("tshark")
+        .env("XDG_CONFIG_HOME", config)
+        .args(["-r"])
+        .args([file.as_os_str()])
+        .args([
+            "-o",
+            "esp.enable_encryption_decode:TRUE",
+            "-o",
+            "esp.enable_authentication_check:TRUE",
+            "-Y",
+            "esp",
+            "-T",
+            "fields",
+            "-E",
+            "occurrence=a",
+            "-e",
+            "ip.dst",
+            "-e",
+            "tcp.port",
+            "-e",
+            "udp.port",
+            "-e",
+            "esp.icv_good",
+            "-e",
+            "ipv6.dst",
+        ])
+        .output(Duration::from_secs(60))
+        .expect("running tshark")
+        .success("tshark")
+        .expect("tshark reads the capture");
+    // Wireshark refuses a whole table at a record it cannot parse: say so loudly.
+    assert!(
+        !out.stderr.contains("Error loading table"),
+        "tshark refused the key log: {}",
+        out.stderr
+    );
+    let iperf = cipherbench::tunnel::iperf::PORT.to_string();
+    out.stdout
+        .lines()
+        .map(|l| {
+            let f: Vec<&str> = l.split('\t').collect();
+            let field = |i: usize| f.get(i).copied().unwrap_or("");
+            // Several occurrences of a field are joined with commas.
+            let ips: Vec<&str> = field(0).split(',').collect();
+            let udp: Vec<&str> = field(2).split(',').filter(|p| !p.is_empty()).collect();
+            Dissected {
+                // The outer header first, a decrypted inner IPv4 one second.
+                inner_destination: ips
+                    .get(1)
+                    .or(Some(&field(4)).filter(|v6| !v6.is_empty()))
+                    .map(|s| s.to_string()),
+                inner_tcp_iperf: field(1).split(',').any(|p| p == iperf),
+                // The outer UDP is 4500 <-> 4500; an inner one follows it.
+                inner_udp_iperf: udp.len() > 2 && udp[2..].contains(&iperf.as_str()),
+                icv_good: matches!(field(3), "1" | "True"),
+            }
+        })
+        .collect()
+}
+
+/// The key log's records for one transform: (SPI, cipher key) of every record,
+/// commented out or not.
+fn keylog_records(text: &str) -> Vec<(u32, Vec<u8>)> {
+    text.lines()
+        .map(|l| l.trim_start_matches("# "))
+        .filter(|l| l.starts_with("\"IPv4\""))
+        .map(|l| {
+            let fields: Vec<&str> = l.split(',').map(|f| f.trim_matches('"')).collect();
+            assert_eq!(fields.len(), 8, "{l}");
+            let spi = u32::from_str_radix(fields[3].trim_start_matches("0x"), 16).unwrap();
+            let key = fields[5].trim_start_matches("0x");
+            let key = (0..key.len())
+                .step_by(2)
+                .map(|i| u8::from_str_radix(&key[i..i + 2], 16).unwrap())
+                .collect();
+            (spi, key)
+        })
+        .collect()
+}
+
+#[test]
+fn tshark_decrypts_the_tunnel_with_nothing_but_the_esp_keylog() {
+    let _serial = serial();
+    let Some(lab) = wire_lab(
+        "tshark_decrypts_the_tunnel_with_nothing_but_the_esp_keylog",
+        &["tshark", "dumpcap"],
+    ) else {
+        return;
+    };
+    let dir = lab.names().dir.clone();
+    let empty = dir.join("empty-esp_sa");
+    std::fs::write(&empty, "").unwrap();
+    for transform in Transform::ALL {
+        let keylog = dir.join(format!("{transform}.keys"));
+        assert!(keylog::prepare(&keylog).unwrap(), "created");
+        let mut gateways = pair_logging(
+            &lab,
+            transform,
+            &format!("keylog/{transform}"),
+            None,
+            Some(&keylog),
+        );
+        let file = dir.join(format!("keylog-{transform}.pcap"));
+        capture(&lab, &file, 3000, || {
+            udp_run(&lab, &mut gateways, 1, 5e6);
+            let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 1);
+            measured_run(&tcp, &mut gateways, lab.names(), None).expect("tcp");
+        });
+        gateways.stop().expect("stop");
+        let mode = std::fs::metadata(&keylog).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600, "{transform}: the key log is private");
+        let text = std::fs::read_to_string(&keylog).unwrap();
+        let records = keylog_records(&text);
+        assert_eq!(records.len(), 2, "{transform}: one record per SA:\n{text}");
+
+        if !cipherbench_esp::keylog::wireshark_4_0_decrypts(transform) {
+            // This tshark has no ChaCha20-Poly1305 for ESP: the record is a comment,
+            // the table still loads, and an independent implementation (RustCrypto)
+            // opens the frames with the key and salt from the key log alone.
+            assert!(text
+                .lines()
+                .filter(|l| l.contains("IPv4"))
+                .all(|l| l.starts_with('#')));
+            tshark_with_esp_sa(&file, &keylog, &dir.join(format!("{transform}-config")));
+            let mut opened = 0;
+            for esp in pcap_udp_payloads(&file) {
+                let spi = esp.get(..4).unwrap_or_default();
+                let Some((_, keymat)) = records.iter().find(|(s, _)| spi == s.to_be_bytes()) else {
+                    continue;
+                };
+                let cipher = ChaCha20Poly1305::new_from_slice(&keymat[..32]).unwrap();
+                let mut nonce = [0u8; 12];
+                nonce[..4].copy_from_slice(&keymat[32..36]);
+                nonce[4..].copy_from_slice(&esp[8..16]);
+                let (body, tag) = esp[16..].split_at(esp.len() - 32);
+                let mut plain = body.to_vec();
+                cipher
+                    .decrypt_in_place_detached(
+                        Nonce::from_slice(&nonce),
+                        &esp[..8],
+                        &mut plain,
+                        Tag::from_slice(tag),
+                    )
+                    .expect("a frame opens with the logged key");
+                opened += 1;
+            }
+            assert!(opened >= 1000, "{transform}: only {opened} frames opened");
+            eprintln!("{transform}: RustCrypto opened {opened} ESP frames with the key log's commented record");
+            continue;
+        }
+
+        let frames = tshark_with_esp_sa(&file, &keylog, &dir.join(format!("{transform}-config")));
+        assert!(
+            frames.len() >= 1000,
+            "{transform}: only {} ESP frames",
+            frames.len()
+        );
+        let undecrypted: Vec<_> = frames
+            .iter()
+            .filter(|f| f.inner_destination.is_none())
+            .collect();
+        assert!(
+            undecrypted.is_empty(),
+            "{transform}: {} of {} frames not decrypted: {:?}",
+            undecrypted.len(),
+            frames.len(),
+            &undecrypted[..undecrypted.len().min(3)]
+        );
+        // Inside: the TUN addresses, or the kernel's IPv6 link-local chatter.
+        let inner = |f: &Dissected| f.inner_destination.clone().unwrap_or_default();
+        assert!(
+            frames.iter().all(|f| {
+                let to = inner(f);
+                to == topology::INNER_RECEIVER
+                    || to == topology::INNER_SENDER
+                    || to.starts_with("fe80:")
+                    || to.starts_with("ff02:")
+            }),
+            "{transform}: {:?}",
+            frames
+                .iter()
+                .map(inner)
+                .collect::<std::collections::BTreeSet<_>>()
+        );
+        // iperf3's own traffic, inside: UDP datagrams and TCP segments on its port.
+        let udp = frames.iter().filter(|f| f.inner_udp_iperf).count();
+        let tcp = frames.iter().filter(|f| f.inner_tcp_iperf).count();
+        assert!(
+            udp >= 300 && tcp >= 300,
+            "{transform}: {udp} UDP, {tcp} TCP inner iperf3 frames"
+        );
+        if transform != Transform::Null {
+            assert!(
+                frames.iter().all(|f| f.icv_good),
+                "{transform}: an ICV did not verify"
+            );
+        }
+        eprintln!(
+            "{transform}: tshark decrypted {} of {} ESP frames with the key log ({udp} iperf3 UDP, {tcp} iperf3 TCP inside)",
+            frames.len() - undecrypted.len(),
+            frames.len()
+        );
+        // The check can fail: without the key log, nothing decrypts.
+        let blind = tshark_with_esp_sa(&file, &empty, &dir.join(format!("{transform}-blind")));
+        assert_eq!(blind.len(), frames.len());
+        assert!(
+            blind.iter().all(|f| f.inner_destination.is_none()),
+            "{transform}: decrypted without keys"
+        );
+    }
+    lab.stop().expect("teardown");
+}
+
 fn nft(netns: &str, args: &[&str]) -> String {
     let mut full = vec!["netns", "exec", netns, "nft"];
     full.extend_from_slice(args);
@@ -545,12 +793,40 @@ struct Injected {
     truncated: u64,
     unknown_spi: u64,
     keepalives: u64,
+    /// IKE behind the non-ESP marker (RFC 3948 §2.2), the bare marker included.
+    ike: u64,
+    /// Fewer than 4 bytes and not a keepalive, the empty datagram included.
+    unclassifiable: u64,
+    /// 4 to 7 bytes that are not the marker: an SPI but no whole ESP header.
+    short_esp: u64,
+    /// Noise behind an SPI no SA has.
+    garbage: u64,
+}
+
+impl Injected {
+    /// Every datagram the relay sent to the receiving gateway.
+    fn sent(&self) -> u64 {
+        self.forwarded
+            + self.duplicates
+            + self.in_window_replays
+            + self.stale_replays
+            + self.forged
+            + self.truncated
+            + self.unknown_spi
+            + self.keepalives
+            + self.ike
+            + self.unclassifiable
+            + self.short_esp
+            + self.garbage
+    }
 }
 
 /// A relay in the receiver's namespace between the sending gateway and the
 /// receiving one: forwards every ESP datagram once, and around it injects exact
 /// numbers of duplicates, replays (inside and beyond the 1024-packet window),
-/// forgeries, truncations, an unknown SPI and NAT keepalives.
+/// forgeries, truncations, an unknown SPI, and what else port 4500 may receive: NAT
+/// keepalives, IKE behind the non-ESP marker, datagrams too short to classify (the
+/// empty one too), short ESP headers and noise.
 fn relay(
     netns: String,
     listen: SocketAddrV4,
@@ -607,6 +883,25 @@ fn relay(
                 socket.send_to(&[0xff], to).unwrap();
                 n.keepalives += 1;
             }
+            if i % 150 == 20 {
+                // An IKE_SA_INIT-sized message and the bare marker.
+                let mut ike = vec![0u8; 4];
+                ike.extend((0..300u32).map(|b| (b * 7 + i as u32) as u8));
+                socket.send_to(&ike, to).unwrap();
+                socket.send_to(&[0, 0, 0, 0], to).unwrap();
+                n.ike += 2;
+                for short in [&[][..], &[0x12], &[0xff, 0xff], &[0, 0, 0]] {
+                    socket.send_to(short, to).unwrap();
+                    n.unclassifiable += 1;
+                }
+                socket.send_to(&[9, 9, 9, 9, 9], to).unwrap();
+                n.short_esp += 1;
+                let noise: Vec<u8> = (0..64u32)
+                    .map(|b| (b.wrapping_mul(2_654_435_761) >> 13) as u8 | 1)
+                    .collect();
+                socket.send_to(&noise, to).unwrap();
+                n.garbage += 1;
+            }
             history.push(d);
         }
         n
@@ -618,7 +913,7 @@ fn relay(
 }
 
 #[test]
-fn duplicated_replayed_and_forged_packets_are_dropped_by_reason_and_never_delivered_twice() {
+fn every_datagram_sent_to_a_gateway_is_counted_once_by_outcome_and_none_delivered_twice() {
     let _serial = serial();
     let Some(lab) = lab("duplicated_replayed_and_forged_packets", &[]) else {
         return;
@@ -659,9 +954,29 @@ fn duplicated_replayed_and_forged_packets_are_dropped_by_reason_and_never_delive
     );
     assert_eq!(drops("too_old"), n.stale_replays, "{n:?}");
     assert_eq!(drops("authentication_failed"), n.forged, "{n:?}");
-    assert_eq!(drops("truncated"), n.truncated, "{n:?}");
-    assert_eq!(drops("unknown_spi"), n.unknown_spi, "{n:?}");
-    assert_eq!(after.rx.nat_keepalives, n.keepalives);
+    assert_eq!(drops("truncated"), n.truncated + n.short_esp, "{n:?}");
+    assert_eq!(drops("unknown_spi"), n.unknown_spi + n.garbage, "{n:?}");
+    assert_eq!(drops("unclassifiable"), n.unclassifiable, "{n:?}");
+    assert_eq!(after.inbound.nat_keepalives, n.keepalives);
+    assert_eq!(after.inbound.non_esp, n.ike);
+    // Every datagram the relay sent arrived (none dropped at the socket), and the
+    // gateway's two counts agree: what its socket loop read, and the outcomes the
+    // ESP core gave them, one each.
+    assert!(
+        n.ike > 0 && n.unclassifiable > 0 && n.keepalives > 0,
+        "{n:?}"
+    );
+    assert_eq!(
+        after.socket_drops, 0,
+        "the exact counts need a lossless socket"
+    );
+    assert_eq!(after.rx.udp_packets, n.sent(), "{n:?} {:?}", after.rx);
+    assert_eq!(after.inbound.received, n.sent(), "{:?}", after.inbound);
+    assert_eq!(after.inbound.unaccounted(), 0, "{:?}", after.inbound);
+    // The same identity over the measured run, as run.json carries it.
+    assert!(r.nat_keepalives > 0 && r.non_esp > 0, "{r:?}");
+    assert_eq!(r.unaccounted(), 0, "{r:?}");
+    assert_eq!(analysis::unaccounted(r), None);
     // Every genuine datagram was opened exactly once: as many as were forwarded,
     // and iperf3 received every datagram it sent, once.
     assert_eq!(after.inbound.opened_packets, n.forwarded, "{n:?}");
@@ -844,6 +1159,61 @@ fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains(&format!("cbtun-{pid}-")), "{said}");
     assert_nothing_left(pid, &gateways, "SIGKILL + tunnel cleanup");
+}
+
+#[test]
+fn the_esp_keylog_flag_logs_every_sa_privately_and_appends_across_runs() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the key log flag test: {e:#}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cb-keylog-cli-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let keys = dir.join("esp.keys");
+    let records = |text: &str| -> Vec<Vec<String>> {
+        text.lines()
+            .filter(|l| !l.starts_with('#'))
+            .map(|l| {
+                l.split(',')
+                    .map(|f| f.trim_matches('"').to_string())
+                    .collect()
+            })
+            .collect()
+    };
+    for (run, expected) in [(1, 2), (2, 4)] {
+        let out = tunnel_command(&["--seconds", "1", "--esp-keylog"])
+            .arg(&keys)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "run {run}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let mode = std::fs::metadata(&keys).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        let text = std::fs::read_to_string(&keys).unwrap();
+        assert!(text.starts_with("# cipherbench ESP key log") && text.contains("SECRET"));
+        let all = records(&text);
+        // The null transform, one pair of gateways per run: one SA each way.
+        assert_eq!(all.len(), expected, "run {run}:\n{text}");
+        for pair in all.chunks(2) {
+            let ways: Vec<(&str, &str)> = pair
+                .iter()
+                .map(|r| (r[1].as_str(), r[2].as_str()))
+                .collect();
+            assert!(ways.contains(&(topology::UNDERLAY_SENDER, topology::UNDERLAY_RECEIVER)));
+            assert!(ways.contains(&(topology::UNDERLAY_RECEIVER, topology::UNDERLAY_SENDER)));
+            assert_ne!(pair[0][3], pair[1][3], "two SPIs");
+            assert!(
+                pair.iter().all(|r| r.len() == 8 && r[4] == "NULL"),
+                "{pair:?}"
+            );
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
 }
 
 #[test]

@@ -217,6 +217,16 @@ fn lossy_reordering_duplicating_link_matches_the_model() {
                 for (r, n) in &drops {
                     assert_eq!(counted.get(*r), *n);
                 }
+                // Every arrival, ESP or not, has exactly one outcome.
+                let a = receiver.accounting();
+                let kind = |k: fn(&Datagram) -> bool| arrivals.iter().filter(|d| k(d)).count();
+                assert_eq!(a.received, arrivals.len() as u64, "{t}");
+                assert_eq!(a.unaccounted(), 0, "{t} window {window}: {a:?}");
+                assert_eq!(
+                    a.nat_keepalives,
+                    kind(|d| matches!(d, Datagram::Keepalive)) as u64
+                );
+                assert_eq!(a.non_esp, kind(|d| matches!(d, Datagram::Ike)) as u64);
             }
         }
     }

@@ -1,12 +1,13 @@
 //! cipherbench-esp's integration tests, one binary: known answers through the SA's
 //! crypto calls, packet-level round trips and interop, every drop reason from a crafted
-//! packet, sequence exhaustion, and an in-memory two-gateway network with loss,
-//! reordering and duplication.
+//! packet, exactly one outcome for every received payload, sequence exhaustion, and an
+//! in-memory two-gateway network with loss, reordering and duplication.
 //!
 //! Every test here involves crypto, so the whole binary runs twice: in this process
 //! (the library's default, accelerated paths) and, from [`variants`], in a child with
 //! AES-NI and PCLMULQDQ masked (`noaesni`).
 
+mod accounting;
 mod common;
 mod drops;
 mod harness;

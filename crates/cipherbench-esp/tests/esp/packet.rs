@@ -289,11 +289,12 @@ fn keepalives_and_ike_are_recognised_and_counted_not_parsed() {
     );
     assert_eq!(
         g.responder_in.receive_udp(&[1, 2, 3], &mut out),
-        Inbound::Dropped(DropReason::Truncated)
+        Inbound::Dropped(DropReason::Unclassifiable)
     );
     let c = g.responder_in.counters();
-    assert_eq!((c.nat_keepalives, c.non_esp), (1, 1));
+    assert_eq!((c.received, c.nat_keepalives, c.non_esp), (3, 1, 1));
     assert_eq!(g.responder_in.total_drops().total(), 1);
     let stats = serde_json::to_value(c).unwrap();
-    assert_eq!(stats["drops"]["truncated"], 1);
+    assert_eq!(stats["drops"]["unclassifiable"], 1);
+    assert_eq!(g.responder_in.accounting().unaccounted(), 0);
 }

@@ -298,6 +298,7 @@ impl Preset {
             offload: true,
             udp_offload: true,
             pin: true,
+            esp_keylog: None,
         };
         match self {
             Preset::Quick => {}

@@ -10,6 +10,7 @@ use anyhow::{bail, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::tunnel::{Protocol, VariantSide};
 use clap::{Args, Subcommand, ValueEnum};
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// `cipherbench tunnel`.
@@ -86,6 +87,10 @@ pub struct TunnelArgs {
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Append every SA (addresses, SPI, algorithms, keys) to FILE as Wireshark's
+    /// esp_sa table, for tshark to decrypt a capture. SECRET: created 0600.
+    #[arg(long, value_name = "FILE")]
+    pub esp_keylog: Option<PathBuf>,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -240,6 +245,9 @@ impl TunnelArgs {
         plan.udp_offload &= !self.no_udp_offload;
         plan.pin &= !self.no_pin;
         plan.underlay &= !self.no_underlay;
+        plan.esp_keylog = (self.esp_keylog.as_deref())
+            .map(tunnel::gateway::keylog::check)
+            .transpose()?;
         if plan.transforms.is_empty() || plan.variants.is_empty() || plan.protocols.is_empty() {
             bail!("nothing to measure: give at least one transform, variant and protocol");
         }

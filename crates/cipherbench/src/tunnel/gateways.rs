@@ -156,6 +156,8 @@ pub struct PairOptions {
     /// Where the sender sends ESP (normally the receiver's underlay address; a
     /// test puts a relay there).
     pub sender_peer: Option<SocketAddrV4>,
+    /// The prepared ESP key log each gateway appends its outbound SA to.
+    pub esp_keylog: Option<PathBuf>,
 }
 
 /// The two gateways.
@@ -206,6 +208,7 @@ impl GatewayPair {
             socket_buffer_bytes: 8 << 20,
             replay_window: options.replay_window,
             mtu: options.mtu,
+            esp_keylog: options.esp_keylog.clone(),
         };
         let receiver = Gateway::start(
             &options.program,
@@ -295,12 +298,11 @@ pub fn gateway_run(
     let (after, ns_after) = after;
     let d = |a: u64, b: u64| b.saturating_sub(a);
     let wall = d(before.monotonic_ns, after.monotonic_ns).max(1) as f64;
-    let drops = after
-        .inbound
+    let inbound = after.inbound.since(&before.inbound);
+    let drops = inbound
         .drops
         .iter()
-        .zip(before.inbound.drops.iter())
-        .map(|((reason, a), (_, b))| (reason.name().to_string(), a.saturating_sub(b)))
+        .map(|(reason, n)| (reason.name().to_string(), n))
         .collect();
     let threads = after
         .threads
@@ -332,9 +334,11 @@ pub fn gateway_run(
         esp_bytes_sent: d(tx0.udp_bytes, tx1.udp_bytes),
         esp_packets_received: d(rx0.udp_packets, rx1.udp_packets),
         esp_bytes_received: d(rx0.udp_bytes, rx1.udp_bytes),
-        opened_packets: d(before.inbound.opened_packets, after.inbound.opened_packets),
-        opened_bytes: d(before.inbound.opened_bytes, after.inbound.opened_bytes),
+        opened_packets: inbound.opened_packets,
+        opened_bytes: inbound.opened_bytes,
         drops,
+        nat_keepalives: inbound.nat_keepalives,
+        non_esp: inbound.non_esp,
         socket_drops: d(before.socket_drops, after.socket_drops),
         namespace_udp_drops: d(ns_before.udp_rcvbuf_errors, ns_after.udp_rcvbuf_errors),
         tun_queue_drops: d(ns_before.tun_queue_drops, ns_after.tun_queue_drops),

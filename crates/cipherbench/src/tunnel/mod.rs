@@ -29,6 +29,7 @@ use cipherbench_model::tunnel::{
 use cipherbench_model::Summary;
 use gateways::{GatewayPair, PairOptions};
 use search::{Search, Step};
+use std::path::PathBuf;
 use std::time::Duration;
 use topology::{Names, Topology, TopologyOptions};
 
@@ -75,6 +76,9 @@ pub struct TunnelPlan {
     pub udp_offload: bool,
     /// Pin gateways and iperf3 to cores.
     pub pin: bool,
+    /// Where the gateways log their SAs for Wireshark (`--esp-keylog`): an absolute
+    /// path checked by [`gateway::keylog::check`]. Not part of the results.
+    pub esp_keylog: Option<PathBuf>,
 }
 
 impl TunnelPlan {
@@ -262,7 +266,17 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
         mtu: plan.mtu,
         segment_on_the_wire: false,
     })?;
+    // After the prerequisites (a user without root hears that first); a failure
+    // here drops the lab, which removes it.
+    let created_keylog = match &plan.esp_keylog {
+        Some(path) => gateway::keylog::prepare(path)?,
+        None => false,
+    };
     let outcome = measure(plan, &lab, session);
+    if let (Err(_), true, Some(path)) = (&outcome, created_keylog, &plan.esp_keylog) {
+        // A file we created goes again only if no gateway wrote to it.
+        gateway::keylog::remove_if_unused(path);
+    }
     let stopped = lab.stop();
     outcome?;
     stopped
@@ -379,6 +393,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             receiver_cpus: pinning.receiver_gateway.clone(),
             replay_window: 1024,
             sender_peer: None,
+            esp_keylog: plan.esp_keylog.clone(),
         };
         let mut pair = GatewayPair::start(names, &options, sender_variant, receiver_variant)?;
         for gateway in [&pair.sender, &pair.receiver] {
@@ -513,12 +528,19 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
                 ),
             );
         }
+        for gateway in [&run.sender, &run.receiver] {
+            if let Some(why) = analysis::unaccounted(gateway) {
+                session
+                    .record
+                    .warn("tunnel", "unaccounted_datagrams", format!("{what}: {why}"));
+            }
+        }
         let drops = run.receiver.drops_total() + run.sender.drops_total();
         if drops > 0 {
             session.record.warn(
                 "tunnel",
                 "esp_drops",
-                format!("{what}: the gateways dropped {drops} ESP packets (by reason in run.json)"),
+                format!("{what}: the gateways dropped {drops} received datagrams (by reason in run.json)"),
             );
         }
     }

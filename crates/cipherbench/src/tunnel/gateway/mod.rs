@@ -9,8 +9,10 @@
 //! stops, and a snapshot is written once a second and at exit ([`stats`]).
 //!
 //! Protocol on stdout: `ready {"cpu_settings": ...}` once both paths run, then one
-//! `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit.
+//! `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit. Asked to, it
+//! appends the SA it seals with to the ESP key log ([`keylog`]) before it starts.
 
+pub mod keylog;
 pub mod offload;
 pub mod pump;
 pub mod stats;
@@ -67,6 +69,10 @@ pub struct GatewayConfig {
     pub replay_window: u32,
     /// The tunnel MTU.
     pub mtu: usize,
+    /// The ESP key log to append the outbound SA to (`tunnel --esp-keylog`), an
+    /// absolute path the runner has prepared.
+    #[serde(default)]
+    pub esp_keylog: Option<PathBuf>,
 }
 
 /// Decodes lower- or upper-case hex.
@@ -109,6 +115,16 @@ fn run(config: GatewayConfig) -> Result<()> {
     let mut pair = derive_sa_pair(secret.expose(), &config.label, config.transform, role)
         .context("deriving the SAs")?;
     pair.inbound.replay_window = config.replay_window;
+    if let Some(path) = &config.esp_keylog {
+        // The SA this gateway seals with, from this address to the peer's: the two
+        // gateways together log both directions, each SA once.
+        let record = cipherbench_esp::keylog::esp_sa_record(
+            &pair.outbound,
+            *config.local.ip(),
+            *config.peer.ip(),
+        );
+        keylog::append(path, &record)?;
+    }
     let outbound = OutboundSa::new(pair.outbound).context("keying the outbound SA")?;
     let mut inbound = InboundSet::new();
     inbound

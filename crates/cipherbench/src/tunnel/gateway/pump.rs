@@ -5,12 +5,13 @@
 //!
 //! A packet that cannot be sealed, or an ESP packet that does not open, is counted
 //! (by the ESP core's counters or here) and dropped; nothing on either path panics
-//! on what arrives.
+//! on what arrives. Every datagram read from the socket, an empty one included, goes
+//! to the ESP core, which gives it exactly one outcome.
 
 use super::offload::{self, Coalescer, Push, VnetHdr, VNET_HDR_LEN};
 use super::stats::{RxCounters, TxCounters};
 use super::sys::{Batch, Wakeup};
-use cipherbench_esp::{Counters, Inbound, InboundSet, OutboundSa};
+use cipherbench_esp::{Accounting, Counters, Inbound, InboundSet, OutboundSa};
 use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddrV4, UdpSocket};
@@ -27,8 +28,9 @@ pub struct Shared {
     pub wakeup: Wakeup,
     /// The TUN-to-UDP thread's latest counters.
     pub tx: Mutex<(Counters, TxCounters)>,
-    /// The UDP-to-TUN thread's latest counters.
-    pub rx: Mutex<(Counters, RxCounters)>,
+    /// The UDP-to-TUN thread's latest counters, published together so that a
+    /// snapshot's `udp_packets` and accounting agree.
+    pub rx: Mutex<(Accounting, RxCounters)>,
 }
 
 impl Shared {
@@ -223,21 +225,20 @@ pub fn run_rx(mut path: RxPath, shared: &Shared) {
             if received.len() > segment {
                 counters.gro_datagrams += received.len().div_ceil(segment) as u64;
             }
-            for datagram in received.chunks(segment) {
+            // `chunks` yields nothing for an empty datagram, which is still one
+            // datagram received (and dropped as unclassifiable).
+            let empty: &[u8] = &[];
+            let datagrams = received
+                .chunks(segment)
+                .chain(received.is_empty().then_some(empty));
+            for datagram in datagrams {
                 counters.udp_packets += 1;
                 counters.udp_bytes += datagram.len() as u64;
+                // The inbound set counts every outcome: keepalives and IKE are
+                // ignored here, drops are counted under their reason.
                 let len = match path.sas.receive_udp(datagram, &mut out[VNET_HDR_LEN..]) {
                     Inbound::Packet { inner, .. } => inner.len(),
-                    Inbound::NatKeepalive => {
-                        counters.nat_keepalives += 1;
-                        continue;
-                    }
-                    Inbound::NonEsp(_) => {
-                        counters.non_esp += 1;
-                        continue;
-                    }
-                    // Counted by the inbound set under its reason.
-                    Inbound::Dropped(_) => continue,
+                    Inbound::NatKeepalive | Inbound::NonEsp(_) | Inbound::Dropped(_) => continue,
                 };
                 deliver(
                     &mut path.tun,
@@ -302,14 +303,6 @@ fn write_tun(tun: &mut File, bytes: &[u8], counters: &mut RxCounters) {
 }
 
 fn publish_rx(shared: &Shared, sas: &InboundSet, counters: &RxCounters) {
-    let mut total = Counters::default();
-    for sa in sas.iter() {
-        let c = sa.counters();
-        total.opened_packets += c.opened_packets;
-        total.opened_bytes += c.opened_bytes;
-        total.drops.add(&c.drops);
-    }
-    total.drops.add(&sas.counters().drops);
     let mut slot = shared.rx.lock().unwrap_or_else(|p| p.into_inner());
-    *slot = (total, *counters);
+    *slot = (sas.accounting(), *counters);
 }

@@ -6,7 +6,7 @@
 //! This module owns the format and the arithmetic on it; the gateway fills it and the
 //! runner reads it.
 
-use cipherbench_esp::Counters;
+use cipherbench_esp::{Accounting, Counters};
 use serde::{Deserialize, Serialize};
 use std::path::Path;
 
@@ -50,7 +50,8 @@ pub struct TxCounters {
 /// What the UDP-to-TUN direction counted (beyond the inbound SAs' own counters).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RxCounters {
-    /// ESP-in-UDP datagrams received.
+    /// UDP datagrams read from the socket (ESP or not): the I/O shell's own count,
+    /// which the inbound accounting's `received` must equal.
     pub udp_packets: u64,
     /// Their bytes (UDP payload).
     pub udp_bytes: u64,
@@ -65,10 +66,6 @@ pub struct RxCounters {
     pub gro_datagrams: u64,
     /// Writes the TUN device refused.
     pub tun_write_errors: u64,
-    /// RFC 3948 NAT keepalives received.
-    pub nat_keepalives: u64,
-    /// Non-ESP (IKE) payloads received and ignored.
-    pub non_esp: u64,
 }
 
 /// A snapshot of one gateway.
@@ -85,9 +82,10 @@ pub struct GatewayStats {
     pub cpu_settings: String,
     /// The outbound SA's counters (sealed).
     pub outbound: Counters,
-    /// The inbound SAs' counters, summed (opened, drops by reason, including drops
-    /// before an SA was found).
-    pub inbound: Counters,
+    /// Every datagram the UDP-to-TUN path handed to the ESP core, by outcome: opened,
+    /// dropped by reason (before an SA was found and by the SAs), NAT keepalive,
+    /// non-ESP (IKE).
+    pub inbound: Accounting,
     /// TUN-to-UDP.
     pub tx: TxCounters,
     /// UDP-to-TUN.
