@@ -9,6 +9,7 @@ pub mod cli;
 pub mod file;
 pub mod host;
 pub mod interrupt;
+pub mod library;
 pub mod probe;
 pub mod progress;
 pub mod results;

@@ -85,12 +85,26 @@ pub enum Command {
     /// Internal: one ESP gateway of `tunnel` (reads its configuration on stdin).
     #[command(name = "__gateway", hide = true)]
     Gateway,
+    /// Internal: reports the OpenSSL this process loaded, as JSON (how `--openssl DIR`
+    /// is checked), or with --open FILE what that file says it is.
+    #[command(name = "__library", hide = true)]
+    Library {
+        /// A libcrypto file to open beside this process's own and ask its version.
+        #[arg(long, value_name = "FILE")]
+        open: Option<PathBuf>,
+    },
 }
 
 /// Runs one parsed command; returns its exit code.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
+    // A parent checking which library its child loaded (`seal` and `open` in the
+    // file layer) asks through the environment.
+    crate::library::report_if_asked();
     match cli.command {
+        Command::Library { open } => {
+            crate::library::child_main(open.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
         Command::Probe { json } => report::probe(json),

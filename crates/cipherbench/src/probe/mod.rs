@@ -62,6 +62,8 @@ pub fn collect() -> Environment {
         offload_devices: devices::scan(Path::new("/sys/bus/pci/devices")),
         verdicts,
         tools: Vec::new(),
+        libraries: Vec::new(),
+        loaded: Vec::new(),
     }
 }
 
