@@ -130,6 +130,24 @@ impl Session {
                 record.environment.cpu.model
             );
         }
+        let names = |e: &Environment| -> Vec<String> {
+            e.libraries
+                .iter()
+                .map(|l| format!("{} ({})", l.name, l.version))
+                .collect()
+        };
+        let (was, now) = (names(&record.environment), names(environment));
+        // A record from before the list measured the system's library.
+        let same_libraries = was == now
+            || (was.is_empty() && environment.libraries.iter().all(|l| l.name == "system"));
+        if !same_libraries {
+            bail!(
+                "{} holds an unfinished run measured with OpenSSL {}, not {}: resume it with the same --openssl, or choose another --results directory",
+                dir.display(),
+                if was.is_empty() { "system".to_string() } else { was.join(", ") },
+                now.join(", ")
+            );
+        }
         record.interrupted = false;
         record.finished_at = None;
         record.warn(

@@ -7,8 +7,13 @@
 //! reported) and does no I/O; [`variant_record`] and [`openssl_variant_records`]
 //! gather those facts (`/proc/cpuinfo`, `openssl info -cpusettings`) and call it.
 //!
+//! A variant also carries the library its processes run under ([`Library`], the
+//! system's by default); [`cross`] makes every variant once per library of an
+//! `--openssl` list, and the later libraries' variants are named `accel@3.6.3`.
+//!
 //! The layers take variants from here; none of them owns the idea.
 
+use crate::library::Library;
 use crate::supervisor::Spawn;
 use anyhow::{bail, Result};
 use cipherbench_model::env::Ia32Cap;
@@ -29,25 +34,38 @@ pub enum VariantKind {
 }
 
 /// An acceleration variant: the kind, and through it the environment its
-/// processes run under.
+/// processes run under, and the library they load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
     /// What the variant changes.
     pub kind: VariantKind,
+    /// The OpenSSL its processes load (the system's unless `--openssl` says).
+    pub library: Library,
 }
 
 impl Variant {
     /// The library's default paths.
     pub fn accel() -> Variant {
-        Variant {
-            kind: VariantKind::Accel,
-        }
+        Variant::of(VariantKind::Accel)
     }
 
     /// AES-NI and PCLMULQDQ masked, everything else as detected.
     pub fn noaesni() -> Variant {
+        Variant::of(VariantKind::NoAesni)
+    }
+
+    fn of(kind: VariantKind) -> Variant {
         Variant {
-            kind: VariantKind::NoAesni,
+            kind,
+            library: Library::system(),
+        }
+    }
+
+    /// The same variant under another library.
+    pub fn with_library(&self, library: &Library) -> Variant {
+        Variant {
+            kind: self.kind.clone(),
+            library: library.clone(),
         }
     }
 
@@ -57,9 +75,9 @@ impl Variant {
             "accel" => Ok(Variant::accel()),
             "noaesni" => Ok(Variant::noaesni()),
             t => match t.strip_prefix("ia32cap:") {
-                Some(mask) if !mask.is_empty() => Ok(Variant {
-                    kind: VariantKind::Ia32Cap(mask.to_string()),
-                }),
+                Some(mask) if !mask.is_empty() => {
+                    Ok(Variant::of(VariantKind::Ia32Cap(mask.to_string())))
+                }
                 _ => bail!(
                     "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as ~0x200000200000000:~0x0)"
                 ),
@@ -67,12 +85,18 @@ impl Variant {
         }
     }
 
-    /// The name in records and on screen: `accel`, `noaesni`, or `ia32cap:MASK`.
+    /// The name in records and on screen: `accel`, `noaesni`, or `ia32cap:MASK`,
+    /// followed by `@TAG` under a library that is not the first of a list
+    /// (`accel@3.6.3`).
     pub fn name(&self) -> String {
-        match &self.kind {
+        let kind = match &self.kind {
             VariantKind::Accel => "accel".into(),
             VariantKind::NoAesni => "noaesni".into(),
             VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
+        };
+        match &self.library.tag {
+            Some(tag) => format!("{kind}@{tag}"),
+            None => kind,
         }
     }
 
@@ -96,6 +120,30 @@ impl Variant {
 pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
     let v: Vec<Variant> = text.split(',').map(Variant::parse).collect::<Result<_>>()?;
     Ok(v)
+}
+
+/// Every variant under every library, library by library (so a layer that goes
+/// through its variants in order measures one library's, then the next's); an
+/// empty list of libraries leaves the variants as they are. Pure.
+pub fn cross(variants: &[Variant], libraries: &[Library]) -> Vec<Variant> {
+    if libraries.is_empty() {
+        return variants.to_vec();
+    }
+    libraries
+        .iter()
+        .flat_map(|l| variants.iter().map(move |v| v.with_library(l)))
+        .collect()
+}
+
+/// The libraries of a list of variants, each once, in first-seen order.
+pub fn libraries_of(variants: &[Variant]) -> Vec<Library> {
+    let mut out: Vec<Library> = Vec::new();
+    for v in variants {
+        if !out.contains(&v.library) {
+            out.push(v.library.clone());
+        }
+    }
+    out
 }
 
 /// What [`judge`] decides from, gathered by the caller.
@@ -182,6 +230,7 @@ pub fn openssl_variant_records(variants: &[Variant]) -> BTreeMap<String, Variant
         let settings = Spawn::new("openssl")
             .args(["info", "-cpusettings"])
             .ia32cap(v.mask())
+            .loader(v.library.loader())
             .output(Duration::from_secs(10))
             .ok()
             .filter(|o| o.status.success())
@@ -229,6 +278,23 @@ mod tests {
         let names: Vec<String> = v.iter().map(Variant::name).collect();
         assert_eq!(names, ["accel", "noaesni", "ia32cap:~0x0:~0x60000000000"]);
         assert!(v[0].is_accel() && !v[1].is_accel() && !v[2].is_accel());
+    }
+
+    #[test]
+    fn a_library_list_crosses_the_variants_and_tags_the_later_ones() {
+        let variants = parse_variants("accel,noaesni").unwrap();
+        let tagged = Library {
+            dir: None,
+            tag: Some("3.6.3".into()),
+        };
+        let crossed = cross(&variants, &[Library::system(), tagged.clone()]);
+        let names: Vec<String> = crossed.iter().map(Variant::name).collect();
+        assert_eq!(names, ["accel", "noaesni", "accel@3.6.3", "noaesni@3.6.3"]);
+        assert!(crossed[2].is_accel() && crossed[2].mask().is_none());
+        assert_eq!(crossed[3].mask(), crossed[1].mask());
+        assert_eq!(libraries_of(&crossed), [Library::system(), tagged]);
+        // No list: the variants as they were, under the system's library.
+        assert_eq!(cross(&variants, &[]), variants);
     }
 
     #[test]

@@ -17,6 +17,7 @@
 use super::sys;
 use super::tools::{self, Kit, ToolId};
 use crate::interrupt;
+use crate::library;
 use crate::results::Session;
 use crate::supervisor::Spawn;
 use crate::variant::Variant;
@@ -404,14 +405,19 @@ impl Bench<'_> {
             std::fs::remove_file(&output)?;
         }
         let resident = prepare_cache(&input, &self.scratch, sc.cache, self.plan.cold_method)?;
+        let loader = sc.variant.library.loader();
         let spawn = self
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
-            .ia32cap(sc.variant.mask());
+            .ia32cap(sc.variant.mask())
+            .loader(loader);
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();
             if let Some(mask) = sc.variant.mask() {
                 argv.insert(0, format!("OPENSSL_ia32cap={mask}"));
+            }
+            if let Some(l) = loader {
+                argv.insert(0, format!("LD_LIBRARY_PATH={}", l.lib_dir.display()));
             }
             argv
         });
@@ -482,6 +488,8 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         });
     }
     add_tool_versions(session, &statuses);
+
+    check_libraries(plan, &kit, &tools_ok, &scratch.path, session)?;
 
     let mut variants = Vec::new();
     if tools_ok.iter().any(|t| t.variants_apply()) {
@@ -571,6 +579,73 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     drop(bench);
     drop(scratch);
     outcome
+}
+
+/// Holds every tool whose crypto is OpenSSL's to the library its variants ask for,
+/// from the tool itself, before anything is timed: the `openssl` CLI by `openssl
+/// version` (its `Library:`), cipherbench `seal` and `open` by their own report
+/// ([`library::REPORT_ENV`]) while sealing and opening a small file. A tool that
+/// loaded another library stops the layer; each finding goes into the environment.
+fn check_libraries(
+    plan: &FilePlan,
+    kit: &Kit,
+    tools: &[ToolId],
+    scratch: &Path,
+    session: &mut Session,
+) -> Result<()> {
+    let timeout = Duration::from_secs(30);
+    let openssl = tools
+        .iter()
+        .any(|t| matches!(t, ToolId::OpensslCbc | ToolId::OpensslCtr));
+    let seal = tools
+        .iter()
+        .any(|t| matches!(t, ToolId::Cipherbench | ToolId::CipherbenchChacha));
+    let env = &mut session.record.environment;
+    for lib in crate::variant::libraries_of(&plan.variants) {
+        if openssl {
+            let out = Spawn::new("openssl")
+                .args(["version"])
+                .loader(lib.loader())
+                .output(timeout)?
+                .success("openssl version")?;
+            let loaded = library::cli_library(&out.stdout);
+            lib.check_and_note(env, "file", "openssl CLI", &loaded, "openssl version")?;
+        }
+        if seal {
+            let (plain, sealed, back) = (
+                scratch.join("library-check.in"),
+                scratch.join("library-check.sealed"),
+                scratch.join("library-check.out"),
+            );
+            std::fs::write(&plain, b"which library?")?;
+            for (part, direction, input, output) in [
+                ("cipherbench seal", Direction::Encrypt, &plain, &sealed),
+                ("cipherbench open", Direction::Decrypt, &sealed, &back),
+            ] {
+                let _ = std::fs::remove_file(output);
+                let out = kit
+                    .command(
+                        ToolId::Cipherbench,
+                        direction,
+                        input,
+                        output,
+                        SyncMode::None,
+                    )
+                    .loader(lib.loader())
+                    .env(library::REPORT_ENV, "1")
+                    .output(timeout)?
+                    .success(part)?;
+                let loaded = library::parse_report(&out.stderr).with_context(|| {
+                    format!("{part} did not say which library it loaded: {}", out.stderr)
+                })?;
+                lib.check_and_note(env, "file", part, &loaded, "its own report")?;
+            }
+            for f in [&plain, &sealed, &back] {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn measure(

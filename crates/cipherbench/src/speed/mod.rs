@@ -17,6 +17,7 @@ use crate::supervisor::{Line, Spawn};
 use crate::variant::{variant_record, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::env::Environment;
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
@@ -146,6 +147,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
                 plan,
                 &mut results,
                 &mut session.progress,
+                &mut session.record.environment,
             );
             if outcome.is_err() && results.points.is_empty() {
                 return outcome;
@@ -232,6 +234,8 @@ fn control_names() -> Vec<&'static str> {
         .collect()
 }
 
+/// One worker: one cipher in one variant, every point. The worker's own report of
+/// its library is checked against the variant's before any of its points counts.
 fn run_worker(
     cipher: CipherId,
     variant: &Variant,
@@ -239,6 +243,7 @@ fn run_worker(
     plan: &SpeedPlan,
     results: &mut SpeedResults,
     progress: &mut Progress,
+    environment: &mut Environment,
 ) -> Result<()> {
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let request = WorkerRequest {
@@ -252,6 +257,7 @@ fn run_worker(
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
         .ia32cap(variant.mask())
+        .loader(variant.library.loader())
         .piped_stdin()
         .piped_stdout()
         .start()?;
@@ -271,6 +277,15 @@ fn run_worker(
                 let message: WorkerMessage = serde_json::from_str(&line)
                     .with_context(|| format!("reading the speed worker's answer: {line}"))?;
                 match message {
+                    WorkerMessage::Library(loaded) => {
+                        variant.library.check_and_note(
+                            environment,
+                            "speed",
+                            "speed worker",
+                            &loaded,
+                            "its own report",
+                        )?;
+                    }
                     WorkerMessage::Settings(settings) => {
                         results
                             .variants
@@ -377,7 +392,8 @@ fn check_openssl(
             p.size_bytes,
             plan.check_seconds,
         );
-        let rate = match openssl_speed::run(&args, variant.mask(), plan.check_seconds) {
+        let loader = variant.library.loader();
+        let rate = match openssl_speed::run(&args, variant.mask(), loader, plan.check_seconds) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -395,8 +411,8 @@ fn check_openssl(
             p.size_bytes,
             ours / rate
         ));
-        let mut command = vec!["openssl".to_string()];
-        command.extend(args);
+        // The CLI that ran: the library's own `bin/openssl` where it has one.
+        let command = Spawn::new("openssl").args(&args).loader(loader).display();
         results.openssl_checks.push(OpensslCheck {
             cipher: p.cipher.clone(),
             variant: p.variant.clone(),

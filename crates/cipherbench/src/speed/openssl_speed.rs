@@ -1,7 +1,7 @@
 //! `openssl speed -evp ... -mr` for a cross-check of our figures against the tool
 //! every reader knows. Parsing is a pure function tested on captured output.
 
-use crate::supervisor::Spawn;
+use crate::supervisor::{Loader, Spawn};
 use anyhow::{bail, Result};
 use std::time::Duration;
 
@@ -43,10 +43,16 @@ pub fn command(name: &str, aead: bool, decrypt: bool, size: u64, seconds: u32) -
 }
 
 /// Runs `openssl` with `args` under the variant's mask; bytes per second.
-pub fn run(args: &[String], ia32cap: Option<&str>, seconds: u32) -> Result<f64> {
+pub fn run(
+    args: &[String],
+    ia32cap: Option<&str>,
+    loader: Option<&Loader>,
+    seconds: u32,
+) -> Result<f64> {
     let out = Spawn::new("openssl")
         .args(args)
         .ia32cap(ia32cap)
+        .loader(loader)
         .output(Duration::from_secs(u64::from(seconds) + 30))?
         .success("openssl speed")?;
     match parse_mr(&out.stdout).and_then(|v| v.first().copied()) {

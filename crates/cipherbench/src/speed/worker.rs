@@ -3,9 +3,10 @@
 //! so a variant cannot be switched inside one process).
 //!
 //! Protocol: the parent writes one [`WorkerRequest`] as JSON to stdin; the worker
-//! answers with JSON lines: first `settings` (the vector its OpenSSL uses), then one
-//! `point` per measured point, or `unavailable` if the library cannot do the cipher
-//! here, or `failed`.
+//! answers with JSON lines: first `library` (the OpenSSL it loaded, which the parent
+//! holds to the one asked for), then `settings` (the vector its OpenSSL uses), then
+//! one `point` per measured point, or `unavailable` if the library cannot do the
+//! cipher here, or `failed`.
 
 use anyhow::{Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
@@ -38,6 +39,8 @@ pub struct WorkerRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMessage {
+    /// The OpenSSL this process loaded: its version and the files it mapped.
+    Library(crate::library::Loaded),
     /// The capability vector this process's OpenSSL uses.
     Settings(String),
     /// A measured point.
@@ -58,6 +61,7 @@ pub fn main() -> Result<()> {
         out.flush()?;
         Ok(())
     };
+    send(&WorkerMessage::Library(crate::library::this_process()))?;
     send(&WorkerMessage::Settings(
         cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
     ))?;

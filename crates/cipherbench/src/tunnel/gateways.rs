@@ -1,5 +1,6 @@
 //! The runner's side of the gateways: starting the two `__gateway` children (each
-//! with its variant's `OPENSSL_ia32cap` and its configuration on stdin), asking them
+//! with its variant's `OPENSSL_ia32cap` and library, and its configuration on stdin;
+//! each reports the library it loaded, held to the variant's), asking them
 //! for stats snapshots, stopping them, and turning two snapshots into a
 //! [`GatewayRun`].
 //!
@@ -9,6 +10,7 @@
 use super::gateway::stats::GatewayStats;
 use super::gateway::{to_hex, GatewayConfig};
 use super::topology::{self, Names};
+use crate::library::Loaded;
 use crate::supervisor::{Child, Line, Spawn};
 use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
@@ -30,6 +32,8 @@ pub struct Gateway {
     pub cpu_settings: String,
     /// The variant it runs.
     pub variant: Variant,
+    /// The OpenSSL it loaded, as it reported it (held to the variant's library).
+    pub loaded: Loaded,
 }
 
 impl Gateway {
@@ -42,6 +46,7 @@ impl Gateway {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
             .ia32cap(variant.mask())
+            .loader(variant.library.loader())
             .piped_stdin()
             .piped_stdout()
             .start()
@@ -51,6 +56,12 @@ impl Gateway {
         let ready: serde_json::Value =
             serde_json::from_str(line.trim_start_matches("ready").trim())
                 .with_context(|| format!("the {side} gateway's ready line: {line}"))?;
+        let loaded: Loaded = serde_json::from_value(ready["library"].clone())
+            .with_context(|| format!("the {side} gateway's library in: {line}"))?;
+        // Dropping the child on a mismatch stops it.
+        variant
+            .library
+            .check(&format!("the {side} ESP gateway"), &loaded)?;
         Ok(Gateway {
             child,
             side,
@@ -60,6 +71,7 @@ impl Gateway {
                 .unwrap_or_default()
                 .to_string(),
             variant: variant.clone(),
+            loaded,
         })
     }
 

@@ -8,7 +8,7 @@
 //! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
 //! stops, and a snapshot is written once a second and at exit ([`stats`]).
 //!
-//! Protocol on stdout: `ready {"cpu_settings": ...}` once both paths run, then one
+//! Protocol on stdout: `ready {"cpu_settings": ..., "library": ...}` once both paths run, then one
 //! `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit. Asked to, it
 //! appends the SA it seals with to the ESP key log ([`keylog`]) before it starts.
 
@@ -219,7 +219,11 @@ fn run(config: GatewayConfig) -> Result<()> {
         .with_context(|| format!("writing {}", config.stats_path.display()))?;
     say(&format!(
         "ready {}",
-        serde_json::json!({ "cpu_settings": cpu_settings, "pid": std::process::id() })
+        serde_json::json!({
+            "cpu_settings": cpu_settings,
+            "pid": std::process::id(),
+            "library": crate::library::this_process(),
+        })
     ))?;
 
     let mut failure = None;
