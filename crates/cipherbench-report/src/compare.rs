@@ -114,10 +114,22 @@ impl LayerRow {
 /// The figures of one record, keyed by (layer, what).
 fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
     let mut out = Vec::new();
-    for step in crate::ladder::build(r).steps {
+    let ladder = crate::ladder::build(r);
+    for step in ladder.steps {
         out.push((
             "ladder",
             format!("AES-NI gain, {}: {}", step.layer, step.what),
+            Unit::Gain,
+            step.gain,
+        ));
+    }
+    for step in ladder.libraries {
+        out.push((
+            "ladder",
+            format!(
+                "library gain (accel@{} over accel), {}: {}",
+                step.tag, step.layer, step.what
+            ),
             Unit::Gain,
             step.gain,
         ));
@@ -235,7 +247,8 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
                 .unwrap_or_else(|| "none".into())
         }),
         ("kernel", |r| r.environment.kernel.clone()),
-        ("OpenSSL", |r| r.environment.openssl.library_version.clone()),
+        // The libraries measured (`--openssl`), else the one cipherbench linked.
+        ("OpenSSL under test", |r| r.environment.libraries_phrase()),
         ("capability vector", |r| {
             r.environment
                 .openssl

@@ -19,7 +19,7 @@ pub fn summary(record: &RunRecord) -> String {
             .as_ref()
             .map(|h| format!(", {h}"))
             .unwrap_or_default(),
-        env.openssl.library_version,
+        env.libraries_phrase(),
         env.kernel,
         record.preset,
         record.started_at
@@ -55,6 +55,25 @@ pub fn summary(record: &RunRecord) -> String {
                 s.what,
                 s.accel,
                 s.noaesni,
+                s.gain,
+                s.survives
+                    .map(crate::ladder::pct)
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        out.push('\n');
+    }
+    if !l.libraries.is_empty() {
+        out.push_str("## The library step (accel on each library)\n\n| layer | what | library | baseline | on it | gain | keeps |\n|---|---|---|---:|---:|---:|---:|\n");
+        for s in &l.libraries {
+            out.push_str(&format!(
+                "| {} | {} | {} over {} | {} | {} | **{:.2}x** | {} |\n",
+                s.layer,
+                s.what,
+                s.library,
+                s.baseline,
+                s.baseline_figure,
+                s.library_figure,
                 s.gain,
                 s.survives
                     .map(crate::ladder::pct)
@@ -154,6 +173,12 @@ pub fn summary(record: &RunRecord) -> String {
                     .unwrap_or_default()
             ));
         }
+    }
+    if !env.libraries.is_empty() {
+        out.push_str(&format!(
+            "\n## OpenSSL under test\n\n```\n{}```\n",
+            crate::text::libraries(env)
+        ));
     }
     if !record.warnings.is_empty() {
         out.push_str(&format!(

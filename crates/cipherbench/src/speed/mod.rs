@@ -177,8 +177,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             "speed",
             "control_moved",
             format!(
-                "control cipher {} ran at {:.2}x in noaesni vs accel ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
-                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads
+                "control cipher {} ran at {:.2}x in noaesni{at} vs accel{at} ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
+                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads,
+                at = c.library.as_ref().map(|t| format!("@{t}")).unwrap_or_default()
             ),
         );
     }
