@@ -1,6 +1,7 @@
 # The two commands: `make run` (install what is missing, build, run the main job)
-# and `make test` (install what is missing, check formatting, the modules' one-way
-# layering and lints, run every test). Both work on a fresh Debian machine, as root
+# and `make test` (install what is missing, build the upstream OpenSSL the --openssl
+# tests run against (cached), check formatting, the modules' one-way layering and
+# lints, run every test). Both work on a fresh Debian machine, as root
 # or with sudo.
 
 CARGO ?= cargo
@@ -11,7 +12,7 @@ BIN := target/release/cipherbench
 run: deps build
 	./$(BIN) run
 
-test: deps-test
+test: deps-test openssl-upstream
 	$(CARGO) fmt --all --check
 	scripts/check-layering.sh
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
@@ -28,8 +29,9 @@ build:
 	$(CARGO) build --release --locked
 
 # A current upstream OpenSSL 3.x (3.6.3, from the openssl-src crate), built once into
-# target/openssl-upstream/<version>/ for putting another library under test; about 3-5
-# minutes on 2 busy cores, nothing on a second run. Not part of `test`.
+# target/openssl-upstream/<version>/ for putting another library under test
+# (--openssl); about 3-5 minutes on 2 busy cores, nothing on a second run. `test` needs
+# it: the --openssl tests run against it.
 openssl-upstream:
 	scripts/build-openssl.sh
 

@@ -84,7 +84,10 @@ pub struct LibraryStep {
 
 /// Builds the ladder from a record.
 pub fn build(record: &RunRecord) -> Ladder {
-    let mut ladder = Ladder::default();
+    let mut ladder = Ladder {
+        libraries: library_steps(record),
+        ..Ladder::default()
+    };
     let Some(primitive) = primitive(record) else {
         ladder.missing.push((
             "primitive",
@@ -110,7 +113,6 @@ pub fn build(record: &RunRecord) -> Ladder {
             Err(why) => ladder.missing.push((layer, why)),
         }
     }
-    ladder.libraries = library_steps(record);
     ladder
 }
 

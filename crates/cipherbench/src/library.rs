@@ -398,7 +398,8 @@ fn lib_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 /// Resolves one `--openssl DIR`: the directory exists and holds both libraries, a
-/// child started under it loads them and reports an OpenSSL 3.
+/// child started under it loads those very files (a link in the directory counts as
+/// the file it points to) and reports an OpenSSL 3.
 fn resolve_dir(dir: &Path) -> Result<Library> {
     let flag = format!("--openssl {}", dir.display());
     let meta = std::fs::metadata(dir).map_err(|e| match e.kind() {
@@ -471,9 +472,9 @@ fn check_child(flag: &str, loader: &Loader) -> Result<Loaded> {
         bail!("{flag}: is not an OpenSSL 3 library (it reports '{version}')");
     }
     for (name, path) in [(LIBCRYPTO, &loaded.libcrypto), (LIBSSL, &loaded.libssl)] {
-        let inside = path
-            .as_ref()
-            .is_some_and(|p| canonical(p).starts_with(&loader.lib_dir));
+        // The file itself, wherever a link in the directory points.
+        let wanted = canonical(&loader.lib_dir.join(name));
+        let inside = path.as_ref().is_some_and(|p| canonical(p) == wanted);
         if !inside {
             bail!(
                 "{flag}: a program started with {} first on LD_LIBRARY_PATH still loaded {}, not its {name}",

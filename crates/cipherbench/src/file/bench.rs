@@ -436,22 +436,6 @@ fn base_dir(plan: &FilePlan, session: &Session) -> PathBuf {
 /// Runs the plan, saving into the session after every round of repetitions.
 pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     let scratch = Scratch::create(&base_dir(plan, session))?;
-    let (input, generated) = match &plan.input {
-        InputSpec::Generate(size) => {
-            session.progress.note(&format!(
-                "file: generating a {} incompressible input in {}",
-                ByteSize(*size),
-                scratch.path.display()
-            ));
-            (scratch.path.join("input.bin"), Some(*size))
-        }
-        InputSpec::Path(p) => (p.canonicalize()?, None),
-    };
-    let input_sha256 = match generated {
-        Some(size) => generate(&input, size)?,
-        None => hash_file(&input)?,
-    };
-    let size = std::fs::metadata(&input)?.len();
     let (kit, setup_failures) = Kit::prepare(&scratch.path, &plan.tools, plan.threads)?;
 
     let mut statuses = Vec::new();
@@ -489,7 +473,25 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     }
     add_tool_versions(session, &statuses);
 
+    // Before the input is made: a tool on the wrong library stops the layer at once.
     check_libraries(plan, &kit, &tools_ok, &scratch.path, session)?;
+
+    let (input, generated) = match &plan.input {
+        InputSpec::Generate(size) => {
+            session.progress.note(&format!(
+                "file: generating a {} incompressible input in {}",
+                ByteSize(*size),
+                scratch.path.display()
+            ));
+            (scratch.path.join("input.bin"), Some(*size))
+        }
+        InputSpec::Path(p) => (p.canonicalize()?, None),
+    };
+    let input_sha256 = match generated {
+        Some(size) => generate(&input, size)?,
+        None => hash_file(&input)?,
+    };
+    let size = std::fs::metadata(&input)?.len();
 
     let mut variants = Vec::new();
     if tools_ok.iter().any(|t| t.variants_apply()) {
