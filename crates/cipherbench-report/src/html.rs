@@ -336,27 +336,33 @@ fn machine(record: &RunRecord) -> String {
 /// The library step: accel on each later library over accel on the baseline, per
 /// layer.
 fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
-    if steps.is_empty() {
-        return String::new();
-    }
-    let mut s = String::from("<h3 id=\"library-step\">The library step: accel on each library over accel on the baseline <a class=\"how\" href=\"#m-library\">how measured</a></h3>");
-    s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th class=\"l\">library over baseline</th><th>baseline</th><th>on the library</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>");
-    for step in steps {
+    let mut tags: Vec<&str> = steps.iter().map(|s| s.tag.as_str()).collect();
+    tags.dedup();
+    let mut s = String::new();
+    for tag in tags {
+        let rows: Vec<_> = steps.iter().filter(|s| s.tag == tag).collect();
         s.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{} over {}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td></tr>",
-            step.layer,
-            escape(&step.what),
-            escape(&step.library),
-            escape(&step.baseline),
-            escape(&step.baseline_figure),
-            escape(&step.library_figure),
-            step.gain,
-            step.survives
-                .map(crate::ladder::pct)
-                .unwrap_or_else(|| "–".into())
+            "<h3 id=\"library-step-{}\">The library step: accel on {} over accel on {} <a class=\"how\" href=\"#m-library\">how measured</a></h3>",
+            escape(tag),
+            escape(&rows[0].library),
+            escape(&rows[0].baseline)
         ));
+        s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
+        for step in rows {
+            s.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td></tr>",
+                step.layer,
+                escape(&step.what),
+                escape(&step.baseline_figure),
+                escape(&step.library_figure),
+                step.gain,
+                step.survives
+                    .map(crate::ladder::pct)
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        s.push_str("</table></div>");
     }
-    s.push_str("</table></div>");
     s
 }
 

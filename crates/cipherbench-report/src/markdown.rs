@@ -63,15 +63,19 @@ pub fn summary(record: &RunRecord) -> String {
         }
         out.push('\n');
     }
-    if !l.libraries.is_empty() {
-        out.push_str("## The library step (accel on each library)\n\n| layer | what | library | baseline | on it | gain | keeps |\n|---|---|---|---:|---:|---:|---:|\n");
-        for s in &l.libraries {
+    let mut tags: Vec<&str> = l.libraries.iter().map(|s| s.tag.as_str()).collect();
+    tags.dedup();
+    for tag in tags {
+        let steps: Vec<_> = l.libraries.iter().filter(|s| s.tag == tag).collect();
+        out.push_str(&format!(
+            "## The library step: accel on {} over accel on {}\n\n| layer | what | baseline | on {tag} | gain | keeps |\n|---|---|---:|---:|---:|---:|\n",
+            steps[0].library, steps[0].baseline
+        ));
+        for s in steps {
             out.push_str(&format!(
-                "| {} | {} | {} over {} | {} | {} | **{:.2}x** | {} |\n",
+                "| {} | {} | {} | {} | **{:.2}x** | {} |\n",
                 s.layer,
                 s.what,
-                s.library,
-                s.baseline,
                 s.baseline_figure,
                 s.library_figure,
                 s.gain,
