@@ -348,4 +348,44 @@ mod tests {
         assert!(err.contains("already holds a run"), "{err}");
         fs::remove_dir_all(&dir).unwrap();
     }
+
+    use cipherbench_model::env::LibraryUnderTest;
+
+    fn library(name: &str, version: &str) -> LibraryUnderTest {
+        LibraryUnderTest {
+            name: name.into(),
+            tag: None,
+            version: version.into(),
+            libcrypto: None,
+            libssl: None,
+            cli: None,
+        }
+    }
+
+    #[test]
+    fn a_run_resumes_only_with_the_libraries_it_measured() {
+        let dir = std::env::temp_dir().join(format!("cb-resume-lib-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        let mut env = crate::probe::collect();
+        env.libraries = vec![library("/opt/ossl", "OpenSSL 3.6.3 9 Jun 2026")];
+        let mut session =
+            Session::start(env.clone(), "tiny", Some(dir.clone()), Progress::new(true)).unwrap();
+        session.record.interrupted = true;
+        session.save().unwrap();
+        drop(session);
+        let mut system = env.clone();
+        system.libraries = vec![library("system", "OpenSSL 3.0.19 27 Jan 2026")];
+        let err = Session::resume(&dir, &system, "tiny", Progress::new(true))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("OpenSSL /opt/ossl (OpenSSL 3.6.3 9 Jun 2026), not system"),
+            "{err}"
+        );
+        assert!(Session::resume(&dir, &env, "tiny", Progress::new(true))
+            .unwrap()
+            .is_some());
+        fs::remove_dir_all(&dir).unwrap();
+    }
 }

@@ -68,8 +68,9 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     out.flush()?;
     drop(out);
     eprintln!(
-        "nginx ({}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
+        "nginx ({} on {}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
         info.version,
+        super::server_library(&info, &plan.variant).unwrap_or_else(|| "its OpenSSL".into()),
         plan.suite.openssl,
         plan.variant.name(),
         plan.cores,
