@@ -366,7 +366,13 @@ mod tests {
     fn a_run_resumes_only_with_the_libraries_it_measured() {
         let dir = std::env::temp_dir().join(format!("cb-resume-lib-{}", std::process::id()));
         let _ = fs::remove_dir_all(&dir);
-        let mut env = crate::probe::collect();
+        // A recorded machine (the report crate's fixture): this module is below the probe.
+        let fixture = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../cipherbench-report/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        let mut env = RunRecord::from_json(&fixture).unwrap().environment;
         env.libraries = vec![library("/opt/ossl", "OpenSSL 3.6.3 9 Jun 2026")];
         let mut session =
             Session::start(env.clone(), "tiny", Some(dir.clone()), Progress::new(true)).unwrap();
