@@ -30,7 +30,7 @@ pub fn seal_command(args: &SealArgs) -> Result<()> {
     match args.plan()? {
         SealCommand::GenKey(path) => keys::generate_key_file(&path),
         SealCommand::Seal(options) => {
-            crate::interrupt::install();
+            crate::interrupt::install_interrupting();
             seal::seal(&options).map(|_| ())
         }
     }
@@ -39,7 +39,7 @@ pub fn seal_command(args: &SealArgs) -> Result<()> {
 /// `cipherbench open`.
 pub fn open_command(args: &OpenArgs) -> Result<()> {
     let options = args.plan()?;
-    crate::interrupt::install();
+    crate::interrupt::install_interrupting();
     seal::open(&options).map(|_| ())
 }
 
