@@ -654,24 +654,31 @@ mod tests {
     #[test]
     fn a_silent_pipe_does_not_hold_back_a_cancel() {
         // A real socket pair: one end is the input, the other stays open and silent.
-        let (ours, _silent) = std::os::unix::net::UnixStream::pair().unwrap();
+        let (ours, silent) = std::os::unix::net::UnixStream::pair().unwrap();
         let mut input = Input::file(File::from(std::os::fd::OwnedFd::from(ours)));
         let cancelled = AtomicBool::new(false);
+        let (finished, wait_finished) = std::sync::mpsc::channel::<()>();
         let started = std::time::Instant::now();
         let err = std::thread::scope(|scope| {
-            scope.spawn(|| {
+            let cancelled = &cancelled;
+            scope.spawn(move || {
                 std::thread::sleep(Duration::from_millis(300));
                 cancelled.store(true, Ordering::SeqCst);
+                // A safety net, so that a reader deaf to the cancel fails the test
+                // below instead of hanging it: the input ends after 5 s.
+                let _ = wait_finished.recv_timeout(Duration::from_secs(5));
+                drop(silent);
             });
             let mut out = Vec::new();
-            run(
+            let result = run(
                 &mut input,
                 &mut out,
                 &Shape::new(64, 64, 2),
                 &|| Ok(Upper { unit: 64 }),
                 &|| cancelled.load(Ordering::SeqCst),
-            )
-            .unwrap_err()
+            );
+            let _ = finished.send(());
+            result.unwrap_err()
         });
         assert!(
             err.error.downcast_ref::<Interrupted>().is_some(),

@@ -5,7 +5,12 @@
 //! `open` into a file is all-or-nothing: plaintext reaches the target name only after
 //! the last chunk verified. `open` to stdout writes each chunk only after it
 //! verified, in order; a later failure ends it with a non-zero exit naming the chunk
-//! (docs/FORMAT.md §5 explains the choice).
+//! and exactly what stdout got (docs/FORMAT.md §5 explains the choice).
+//!
+//! `seal` publishes only an input that ended by itself: Ctrl-C or SIGTERM at any
+//! point leaves nothing under the target's name (docs/FORMAT.md §6; the pipeline
+//! and [`crate::interrupt`] say how a silent pipe and a killed producer are told
+//! apart from an end).
 
 use super::keys::{self, Secret, SecretSource};
 use super::output::{same_file, AtomicFile};
@@ -309,4 +314,32 @@ pub fn open(options: &OpenOptions) -> Result<Totals> {
     sink.commit()
         .with_context(|| format!("opening {name} ({})", left(totals.bytes_out)))?;
     Ok(totals)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_stdout_prefix_is_said_in_chunks_and_bytes() {
+        for (written, said) in [
+            (0, "nothing was written to stdout"),
+            (64, "stdout got the first chunk, 64 bytes, each verified"),
+            (
+                192,
+                "stdout got the first 3 chunks, 192 bytes, each verified",
+            ),
+            (10, "stdout got 10 verified bytes of chunk 0"),
+            (
+                74,
+                "stdout got 74 verified bytes: the first chunk and 10 bytes of chunk 1",
+            ),
+            (
+                138,
+                "stdout got 138 verified bytes: the first 2 chunks and 10 bytes of chunk 2",
+            ),
+        ] {
+            assert_eq!(opened_prefix(written, 64), said);
+        }
+    }
 }
