@@ -33,7 +33,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if e.downcast_ref::<interrupt::Interrupted>().is_some() {
-                eprintln!("cipherbench: interrupted");
+                // With what was being done and what was left, when the layer says.
+                eprintln!("cipherbench: {}", one_line(&e));
                 return ExitCode::from(EXIT_INTERRUPTED);
             }
             eprintln!("cipherbench: {}", one_line(&e));
