@@ -80,7 +80,7 @@ pub struct RunRecord {
 pub enum SchemaError {
     /// Not JSON, or not of our shape.
     #[error("not a cipherbench run.json: {0}")]
-    Malformed(#[from] serde_json::Error),
+    Malformed(serde_json::Error),
     /// Another program's JSON.
     #[error("not a cipherbench run.json: schema is '{0}', expected '{SCHEMA_NAME}'")]
     WrongSchema(String),
@@ -96,6 +96,14 @@ pub enum SchemaError {
         /// Version in the file.
         found: u32,
     },
+}
+
+// Not `#[from]`: that would also make the library's error the source, and a chain
+// printed with its causes (`{:#}`) would say the library's message twice.
+impl From<serde_json::Error> for SchemaError {
+    fn from(e: serde_json::Error) -> Self {
+        SchemaError::Malformed(e)
+    }
 }
 
 /// Just enough to check the schema before parsing the whole record.
@@ -168,4 +176,13 @@ mod tests {
             Err(SchemaError::Malformed(_))
         ));
     }
+
+    #[test]
+    fn a_malformed_file_says_the_parser_error_once() {
+        let err = RunRecord::from_json("not json").unwrap_err();
+        // A source would be printed again by every `{:#}` chain.
+        assert!(std::error::Error::source(&err).is_none());
+        assert!(err.to_string().starts_with("not a cipherbench run.json: "));
+    }
+
 }
