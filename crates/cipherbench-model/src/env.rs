@@ -136,7 +136,9 @@ pub struct ToolVersion {
     pub version: Option<String>,
 }
 
-/// OpenSSL's x86 capability vector, two 64-bit words (see `OPENSSL_ia32cap(3)`).
+/// OpenSSL's x86 capability vector: the first two 64-bit fields (see
+/// `OPENSSL_ia32cap(3)`), which every 3.x release has; 3.5 and later print three more
+/// (CPUID leaf 7 subleaf 1 and leaf 0x24), which nothing here reads.
 ///
 /// Word 0 is CPUID.1:EDX in bits 0-31 and CPUID.1:ECX in bits 32-63; word 1 is
 /// CPUID.(EAX=7,ECX=0):EBX in bits 0-31 and ECX in bits 32-63.
@@ -168,22 +170,32 @@ impl Ia32Cap {
     /// VPCLMULQDQ: CPUID.7:ECX bit 10.
     pub const VPCLMULQDQ: (usize, u64) = (1, 1 << 42);
 
-    /// The mask that turns off AES-NI and PCLMULQDQ and nothing else. The explicit
-    /// `:~0x0` keeps the second word as detected; without it OpenSSL zeroes it.
-    pub const NOAESNI_MASK: &'static str = "~0x200000200000000:~0x0";
+    /// AES-NI and PCLMULQDQ off, every other bit of the five fields as detected:
+    /// masks the AES-NI + PCLMULQDQ AES-GCM path but not the VAES one.
+    pub const AESNI_ONLY_MASK: &'static str = "~0x200000200000000:~0:~0:~0:~0";
+    /// VAES and VPCLMULQDQ off, everything else as detected: masks the AVX-512 VAES
+    /// AES-GCM path (OpenSSL 3.1 and later) and nothing else.
+    pub const VAES_ONLY_MASK: &'static str = "~0:~0x60000000000:~0:~0:~0";
 
     /// Parses the vector out of `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)` or
-    /// `openssl info -cpusettings`: `OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b41...`,
-    /// possibly followed by ` env:...`.
+    /// `openssl info -cpusettings`: `OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b41...`
+    /// (3.0-3.4, two fields) or five zero-padded fields (3.5 and later), possibly
+    /// followed by ` env:...`.
     pub fn parse_settings(text: &str) -> Option<Ia32Cap> {
         let value = text
             .split_whitespace()
             .find_map(|t| t.strip_prefix("OPENSSL_ia32cap="))?;
-        let (a, b) = value.split_once(':')?;
-        let word = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+        let word = |s: &str| {
+            let hex = s.strip_prefix("0x")?;
+            u64::from_str_radix(hex, 16).ok()
+        };
+        let words: Vec<u64> = value.split(':').map(word).collect::<Option<_>>()?;
+        if !(2..=5).contains(&words.len()) {
+            return None;
+        }
         Some(Ia32Cap {
-            word0: word(a)?,
-            word1: word(b)?,
+            word0: words[0],
+            word1: words[1],
         })
     }
 
@@ -219,9 +231,18 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_five_fields_of_openssl_3_5_and_later() {
+        let v = Ia32Cap::parse_settings("OPENSSL_ia32cap=0xfffa3203078bffff:0x004059c6f1bf07ab:0x0000002000000010:0x0000000000000000:0x0000000000000000 env:~0:~0x60000000000:~0:~0:~0").unwrap();
+        assert_eq!(v.word1, 0x4059c6f1bf07ab);
+        assert!(v.has(Ia32Cap::AESNI) && !v.has(Ia32Cap::VAES));
+    }
+
+    #[test]
     fn rejects_malformed_settings() {
         assert!(Ia32Cap::parse_settings("nothing here").is_none());
         assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0xzz:0x1").is_none());
         assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1:0x2:0x3:0x4:0x5:0x6").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1:2").is_none());
     }
 }

@@ -44,23 +44,9 @@ pub struct SpeedConfig {
     pub samples: usize,
 }
 
-/// How an acceleration variant was set up, and whether it took effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantRecord {
-    /// `accel` or `noaesni`.
-    pub name: String,
-    /// `OPENSSL_ia32cap` given to the child process (None: unset).
-    pub ia32cap_env: Option<String>,
-    /// The vector the child's OpenSSL reported using.
-    pub cpu_settings: String,
-    /// Effective AES-NI bit.
-    pub aesni: bool,
-    /// Effective PCLMULQDQ bit.
-    pub pclmulqdq: bool,
-    /// The effective vector is what the variant intends (AES-NI and PCLMULQDQ off for
-    /// `noaesni`, the detected vector otherwise).
-    pub took_effect: bool,
-}
+/// Moved to [`crate::variant`], the home of everything about variants; kept here so
+/// that `speed::VariantRecord` paths keep working.
+pub use crate::variant::VariantRecord;
 
 /// One raw sample: what one run of the loop did, summed over threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -111,6 +111,7 @@ fn pair_logging(
         },
         &Variant::accel(),
         &Variant::accel(),
+        &cipherbench_crypto::info::library_version(),
     )
     .expect("starting the gateways")
 }
