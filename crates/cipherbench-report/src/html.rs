@@ -309,6 +309,16 @@ fn machine(record: &RunRecord) -> String {
                 )
             ),
         ),
+        (
+            "AES-GCM path",
+            escape(
+                env.openssl
+                    .aes_gcm_path
+                    .as_ref()
+                    .map(|p| p.sentence.as_str())
+                    .unwrap_or("not probed"),
+            ),
+        ),
         ("Offload devices", offload_devices(env)),
     ] {
         s.push_str(&format!(

@@ -46,6 +46,12 @@ pub fn probe(env: &Environment) -> String {
             .map(|e| format!("  [OPENSSL_ia32cap={e} set in this environment]"))
             .unwrap_or_default()
     ));
+    if let Some(path) = &env.openssl.aes_gcm_path {
+        out.push_str(&format!(
+            "AES-GCM    {}\n",
+            path.sentence.trim_start_matches("AES-GCM: ")
+        ));
+    }
     out.push_str(&format!(
         "engines    {}\n",
         if env.openssl.engines.is_empty() {
