@@ -85,6 +85,8 @@ pub fn text_legend(records: &[VariantRecord], names: &[String]) -> String {
 /// behind the verdict (or why not, and the mask that works).
 pub fn line(v: &VariantRecord) -> String {
     let mask = match &v.ia32cap_env {
+        // A user mask is in the name already.
+        Some(_) if v.name.starts_with("ia32cap:") => "its mask".into(),
         Some(m) => format!("OPENSSL_ia32cap={m}"),
         None => "OPENSSL_ia32cap unset".into(),
     };
