@@ -69,6 +69,15 @@ impl SpeedSample {
         }
         self.bytes as f64 * 1e9 / self.elapsed_ns as f64
     }
+
+    /// Bytes per second of the measuring threads' CPU time: what `openssl speed`
+    /// reports by default, and what a busy machine moves least.
+    pub fn bytes_per_cpu_sec(&self) -> f64 {
+        if self.cpu_ns == 0 {
+            return 0.0;
+        }
+        self.bytes as f64 * 1e9 / self.cpu_ns as f64
+    }
 }
 
 /// One measured point.
@@ -123,6 +132,15 @@ pub struct ControlCheck {
 /// `openssl speed -evp ... -mr` measured for the same point, for a cross-check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpensslCheck {
+    /// What openssl's loop does per operation, so the reader knows how like for like
+    /// the check is (`-aead`: one message per operation with 13 bytes of AAD, ...).
+    /// Empty in records written before it was recorded.
+    #[serde(default)]
+    pub mode: String,
+    /// The time both figures divide by: `cpu` (openssl's user CPU time, our measuring
+    /// thread's CPU time) or `wall` (`-elapsed`; records written before `cpu` existed).
+    #[serde(default = "wall")]
+    pub time_basis: String,
     /// Cipher name (ours).
     pub cipher: String,
     /// Variant.
@@ -133,12 +151,16 @@ pub struct OpensslCheck {
     pub size_bytes: u64,
     /// The command that ran.
     pub command: Vec<String>,
-    /// What openssl reported, bytes per second.
+    /// What openssl reported, bytes per second (of `time_basis`).
     pub openssl_bytes_per_sec: f64,
-    /// Our median for the same point, bytes per second.
+    /// Our median for the same point, bytes per second of `time_basis`.
     pub ours_bytes_per_sec: f64,
     /// ours / openssl.
     pub ratio: f64,
+}
+
+fn wall() -> String {
+    "wall".into()
 }
 
 /// Everything layer 1 produced.

@@ -238,17 +238,30 @@ pub fn speed(results: &SpeedResults) -> String {
     }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");
+        let mut modes: Vec<&str> = Vec::new();
         for c in &results.openssl_checks {
+            let note = match modes.iter().position(|m| *m == c.mode) {
+                Some(i) => i + 1,
+                None => {
+                    modes.push(&c.mode);
+                    modes.len()
+                }
+            };
             out.push_str(&format!(
-                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}\n",
+                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}  per {} second [{note}]\n",
                 c.cipher,
                 c.variant,
                 c.direction.as_str(),
                 ByteSize(c.size_bytes).to_string(),
                 format_bytes_per_sec(c.ours_bytes_per_sec),
                 format_bytes_per_sec(c.openssl_bytes_per_sec),
-                c.ratio
+                c.ratio,
+                if c.time_basis == "cpu" { "CPU" } else { "wall" }
             ));
+        }
+        for (i, m) in modes.iter().enumerate() {
+            let m = if m.is_empty() { "not recorded" } else { m };
+            out.push_str(&format!("  [{}] openssl {m}\n", i + 1));
         }
     }
     out

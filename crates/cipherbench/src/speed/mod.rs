@@ -373,6 +373,7 @@ fn check_openssl(
         .filter(|p| p.threads == 1)
         .cloned()
         .collect();
+    let aead_loop = openssl_speed::aead_loop();
     for p in single {
         interrupt::check()?;
         let Some(cipher) = CipherId::from_name(&p.cipher) else {
@@ -402,17 +403,23 @@ fn check_openssl(
                 continue;
             }
         };
-        let ours = p.throughput_bytes_per_sec.median;
+        // Like for like: both divided by CPU time (openssl's user time, our thread's).
+        let per_cpu: Vec<f64> = p.samples.iter().map(|s| s.bytes_per_cpu_sec()).collect();
+        let ours = cipherbench_model::Summary::of_or_empty(&per_cpu).median;
+        let mode = openssl_speed::mode(name, aead, aead_loop);
         session.progress.point(&format!(
-            "openssl speed {} {} {} B: ours/openssl {:.2}",
+            "openssl speed {} {} {} B: ours/openssl {:.2} (per CPU second; {})",
             p.cipher,
             p.variant,
             p.size_bytes,
-            ours / rate
+            ours / rate,
+            mode
         ));
         let mut command = vec!["openssl".to_string()];
         command.extend(args);
         results.openssl_checks.push(OpensslCheck {
+            mode,
+            time_basis: "cpu".into(),
             cipher: p.cipher.clone(),
             variant: p.variant.clone(),
             direction: p.direction,

@@ -148,7 +148,9 @@ pub fn measure(
         ops.push(catalogue::bench_op(cipher, encrypt, size)?);
     }
     let payload = ops[0].payload_len() as u64;
-    let cores = crate::host::cores();
+    // The CPUs this process may use (a cpuset or `taskset` may leave out CPU 0): thread
+    // i on the i-th of them.
+    let allowed = crate::host::allowed_cpus();
     let warmup = Duration::from_nanos(request.warmup_ns);
     let sample = Duration::from_nanos(request.sample_ns);
     let samples = request.samples;
@@ -159,9 +161,12 @@ pub fn measure(
             .enumerate()
             .map(|(i, mut op)| {
                 let barrier = &barrier;
+                let allowed = &allowed;
                 scope.spawn(move || {
-                    // Best effort: a cpuset may forbid the core.
-                    let _ = crate::host::pin_to_core(i % cores);
+                    // Best effort: pinning is an optimisation.
+                    if !allowed.is_empty() {
+                        let _ = crate::host::pin_to_core(allowed[i % allowed.len()]);
+                    }
                     // Warm-up, which also sizes a batch to about 1 ms of work so that
                     // reading the clock costs nothing measurable.
                     let start = Instant::now();
