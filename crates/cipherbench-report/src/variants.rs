@@ -86,16 +86,16 @@ pub fn text_legend(records: &[VariantRecord], names: &[String]) -> String {
 pub fn line(v: &VariantRecord) -> String {
     let mask = match &v.ia32cap_env {
         // A user mask is in the name already.
-        Some(_) if v.name.starts_with("ia32cap:") => "its mask".into(),
-        Some(m) => format!("OPENSSL_ia32cap={m}"),
-        None => "OPENSSL_ia32cap unset".into(),
+        Some(_) if v.name.starts_with("ia32cap:") => String::new(),
+        Some(m) => format!("OPENSSL_ia32cap={m}; "),
+        None => "OPENSSL_ia32cap unset; ".into(),
     };
     let verdict = match (&v.effect, v.took_effect) {
         (Some(e), true) => format!("took effect: {}", e.reason),
         (None, true) => format!("{} (as intended)", v.cpu_settings),
         (_, false) => format!("DID NOT TAKE EFFECT: {}", v.explanation()),
     };
-    format!("variant {:<8} {mask}; {verdict}\n", v.name)
+    format!("variant {:<8} {mask}{verdict}\n", v.name)
 }
 
 /// The variants of a layer as an HTML table: mask, where the probes ran, the probes
