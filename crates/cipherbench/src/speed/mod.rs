@@ -93,7 +93,11 @@ impl SpeedPlan {
         } else {
             Duration::ZERO
         };
-        per_point * self.total_points() as u32 + checks
+        // Each worker measures the effect probes first (about 0.2 s), and accel's are
+        // measured once more at the start.
+        let probes =
+            Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
+        per_point * self.total_points() as u32 + checks + probes
     }
 
     fn config(&self) -> SpeedConfig {
