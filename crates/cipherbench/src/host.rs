@@ -311,6 +311,15 @@ mod tests {
             .env("CIPHERBENCH_TEST_VAR", "~0x1:~0")
             .spawn()
             .unwrap();
+        // Until the child has exec'd, /proc shows the fork's copy of our memory.
+        let exec_done = || {
+            std::fs::read(format!("/proc/{}/cmdline", child.id()))
+                .is_ok_and(|c| c.starts_with(b"sleep\0"))
+        };
+        let start = std::time::Instant::now();
+        while !exec_done() && start.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
         let got = env_var_of(child.id(), "CIPHERBENCH_TEST_VAR");
         let absent = env_var_of(child.id(), "CIPHERBENCH_NOT_SET");
         child.kill().unwrap();

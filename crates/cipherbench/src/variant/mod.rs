@@ -343,7 +343,10 @@ fn judge_other(
         .map(|r| format!("{} {:.2}x", r.cipher, 1.0 / r.slowdown))
         .collect();
     let moved_text = if moved.is_empty() {
-        "no probe moved beyond ±25 %".to_string()
+        format!(
+            "no probe moved beyond ±{:.0} %",
+            PROBE_CONTROL_TOLERANCE * 100.0
+        )
     } else {
         format!("probes that moved: {}", moved.join(", "))
     };
