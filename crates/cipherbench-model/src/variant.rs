@@ -146,6 +146,11 @@ pub struct Effect {
     /// version.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub working_mask: Option<String>,
+    /// When the first judgement found a control moved (or the treatment in the grey
+    /// zone) and accel and the variant were probed again back to back: what the first
+    /// judgement said. The verdict, reason and ratios above are the re-measurement's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_judgement: Option<String>,
 }
 
 /// How an acceleration variant was set up, and whether it took effect.
@@ -194,6 +199,15 @@ impl VariantRecord {
         }
         if let Some(mask) = self.effect.as_ref().and_then(|e| e.working_mask.as_ref()) {
             out.push_str(&format!("; the mask that works here: ia32cap:{mask}"));
+        }
+        if let Some(first) = self
+            .effect
+            .as_ref()
+            .and_then(|e| e.first_judgement.as_ref())
+        {
+            out.push_str(&format!(
+                " (measured again back to back with accel; the first probes said: {first})"
+            ));
         }
         out
     }
@@ -283,6 +297,7 @@ mod tests {
             treatment_factor: TREATMENT_FACTOR,
             control_tolerance: PROBE_CONTROL_TOLERANCE,
             working_mask: Some("~0x200000200000000:~0x60000000000:~0:~0:~0".into()),
+            first_judgement: None,
         });
         assert_eq!(
             r.explanation(),

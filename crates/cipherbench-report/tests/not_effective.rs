@@ -31,6 +31,7 @@ fn spoil(v: &mut VariantRecord) {
         treatment_factor: 3.0,
         control_tolerance: 0.25,
         working_mask: Some(WORKING.into()),
+        first_judgement: None,
     });
 }
 
