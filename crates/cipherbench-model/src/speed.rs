@@ -231,3 +231,29 @@ impl SpeedResults {
         self.controls = controls;
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_openssl_check_written_before_the_mode_was_recorded_reads_as_wall_time() {
+        let old = r#"{"cipher":"aes-128-gcm","variant":"accel","direction":"encrypt",
+            "size_bytes":1024,"command":["openssl","speed","-elapsed"],
+            "openssl_bytes_per_sec":1.0e9,"ours_bytes_per_sec":1.3e9,"ratio":1.3}"#;
+        let c: OpensslCheck = serde_json::from_str(old).unwrap();
+        assert_eq!((c.time_basis.as_str(), c.mode.as_str()), ("wall", ""));
+    }
+
+    #[test]
+    fn a_sample_divides_by_cpu_time_as_well_as_by_wall_time() {
+        let s = SpeedSample {
+            ops: 10,
+            bytes: 1_000_000,
+            elapsed_ns: 2_000_000,
+            cpu_ns: 1_000_000,
+        };
+        assert_eq!(s.throughput_bytes_per_sec(), 5e8);
+        assert_eq!(s.bytes_per_cpu_sec(), 1e9);
+    }
+}
