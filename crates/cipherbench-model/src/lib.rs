@@ -16,6 +16,7 @@ pub mod time;
 pub mod tls;
 pub mod tunnel;
 pub mod units;
+pub mod variant;
 
 pub use schema::{RunRecord, Warning, SCHEMA_NAME, SCHEMA_VERSION};
 pub use stats::Summary;

@@ -15,6 +15,7 @@ pub mod svg;
 pub mod text;
 pub mod tls;
 pub mod tunnel;
+pub mod variants;
 
 use cipherbench_model::RunRecord;
 

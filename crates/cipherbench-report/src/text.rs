@@ -1,5 +1,6 @@
 //! Terminal renderings: what a person reads at a glance after a command finishes.
 
+use crate::variants;
 use cipherbench_model::env::Environment;
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
@@ -46,6 +47,12 @@ pub fn probe(env: &Environment) -> String {
             .map(|e| format!("  [OPENSSL_ia32cap={e} set in this environment]"))
             .unwrap_or_default()
     ));
+    if let Some(path) = &env.openssl.aes_gcm_path {
+        out.push_str(&format!(
+            "AES-GCM    {}\n",
+            path.sentence.trim_start_matches("AES-GCM: ")
+        ));
+    }
     out.push_str(&format!(
         "engines    {}\n",
         if env.openssl.engines.is_empty() {
@@ -121,20 +128,6 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
-/// One variant's effective vector and whether it is the one intended.
-pub(crate) fn variant_line(v: &cipherbench_model::speed::VariantRecord) -> String {
-    format!(
-        "variant {:<8} {} {}\n",
-        v.name,
-        v.cpu_settings,
-        if v.took_effect {
-            "(as intended)"
-        } else {
-            "(DID NOT TAKE EFFECT)"
-        }
-    )
-}
-
 /// Layer 1 as tables: one per direction and thread count; rows are ciphers and
 /// variants, columns buffer sizes, with the accel/noaesni ratio under each cipher.
 pub fn speed(results: &SpeedResults) -> String {
@@ -171,11 +164,15 @@ pub fn speed(results: &SpeedResults) -> String {
                         let reason = u.reason.split(" (").next().unwrap_or(&u.reason);
                         out.push_str(&format!(
                             "{:<24} {:<8} unavailable: {reason}\n",
-                            cipher, variant
+                            cipher,
+                            variants::text_name(&results.variants, variant)
                         ));
                         continue;
                     }
-                    out.push_str(&format!("{cipher:<24} {variant:<8}"));
+                    out.push_str(&format!(
+                        "{cipher:<24} {:<8}",
+                        variants::text_name(&results.variants, variant)
+                    ));
                     for &s in sizes {
                         match results.point(cipher, variant, direction, s, threads) {
                             Some(p) => {
@@ -205,6 +202,10 @@ pub fn speed(results: &SpeedResults) -> String {
         "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
         cipherbench_model::stats::HIGH_SPREAD * 100.0,
     ));
+    out.push_str(&variants::text_legend(
+        &results.variants,
+        &results.config.variants,
+    ));
     if !results.controls.is_empty() {
         let held = results.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
@@ -226,25 +227,41 @@ pub fn speed(results: &SpeedResults) -> String {
                 w.threads,
                 w.ratio.value
             )),
-            _ => out.push_str(": the mask changed AES-NI and nothing else\n"),
+            _ if variants::ineffective(&results.variants, "noaesni").is_some() => out.push_str(
+                ": noaesni did not take effect, so this says nothing about the mask\n",
+            ),
+            _ => out.push_str(": the mask changed AES and nothing else\n"),
         }
     }
     for v in &results.variants {
-        out.push_str(&crate::text::variant_line(v));
+        out.push_str(&variants::line(v));
     }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");
+        let mut modes: Vec<&str> = Vec::new();
         for c in &results.openssl_checks {
+            let note = match modes.iter().position(|m| *m == c.mode) {
+                Some(i) => i + 1,
+                None => {
+                    modes.push(&c.mode);
+                    modes.len()
+                }
+            };
             out.push_str(&format!(
-                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}\n",
+                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}  per {} second [{note}]\n",
                 c.cipher,
                 c.variant,
                 c.direction.as_str(),
                 ByteSize(c.size_bytes).to_string(),
                 format_bytes_per_sec(c.ours_bytes_per_sec),
                 format_bytes_per_sec(c.openssl_bytes_per_sec),
-                c.ratio
+                c.ratio,
+                if c.time_basis == "cpu" { "CPU" } else { "wall" }
             ));
+        }
+        for (i, m) in modes.iter().enumerate() {
+            let m = if m.is_empty() { "not recorded" } else { m };
+            out.push_str(&format!("  [{}] openssl {m}\n", i + 1));
         }
     }
     out
@@ -256,6 +273,15 @@ fn ratio_row(
     direction: Direction,
     threads: usize,
 ) -> Option<String> {
+    let measured = results.points.iter().any(|p| {
+        p.cipher == cipher
+            && p.variant == "noaesni"
+            && p.direction == direction
+            && p.threads == threads
+    });
+    if let Some(na) = variants::not_applicable(&results.variants, &["accel", "noaesni"]) {
+        return measured.then(|| format!(" {na}"));
+    }
     let mut row = String::new();
     let mut any = false;
     for &s in &results.config.sizes_bytes {

@@ -85,6 +85,14 @@ pub enum Command {
     /// Internal: one ESP gateway of `tunnel` (reads its configuration on stdin).
     #[command(name = "__gateway", hide = true)]
     Gateway,
+    /// Internal: the effect probe, run with the environment of a process that cannot
+    /// run it itself (nginx, the `openssl` CLI); prints one JSON line.
+    #[command(name = "__variant-probe", hide = true)]
+    VariantProbe {
+        /// Measure AES-128-GCM only.
+        #[arg(long)]
+        treatment_only: bool,
+    },
 }
 
 /// Runs one parsed command; returns its exit code.
@@ -93,6 +101,9 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
+        Command::VariantProbe { treatment_only } => {
+            crate::effect::child_main(treatment_only).map(|()| ExitCode::SUCCESS)
+        }
         Command::Probe { json } => report::probe(json),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
         Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),

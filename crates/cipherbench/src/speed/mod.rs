@@ -1,11 +1,13 @@
 //! Layer 1, `cipherbench speed`: cipher throughput by buffer size, with AES-NI
 //! available (`accel`) and masked (`noaesni`).
 //!
-//! The parent takes the resolved plan and, for each cipher and variant, starts a
-//! worker child with the variant's `OPENSSL_ia32cap` (see [`worker`]). It records
-//! the vector each child's OpenSSL reports, has [`crate::variant`] judge whether the
-//! variant took effect, and checks the control ciphers. It never prints: progress
-//! goes to the observer.
+//! The parent takes the resolved plan, measures accel's effect probes in a child
+//! (which also tells the library the children load, and so each variant's mask), and,
+//! for each cipher and variant, starts a worker child with the variant's
+//! `OPENSSL_ia32cap` (see [`worker`]). Each worker measures the effect probes before
+//! its real work; the parent has [`crate::variant`] judge the first worker of each
+//! variant by them, and checks the control ciphers. It never prints: progress goes to
+//! the observer.
 
 pub mod openssl_speed;
 pub mod worker;
@@ -14,7 +16,7 @@ use crate::interrupt;
 use crate::progress::Progress;
 use crate::results::Session;
 use crate::supervisor::{Line, Spawn};
-use crate::variant::{variant_record, Variant};
+use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
@@ -91,7 +93,11 @@ impl SpeedPlan {
         } else {
             Duration::ZERO
         };
-        per_point * self.total_points() as u32 + checks
+        // Each worker measures the effect probes first (about 0.2 s), and accel's are
+        // measured once more at the start.
+        let probes =
+            Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
+        per_point * self.total_points() as u32 + checks + probes
     }
 
     fn config(&self) -> SpeedConfig {
@@ -125,6 +131,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     };
     let points = plan.points();
     let total = plan.total_points();
+    let baseline = Baseline::measure()?;
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
     // affects both variants of a cipher alike.
@@ -144,6 +151,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
                 variant,
                 &points,
                 plan,
+                &baseline,
                 &mut results,
                 &mut session.progress,
             );
@@ -164,8 +172,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
                 "speed",
                 "variant_not_effective",
                 format!(
-                    "variant {} did not take effect: OpenSSL reported {}",
-                    v.name, v.cpu_settings
+                    "variant {} did not take effect: {}",
+                    v.name,
+                    v.explanation()
                 ),
             );
         }
@@ -202,7 +211,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     session.record.speed = Some(results.clone());
     session.save()?;
     if plan.check_openssl {
-        check_openssl(plan, &mut results, session)?;
+        check_openssl(plan, &baseline, &mut results, session)?;
     }
     Ok(())
 }
@@ -237,6 +246,7 @@ fn run_worker(
     variant: &Variant,
     points: &[(Direction, u64, usize)],
     plan: &SpeedPlan,
+    baseline: &Baseline,
     results: &mut SpeedResults,
     progress: &mut Progress,
 ) -> Result<()> {
@@ -251,7 +261,7 @@ fn run_worker(
     };
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
-        .ia32cap(variant.mask())
+        .ia32cap(baseline.mask(variant).as_deref())
         .piped_stdin()
         .piped_stdout()
         .start()?;
@@ -271,12 +281,19 @@ fn run_worker(
                 let message: WorkerMessage = serde_json::from_str(&line)
                     .with_context(|| format!("reading the speed worker's answer: {line}"))?;
                 match message {
-                    WorkerMessage::Settings(settings) => {
-                        results
-                            .variants
-                            .retain(|v| v.name != variant.name() || v.cpu_settings != settings);
+                    // The first worker of a variant judges it: every worker of the
+                    // variant runs the same library under the same environment.
+                    WorkerMessage::Probed(probes) => {
                         if !results.variants.iter().any(|v| v.name == variant.name()) {
-                            let record = variant_record(variant, &settings, &results.variants);
+                            let record =
+                                baseline.judge(variant, Some(&probes), &results.variants, None);
+                            results.variants.push(record);
+                        }
+                    }
+                    WorkerMessage::Settings(settings) => {
+                        if !results.variants.iter().any(|v| v.name == variant.name()) {
+                            let mut record = baseline.judge(variant, None, &results.variants, None);
+                            record.cpu_settings = settings;
                             results.variants.push(record);
                         }
                     }
@@ -350,6 +367,7 @@ fn run_worker(
 
 fn check_openssl(
     plan: &SpeedPlan,
+    baseline: &Baseline,
     results: &mut SpeedResults,
     session: &mut Session,
 ) -> Result<()> {
@@ -359,6 +377,7 @@ fn check_openssl(
         .filter(|p| p.threads == 1)
         .cloned()
         .collect();
+    let aead_loop = openssl_speed::aead_loop();
     for p in single {
         interrupt::check()?;
         let Some(cipher) = CipherId::from_name(&p.cipher) else {
@@ -377,7 +396,8 @@ fn check_openssl(
             p.size_bytes,
             plan.check_seconds,
         );
-        let rate = match openssl_speed::run(&args, variant.mask(), plan.check_seconds) {
+        let mask = baseline.mask(variant);
+        let rate = match openssl_speed::run(&args, mask.as_deref(), plan.check_seconds) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -387,17 +407,23 @@ fn check_openssl(
                 continue;
             }
         };
-        let ours = p.throughput_bytes_per_sec.median;
+        // Like for like: both divided by CPU time (openssl's user time, our thread's).
+        let per_cpu: Vec<f64> = p.samples.iter().map(|s| s.bytes_per_cpu_sec()).collect();
+        let ours = cipherbench_model::Summary::of_or_empty(&per_cpu).median;
+        let mode = openssl_speed::mode(name, aead, aead_loop);
         session.progress.point(&format!(
-            "openssl speed {} {} {} B: ours/openssl {:.2}",
+            "openssl speed {} {} {} B: ours/openssl {:.2} (per CPU second; {})",
             p.cipher,
             p.variant,
             p.size_bytes,
-            ours / rate
+            ours / rate,
+            mode
         ));
         let mut command = vec!["openssl".to_string()];
         command.extend(args);
         results.openssl_checks.push(OpensslCheck {
+            mode,
+            time_basis: "cpu".into(),
             cipher: p.cipher.clone(),
             variant: p.variant.clone(),
             direction: p.direction,
