@@ -184,5 +184,4 @@ mod tests {
         assert!(std::error::Error::source(&err).is_none());
         assert!(err.to_string().starts_with("not a cipherbench run.json: "));
     }
-
 }
