@@ -14,6 +14,7 @@ pub mod speed;
 pub mod stats;
 pub mod time;
 pub mod tls;
+pub mod topology;
 pub mod tunnel;
 pub mod units;
 pub mod variant;
