@@ -9,6 +9,7 @@
 
 pub mod env;
 pub mod file;
+pub mod noise;
 pub mod schema;
 pub mod speed;
 pub mod stats;
