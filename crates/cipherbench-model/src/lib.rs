@@ -9,6 +9,8 @@
 
 pub mod env;
 pub mod file;
+pub mod interleave;
+pub mod interval;
 pub mod noise;
 pub mod schema;
 pub mod speed;
