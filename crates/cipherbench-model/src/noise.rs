@@ -27,7 +27,7 @@ pub const STEAL_SHARE: f64 = 0.05;
 /// at most 5 %.
 pub const MIN_CAPACITY_TICKS: u64 = 20;
 /// Processes named in a record: the busiest few that are not part of the run.
-pub const BUSIEST_KEPT: usize = 3;
+pub const BUSIEST_KEPT: usize = 5;
 
 /// One CPU's counters from a `cpuN` line of `/proc/stat`, in clock ticks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
