@@ -9,6 +9,7 @@
 
 pub mod env;
 pub mod file;
+pub mod fitness;
 pub mod interleave;
 pub mod interval;
 pub mod noise;

@@ -1,0 +1,91 @@
+//! The machine's conditions as a user meets them: `probe` shows the CPU topology,
+//! `probe --check` says in one glance whether the machine is fit to benchmark now and
+//! names a busy process started next to it, and changes nothing.
+
+use cipherbench_model::fitness::Fitness;
+use std::process::Command;
+
+fn bin() -> Command {
+    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
+}
+
+#[test]
+fn probe_shows_the_topology_in_text_and_json() {
+    let out = bin().arg("probe").output().unwrap();
+    assert!(out.status.success());
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("topology   "))
+        .unwrap_or_else(|| panic!("no topology line:\n{text}"));
+    assert!(line.contains(" cores, "), "{line}");
+    assert!(
+        text.lines().any(|l| l.starts_with("allowed    CPUs ")),
+        "{text}"
+    );
+
+    let out = bin().args(["probe", "--json"]).output().unwrap();
+    let env: cipherbench_model::env::Environment = serde_json::from_slice(&out.stdout).unwrap();
+    let topo = env.topology.expect("topology in probe --json");
+    assert!(!topo.cores.is_empty());
+    assert!(!topo.allowed.is_empty());
+}
+
+#[test]
+fn probe_check_names_a_busy_process_and_exits_3() {
+    // A busy loop of its own, not a child of the cipherbench it watches.
+    let mut hog = Command::new("sh")
+        .args(["-c", "while :; do :; done"])
+        .spawn()
+        .unwrap();
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let out = bin().args(["probe", "--check"]).output().unwrap();
+    let json = bin().args(["probe", "--check", "--json"]).output().unwrap();
+    hog.kill().unwrap();
+    hog.wait().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert_eq!(out.status.code(), Some(3), "{text}");
+    assert!(text.starts_with("fit to benchmark now: no ("), "{text}");
+    let pid = format!("sh (pid {})", hog.id());
+    assert!(text.contains(&pid), "{pid} not in:\n{text}");
+    assert!(text.contains("  - wait for or stop sh (pid "), "{text}");
+
+    assert_eq!(json.status.code(), Some(3));
+    let f: Fitness = serde_json::from_slice(&json.stdout).unwrap();
+    assert!(!f.fit);
+    assert!(
+        f.findings.iter().any(|x| x.kind == "noisy_machine"),
+        "{f:?}"
+    );
+    let seen = f
+        .noise
+        .busiest
+        .iter()
+        .find(|p| p.pid == hog.id())
+        .unwrap_or_else(|| panic!("{f:?}"));
+    assert!(seen.cpu_share > 0.2, "{f:?}");
+}
+
+#[test]
+fn probe_check_without_a_hog_gives_a_verdict_either_way() {
+    // The machine is shared: whether it is quiet is not this test's to decide, but the
+    // verdict, its exit status and the advice agree.
+    let out = bin().args(["probe", "--check"]).output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    match out.status.code() {
+        Some(0) => {
+            assert!(text.starts_with("fit to benchmark now: yes\n"), "{text}");
+            assert!(!text.contains("\nchange:\n"), "{text}");
+        }
+        Some(3) => {
+            assert!(text.starts_with("fit to benchmark now: no ("), "{text}");
+            assert!(text.contains("\nchange:\n  - "), "{text}");
+        }
+        other => panic!("exit {other:?}:\n{text}"),
+    }
+    assert!(
+        text.contains("\nload       other processes took "),
+        "{text}"
+    );
+    assert!(text.contains("\nfrequency  governor "), "{text}");
+}
