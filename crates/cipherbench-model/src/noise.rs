@@ -357,7 +357,11 @@ pub struct Finding {
 /// window shorter than [`MIN_CAPACITY_TICKS`].
 pub fn judge(n: &Noise) -> Vec<Finding> {
     let mut out = Vec::new();
-    let cpus = format_cpu_list(&n.cpus);
+    let cpus = format!(
+        "{} {}",
+        if n.cpus.len() == 1 { "CPU" } else { "CPUs" },
+        format_cpu_list(&n.cpus)
+    );
     let pct = |x: f64| format!("{:.0} %", x * 100.0);
     if n.capacity_ticks >= MIN_CAPACITY_TICKS {
         if n.foreign_share > NOISY_SHARE {
@@ -371,7 +375,7 @@ pub fn judge(n: &Noise) -> Vec<Finding> {
             out.push(Finding {
                 kind: "noisy_machine".into(),
                 message: format!(
-                    "other processes took {} of CPUs {cpus} during the measurement{busiest}",
+                    "other processes took {} of {cpus} during the measurement{busiest}",
                     pct(n.foreign_share)
                 ),
             });
@@ -380,7 +384,7 @@ pub fn judge(n: &Noise) -> Vec<Finding> {
             out.push(Finding {
                 kind: "steal".into(),
                 message: format!(
-                    "the hypervisor gave {} of CPUs {cpus} to someone else (steal time) during the measurement",
+                    "the hypervisor gave {} of {cpus} to someone else (steal time) during the measurement",
                     pct(n.steal_share)
                 ),
             });
@@ -391,7 +395,7 @@ pub fn judge(n: &Noise) -> Vec<Finding> {
         out.push(Finding {
             kind: "frequency_scaling".into(),
             message: format!(
-                "CPU frequency scaling is on (governor {} on CPUs {cpus}): the clock follows the load, so figures depend on what ran before",
+                "CPU frequency scaling is on (governor {} on {cpus}): the clock follows the load, so figures depend on what ran before",
                 scaling.iter().map(|s| s.as_str()).collect::<Vec<_>>().join(", ")
             ),
         });
@@ -400,7 +404,7 @@ pub fn judge(n: &Noise) -> Vec<Finding> {
         out.push(Finding {
             kind: "frequency_scaling".into(),
             message: format!(
-                "the CPU throttled {t} time(s) for heat on CPUs {cpus} during the measurement"
+                "the CPU throttled {t} time(s) for heat on {cpus} during the measurement"
             ),
         });
     }

@@ -99,6 +99,24 @@ pub struct SpeedPoint {
     pub throughput_bytes_per_sec: Summary,
     /// CPU seconds used per second of wall time (1.0 = one core busy).
     pub cpu_cores_used: f64,
+    /// How quiet the point's CPUs were while it was measured (from its warm-up to its
+    /// last sample). Absent in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::noise::Noise>,
+}
+
+impl SpeedPoint {
+    /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
+    /// and throttling (the governor is the machine's, said once per run instead).
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        self.noise
+            .as_ref()
+            .map(crate::noise::judge)
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f.kind != "frequency_scaling" || !f.message.contains("governor"))
+            .collect()
+    }
 }
 
 /// A cipher that could not run in a variant, and why.

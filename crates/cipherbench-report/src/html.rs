@@ -504,13 +504,14 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     for p in &s.points {
         let t = &p.throughput_bytes_per_sec;
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
             escape(&p.cipher),
             crate::variants::html_name(&s.variants, &p.variant),
             p.direction.as_str(),
             ByteSize(p.size_bytes),
             p.threads,
             format_bytes_per_sec(t.median),
+            noise_mark(p),
             if t.high_spread() { " class=\"bad\"" } else { "" },
             t.rel_spread * 100.0,
             t.n,
@@ -519,6 +520,20 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     }
     out.push_str("</table></div></details>");
     out
+}
+
+/// A mark beside a point measured while the machine was busy, the judge's sentences
+/// as its tooltip; nothing for a quiet point or one without a noise record.
+fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
+    let findings = p.noise_findings();
+    if findings.is_empty() {
+        return String::new();
+    }
+    let why: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+    format!(
+        " <span class=\"bad\" title=\"{}\">busy machine</span>",
+        escape(&why.join("; "))
+    )
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {

@@ -176,7 +176,9 @@ pub fn speed(results: &SpeedResults) -> String {
                     for &s in sizes {
                         match results.point(cipher, variant, direction, s, threads) {
                             Some(p) => {
-                                let flag = if p.throughput_bytes_per_sec.high_spread() {
+                                let flag = if !p.noise_findings().is_empty() {
+                                    "!"
+                                } else if p.throughput_bytes_per_sec.high_spread() {
                                     "~"
                                 } else {
                                     " "
@@ -202,6 +204,17 @@ pub fn speed(results: &SpeedResults) -> String {
         "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
         cipherbench_model::stats::HIGH_SPREAD * 100.0,
     ));
+    if results
+        .points
+        .iter()
+        .any(|p| !p.noise_findings().is_empty())
+    {
+        out.push_str(&format!(
+            "(! marks a point measured while other processes took more than {:.0} % of its CPUs, steal passed {:.0} %, or the CPU throttled; the warnings name them)\n",
+            cipherbench_model::noise::NOISY_SHARE * 100.0,
+            cipherbench_model::noise::STEAL_SHARE * 100.0,
+        ));
+    }
     out.push_str(&variants::text_legend(
         &results.variants,
         &results.config.variants,

@@ -89,3 +89,76 @@ fn probe_check_without_a_hog_gives_a_verdict_either_way() {
     );
     assert!(text.contains("\nfrequency  governor "), "{text}");
 }
+
+#[test]
+fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share() {
+    // The speed worker's first thread runs on the first CPU this process may use: the
+    // busy loop is pinned there, and is no child of the cipherbench it disturbs.
+    let cpu = cipherbench::host::allowed_cpus()[0];
+    let mut hog = Command::new("taskset")
+        .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+        .spawn()
+        .expect("starting taskset (util-linux)");
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let dir = std::env::temp_dir().join(format!("cb-machine-speed-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bin()
+        .args([
+            "speed",
+            "--cipher",
+            "aes-128-gcm",
+            "--sizes",
+            "16384",
+            "--variants",
+            "accel",
+            "--threads",
+            "1",
+            "--samples",
+            "3",
+            "--sample-ms",
+            "100",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    hog.kill().unwrap();
+    hog.wait().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{text}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = cipherbench_model::RunRecord::from_json(
+        &std::fs::read_to_string(dir.join("run.json")).unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    let points = &record.speed.as_ref().unwrap().points;
+    assert_eq!(points.len(), 2, "encrypt and decrypt");
+    for p in points {
+        let noise = p.noise.as_ref().expect("a noise record per point");
+        assert_eq!(noise.cpus, vec![cpu]);
+        let seen = noise
+            .busiest
+            .iter()
+            .find(|b| b.pid == hog.id())
+            .unwrap_or_else(|| panic!("{noise:?}"));
+        // Sharing one CPU with the worker, a busy loop gets about half of it.
+        assert!(seen.cpu_share > 0.2, "{noise:?}");
+        assert!(noise.foreign_share > 0.2, "{noise:?}");
+        assert!(p.noise_findings().iter().any(|f| f.kind == "noisy_machine"));
+    }
+    let warned = record
+        .warnings
+        .iter()
+        .filter(|w| w.kind == "noisy_machine" && w.message.contains(&format!("(pid {})", hog.id())))
+        .count();
+    assert_eq!(warned, 2, "{:?}", record.warnings);
+    assert!(text.contains("GB/s!") || text.contains("MB/s!"), "{text}");
+    assert!(
+        text.contains("(! marks a point measured while other processes took more than 10 %"),
+        "{text}"
+    );
+}

@@ -189,6 +189,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             ),
         );
     }
+    noise_warnings(&results, &mut session.record);
     for p in results
         .points
         .iter()
@@ -214,6 +215,37 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         check_openssl(plan, &baseline, &mut results, session)?;
     }
     Ok(())
+}
+
+/// The noise judge's warnings for every point measured while the machine was busy,
+/// named by point, and the frequency governor's once for the run.
+fn noise_warnings(results: &SpeedResults, record: &mut cipherbench_model::RunRecord) {
+    for p in &results.points {
+        for f in p.noise_findings() {
+            record.warn(
+                "speed",
+                &f.kind,
+                format!(
+                    "{} {} {} B {} x{}: {}",
+                    p.cipher,
+                    p.variant,
+                    p.size_bytes,
+                    p.direction.as_str(),
+                    p.threads,
+                    f.message
+                ),
+            );
+        }
+    }
+    let governor = results
+        .points
+        .iter()
+        .filter_map(|p| p.noise.as_ref())
+        .flat_map(cipherbench_model::noise::judge)
+        .find(|f| f.kind == "frequency_scaling" && f.message.contains("governor"));
+    if let Some(f) = governor {
+        record.warn("speed", &f.kind, f.message);
+    }
 }
 
 /// Whether one cipher in one variant is fully measured (or known unavailable).
@@ -271,6 +303,18 @@ fn run_worker(
         (plan.warmup + plan.sample * plan.samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
     let mut received = 0;
+    // The worker measures the points in order, thread i of a point on the i-th allowed
+    // CPU: each point's noise window runs from the previous message to its own, on the
+    // CPUs its threads use. This process and its descendants (the worker) are the run.
+    let allowed = crate::host::allowed_cpus();
+    let cpus_of = |k: usize| -> Vec<usize> {
+        let threads = points.get(k).map_or(1, |p| p.2);
+        (0..threads)
+            .filter_map(|i| allowed.get(i % allowed.len().max(1)).copied())
+            .collect()
+    };
+    let own = [std::process::id()];
+    let mut window = Some(crate::machine::noise::Window::open(&cpus_of(0), &own));
     loop {
         if interrupt::requested() {
             child.stop();
@@ -297,8 +341,13 @@ fn run_worker(
                             results.variants.push(record);
                         }
                     }
-                    WorkerMessage::Point(p) => {
+                    WorkerMessage::Point(mut p) => {
+                        p.noise = window.take().map(|w| w.close());
                         received += 1;
+                        window = Some(crate::machine::noise::Window::open(
+                            &cpus_of(received),
+                            &own,
+                        ));
                         progress.point(&format!(
                             "{} {} {} {} B x{}: {}",
                             p.cipher,

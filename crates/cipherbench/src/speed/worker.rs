@@ -122,6 +122,8 @@ fn point(
             0.0
         },
         samples,
+        // The parent, which watches the machine, fills it in.
+        noise: None,
     }
 }
 
