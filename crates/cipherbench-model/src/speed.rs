@@ -102,7 +102,7 @@ pub struct SpeedPoint {
     /// How quiet the point's CPUs were while it was measured (from its warm-up to its
     /// last sample). Absent in records written before it was recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub noise: Option<crate::noise::Noise>,
+    pub noise: Option<Box<crate::noise::Noise>>,
 }
 
 impl SpeedPoint {
@@ -111,7 +111,7 @@ impl SpeedPoint {
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
         self.noise
             .as_ref()
-            .map(crate::noise::judge)
+            .map(|n| crate::noise::judge(n))
             .unwrap_or_default()
             .into_iter()
             .filter(|f| f.kind != "frequency_scaling" || !f.message.contains("governor"))

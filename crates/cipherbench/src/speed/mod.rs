@@ -241,7 +241,7 @@ fn noise_warnings(results: &SpeedResults, record: &mut cipherbench_model::RunRec
         .points
         .iter()
         .filter_map(|p| p.noise.as_ref())
-        .flat_map(cipherbench_model::noise::judge)
+        .flat_map(|n| cipherbench_model::noise::judge(n))
         .find(|f| f.kind == "frequency_scaling" && f.message.contains("governor"));
     if let Some(f) = governor {
         record.warn("speed", &f.kind, f.message);
@@ -342,7 +342,7 @@ fn run_worker(
                         }
                     }
                     WorkerMessage::Point(mut p) => {
-                        p.noise = window.take().map(|w| w.close());
+                        p.noise = window.take().map(|w| Box::new(w.close()));
                         received += 1;
                         window = Some(crate::machine::noise::Window::open(
                             &cpus_of(received),
