@@ -222,6 +222,36 @@ impl SpeedResults {
         })
     }
 
+    /// The throughput ratio of two points with its 95 % bootstrap interval over their
+    /// samples (`crate::interval`; the variants' samples were taken in different
+    /// processes one after the other, so they are resampled independently). None when
+    /// a point is missing or has fewer than 3 samples.
+    pub fn ratio_interval(
+        &self,
+        cipher: &str,
+        numerator: &str,
+        denominator: &str,
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        let rates = |variant: &str| -> Option<Vec<f64>> {
+            let p = self.point(cipher, variant, direction, size_bytes, threads)?;
+            Some(
+                p.samples
+                    .iter()
+                    .map(SpeedSample::throughput_bytes_per_sec)
+                    .collect(),
+            )
+        };
+        crate::interval::RatioInterval::bootstrap(
+            &rates(numerator)?,
+            &rates(denominator)?,
+            crate::interval::Pairing::Independent,
+            crate::interval::DEFAULT_SEED,
+        )
+    }
+
     /// Recomputes the control checks from the points: for each control cipher, every
     /// point measured in both `accel` and `noaesni`.
     pub fn compute_controls(&mut self, control_ciphers: &[&str]) {
