@@ -66,6 +66,21 @@ pub fn placement(p: &Placement, warnings: bool) -> String {
     out
 }
 
+/// The one line a run's header gives the machine: fit, or what to change first.
+pub fn fitness_line(f: &Fitness) -> String {
+    match f.advice.split_first() {
+        None => "machine: fit to benchmark now".to_string(),
+        Some((first, rest)) => format!(
+            "machine: not fit to benchmark now: {first}{} (`cipherbench probe --check` says more)",
+            if rest.is_empty() {
+                String::new()
+            } else {
+                format!("; and {} more", rest.len())
+            }
+        ),
+    }
+}
+
 /// `probe --check`: the verdict first, then what was seen, then what to change.
 pub fn fitness(f: &Fitness) -> String {
     let n = &f.noise;
@@ -206,5 +221,7 @@ mod tests {
             "{text}"
         );
         assert!(text.contains("all on NUMA node 0"), "{text}");
+        assert!(fitness_line(&f)
+            .starts_with("machine: not fit to benchmark now: wait for or stop stress (pid 9)"));
     }
 }
