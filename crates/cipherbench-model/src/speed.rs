@@ -235,7 +235,26 @@ impl SpeedResults {
         size_bytes: u64,
         threads: usize,
     ) -> Option<crate::interval::RatioInterval> {
-        let rates = |variant: &str| -> Option<Vec<f64>> {
+        self.ratio_interval_between(
+            (cipher, numerator),
+            (cipher, denominator),
+            direction,
+            size_bytes,
+            threads,
+        )
+    }
+
+    /// Like [`SpeedResults::ratio_interval`], between any two (cipher, variant)
+    /// points of the same direction, size and threads (AES-GCM over CBC-HMAC-SHA1).
+    pub fn ratio_interval_between(
+        &self,
+        numerator: (&str, &str),
+        denominator: (&str, &str),
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        let rates = |(cipher, variant): (&str, &str)| -> Option<Vec<f64>> {
             let p = self.point(cipher, variant, direction, size_bytes, threads)?;
             Some(
                 p.samples

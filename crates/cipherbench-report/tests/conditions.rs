@@ -91,6 +91,11 @@ fn a_ratio_whose_interval_holds_one_is_no_clear_difference() {
         .find(|l| l.starts_with("- aes-128-gcm at 16 KiB:"))
         .unwrap();
     assert!(line.ends_with(", no clear difference)"), "{line}");
+    let html = cipherbench_report::html::render(&record);
+    assert!(
+        html.contains("<span class=\"bad\">no clear difference</span>"),
+        "report.html does not say it"
+    );
 }
 
 #[test]
