@@ -162,3 +162,61 @@ fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share()
         "{text}"
     );
 }
+
+#[test]
+fn speed_turns_the_variant_order_from_one_cipher_to_the_next() {
+    let dir = std::env::temp_dir().join(format!("cb-machine-order-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = bin()
+        .args([
+            "speed",
+            "--cipher",
+            "aes-128-gcm,chacha20-poly1305,aes-256-cbc",
+            "--sizes",
+            "1024",
+            "--threads",
+            "1",
+            "--direction",
+            "encrypt",
+            "--samples",
+            "3",
+            "--sample-ms",
+            "20",
+            "--warmup-ms",
+            "10",
+            "--quiet",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = cipherbench_model::RunRecord::from_json(
+        &std::fs::read_to_string(dir.join("run.json")).unwrap(),
+    )
+    .unwrap();
+    std::fs::remove_dir_all(&dir).unwrap();
+    // Points are kept in the order they were measured.
+    let order: Vec<String> = record
+        .speed
+        .unwrap()
+        .points
+        .iter()
+        .map(|p| format!("{} {}", p.cipher, p.variant))
+        .collect();
+    assert_eq!(
+        order,
+        [
+            "aes-128-gcm accel",
+            "aes-128-gcm noaesni",
+            "chacha20-poly1305 noaesni",
+            "chacha20-poly1305 accel",
+            "aes-256-cbc accel",
+            "aes-256-cbc noaesni",
+        ]
+    );
+}

@@ -19,6 +19,7 @@ use crate::supervisor::{Line, Spawn};
 use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::interleave::{schedule, Order};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
@@ -134,37 +135,45 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     let baseline = Baseline::measure()?;
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
-    // affects both variants of a cipher alike.
-    for cipher in &plan.ciphers {
-        for variant in &plan.variants {
-            interrupt::check()?;
-            if chunk_done(&results, *cipher, &variant.name(), &points) {
-                session.progress.skip(points.len());
-                continue;
-            }
-            // A half-measured chunk is measured again whole, in one process.
-            results
-                .points
-                .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
-            let outcome = run_worker(
-                *cipher,
-                variant,
-                &points,
-                plan,
-                &baseline,
-                &mut results,
-                &mut session.progress,
-            );
-            if outcome.is_err() && results.points.is_empty() {
-                return outcome;
-            }
-            // Interrupted or not, the points the worker finished are kept: each came
-            // whole, with all its samples.
-            results.compute_controls(&control_names());
-            session.record.speed = Some(results.clone());
-            session.save()?;
-            outcome?;
+    // affects both variants of a cipher alike, and their order turns from one cipher
+    // to the next (accel noaesni, noaesni accel, ...: the interleaving schedule with a
+    // cipher for a round), so that a steady drift does not always favour the first.
+    let order = schedule(
+        1,
+        plan.variants.len(),
+        plan.ciphers.len(),
+        Order::PointByPoint,
+    );
+    for slot in order {
+        let cipher = &plan.ciphers[slot.round];
+        let variant = &plan.variants[slot.variant];
+        interrupt::check()?;
+        if chunk_done(&results, *cipher, &variant.name(), &points) {
+            session.progress.skip(points.len());
+            continue;
         }
+        // A half-measured chunk is measured again whole, in one process.
+        results
+            .points
+            .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
+        let outcome = run_worker(
+            *cipher,
+            variant,
+            &points,
+            plan,
+            &baseline,
+            &mut results,
+            &mut session.progress,
+        );
+        if outcome.is_err() && results.points.is_empty() {
+            return outcome;
+        }
+        // Interrupted or not, the points the worker finished are kept: each came
+        // whole, with all its samples.
+        results.compute_controls(&control_names());
+        session.record.speed = Some(results.clone());
+        session.save()?;
+        outcome?;
     }
     for v in &results.variants {
         if !v.took_effect {
