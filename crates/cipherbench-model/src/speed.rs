@@ -197,6 +197,10 @@ pub struct SpeedResults {
     /// Cross-checks against `openssl speed`.
     #[serde(default)]
     pub openssl_checks: Vec<OpensslCheck>,
+    /// Where the worker's threads ran: thread i on the i-th CPU of the role's order
+    /// (one thread per core before any sibling; `topology::spread_order`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
 }
 
 /// Ratio tolerance within which a control cipher is said to run at the same speed in

@@ -378,6 +378,95 @@ pub fn plan(topo: &Topology, roles: &[RoleRequest], spare: usize) -> Placement {
     }
 }
 
+/// The CPUs this process may use, in the order to give them to threads that each
+/// want a core of their own (the speed worker's): the first allowed thread of every
+/// core, then the second threads, and so on; cores by NUMA node, then in order, with
+/// CPU 0's core (which takes most interrupts) last in each round. So `n` threads get
+/// `n` different cores while there are cores, and siblings only after.
+pub fn spread_order(topo: &Topology) -> Vec<usize> {
+    let mut cores: Vec<(usize, Vec<usize>)> = topo
+        .cores
+        .iter()
+        .map(|c| {
+            let cpus: Vec<usize> = c
+                .cpus
+                .iter()
+                .copied()
+                .filter(|cpu| topo.allowed.contains(cpu))
+                .collect();
+            (c.node, cpus)
+        })
+        .filter(|(_, cpus)| !cpus.is_empty())
+        .collect();
+    cores.sort_by_key(|(node, cpus)| (cpus.contains(&0), *node, cpus[0]));
+    let deepest = cores.iter().map(|(_, c)| c.len()).max().unwrap_or(0);
+    (0..deepest)
+        .flat_map(|rank| cores.iter().filter_map(move |(_, c)| c.get(rank).copied()))
+        .collect()
+}
+
+/// The placement of one role on given CPUs (the speed worker's threads on the first
+/// CPUs of [`spread_order`]): its cores, the node when all are on one, the cores left
+/// over, and what it cannot promise.
+pub fn placement_on(topo: &Topology, role: &str, side: Side, cpus: &[usize]) -> Placement {
+    let mut cores: Vec<usize> = cpus.iter().filter_map(|&c| topo.core_of(c)).collect();
+    cores.sort_unstable();
+    cores.dedup();
+    let mut first: Vec<usize> = cores
+        .iter()
+        .filter_map(|&k| {
+            topo.cores[k]
+                .cpus
+                .iter()
+                .find(|c| cpus.contains(c))
+                .copied()
+        })
+        .collect();
+    first.sort_unstable();
+    let nodes: Vec<usize> = {
+        let mut n: Vec<usize> = cores.iter().map(|&k| topo.cores[k].node).collect();
+        n.sort_unstable();
+        n.dedup();
+        n
+    };
+    let mut warnings = Vec::new();
+    if !topo.smt_known {
+        warnings.push("the kernel does not say which CPUs are SMT siblings: threads may share a physical core".to_string());
+    }
+    if let Some(h) = &topo.hypervisor {
+        warnings.push(format!(
+            "the CPUs are virtual ({h}): the host may run two of them on siblings of one physical core"
+        ));
+    }
+    if cores.len() < cpus.len() {
+        warnings.push(format!(
+            "{} threads on {} cores: some share a core with their SMT sibling",
+            cpus.len(),
+            cores.len()
+        ));
+    }
+    let mut sorted = cpus.to_vec();
+    sorted.sort_unstable();
+    Placement {
+        roles: vec![RoleCpus {
+            role: role.to_string(),
+            side,
+            cores_wanted: cores.len(),
+            cores: cores.clone(),
+            cpus: sorted,
+            first_threads: first,
+        }],
+        disjoint: true,
+        node: (nodes.len() == 1).then(|| nodes[0]),
+        spare_cores: (0..topo.cores.len())
+            .filter(|k| {
+                !cores.contains(k) && topo.cores[*k].cpus.iter().any(|c| topo.allowed.contains(c))
+            })
+            .collect(),
+        warnings,
+    }
+}
+
 /// Parses a kernel CPU list (`0-3,8,10-11`; empty for none).
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -601,6 +690,31 @@ mod tests {
                 .any(|w| w.starts_with("CPUs 5 are siblings")),
             "{:?}",
             p.warnings
+        );
+    }
+
+    #[test]
+    fn spread_order_gives_every_core_one_thread_before_any_sibling() {
+        // Intel numbering: siblings k and k + 4.
+        let intel = machine(1, 1, 4, 2);
+        assert_eq!(spread_order(&intel), vec![1, 2, 3, 0, 5, 6, 7, 4]);
+        // Siblings adjacent (0,1), (2,3), ... as some ARM and POWER machines number them.
+        let mut adjacent = machine(1, 1, 4, 1);
+        for (k, core) in adjacent.cores.iter_mut().enumerate() {
+            core.cpus = vec![2 * k, 2 * k + 1];
+        }
+        adjacent.allowed = (0..8).collect();
+        let order = spread_order(&adjacent);
+        assert_eq!(order, vec![2, 4, 6, 0, 3, 5, 7, 1]);
+        let p = placement_on(&adjacent, "speed worker", Side::Sut, &order[..2]);
+        assert_eq!(p.roles[0].cores, vec![1, 2]);
+        assert!(p.warnings.is_empty(), "{:?}", p.warnings);
+        assert_eq!(p.spare_cores, vec![0, 3]);
+        let all = placement_on(&adjacent, "speed worker", Side::Sut, &order);
+        assert!(
+            all.warnings[0].starts_with("8 threads on 4 cores"),
+            "{:?}",
+            all.warnings
         );
     }
 

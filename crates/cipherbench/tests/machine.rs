@@ -92,9 +92,11 @@ fn probe_check_without_a_hog_gives_a_verdict_either_way() {
 
 #[test]
 fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share() {
-    // The speed worker's first thread runs on the first CPU this process may use: the
-    // busy loop is pinned there, and is no child of the cipherbench it disturbs.
-    let cpu = cipherbench::host::allowed_cpus()[0];
+    // The speed worker's first thread runs on the first CPU of the spread order (one
+    // thread per core, CPU 0's core last): the busy loop is pinned there, and is no
+    // child of the cipherbench it disturbs.
+    let topology = cipherbench::machine::topology::this_machine(None);
+    let cpu = cipherbench_model::topology::spread_order(&topology)[0];
     let mut hog = Command::new("taskset")
         .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
         .spawn()
@@ -135,7 +137,10 @@ fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share()
     )
     .unwrap();
     std::fs::remove_dir_all(&dir).unwrap();
-    let points = &record.speed.as_ref().unwrap().points;
+    let speed = record.speed.as_ref().unwrap();
+    let placement = speed.placement.as_ref().expect("the worker's placement");
+    assert_eq!(placement.roles[0].cpus, vec![cpu]);
+    let points = &speed.points;
     assert_eq!(points.len(), 2, "encrypt and decrypt");
     for p in points {
         let noise = p.noise.as_ref().expect("a noise record per point");

@@ -128,8 +128,32 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             unavailable: Vec::new(),
             controls: Vec::new(),
             openssl_checks: Vec::new(),
+            placement: None,
         },
     };
+    // Where the worker's threads go: one per core before any sibling, CPU 0's core last.
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let cpus = match cipherbench_model::topology::spread_order(&topology) {
+        order if order.is_empty() => crate::host::allowed_cpus(),
+        order => order,
+    };
+    let most_threads = plan.threads.iter().copied().max().unwrap_or(1);
+    let mut used_unique: Vec<usize> = (0..most_threads)
+        .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
+        .collect();
+    used_unique.sort_unstable();
+    used_unique.dedup();
+    results.placement = Some(cipherbench_model::topology::placement_on(
+        &topology,
+        "speed worker",
+        cipherbench_model::topology::Side::Sut,
+        &used_unique,
+    ));
     let points = plan.points();
     let total = plan.total_points();
     let baseline = Baseline::measure()?;
@@ -156,15 +180,13 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         results
             .points
             .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
-        let outcome = run_worker(
-            *cipher,
+        let chunk = Chunk {
+            cipher: *cipher,
             variant,
-            &points,
-            plan,
-            &baseline,
-            &mut results,
-            &mut session.progress,
-        );
+            points: &points,
+            cpus: &cpus,
+        };
+        let outcome = run_worker(&chunk, plan, &baseline, &mut results, &mut session.progress);
         if outcome.is_err() && results.points.is_empty() {
             return outcome;
         }
@@ -282,15 +304,28 @@ fn control_names() -> Vec<&'static str> {
         .collect()
 }
 
-fn run_worker(
+/// What one worker measures: one cipher in one variant, at every point, its thread i
+/// on `cpus[i]`.
+struct Chunk<'a> {
     cipher: CipherId,
-    variant: &Variant,
-    points: &[(Direction, u64, usize)],
+    variant: &'a Variant,
+    points: &'a [(Direction, u64, usize)],
+    cpus: &'a [usize],
+}
+
+fn run_worker(
+    chunk: &Chunk,
     plan: &SpeedPlan,
     baseline: &Baseline,
     results: &mut SpeedResults,
     progress: &mut Progress,
 ) -> Result<()> {
+    let Chunk {
+        cipher,
+        variant,
+        points,
+        cpus,
+    } = *chunk;
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let request = WorkerRequest {
         cipher: cipher.name().into(),
@@ -299,6 +334,7 @@ fn run_worker(
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: plan.sample.as_nanos() as u64,
         samples: plan.samples,
+        cpus: cpus.to_vec(),
     };
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
@@ -312,14 +348,13 @@ fn run_worker(
         (plan.warmup + plan.sample * plan.samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
     let mut received = 0;
-    // The worker measures the points in order, thread i of a point on the i-th allowed
-    // CPU: each point's noise window runs from the previous message to its own, on the
-    // CPUs its threads use. This process and its descendants (the worker) are the run.
-    let allowed = crate::host::allowed_cpus();
+    // The worker measures the points in order, thread i of a point on `cpus[i]`: each
+    // point's noise window runs from the previous message to its own, on the CPUs its
+    // threads use. This process and its descendants (the worker) are the run.
     let cpus_of = |k: usize| -> Vec<usize> {
         let threads = points.get(k).map_or(1, |p| p.2);
         (0..threads)
-            .filter_map(|i| allowed.get(i % allowed.len().max(1)).copied())
+            .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
             .collect()
     };
     let own = [std::process::id()];
