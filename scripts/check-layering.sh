@@ -18,7 +18,7 @@ src=${1:-crates/cipherbench/src}
 # Bottom to top. Changing this list changes the architecture: update ARCHITECTURE.md.
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
-  "results supervisor"            # 1: the results sink, external programs
+  "results supervisor machine"    # 1: the results sink, external programs, the CPU layout and noise
   "effect"                        # 2: the effect probe a variant's process runs
   "probe"                         # 3: the machine's probe
   "variant"                       # 4: the acceleration variant every layer shares

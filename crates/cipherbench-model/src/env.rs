@@ -29,6 +29,10 @@ pub struct Environment {
     /// Versions of the external tools the layers drive, where installed.
     #[serde(default)]
     pub tools: Vec<ToolVersion>,
+    /// The CPU layout: SMT siblings, cores, packages, NUMA nodes, the CPUs this process
+    /// may use. Absent in records written before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::Topology>,
 }
 
 /// The CPU as `/proc/cpuinfo` (and CPUID for the hypervisor) describes it.

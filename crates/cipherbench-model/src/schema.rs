@@ -73,6 +73,12 @@ pub struct RunRecord {
     /// capacity line says how many cores each suite needs for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_gbps: Option<f64>,
+    /// Where the run placed its processes (whole cores per role), when it placed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
+    /// The machine's fitness to benchmark at the start of the run (`probe --check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitness: Option<crate::fitness::Fitness>,
 }
 
 /// Why a `run.json` could not be read.

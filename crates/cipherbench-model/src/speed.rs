@@ -99,6 +99,24 @@ pub struct SpeedPoint {
     pub throughput_bytes_per_sec: Summary,
     /// CPU seconds used per second of wall time (1.0 = one core busy).
     pub cpu_cores_used: f64,
+    /// How quiet the point's CPUs were while it was measured (from its warm-up to its
+    /// last sample). Absent in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
+}
+
+impl SpeedPoint {
+    /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
+    /// and throttling (the governor is the machine's, said once per run instead).
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        self.noise
+            .as_ref()
+            .map(|n| crate::noise::judge(n))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f.kind != "frequency_scaling" || !f.message.contains("governor"))
+            .collect()
+    }
 }
 
 /// A cipher that could not run in a variant, and why.
@@ -179,6 +197,10 @@ pub struct SpeedResults {
     /// Cross-checks against `openssl speed`.
     #[serde(default)]
     pub openssl_checks: Vec<OpensslCheck>,
+    /// Where the worker's threads ran: thread i on the i-th CPU of the role's order
+    /// (one thread per core before any sibling; `topology::spread_order`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
 }
 
 /// Ratio tolerance within which a control cipher is said to run at the same speed in
@@ -202,6 +224,55 @@ impl SpeedResults {
                 && p.size_bytes == size_bytes
                 && p.threads == threads
         })
+    }
+
+    /// The throughput ratio of two points with its 95 % bootstrap interval over their
+    /// samples (`crate::interval`; the variants' samples were taken in different
+    /// processes one after the other, so they are resampled independently). None when
+    /// a point is missing or has fewer than 3 samples.
+    pub fn ratio_interval(
+        &self,
+        cipher: &str,
+        numerator: &str,
+        denominator: &str,
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        self.ratio_interval_between(
+            (cipher, numerator),
+            (cipher, denominator),
+            direction,
+            size_bytes,
+            threads,
+        )
+    }
+
+    /// Like [`SpeedResults::ratio_interval`], between any two (cipher, variant)
+    /// points of the same direction, size and threads (AES-GCM over CBC-HMAC-SHA1).
+    pub fn ratio_interval_between(
+        &self,
+        numerator: (&str, &str),
+        denominator: (&str, &str),
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        let rates = |(cipher, variant): (&str, &str)| -> Option<Vec<f64>> {
+            let p = self.point(cipher, variant, direction, size_bytes, threads)?;
+            Some(
+                p.samples
+                    .iter()
+                    .map(SpeedSample::throughput_bytes_per_sec)
+                    .collect(),
+            )
+        };
+        crate::interval::RatioInterval::bootstrap(
+            &rates(numerator)?,
+            &rates(denominator)?,
+            crate::interval::Pairing::Independent,
+            crate::interval::DEFAULT_SEED,
+        )
     }
 
     /// Recomputes the control checks from the points: for each control cipher, every

@@ -8,6 +8,7 @@
 
 use crate::ratio;
 use crate::svg::escape;
+use cipherbench_model::interval::RatioInterval;
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
@@ -59,6 +60,14 @@ pub struct Verdict {
     pub control_ratio: Option<f64>,
     /// aes_ratio / control_ratio: what acceleration contributes.
     pub acceleration_factor: Option<f64>,
+    /// 95 % bootstrap intervals of the three (over each point's samples), where both
+    /// records kept at least 3 samples.
+    pub aes_interval: Option<RatioInterval>,
+    /// See `aes_interval`.
+    pub control_interval: Option<RatioInterval>,
+    /// See `aes_interval`; a factor whose interval holds 1.0 is "no difference in
+    /// acceleration".
+    pub factor_interval: Option<RatioInterval>,
     /// The size the verdict was drawn at.
     pub size_bytes: u64,
     /// One paragraph for a person.
@@ -305,6 +314,24 @@ fn median(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<f64> {
         .map(|p| p.throughput_bytes_per_sec.median)
 }
 
+/// accel's samples (throughput) for a point, under the same rule as [`median`].
+fn samples(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<Vec<f64>> {
+    median(s, cipher, size)?;
+    s?.point(cipher, "accel", Direction::Encrypt, size, 1)
+        .map(|p| {
+            p.samples
+                .iter()
+                .map(|x| x.throughput_bytes_per_sec())
+                .collect()
+        })
+}
+
+/// ` (95 % interval 1.18-1.30)`, or nothing without an interval.
+fn interval_text(i: Option<&RatioInterval>) -> String {
+    i.map(|i| format!(" (95 % interval {:.2}-{:.2})", i.low, i.high))
+        .unwrap_or_default()
+}
+
 /// The size both records measured closest to 256 bytes (seed 001's size).
 fn common_size(a: Option<&SpeedResults>, b: Option<&SpeedResults>) -> u64 {
     let sizes =
@@ -329,33 +356,53 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
         median(sa, "aes-256-cbc", size),
     );
     // 3DES as seed 001 used it; ChaCha20-Poly1305 (no AES either) when 3DES is absent.
-    let (control_name, control_ratio) = [
+    let (control, control_ratio) = [
         ("3DES", "des-ede3-cbc"),
         ("ChaCha20-Poly1305", "chacha20-poly1305"),
     ]
     .iter()
     .find_map(|(name, cipher)| {
-        ratio(median(sb, cipher, size), median(sa, cipher, size)).map(|r| (*name, r))
+        ratio(median(sb, cipher, size), median(sa, cipher, size)).map(|r| ((*name, *cipher), r))
     })
     .unzip();
-    let control_name = control_name.unwrap_or("3DES");
+    let control_name = control.map_or("3DES", |c| c.0);
+    // Intervals over the samples: each record's points resampled on their own.
+    let sets = |cipher: &str| Some((samples(sb, cipher, size)?, samples(sa, cipher, size)?));
+    let seed = cipherbench_model::interval::DEFAULT_SEED;
+    let aes_sets = sets("aes-256-cbc");
+    let control_sets = control.and_then(|c| sets(c.1));
+    let aes_interval = aes_sets
+        .as_ref()
+        .and_then(|(b, a)| RatioInterval::bootstrap_of(&[b, a], |m| m[0] / m[1], seed));
+    let control_interval = control_sets
+        .as_ref()
+        .and_then(|(b, a)| RatioInterval::bootstrap_of(&[b, a], |m| m[0] / m[1], seed));
+    let factor_interval = match (&aes_sets, &control_sets) {
+        (Some((ab, aa)), Some((cb, ca))) => {
+            RatioInterval::bootstrap_of(&[ab, aa, cb, ca], |m| (m[0] / m[1]) / (m[2] / m[3]), seed)
+        }
+        _ => None,
+    };
+    let unclear = |i: &Option<RatioInterval>| i.as_ref().is_some_and(|i| !i.is_clear());
     let acceleration_factor = match (aes_ratio, control_ratio) {
         (Some(a), Some(c)) if c > 0.0 => Some(a / c),
         _ => None,
     };
     let sentence = match (aes_ratio, control_ratio, acceleration_factor) {
         (Some(a), Some(c), Some(f)) => {
-            let cpu = if (c - 1.0).abs() <= SAME_CPU_TOLERANCE {
+            let ci = interval_text(control_interval.as_ref());
+            let cpu = if (c - 1.0).abs() <= SAME_CPU_TOLERANCE || unclear(&control_interval) {
                 format!(
-                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: the CPUs are about equally fast otherwise."
+                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}{ci}: the CPUs are about equally fast otherwise."
                 )
             } else {
                 format!(
-                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: that much of any difference is the CPU itself."
+                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}{ci}: that much of any difference is the CPU itself."
                 )
             };
-            let accel = if (f - 1.0).abs() <= SAME_ACCEL_TOLERANCE {
-                "After dividing by the control, AES gains nothing extra: no difference in acceleration.".to_string()
+            let fi = interval_text(factor_interval.as_ref());
+            let accel = if (f - 1.0).abs() <= SAME_ACCEL_TOLERANCE || unclear(&factor_interval) {
+                format!("After dividing by the control, AES gains nothing extra ({f:.2}x{fi}): no difference in acceleration.")
             } else {
                 let (faster, slower) = if f > 1.0 { (label, base_label) } else { (base_label, label) };
                 let flags = match (has_aes(base), has_aes(other)) {
@@ -364,13 +411,14 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
                     _ => String::new(),
                 };
                 format!(
-                    "After dividing by the control, acceleration accounts for a factor of {:.1} in {faster}'s favour over {slower}.{flags}",
+                    "After dividing by the control, acceleration accounts for a factor of {:.1}{fi} in {faster}'s favour over {slower}.{flags}",
                     if f > 1.0 { f } else { 1.0 / f }
                 )
             };
             format!(
-                "AES-256-CBC at {}: {label} runs at {a:.2}x {base_label}. {cpu} {accel}",
-                ByteSize(size)
+                "AES-256-CBC at {}: {label} runs at {a:.2}x {base_label}{}. {cpu} {accel}",
+                ByteSize(size),
+                interval_text(aes_interval.as_ref())
             )
         }
         _ => format!(
@@ -382,6 +430,9 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
         aes_ratio,
         control_ratio,
         acceleration_factor,
+        aes_interval,
+        control_interval,
+        factor_interval,
         size_bytes: size,
         sentence,
     }

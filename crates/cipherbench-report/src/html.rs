@@ -392,6 +392,15 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         (Some(na), _) => format!("<span class=\"bad\">{}</span>", escape(na)),
         (None, r) => fmt_ratio(r),
     };
+    // The same, with the ratio's interval over the samples where they allow one.
+    let enc = Direction::Encrypt;
+    let na_interval_cell = |r: Option<f64>, cipher: &str, size: u64| match &na {
+        Some(_) => na_cell(r),
+        None => interval_cell(
+            r,
+            s.ratio_interval(cipher, "accel", "noaesni", enc, size, 1),
+        ),
+    };
     let chart = BarChart {
         id: "fig-relative".into(),
         title: "Relative throughput by buffer size".into(),
@@ -422,8 +431,17 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         out.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(c),
-            fmt_ratio(gcm_vs_cbc[i]),
-            na_cell(gcm_accel[i])
+            interval_cell(
+                gcm_vs_cbc[i],
+                s.ratio_interval_between(
+                    ("aes-128-gcm", "accel"),
+                    ("aes-128-cbc-hmac-sha1", "accel"),
+                    enc,
+                    sizes[i],
+                    1
+                )
+            ),
+            na_interval_cell(gcm_accel[i], "aes-128-gcm", sizes[i])
         ));
     }
     out.push_str("</table></div>");
@@ -469,7 +487,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
             "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             a.map(format_bytes_per_sec).unwrap_or("–".into()),
             n.map(format_bytes_per_sec).unwrap_or("–".into()),
-            na_cell(ratio(a, n))
+            na_interval_cell(ratio(a, n), cipher, size)
         ));
     }
     out.push_str("</table></div>");
@@ -504,13 +522,14 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     for p in &s.points {
         let t = &p.throughput_bytes_per_sec;
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
             escape(&p.cipher),
             crate::variants::html_name(&s.variants, &p.variant),
             p.direction.as_str(),
             ByteSize(p.size_bytes),
             p.threads,
             format_bytes_per_sec(t.median),
+            noise_mark(p),
             if t.high_spread() { " class=\"bad\"" } else { "" },
             t.rel_spread * 100.0,
             t.n,
@@ -519,6 +538,43 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     }
     out.push_str("</table></div></details>");
     out
+}
+
+/// A mark beside a point measured while the machine was busy, the judge's sentences
+/// as its tooltip; nothing for a quiet point or one without a noise record.
+fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
+    let findings = p.noise_findings();
+    if findings.is_empty() {
+        return String::new();
+    }
+    let why: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+    format!(
+        " <span class=\"bad\" title=\"{}\">busy machine</span>",
+        escape(&why.join("; "))
+    )
+}
+
+/// A ratio cell with its 95 % interval where the samples allow one (`5.38×
+/// [5.06–5.57]`), and "no clear difference" when the interval holds 1.0; the bare
+/// ratio otherwise.
+fn interval_cell(
+    point: Option<f64>,
+    interval: Option<cipherbench_model::interval::RatioInterval>,
+) -> String {
+    match interval {
+        Some(i) => {
+            let base = format!(
+                "{:.2}× <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                i.point, i.low, i.high
+            );
+            if i.is_clear() {
+                base
+            } else {
+                format!("{base} <span class=\"bad\">no clear difference</span>")
+            }
+        }
+        None => fmt_ratio(point),
+    }
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {

@@ -10,6 +10,7 @@ pub mod csv;
 pub mod file;
 pub mod html;
 pub mod ladder;
+pub mod machine;
 pub mod markdown;
 pub mod svg;
 pub mod text;

@@ -99,10 +99,16 @@ pub fn summary(record: &RunRecord) -> String {
             if let (Some(a), Some(n)) = (a, n) {
                 let ratio = crate::variants::not_applicable(&s.variants, &["accel", "noaesni"])
                     .unwrap_or_else(|| {
-                        format!(
-                            "{:.2}x",
-                            a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median
-                        )
+                        // With its interval where the samples allow one.
+                        s.ratio_interval(cipher, "accel", "noaesni", Direction::Encrypt, size, 1)
+                            .map(|r| r.display())
+                            .unwrap_or_else(|| {
+                                format!(
+                                    "{:.2}x",
+                                    a.throughput_bytes_per_sec.median
+                                        / n.throughput_bytes_per_sec.median
+                                )
+                            })
                     });
                 out.push_str(&format!(
                     "- {cipher} at {}: {} with AES-NI, {} without ({ratio})\n",

@@ -176,7 +176,9 @@ pub fn speed(results: &SpeedResults) -> String {
                     for &s in sizes {
                         match results.point(cipher, variant, direction, s, threads) {
                             Some(p) => {
-                                let flag = if p.throughput_bytes_per_sec.high_spread() {
+                                let flag = if !p.noise_findings().is_empty() {
+                                    "!"
+                                } else if p.throughput_bytes_per_sec.high_spread() {
                                     "~"
                                 } else {
                                     " "
@@ -202,6 +204,23 @@ pub fn speed(results: &SpeedResults) -> String {
         "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
         cipherbench_model::stats::HIGH_SPREAD * 100.0,
     ));
+    if any_unclear_ratio(results) {
+        out.push_str(&format!(
+            "(? marks a ratio whose {:.0} % bootstrap interval over the samples holds 1.0: no clear difference)\n",
+            cipherbench_model::interval::LEVEL * 100.0
+        ));
+    }
+    if results
+        .points
+        .iter()
+        .any(|p| !p.noise_findings().is_empty())
+    {
+        out.push_str(&format!(
+            "(! marks a point measured while other processes took more than {:.0} % of its CPUs, steal passed {:.0} %, or the CPU throttled; the warnings name them)\n",
+            cipherbench_model::noise::NOISY_SHARE * 100.0,
+            cipherbench_model::noise::STEAL_SHARE * 100.0,
+        ));
+    }
     out.push_str(&variants::text_legend(
         &results.variants,
         &results.config.variants,
@@ -267,6 +286,24 @@ pub fn speed(results: &SpeedResults) -> String {
     out
 }
 
+/// Whether any accel/noaesni ratio of the tables has an interval holding 1.0.
+fn any_unclear_ratio(results: &SpeedResults) -> bool {
+    variants::not_applicable(&results.variants, &["accel", "noaesni"]).is_none()
+        && results.points.iter().any(|p| {
+            p.variant == "accel"
+                && results
+                    .ratio_interval(
+                        &p.cipher,
+                        "accel",
+                        "noaesni",
+                        p.direction,
+                        p.size_bytes,
+                        p.threads,
+                    )
+                    .is_some_and(|r| !r.is_clear())
+        })
+}
+
 fn ratio_row(
     results: &SpeedResults,
     cipher: &str,
@@ -290,10 +327,16 @@ fn ratio_row(
         match (a, n) {
             (Some(a), Some(n)) if n.throughput_bytes_per_sec.median > 0.0 => {
                 any = true;
-                row.push_str(&format!(
-                    " {:>10.2}x",
-                    a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median
-                ));
+                let ratio = a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median;
+                // A ratio whose interval holds 1.0 is not a gain: marked, same width.
+                let unclear = results
+                    .ratio_interval(cipher, "accel", "noaesni", direction, s, threads)
+                    .is_some_and(|r| !r.is_clear());
+                if unclear {
+                    row.push_str(&format!(" {ratio:>9.2}x?"));
+                } else {
+                    row.push_str(&format!(" {ratio:>10.2}x"));
+                }
             }
             _ => row.push_str(&format!(" {:>11}", "-")),
         }

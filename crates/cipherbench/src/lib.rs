@@ -10,6 +10,7 @@ pub mod effect;
 pub mod file;
 pub mod host;
 pub mod interrupt;
+pub mod machine;
 pub mod probe;
 pub mod progress;
 pub mod results;

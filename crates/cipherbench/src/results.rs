@@ -86,6 +86,8 @@ impl Session {
                 warnings: Vec::new(),
                 completed_layers: Vec::new(),
                 target_gbps: None,
+                placement: None,
+                fitness: None,
             },
             progress,
             dir,

@@ -43,6 +43,12 @@ pub enum Command {
         /// Print JSON instead of the human report.
         #[arg(long)]
         json: bool,
+        /// Say in one glance whether this machine is fit to benchmark now (other
+        /// processes' load over one second, steal, the frequency governor, whether the
+        /// server and its load can have cores of their own), and what to change;
+        /// changes nothing. Exit status 3 when it is not fit.
+        #[arg(long)]
+        check: bool,
     },
     /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
     Speed(speed::SpeedArgs),
@@ -104,7 +110,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::VariantProbe { treatment_only } => {
             crate::effect::child_main(treatment_only).map(|()| ExitCode::SUCCESS)
         }
-        Command::Probe { json } => report::probe(json),
+        Command::Probe { json, check } => report::probe(json, check),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
         Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
         Command::Speed(args) => speed::command(&args, quiet),

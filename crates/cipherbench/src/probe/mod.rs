@@ -54,6 +54,7 @@ pub fn collect() -> Environment {
         aes_gcm_path: aes_gcm_path(cpu.has("aes")),
     };
     let verdicts = verdicts(&cpu, &openssl, &kernel_crypto);
+    let cpu_hypervisor = cpu.hypervisor.clone();
     Environment {
         hostname: read_trimmed("/proc/sys/kernel/hostname"),
         kernel: read_trimmed("/proc/sys/kernel/osrelease"),
@@ -64,7 +65,18 @@ pub fn collect() -> Environment {
         offload_devices: devices::scan(Path::new("/sys/bus/pci/devices")),
         verdicts,
         tools: Vec::new(),
+        topology: Some(crate::machine::topology::this_machine(cpu_hypervisor)),
     }
+}
+
+/// Whether the machine is fit to benchmark now: `length` watched with nothing of ours
+/// running on the CPUs this process may use, and the topology. Changes nothing.
+pub fn fitness(length: std::time::Duration) -> cipherbench_model::fitness::Fitness {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hypervisor = hypervisor(cpuinfo::parse(&cpuinfo).flags.contains("hypervisor"));
+    let topology = crate::machine::topology::this_machine(hypervisor);
+    let noise = crate::machine::noise::sample_idle(&topology.allowed, length);
+    cipherbench_model::fitness::assess(noise, &topology)
 }
 
 /// Names the AES-GCM implementation the library takes here, by effect: the

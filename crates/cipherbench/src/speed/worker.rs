@@ -34,6 +34,10 @@ pub struct WorkerRequest {
     pub sample_ns: u64,
     /// Samples per point.
     pub samples: usize,
+    /// The CPUs to pin thread i to (`cpus[i % len]`), one core each before any
+    /// sibling; empty: the CPUs this process may use, in order.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
 }
 
 /// One line of the worker's answer.
@@ -122,6 +126,8 @@ fn point(
             0.0
         },
         samples,
+        // The parent, which watches the machine, fills it in.
+        noise: None,
     }
 }
 
@@ -148,9 +154,14 @@ pub fn measure(
         ops.push(catalogue::bench_op(cipher, encrypt, size)?);
     }
     let payload = ops[0].payload_len() as u64;
-    // The CPUs this process may use (a cpuset or `taskset` may leave out CPU 0): thread
-    // i on the i-th of them.
-    let allowed = crate::host::allowed_cpus();
+    // The parent's order (one thread per core before any sibling), else the CPUs this
+    // process may use (a cpuset or `taskset` may leave out CPU 0): thread i on the
+    // i-th of them.
+    let allowed = if request.cpus.is_empty() {
+        crate::host::allowed_cpus()
+    } else {
+        request.cpus.clone()
+    };
     let warmup = Duration::from_nanos(request.warmup_ns);
     let sample = Duration::from_nanos(request.sample_ns);
     let samples = request.samples;
@@ -242,6 +253,7 @@ mod tests {
             warmup_ns: 2_000_000,
             sample_ns: 5_000_000,
             samples: 3,
+            cpus: vec![],
         };
         let samples = measure(CipherId::Aes128Gcm, Direction::Decrypt, 1024, 2, &request).unwrap();
         assert_eq!(samples.len(), 3);
