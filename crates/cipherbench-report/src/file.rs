@@ -159,7 +159,7 @@ pub fn text(r: &FileResults) -> String {
                 out.push_str(&format!(
                     "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
                     tool,
-                    variant,
+                    crate::variants::text_name(&r.variants, variant),
                     e.median,
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
@@ -174,12 +174,17 @@ pub fn text(r: &FileResults) -> String {
                 if let (Some(pa), Some(pn)) =
                     (r.point(tool, &a, d, c, s), r.point(tool, &n, d, c, s))
                 {
-                    out.push_str(&format!(
-                        "{:<22} {:<w$} {n} takes {:.2}x the time of {a}\n",
-                        "",
-                        label,
-                        pn.elapsed_seconds.median / pa.elapsed_seconds.median.max(1e-9)
-                    ));
+                    let ratio = match crate::variants::not_applicable(
+                        &r.variants,
+                        &[a.as_str(), n.as_str()],
+                    ) {
+                        Some(na) => na,
+                        None => format!(
+                            "{n} takes {:.2}x the time of {a}",
+                            pn.elapsed_seconds.median / pa.elapsed_seconds.median.max(1e-9)
+                        ),
+                    };
+                    out.push_str(&format!("{:<22} {:<w$} {ratio}\n", "", label));
                 }
             }
         }
@@ -192,6 +197,13 @@ pub fn text(r: &FileResults) -> String {
     out.push_str(
         "\n(throughput in decimal units of the plaintext; vs cp = throughput / cp's; user and system = the tool's CPU seconds, from wait4)\n",
     );
+    out.push_str(&crate::variants::text_legend(
+        &r.variants,
+        &r.config.variants,
+    ));
+    for v in &r.variants {
+        out.push_str(&crate::variants::line(v));
+    }
     out
 }
 
@@ -221,7 +233,11 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         let series: Vec<Series> = variants
             .iter()
             .map(|v| Series {
-                name: v.clone(),
+                name: if crate::variants::ineffective(&r.variants, v).is_some() {
+                    format!("{v} (did not take effect)")
+                } else {
+                    v.clone()
+                },
                 values: tools
                     .iter()
                     .map(|t| r.point(t, v, d, c, s).map(|p| p.elapsed_seconds.median))
@@ -267,7 +283,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                 out.push_str(&format!(
                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
                     escape(t),
-                    escape(v),
+                    crate::variants::html_name(&r.variants, v),
                     d.as_str(),
                     c.as_str(),
                     s.as_str(),
@@ -285,6 +301,10 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         }
     }
     out.push_str("</table></div>");
+    if !r.variants.is_empty() {
+        out.push_str("<h3>Variants</h3><p>The tools whose crypto is OpenSSL's run each variant; a <code>cipherbench __variant-probe</code> child with their environment measured the effect probes, and <code>openssl info -cpusettings</code> under the same environment was checked to report the same vector.</p>");
+        out.push_str(&crate::variants::html_table(&r.variants));
+    }
     out.push_str("<h3>Tools</h3><div class=\"scroll\"><table><tr><th class=\"l\">tool</th><th class=\"l\">version</th><th class=\"l\">crypto</th><th class=\"l\">status</th></tr>");
     for t in &r.tools {
         out.push_str(&format!(

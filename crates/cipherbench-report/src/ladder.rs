@@ -21,6 +21,7 @@ use cipherbench_model::tls::{SweepPoint, SweepResults};
 use cipherbench_model::tunnel::Protocol;
 use cipherbench_model::tunnel::{TunnelPoint, TunnelResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
+use cipherbench_model::variant::{self, VariantRecord};
 use cipherbench_model::RunRecord;
 
 /// One rung.
@@ -82,18 +83,20 @@ pub struct LibraryStep {
     pub survives: Option<f64>,
 }
 
-/// Builds the ladder from a record.
+/// Builds the ladder from a record. A layer whose accel or noaesni did not take
+/// effect has no rung: it is listed as missing with the reason (and without the
+/// primitive's rung there is no ladder).
 pub fn build(record: &RunRecord) -> Ladder {
     let mut ladder = Ladder {
         libraries: library_steps(record),
         ..Ladder::default()
     };
-    let Some(primitive) = primitive(record) else {
-        ladder.missing.push((
-            "primitive",
-            "aes-128-gcm was not measured with and without AES-NI".into(),
-        ));
-        return ladder;
+    let primitive = match primitive(record) {
+        Ok(p) => p,
+        Err(why) => {
+            ladder.missing.push(("primitive", why));
+            return ladder;
+        }
     };
     let g0 = primitive.gain;
     ladder.steps.push(primitive);
@@ -332,13 +335,32 @@ fn crypto_share(g: f64, g0: f64) -> f64 {
     (1.0 - 1.0 / g) / (1.0 - 1.0 / g0)
 }
 
-fn primitive(record: &RunRecord) -> Option<Step> {
-    let (a, n, size) = primitive_points(record.speed.as_ref()?, "accel", "noaesni")?;
+/// Why a layer's ratio is not a finding, if its accel or noaesni did not take effect:
+/// `n/a: noaesni did not take effect (reason)`.
+fn not_effective(records: &[VariantRecord]) -> Result<(), String> {
+    match variant::ineffective(records, &["accel", "noaesni"]) {
+        Some(r) => Err(format!(
+            "n/a: {} did not take effect at this layer ({})",
+            r.name,
+            r.explanation()
+        )),
+        None => Ok(()),
+    }
+}
+
+fn primitive(record: &RunRecord) -> Result<Step, String> {
+    let missing = || "aes-128-gcm was not measured with and without AES-NI".to_string();
+    let s = record.speed.as_ref().ok_or_else(missing)?;
+    let (a, n, size) = primitive_points(s, "accel", "noaesni").ok_or_else(missing)?;
+    not_effective(&s.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
         n.throughput_bytes_per_sec.median,
     );
-    Some(Step {
+    if nm <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    Ok(Step {
         layer: "primitive",
         what: format!("aes-128-gcm, {} buffers, encrypt, 1 core", ByteSize(size)),
         accel: format_bytes_per_sec(am),
@@ -354,6 +376,7 @@ fn file(record: &RunRecord) -> Result<Step, String> {
     let f = record.file.as_ref().ok_or("the file layer did not run")?;
     let (a, n, cache, sync) = file_points(f, "accel", "noaesni")
         .ok_or("cipherbench seal was not measured with and without AES-NI")?;
+    not_effective(&f.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
         n.throughput_bytes_per_sec.median,
@@ -383,6 +406,15 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .ok_or("the TLS sweep did not run")?;
     let (a, n) = tls_points(sweep, "accel", "noaesni")
         .ok_or("AES128-GCM-SHA256 was not swept with and without AES-NI")?;
+    let suite = "AES128-GCM-SHA256";
+    let servers: Vec<VariantRecord> = record
+        .tls
+        .iter()
+        .flat_map(|t| &t.servers)
+        .filter(|s| s.kind == "nginx" && s.suite == suite)
+        .map(|s| s.variant.clone())
+        .collect();
+    not_effective(&servers)?;
     let cpu = |p: &cipherbench_model::tls::SweepPoint| {
         p.server_cpu
             .as_ref()
@@ -412,6 +444,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         .ok_or("the tunnel layer did not run")?;
     let (a, n) = tunnel_points(t, "accel", "noaesni")
         .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
+    not_effective(&t.variants)?;
     let (am, nm) = (
         a.throughput_bits_per_sec.median,
         n.throughput_bits_per_sec.median,

@@ -62,9 +62,16 @@ pub enum SealError {
         /// Given.
         got: usize,
     },
-    /// The crypto library failed.
+    /// The crypto library failed. Its message is in this one and not also the
+    /// `source()`, so that a chain printer does not repeat it.
     #[error("crypto library: {0}")]
-    Crypto(#[from] CryptoError),
+    Crypto(CryptoError),
+}
+
+impl From<CryptoError> for SealError {
+    fn from(e: CryptoError) -> SealError {
+        SealError::Crypto(e)
+    }
 }
 
 /// Seals chunks. One per thread.

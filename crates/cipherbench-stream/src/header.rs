@@ -30,15 +30,18 @@ pub const MAX_CHUNK_LOG2: u8 = 22;
 /// The default chunk size, as log2 (64 KiB, as age uses).
 pub const DEFAULT_CHUNK_LOG2: u8 = 16;
 
-/// scrypt bounds a reader accepts: enough for any sensible passphrase setting, small
-/// enough that a hostile header cannot make `open` allocate more than 128 MiB or
-/// spin for minutes.
-pub const SCRYPT_LOG_N_RANGE: std::ops::RangeInclusive<u8> = 10..=20;
+/// scrypt bounds a reader accepts, on top of RFC 7914's rules ([`scrypt_check`]):
+/// enough for any sensible passphrase setting, small enough that a hostile header
+/// cannot make `open` allocate more than 128 MiB or spin for minutes.
+/// (19 and 20 would always need more than [`SCRYPT_MAX_MEMORY`]: N·r ≥ 2^20 with
+/// the r ≥ 2 that RFC 7914 then requires.)
+pub const SCRYPT_LOG_N_RANGE: std::ops::RangeInclusive<u8> = 10..=18;
 /// Accepted scrypt `r`.
 pub const SCRYPT_R_RANGE: std::ops::RangeInclusive<u8> = 1..=32;
 /// Accepted scrypt `p`.
 pub const SCRYPT_P_RANGE: std::ops::RangeInclusive<u8> = 1..=16;
-/// The most memory scrypt may use when opening (128 MiB).
+/// The most memory scrypt may use when opening (128 MiB). With `p` ≤ 16 it also
+/// bounds the work: N·r < 2^20, so N·r·p < 2^24, about 20 times `seal`'s default.
 pub const SCRYPT_MAX_MEMORY: u64 = 128 << 20;
 /// What `seal` uses by default: N = 2^15, r = 8, p = 3 (about 32 MiB), one of
 /// OWASP's equivalent scrypt settings, chosen so passphrase mode stays inside
@@ -160,8 +163,11 @@ pub enum HeaderError {
     /// An unknown key source byte.
     #[error("unknown key source {0} in the header")]
     UnknownKeySource(u8),
-    /// scrypt parameters outside the accepted bounds, or set for a key file.
-    #[error("key derivation parameters log2 N {log_n}, r {r}, p {p} are not accepted")]
+    /// scrypt parameters that break RFC 7914 or this format's bounds, or any set
+    /// for a key file: refused before anything is derived.
+    #[error(
+        "the header's scrypt settings (log2 N {log_n}, r {r}, p {p}) are not valid: {reason}; the header was altered or not written by a conforming sealer"
+    )]
     BadKdfParameters {
         /// log2 N.
         log_n: u8,
@@ -169,6 +175,8 @@ pub enum HeaderError {
         r: u8,
         /// p.
         p: u8,
+        /// The rule they break.
+        reason: ScryptRefusal,
     },
     /// A key of the wrong length.
     #[error("a key must be 32 bytes, got {0}")]
@@ -186,9 +194,56 @@ pub enum HeaderError {
         /// What the caller supplied.
         given: &'static str,
     },
-    /// The crypto library failed (not a property of the file).
+    /// The crypto library failed (not a property of the file). The library's
+    /// message is part of this one and deliberately not also the error's
+    /// `source()`: a reporter that prints the chain (`{:#}`) would print it twice.
     #[error("crypto library: {0}")]
-    Crypto(#[from] cipherbench_crypto::CryptoError),
+    Crypto(cipherbench_crypto::CryptoError),
+}
+
+impl From<cipherbench_crypto::CryptoError> for HeaderError {
+    fn from(e: cipherbench_crypto::CryptoError) -> HeaderError {
+        HeaderError::Crypto(e)
+    }
+}
+
+/// Which rule scrypt parameters break (docs/FORMAT.md §2). The RFC's rules come
+/// first: parameters that break them are not scrypt at all.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ScryptRefusal {
+    /// RFC 7914 §2: N must be larger than 1 (log2 N = 0 makes N = 1).
+    #[error("RFC 7914 §2 needs N > 1")]
+    CostNotAboveOne,
+    /// RFC 7914 §2: r and p are positive integers.
+    #[error("RFC 7914 §2 needs r ≥ 1 and p ≥ 1")]
+    Zero,
+    /// RFC 7914 §2: N < 2^(128·r/8) = 2^(16·r).
+    #[error("RFC 7914 §2 needs N < 2^(16·r) = 2^{limit}")]
+    CostTooHighForBlockSize {
+        /// 16·r.
+        limit: u32,
+    },
+    /// RFC 7914 §2: p ≤ (2^32 − 1)·32 / (128·r), which is r·p < 2^30.
+    #[error("RFC 7914 §2 needs r·p < 2^30")]
+    BlockTimesParallelism,
+    /// This format: log2 N in [`SCRYPT_LOG_N_RANGE`].
+    #[error("this format accepts log2 N from 10 to 18")]
+    CostOutOfRange,
+    /// This format: r in [`SCRYPT_R_RANGE`].
+    #[error("this format accepts r from 1 to 32")]
+    BlockSizeOutOfRange,
+    /// This format: p in [`SCRYPT_P_RANGE`].
+    #[error("this format accepts p from 1 to 16")]
+    ParallelismOutOfRange,
+    /// This format: at most [`SCRYPT_MAX_MEMORY`].
+    #[error("they need {mib} MiB, and this format allows 128 MiB")]
+    Memory {
+        /// What they need, rounded up.
+        mib: u64,
+    },
+    /// A key-file header carries zeros where a passphrase header has scrypt's.
+    #[error("a key-file header must carry zeros there")]
+    SetForKeyFile,
 }
 
 impl Header {
@@ -241,19 +296,22 @@ impl Header {
             return Err(HeaderError::BadChunkSize(chunk_log2));
         }
         let (log_n, r, p) = (bytes[12], bytes[13], bytes[14]);
-        let bad = HeaderError::BadKdfParameters { log_n, r, p };
+        let bad = |reason| HeaderError::BadKdfParameters {
+            log_n,
+            r,
+            p,
+            reason,
+        };
         let key_source = match bytes[11] {
             1 if (log_n, r, p) == (0, 0, 0) => KeySource::KeyFile,
-            1 => return Err(bad),
+            1 => return Err(bad(ScryptRefusal::SetForKeyFile)),
             2 => {
                 let params = ScryptParams {
                     log_n,
                     r: u32::from(r),
                     p: u32::from(p),
                 };
-                if !scrypt_acceptable(params) {
-                    return Err(bad);
-                }
+                scrypt_check(params).map_err(bad)?;
                 KeySource::Scrypt(params)
             }
             other => return Err(HeaderError::UnknownKeySource(other)),
@@ -272,13 +330,45 @@ impl Header {
     }
 }
 
-/// Whether a reader accepts these scrypt parameters (and so whether a writer may use
-/// them).
+/// Checks scrypt parameters against RFC 7914 §2 and then this format's bounds
+/// (docs/FORMAT.md §2): what a reader accepts, and so what a writer may use.
+/// Nothing here derives or allocates, so a header is judged before any work.
+pub fn scrypt_check(p: ScryptParams) -> Result<(), ScryptRefusal> {
+    if p.log_n == 0 {
+        return Err(ScryptRefusal::CostNotAboveOne);
+    }
+    if p.r == 0 || p.p == 0 {
+        return Err(ScryptRefusal::Zero);
+    }
+    // N = 2^log_n < 2^(16·r)  <=>  log_n < 16·r.
+    let limit = p.r.saturating_mul(16);
+    if u32::from(p.log_n) >= limit {
+        return Err(ScryptRefusal::CostTooHighForBlockSize { limit });
+    }
+    if u64::from(p.r) * u64::from(p.p) >= 1 << 30 {
+        return Err(ScryptRefusal::BlockTimesParallelism);
+    }
+    if !SCRYPT_LOG_N_RANGE.contains(&p.log_n) {
+        return Err(ScryptRefusal::CostOutOfRange);
+    }
+    if !u8::try_from(p.r).is_ok_and(|r| SCRYPT_R_RANGE.contains(&r)) {
+        return Err(ScryptRefusal::BlockSizeOutOfRange);
+    }
+    if !u8::try_from(p.p).is_ok_and(|x| SCRYPT_P_RANGE.contains(&x)) {
+        return Err(ScryptRefusal::ParallelismOutOfRange);
+    }
+    let memory = p.memory_bytes();
+    if memory > SCRYPT_MAX_MEMORY {
+        return Err(ScryptRefusal::Memory {
+            mib: memory.div_ceil(1 << 20),
+        });
+    }
+    Ok(())
+}
+
+/// Whether [`scrypt_check`] accepts these parameters.
 pub fn scrypt_acceptable(p: ScryptParams) -> bool {
-    SCRYPT_LOG_N_RANGE.contains(&p.log_n)
-        && u8::try_from(p.r).is_ok_and(|r| SCRYPT_R_RANGE.contains(&r))
-        && u8::try_from(p.p).is_ok_and(|x| SCRYPT_P_RANGE.contains(&x))
-        && p.memory_bytes() <= SCRYPT_MAX_MEMORY
+    scrypt_check(p).is_ok()
 }
 
 #[cfg(test)]
@@ -324,6 +414,7 @@ mod tests {
                     log_n: 21,
                     r: 8,
                     p: 3,
+                    reason: ScryptRefusal::CostOutOfRange,
                 },
             ),
             (
@@ -333,6 +424,7 @@ mod tests {
                     log_n: 15,
                     r: 0,
                     p: 3,
+                    reason: ScryptRefusal::Zero,
                 },
             ),
         ];
@@ -346,7 +438,10 @@ mod tests {
         b[11] = 1;
         assert!(matches!(
             Header::parse(&b),
-            Err(HeaderError::BadKdfParameters { .. })
+            Err(HeaderError::BadKdfParameters {
+                reason: ScryptRefusal::SetForKeyFile,
+                ..
+            })
         ));
         assert_eq!(
             Header::parse(&good[..HEADER_LEN - 1]),
@@ -355,6 +450,78 @@ mod tests {
         assert_eq!(Header::parse(b"CBST"), Err(HeaderError::TooShort(4)));
         assert_eq!(Header::parse(b"hello"), Err(HeaderError::NotAStream));
         assert_eq!(Header::parse(b""), Err(HeaderError::TooShort(0)));
+    }
+
+    fn params(log_n: u8, r: u32, p: u32) -> ScryptParams {
+        ScryptParams { log_n, r, p }
+    }
+
+    #[test]
+    fn scrypt_check_refuses_each_rule_on_its_own() {
+        use ScryptRefusal::*;
+        let cases = [
+            // RFC 7914 §2.
+            (params(0, 8, 1), CostNotAboveOne),
+            (params(15, 0, 1), Zero),
+            (params(15, 8, 0), Zero),
+            // The header of issue 14: N = 2^16 with r = 1 (OpenSSL refused it only
+            // after trying, as "memory limit exceeded").
+            (params(16, 1, 1), CostTooHighForBlockSize { limit: 16 }),
+            (params(18, 1, 1), CostTooHighForBlockSize { limit: 16 }),
+            // r·p = 2^30 exactly; one less passes the RFC and meets the range.
+            (params(10, 1 << 15, 1 << 15), BlockTimesParallelism),
+            (params(10, 1 << 15, (1 << 15) - 1), BlockSizeOutOfRange),
+            // This format's ranges.
+            (params(9, 8, 1), CostOutOfRange),
+            (params(19, 2, 1), CostOutOfRange),
+            (params(10, 33, 1), BlockSizeOutOfRange),
+            (params(10, 8, 17), ParallelismOutOfRange),
+            // Its memory bound: 128·r·(N + p + 2) bytes.
+            (params(17, 8, 1), Memory { mib: 129 }),
+            (params(18, 4, 1), Memory { mib: 129 }),
+        ];
+        for (p, reason) in cases {
+            assert_eq!(scrypt_check(p), Err(reason), "{p:?}");
+        }
+    }
+
+    #[test]
+    fn scrypt_check_accepts_the_edges_of_every_bound() {
+        for p in [
+            params(10, 1, 1),
+            params(15, 1, 16), // the largest N that r = 1 allows
+            params(16, 2, 16),
+            params(18, 3, 16), // the largest N: 96 MiB
+            params(17, 7, 16), // 112 MiB, about 2^23.8 of work
+            params(15, 31, 16),
+            DEFAULT_SCRYPT,
+        ] {
+            assert_eq!(scrypt_check(p), Ok(()), "{p:?}");
+            assert!(p.memory_bytes() <= SCRYPT_MAX_MEMORY);
+            // The memory bound with p ≤ 16 bounds the work too.
+            assert!((1u64 << p.log_n) * u64::from(p.r) * u64::from(p.p) < 1 << 24);
+        }
+    }
+
+    #[test]
+    fn an_invalid_scrypt_header_is_refused_in_one_line_naming_the_rule() {
+        let mut b = sample().encode_body().to_vec();
+        b.extend_from_slice(&[0u8; MAC_LEN]);
+        (b[12], b[13], b[14]) = (16, 1, 1);
+        let err = Header::parse(&b).unwrap_err().to_string();
+        assert_eq!(
+            err,
+            "the header's scrypt settings (log2 N 16, r 1, p 1) are not valid: RFC 7914 §2 needs N < 2^(16·r) = 2^16; the header was altered or not written by a conforming sealer"
+        );
+    }
+
+    #[test]
+    fn a_crypto_failure_is_described_once() {
+        // The library's message is in the Display; a source() as well would make
+        // every chain printer (anyhow's `{:#}`) repeat it.
+        let e = HeaderError::from(cipherbench_crypto::CryptoError::Library("boom".into()));
+        assert_eq!(e.to_string(), "crypto library: OpenSSL error: boom");
+        assert!(std::error::Error::source(&e).is_none());
     }
 
     #[test]

@@ -7,9 +7,7 @@
 //! app's job.
 
 use crate::chunk::{Opener, Sealer};
-use crate::header::{
-    scrypt_acceptable, Header, HeaderError, KeySource, BODY_LEN, HEADER_LEN, MAC_LEN,
-};
+use crate::header::{scrypt_check, Header, HeaderError, KeySource, BODY_LEN, HEADER_LEN, MAC_LEN};
 use cipherbench_crypto::hkdf::hkdf_sha256;
 use cipherbench_crypto::hmac::{Hmac, HmacDigest};
 use cipherbench_crypto::secret::SecretBytes;
@@ -138,11 +136,13 @@ fn master_key(header: &Header, credential: Credential<'_>) -> Result<SecretBytes
             Ok(SecretBytes::new(key.to_vec()))
         }
         (KeySource::Scrypt(params), Credential::Passphrase(passphrase)) => {
-            if !scrypt_acceptable(params) {
+            // Parsed headers were checked already; this covers one built in code.
+            if let Err(reason) = scrypt_check(params) {
                 return Err(HeaderError::BadKdfParameters {
                     log_n: params.log_n,
                     r: params.r.min(255) as u8,
                     p: params.p.min(255) as u8,
+                    reason,
                 });
             }
             // OpenSSL writes the output only once the derivation succeeded, so nothing

@@ -21,7 +21,7 @@ pub mod header;
 pub mod keys;
 
 pub use chunk::{sealed_len, ChunkError, ChunkFailure, Opener, SealError, Sealer, TAG_LEN};
-pub use header::{Algorithm, Header, HeaderError, KeySource, HEADER_LEN};
+pub use header::{Algorithm, Header, HeaderError, KeySource, ScryptRefusal, HEADER_LEN};
 pub use keys::{Credential, StreamKeys, KEY_LEN};
 
 use cipherbench_crypto::CryptoError;

@@ -3,13 +3,28 @@
 //! their process groups are in our signal's path).
 //!
 //! Runners poll [`requested`] between units of work and return early; the results
-//! sink then saves the record marked `interrupted`, and `main` exits with 130.
+//! sink then saves the record marked `interrupted`, and `main` exits with 130 (for
+//! SIGTERM too: 130 is this tool's one status for "stopped on request, cleaned up",
+//! and the message names the signal).
+//!
+//! `seal` and `open` need more: an input that a signal cut short must never be
+//! taken for a whole one. They install the handlers with
+//! [`install_interrupting`] (no `SA_RESTART`), keep the signals off their helper
+//! threads ([`keep_off_this_thread`]) so that only the main thread takes them, and
+//! ask [`requested_or_pending`] before they publish anything.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
+/// The first stop signal received (0 before any).
+static SIGNAL: AtomicI32 = AtomicI32::new(0);
+
+/// The signals that ask us to stop.
+const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
 extern "C" fn on_signal(signal: libc::c_int) {
+    // The name first, so that whoever sees REQUESTED can name the signal.
+    let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
     if REQUESTED.swap(true, Ordering::SeqCst) {
         // Second signal: leave now. _exit is async-signal-safe.
         // SAFETY: _exit has no preconditions.
@@ -17,25 +32,86 @@ extern "C" fn on_signal(signal: libc::c_int) {
     }
 }
 
-/// Installs the handlers for SIGINT and SIGTERM. Call once from `main`.
-pub fn install() {
-    for signal in [libc::SIGINT, libc::SIGTERM] {
-        // SAFETY: we install a handler that only touches an atomic and calls _exit,
-        // both async-signal-safe; the sigaction struct is zero-initialised and then
+fn install_with(flags: libc::c_int) {
+    for signal in STOP_SIGNALS {
+        // SAFETY: we install a handler that only touches atomics and calls _exit,
+        // all async-signal-safe; the sigaction struct is zero-initialised and then
         // filled in as sigaction(2) requires.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
             action.sa_sigaction = on_signal as extern "C" fn(libc::c_int) as usize;
             libc::sigemptyset(&mut action.sa_mask);
-            action.sa_flags = libc::SA_RESTART;
+            action.sa_flags = flags;
             libc::sigaction(signal, &action, std::ptr::null_mut());
         }
     }
 }
 
+/// Installs the handlers for SIGINT and SIGTERM. Call once from `main`. Blocking
+/// system calls the signal lands in are restarted (`SA_RESTART`): the layers that
+/// wait for children, sockets or servers poll [`requested`] on their own schedule.
+pub fn install() {
+    install_with(libc::SA_RESTART);
+}
+
+/// Installs the handlers without `SA_RESTART`, for `seal` and `open`: a `read` or
+/// `write` the signal lands in fails with EINTR instead of carrying on, so a
+/// `write` to a stalled pipe or a `read` of a silent terminal on the main thread
+/// ends at once. Every blocking call of those commands is a loop that asks
+/// [`requested`] on EINTR (the file layer's `pipeline` and `sys`); `std`'s own
+/// loops (`read_to_end`, channels, joins) retry EINTR themselves.
+pub fn install_interrupting() {
+    install_with(0);
+}
+
 /// Whether the user asked to stop.
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Whether the user asked to stop, or a stop signal is queued for this process
+/// and not yet handled. Asked on the main thread before something is made
+/// permanent: when every other thread keeps the signals off
+/// ([`keep_off_this_thread`]), a signal the kernel queued before this call is
+/// either handled already (this thread ran the handler) or still pending, so none
+/// slips through. (Ctrl-C signals the producer of a pipe and us together; the
+/// producer's death may reach our reader as end-of-input first.)
+pub fn requested_or_pending() -> bool {
+    requested() || stop_signal_pending()
+}
+
+fn stop_signal_pending() -> bool {
+    // SAFETY: sigset_t is plain data that sigemptyset initialises; sigpending
+    // writes into it; sigismember only reads it.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        if libc::sigpending(&mut set) != 0 {
+            return false;
+        }
+        STOP_SIGNALS
+            .iter()
+            .any(|&s| libc::sigismember(&set, s) == 1)
+    }
+}
+
+/// Blocks SIGINT and SIGTERM in the calling thread, so that the process's main
+/// thread is the one that takes them (POSIX delivers a process-directed signal to
+/// a thread that does not block it). Call first thing in a helper thread of `seal`
+/// or `open`: its blocking calls then never see EINTR, and
+/// [`requested_or_pending`] on the main thread cannot miss a signal that another
+/// thread is halfway through handling.
+pub fn keep_off_this_thread() {
+    // SAFETY: the set is initialised by sigemptyset/sigaddset before use;
+    // pthread_sigmask only changes this thread's mask.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for s in STOP_SIGNALS {
+            libc::sigaddset(&mut set, s);
+        }
+        libc::pthread_sigmask(libc::SIG_BLOCK, &set, std::ptr::null_mut());
+    }
 }
 
 /// The error a runner returns when it stopped because the user asked.
@@ -44,7 +120,11 @@ pub struct Interrupted;
 
 impl std::fmt::Display for Interrupted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("interrupted")
+        match SIGNAL.load(Ordering::SeqCst) {
+            libc::SIGINT => f.write_str("interrupted by SIGINT (Ctrl-C)"),
+            libc::SIGTERM => f.write_str("interrupted by SIGTERM"),
+            _ => f.write_str("interrupted"),
+        }
     }
 }
 

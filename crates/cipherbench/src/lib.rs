@@ -6,10 +6,12 @@
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
 pub mod cli;
+pub mod effect;
 pub mod file;
 pub mod host;
 pub mod interrupt;
 pub mod library;
+pub mod machine;
 pub mod probe;
 pub mod progress;
 pub mod results;
@@ -34,7 +36,8 @@ pub fn main(cli: Cli) -> ExitCode {
         Ok(code) => code,
         Err(e) => {
             if e.downcast_ref::<interrupt::Interrupted>().is_some() {
-                eprintln!("cipherbench: interrupted");
+                // With what was being done and what was left, when the layer says.
+                eprintln!("cipherbench: {}", one_line(&e));
                 return ExitCode::from(EXIT_INTERRUPTED);
             }
             eprintln!("cipherbench: {}", one_line(&e));

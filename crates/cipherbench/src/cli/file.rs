@@ -373,7 +373,7 @@ pub fn seal(args: &SealArgs) -> Result<ExitCode> {
     match args.plan()? {
         SealCommand::GenKey(path) => keys::generate_key_file(&path)?,
         SealCommand::Seal(options) => {
-            interrupt::install();
+            interrupt::install_interrupting();
             seal::seal(&options)?;
         }
     }
@@ -383,7 +383,7 @@ pub fn seal(args: &SealArgs) -> Result<ExitCode> {
 /// `cipherbench open`.
 pub fn open(args: &OpenArgs) -> Result<ExitCode> {
     let options = args.plan()?;
-    interrupt::install();
+    interrupt::install_interrupting();
     seal::open(&options)?;
     Ok(ExitCode::SUCCESS)
 }

@@ -107,17 +107,21 @@ impl DirectWriter {
                 let jobs = Arc::clone(&jobs_rx);
                 let free = free_tx.clone();
                 let error = Arc::clone(&error);
-                std::thread::spawn(move || loop {
-                    let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
-                    let Ok((block, offset)) = job else { return };
-                    let failed = error.lock().unwrap_or_else(|p| p.into_inner()).is_some();
-                    if !failed {
-                        if let Err(e) = file.write_all_at(block.bytes(), offset) {
-                            *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                std::thread::spawn(move || {
+                    // Ctrl-C and SIGTERM are the main thread's (see `interrupt`).
+                    crate::interrupt::keep_off_this_thread();
+                    loop {
+                        let job = jobs.lock().unwrap_or_else(|p| p.into_inner()).recv();
+                        let Ok((block, offset)) = job else { return };
+                        let failed = error.lock().unwrap_or_else(|p| p.into_inner()).is_some();
+                        if !failed {
+                            if let Err(e) = file.write_all_at(block.bytes(), offset) {
+                                *error.lock().unwrap_or_else(|p| p.into_inner()) = Some(e);
+                            }
                         }
-                    }
-                    if free.send(block).is_err() {
-                        return;
+                        if free.send(block).is_err() {
+                            return;
+                        }
                     }
                 })
             })

@@ -3,6 +3,10 @@
 //! any failure (drop without commit), so a failed `open` leaves no plaintext and a
 //! failed `seal` no half file.
 //!
+//! The last thing [`AtomicFile::commit`] does before the file takes the target's
+//! name is to ask whether to stop (Ctrl-C or SIGTERM): a stop asked for at any time
+//! until then, even during the final fsync, leaves nothing under the target's name.
+//!
 //! An existing target is never replaced without `--force`: the check happens before
 //! any work, and the final step is a hard link (which fails if the name appeared
 //! meanwhile) rather than a rename. With `--force` it is an atomic rename.
@@ -16,6 +20,7 @@
 
 use super::direct::DirectWriter;
 use super::sys;
+use crate::interrupt::Interrupted;
 use anyhow::{bail, Context, Result};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
@@ -116,9 +121,10 @@ impl AtomicFile {
         })
     }
 
-    /// Makes the file the target: fsync (if created `durable`), then link or rename
-    /// it into place and fsync the directory.
-    pub fn commit(mut self) -> Result<()> {
+    /// Makes the file the target: fsync (if created `durable`), then, unless `stop`
+    /// says to stop ([`Interrupted`]; the temporary file is removed), link or
+    /// rename it into place and fsync the directory.
+    pub fn commit(mut self, stop: &dyn Fn() -> bool) -> Result<()> {
         let file = match std::mem::replace(&mut self.writer, Writer::Done) {
             Writer::Buffered { file, .. } => file,
             Writer::Direct(w) => w
@@ -131,6 +137,10 @@ impl AtomicFile {
                 .with_context(|| format!("flushing {} to disk", self.temporary.display()))?;
         }
         drop(file);
+        if stop() {
+            // Drop removes the temporary file.
+            return Err(Interrupted.into());
+        }
         if self.force {
             std::fs::rename(&self.temporary, &self.target)
                 .with_context(|| format!("renaming the output onto {}", self.target.display()))?;
@@ -253,7 +263,7 @@ mod tests {
         let mut f = AtomicFile::create(&target, false, 0o600, true).unwrap();
         f.write_all(b"hello").unwrap();
         assert!(!target.exists(), "the target appears only on commit");
-        f.commit().unwrap();
+        f.commit(&|| false).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"hello");
         assert_eq!(entries(&d), vec!["out"]);
         std::fs::remove_dir_all(&d).unwrap();
@@ -271,6 +281,19 @@ mod tests {
     }
 
     #[test]
+    fn a_stop_before_the_rename_leaves_neither_target_nor_temporary() {
+        let d = scratch("stop");
+        for durable in [false, true] {
+            let mut f = AtomicFile::create(&d.join("out"), false, 0o600, durable).unwrap();
+            f.write_all(b"whole, but stopped").unwrap();
+            let err = f.commit(&|| true).unwrap_err();
+            assert!(err.downcast_ref::<Interrupted>().is_some(), "{err}");
+            assert!(entries(&d).is_empty(), "{:?}", entries(&d));
+        }
+        std::fs::remove_dir_all(&d).unwrap();
+    }
+
+    #[test]
     fn an_existing_target_needs_force() {
         let d = scratch("force");
         let target = d.join("out");
@@ -284,12 +307,12 @@ mod tests {
         let mut f = AtomicFile::create(&target, false, 0o600, false).unwrap();
         f.write_all(b"new").unwrap();
         std::fs::write(&target, b"raced").unwrap();
-        assert!(f.commit().is_err());
+        assert!(f.commit(&|| false).is_err());
         assert_eq!(std::fs::read(&target).unwrap(), b"raced");
         assert_eq!(entries(&d), vec!["out"]);
         let mut f = AtomicFile::create(&target, true, 0o600, false).unwrap();
         f.write_all(b"forced").unwrap();
-        f.commit().unwrap();
+        f.commit(&|| false).unwrap();
         assert_eq!(std::fs::read(&target).unwrap(), b"forced");
         std::fs::remove_dir_all(&d).unwrap();
     }

@@ -11,21 +11,89 @@
 //!   until their turn.
 //! - **End of stream**: a batch is the last one when the input ends inside it or
 //!   right after it; the reader reads one byte past a full batch to know, and carries
-//!   that byte into the next batch.
+//!   that byte into the next batch. An input that ends after a stop was asked for is
+//!   not an end: Ctrl-C at a terminal kills the producer of a pipe too, and its end
+//!   of input must not be sealed as the end of the data.
+//! - **Stopping**: the reader never sits in a `read` that could block for ever: on
+//!   anything but a regular file it waits with `poll` and a timeout
+//!   ([`WAIT_STEP`]) and asks `cancel` between waits, so a pipe that is open but
+//!   silent does not hold Ctrl-C or SIGTERM back. (Making the signal interrupt the
+//!   `read` instead would need it delivered to the reader thread, while POSIX
+//!   hands a process's signal to any thread that does not block it; the helper
+//!   threads block the stop signals instead, see [`crate::interrupt`].) The
+//!   writer, on the main thread, takes the signals itself: a `write` they cut
+//!   short returns, and the writer stops.
 //! - **Errors in order**: a failure (a chunk that did not verify, an I/O error,
 //!   Ctrl-C) is reported when the writer reaches its place in the stream, so the
 //!   error names the first failing chunk and nothing after it is written; every
-//!   thread then winds down.
+//!   thread then winds down. The error comes with the bytes `write` accepted until
+//!   then ([`Stopped`]): to stdout, that is what the consumer got.
 //!
 //! What a batch *means* (the format) is the [`Transform`]'s business; this module
 //! only moves bytes.
 
+use crate::interrupt::{self, Interrupted};
 use anyhow::{anyhow, Context, Result};
 use std::collections::BTreeMap;
+use std::fs::File;
 use std::io::{ErrorKind, Read, Write};
+use std::os::fd::AsFd;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc::{sync_channel, Receiver, SyncSender};
 use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// How long a read waits for a silent input before asking whether to stop: short
+/// enough that Ctrl-C feels immediate, long enough to cost nothing.
+pub const WAIT_STEP: Duration = Duration::from_millis(100);
+
+/// Something the pipeline reads from.
+pub trait Source: Send {
+    /// Reads into `buf`: at least one byte, or 0 at the end of the input. Gives up
+    /// with [`Interrupted`] when `cancel` says so, also while waiting for data.
+    fn read_some(&mut self, buf: &mut [u8], cancel: &dyn Fn() -> bool) -> Result<usize>;
+}
+
+/// A file, or stdin (a pipe, a terminal, a socket, a file).
+pub struct Input {
+    file: File,
+    /// Not a regular file: a read can wait for ever, so wait with `poll` first.
+    waits: bool,
+}
+
+impl Input {
+    /// Reads `file`.
+    pub fn file(file: File) -> Input {
+        let waits = !file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        Input { file, waits }
+    }
+
+    /// Reads stdin, through a duplicate of descriptor 0 rather than `std`'s
+    /// buffered handle: `poll` then sees every byte that was not read yet.
+    pub fn stdin() -> std::io::Result<Input> {
+        let fd = std::io::stdin().as_fd().try_clone_to_owned()?;
+        Ok(Input::file(File::from(fd)))
+    }
+}
+
+impl Source for Input {
+    fn read_some(&mut self, buf: &mut [u8], cancel: &dyn Fn() -> bool) -> Result<usize> {
+        loop {
+            if cancel() {
+                return Err(Interrupted.into());
+            }
+            if self.waits && !super::sys::wait_readable(self.file.as_fd(), WAIT_STEP)? {
+                continue;
+            }
+            match self.file.read(buf) {
+                Ok(n) => return Ok(n),
+                // A signal landed in the read: ask `cancel` again.
+                Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}
 
 /// Turns one batch of input into output; one instance per worker thread.
 pub trait Transform: Send {
@@ -110,40 +178,52 @@ struct Done {
     result: Result<usize>,
 }
 
+/// Why the pipeline stopped before the end of the input, and what it had written
+/// by then.
+#[derive(Debug)]
+pub struct Stopped {
+    /// The first failure in stream order.
+    pub error: anyhow::Error,
+    /// Bytes read, and bytes `write` accepted: exact even when a batch was cut.
+    pub totals: Totals,
+}
+
 /// Runs the pipeline from `input` to `output`. `make` builds one transform per
-/// worker; `cancel` is asked before every batch read (Ctrl-C).
+/// worker; `cancel` (Ctrl-C) is asked before every read and write, and while a
+/// read waits.
 pub fn run<T: Transform>(
-    input: &mut (dyn Read + Send),
+    input: &mut dyn Source,
     output: &mut dyn Write,
     shape: &Shape,
     make: &(dyn Fn() -> Result<T> + Sync),
     cancel: &(dyn Fn() -> bool + Sync),
-) -> Result<Totals> {
+) -> Result<Totals, Stopped> {
     let in_capacity = shape.chunks_per_batch * shape.in_unit;
     let out_capacity = shape.chunks_per_batch * shape.out_unit;
     let (pool_tx, pool_rx) = sync_channel::<Batch>(shape.buffers);
     for _ in 0..shape.buffers {
-        pool_tx
-            .send(Batch {
-                seq: 0,
-                first_chunk: 0,
-                last: false,
-                input: vec![0u8; in_capacity],
-                input_len: 0,
-                output: vec![0u8; out_capacity],
-            })
-            .map_err(|_| anyhow!("pipeline pool closed"))?;
+        // The channel has room for every buffer, and its receiver is alive.
+        let _ = pool_tx.send(Batch {
+            seq: 0,
+            first_chunk: 0,
+            last: false,
+            input: vec![0u8; in_capacity],
+            input_len: 0,
+            output: vec![0u8; out_capacity],
+        });
     }
     let (work_tx, work_rx) = sync_channel::<Batch>(shape.buffers);
     let work_rx = Arc::new(Mutex::new(work_rx));
     let (done_tx, done_rx) = sync_channel::<Done>(shape.buffers + 1);
     let abort = AtomicBool::new(false);
+    let mut totals = Totals::default();
 
-    std::thread::scope(|scope| {
+    let result = std::thread::scope(|scope| {
         {
             let done_tx = done_tx.clone();
             let abort = &abort;
             scope.spawn(move || {
+                interrupt::keep_off_this_thread();
                 read_batches(input, shape, pool_rx, work_tx, done_tx, abort, cancel)
             });
         }
@@ -151,33 +231,72 @@ pub fn run<T: Transform>(
             let work_rx = Arc::clone(&work_rx);
             let done_tx = done_tx.clone();
             let abort = &abort;
-            scope.spawn(move || work(make, work_rx, done_tx, abort));
+            scope.spawn(move || {
+                interrupt::keep_off_this_thread();
+                work(make, work_rx, done_tx, abort)
+            });
         }
         drop(done_tx);
-        let result = write_in_order(output, done_rx, pool_tx);
+        let result = write_in_order(output, done_rx, pool_tx, cancel, &mut totals);
         if result.is_err() {
+            // Also wakes a reader waiting on a silent input.
             abort.store(true, Ordering::SeqCst);
         }
         result
-    })
+    });
+    match result {
+        Ok(()) => Ok(totals),
+        Err(error) => Err(Stopped { error, totals }),
+    }
 }
 
 /// Reads until `buf` is full or the input ends; returns the bytes read.
-pub(crate) fn read_full(input: &mut (dyn Read + Send), buf: &mut [u8]) -> std::io::Result<usize> {
+pub fn read_full(
+    input: &mut dyn Source,
+    buf: &mut [u8],
+    cancel: &dyn Fn() -> bool,
+) -> Result<usize> {
     let mut filled = 0;
     while filled < buf.len() {
-        match input.read(&mut buf[filled..]) {
-            Ok(0) => break,
-            Ok(n) => filled += n,
-            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
-            Err(e) => return Err(e),
+        match input.read_some(&mut buf[filled..], cancel)? {
+            0 => break,
+            n => filled += n,
         }
     }
     Ok(filled)
 }
 
+/// Writes all of `buf`, adding to `written` what each `write` accepted, so that a
+/// failure leaves `written` exact. A `write` cut short by a signal returns what it
+/// had written; then `cancel` decides whether to go on.
+pub fn write_all(
+    output: &mut dyn Write,
+    mut buf: &[u8],
+    cancel: &dyn Fn() -> bool,
+    written: &mut u64,
+) -> Result<()> {
+    while !buf.is_empty() {
+        if cancel() {
+            return Err(Interrupted.into());
+        }
+        match output.write(buf) {
+            Ok(0) => {
+                return Err(std::io::Error::from(ErrorKind::WriteZero))
+                    .context("writing the output")
+            }
+            Ok(n) => {
+                *written += n as u64;
+                buf = &buf[n..];
+            }
+            Err(e) if e.kind() == ErrorKind::Interrupted => continue,
+            Err(e) => return Err(e).context("writing the output"),
+        }
+    }
+    Ok(())
+}
+
 fn read_batches(
-    input: &mut (dyn Read + Send),
+    input: &mut dyn Source,
     shape: &Shape,
     pool: Receiver<Batch>,
     work: SyncSender<Batch>,
@@ -186,20 +305,23 @@ fn read_batches(
     cancel: &(dyn Fn() -> bool + Sync),
 ) {
     let capacity = shape.chunks_per_batch * shape.in_unit;
+    let stop = || abort.load(Ordering::SeqCst) || cancel();
     let mut carry: Option<u8> = None;
     let mut seq = 0u64;
     let mut chunk = 0u64;
+    let fail = |seq: u64, error: anyhow::Error| {
+        let _ = done.send(Done {
+            seq,
+            batch: None,
+            result: Err(error),
+        });
+    };
     loop {
         if abort.load(Ordering::SeqCst) {
             return;
         }
         if cancel() {
-            let _ = done.send(Done {
-                seq,
-                batch: None,
-                result: Err(crate::interrupt::Interrupted.into()),
-            });
-            return;
+            return fail(seq, Interrupted.into());
         }
         let Ok(mut batch) = pool.recv() else { return };
         let mut filled = 0;
@@ -207,29 +329,26 @@ fn read_batches(
             batch.input[0] = byte;
             filled = 1;
         }
-        let outcome = read_full(input, &mut batch.input[filled..]).and_then(|n| {
+        let outcome = read_full(input, &mut batch.input[filled..], &stop).and_then(|n| {
             filled += n;
             if filled < capacity {
                 return Ok(true);
             }
             // A full batch: is there anything after it?
             let mut one = [0u8; 1];
-            let more = read_full(input, &mut one)?;
+            let more = read_full(input, &mut one, &stop)?;
             if more == 1 {
                 carry = Some(one[0]);
             }
             Ok(more == 0)
         });
         let last = match outcome {
+            // The input ended, but a stop was asked for first: the end may be the
+            // stop's doing (the producer killed by the same Ctrl-C).
+            Ok(true) if cancel() => return fail(seq, Interrupted.into()),
             Ok(last) => last,
-            Err(e) => {
-                let _ = done.send(Done {
-                    seq,
-                    batch: None,
-                    result: Err(anyhow::Error::new(e).context("reading the input")),
-                });
-                return;
-            }
+            Err(e) if e.downcast_ref::<Interrupted>().is_some() => return fail(seq, e),
+            Err(e) => return fail(seq, e.context("reading the input")),
         };
         batch.input_len = filled;
         batch.seq = seq;
@@ -294,8 +413,9 @@ fn write_in_order(
     output: &mut dyn Write,
     done: Receiver<Done>,
     pool: SyncSender<Batch>,
-) -> Result<Totals> {
-    let mut totals = Totals::default();
+    cancel: &dyn Fn() -> bool,
+    totals: &mut Totals,
+) -> Result<()> {
     let mut next = 0u64;
     let mut waiting: BTreeMap<u64, Done> = BTreeMap::new();
     loop {
@@ -312,18 +432,15 @@ fn write_in_order(
             let batch = d
                 .batch
                 .ok_or_else(|| anyhow!("pipeline result without a batch"))?;
-            output
-                .write_all(&batch.output[..n])
-                .context("writing the output")?;
+            write_all(output, &batch.output[..n], cancel, &mut totals.bytes_out)?;
             totals.bytes_in += batch.input_len as u64;
-            totals.bytes_out += n as u64;
             let last = batch.last;
             // The reader may have finished; a closed pool is fine then.
             let _ = pool.send(batch);
             next += 1;
             if last {
                 output.flush().context("writing the output")?;
-                return Ok(totals);
+                return Ok(());
             }
         }
     }
@@ -377,6 +494,18 @@ mod tests {
             .collect()
     }
 
+    /// An in-memory input: where the bytes come from is not the pipeline's logic.
+    struct Mem<R>(R);
+
+    impl<R: Read + Send> Source for Mem<R> {
+        fn read_some(&mut self, buf: &mut [u8], cancel: &dyn Fn() -> bool) -> Result<usize> {
+            if cancel() {
+                return Err(Interrupted.into());
+            }
+            Ok(self.0.read(buf)?)
+        }
+    }
+
     /// A reader that hands out at most 7 bytes per read, like a slow pipe.
     struct Trickle(Cursor<Vec<u8>>);
 
@@ -413,7 +542,7 @@ mod tests {
                 let input = data(len, unit);
                 let mut out = Vec::new();
                 let totals = run(
-                    &mut Trickle(Cursor::new(input.clone())),
+                    &mut Mem(Trickle(Cursor::new(input.clone()))),
                     &mut out,
                     &shape,
                     &|| Ok(Upper { unit }),
@@ -449,7 +578,7 @@ mod tests {
         let shape = Shape::new(64, 80, 2);
         let mut out = Vec::new();
         run(
-            &mut Cursor::new(Vec::new()),
+            &mut Mem(Cursor::new(Vec::new())),
             &mut out,
             &shape,
             &|| Ok(Count(Arc::clone(&seen))),
@@ -487,14 +616,15 @@ mod tests {
         let input = vec![1u8; 16 * 40];
         let mut out = Vec::new();
         let err = run(
-            &mut Cursor::new(input),
+            &mut Mem(Cursor::new(input)),
             &mut out,
             &shape,
             &|| Ok(FailAt(10)),
             &|| false,
         )
         .unwrap_err();
-        assert_eq!(err.to_string(), "chunk 10 failed");
+        assert_eq!(err.error.to_string(), "chunk 10 failed");
+        assert_eq!(err.totals.bytes_out, 16 * 10);
         assert_eq!(
             out.len(),
             16 * 10,
@@ -507,7 +637,7 @@ mod tests {
         let shape = Shape::new(64, 64, 2);
         let mut out = Vec::new();
         let err = run(
-            &mut Cursor::new(vec![0u8; 1 << 22]),
+            &mut Mem(Cursor::new(vec![0u8; 1 << 22])),
             &mut out,
             &shape,
             &|| Ok(Upper { unit: 64 }),
@@ -515,9 +645,124 @@ mod tests {
         )
         .unwrap_err();
         assert!(
-            err.downcast_ref::<crate::interrupt::Interrupted>()
-                .is_some(),
-            "{err}"
+            err.error.downcast_ref::<Interrupted>().is_some(),
+            "{}",
+            err.error
+        );
+    }
+
+    #[test]
+    fn a_silent_pipe_does_not_hold_back_a_cancel() {
+        // A real socket pair: one end is the input, the other stays open and silent.
+        let (ours, silent) = std::os::unix::net::UnixStream::pair().unwrap();
+        let mut input = Input::file(File::from(std::os::fd::OwnedFd::from(ours)));
+        let cancelled = AtomicBool::new(false);
+        let (finished, wait_finished) = std::sync::mpsc::channel::<()>();
+        let started = std::time::Instant::now();
+        let err = std::thread::scope(|scope| {
+            let cancelled = &cancelled;
+            scope.spawn(move || {
+                std::thread::sleep(Duration::from_millis(300));
+                cancelled.store(true, Ordering::SeqCst);
+                // A safety net, so that a reader deaf to the cancel fails the test
+                // below instead of hanging it: the input ends after 5 s.
+                let _ = wait_finished.recv_timeout(Duration::from_secs(5));
+                drop(silent);
+            });
+            let mut out = Vec::new();
+            let result = run(
+                &mut input,
+                &mut out,
+                &Shape::new(64, 64, 2),
+                &|| Ok(Upper { unit: 64 }),
+                &|| cancelled.load(Ordering::SeqCst),
+            );
+            let _ = finished.send(());
+            result.unwrap_err()
+        });
+        assert!(
+            err.error.downcast_ref::<Interrupted>().is_some(),
+            "{}",
+            err.error
+        );
+        assert!(
+            started.elapsed() < Duration::from_millis(300) + 5 * WAIT_STEP,
+            "{:?}",
+            started.elapsed()
+        );
+    }
+
+    #[test]
+    fn an_input_that_ends_after_a_cancel_is_not_taken_as_whole() {
+        /// Ends, and by the time it says so a stop has been asked for (as when
+        /// Ctrl-C kills the producer of a pipe and us together).
+        struct EndsOnCtrlC<'a>(Cursor<Vec<u8>>, &'a AtomicBool);
+        impl Source for EndsOnCtrlC<'_> {
+            fn read_some(&mut self, buf: &mut [u8], _: &dyn Fn() -> bool) -> Result<usize> {
+                let n = self.0.read(buf)?;
+                if n == 0 {
+                    self.1.store(true, Ordering::SeqCst);
+                }
+                Ok(n)
+            }
+        }
+        let stop = AtomicBool::new(false);
+        let lasts = Arc::new(Mutex::new(0));
+        struct CountLast(Arc<Mutex<usize>>);
+        impl Transform for CountLast {
+            fn apply(&mut self, _: u64, input: &[u8], last: bool, out: &mut [u8]) -> Result<usize> {
+                *self.0.lock().unwrap() += usize::from(last);
+                out[..input.len()].copy_from_slice(input);
+                Ok(input.len())
+            }
+        }
+        let mut out = Vec::new();
+        let err = run(
+            &mut EndsOnCtrlC(Cursor::new(vec![5u8; 3 << 20]), &stop),
+            &mut out,
+            &Shape::new(64, 64, 2),
+            &|| Ok(CountLast(Arc::clone(&lasts))),
+            &|| stop.load(Ordering::SeqCst),
+        )
+        .unwrap_err();
+        assert!(
+            err.error.downcast_ref::<Interrupted>().is_some(),
+            "{}",
+            err.error
+        );
+        assert_eq!(*lasts.lock().unwrap(), 0, "a last chunk was made");
+    }
+
+    #[test]
+    fn counts_the_bytes_write_accepted_when_a_write_fails() {
+        /// Accepts 1000 bytes in pieces of 300, then fails like a closed pipe.
+        struct Closes(usize);
+        impl Write for Closes {
+            fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+                if self.0 == 0 {
+                    return Err(ErrorKind::BrokenPipe.into());
+                }
+                let n = buf.len().min(300).min(self.0);
+                self.0 -= n;
+                Ok(n)
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let stopped = run(
+            &mut Mem(Cursor::new(data(64 * 100, 64))),
+            &mut Closes(1000),
+            &Shape::new(64, 64, 2),
+            &|| Ok(Upper { unit: 64 }),
+            &|| false,
+        )
+        .unwrap_err();
+        assert_eq!(stopped.totals.bytes_out, 1000);
+        assert!(
+            format!("{:#}", stopped.error).contains("broken pipe"),
+            "{:#}",
+            stopped.error
         );
     }
 

@@ -1,8 +1,9 @@
 //! The few Linux calls the file layer needs beyond `std`, each wrapped once with its
 //! `// SAFETY:` reasoning: page-cache advice and residency (`posix_fadvise`,
 //! `mincore`), flushing (`syncfs`, `sync_file_range`), dropping caches, a
-//! no-echo passphrase prompt on the terminal, and which file system a path is on
-//! (a pure parser of `/proc/self/mountinfo`).
+//! no-echo passphrase prompt on the terminal, waiting for input with a timeout
+//! (`poll`), and which file system a path is on (a pure parser of
+//! `/proc/self/mountinfo`).
 
 use cipherbench_model::file::Filesystem;
 use std::fs::File;
@@ -176,6 +177,30 @@ pub fn filesystem_of(path: &Path) -> Option<Filesystem> {
     let canonical = path.canonicalize().ok()?;
     let text = std::fs::read_to_string("/proc/self/mountinfo").ok()?;
     filesystem_in(&text, &canonical)
+}
+
+/// Waits up to `timeout` for `fd` to have something to read (data, end of input
+/// or an error, which the next `read` reports). Returns false on timeout or when a
+/// signal cut the wait short, so the caller can ask whether to stop.
+pub fn wait_readable(fd: std::os::fd::BorrowedFd<'_>, timeout: Duration) -> io::Result<bool> {
+    use std::os::fd::AsRawFd as _;
+    let mut pfd = libc::pollfd {
+        fd: fd.as_raw_fd(),
+        events: libc::POLLIN,
+        revents: 0,
+    };
+    let millis = timeout.as_millis().min(i32::MAX as u128) as i32;
+    // SAFETY: one valid pollfd for a descriptor the borrow keeps open.
+    let ready = unsafe { libc::poll(&mut pfd, 1, millis) };
+    if ready < 0 {
+        let e = io::Error::last_os_error();
+        return if e.kind() == io::ErrorKind::Interrupted {
+            Ok(false)
+        } else {
+            Err(e)
+        };
+    }
+    Ok(ready > 0)
 }
 
 /// Reads a passphrase from the controlling terminal with echo off. Ctrl-C (through

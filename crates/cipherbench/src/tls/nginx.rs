@@ -310,8 +310,12 @@ pub struct ServerSpec<'a> {
     pub suite: Suite,
     /// Worker CPUs.
     pub cpus: Vec<usize>,
-    /// Acceleration variant (`OPENSSL_ia32cap` in nginx's environment).
+    /// The acceleration variant: its library is the one nginx is started under and
+    /// held to.
     pub variant: &'a Variant,
+    /// The variant's `OPENSSL_ia32cap` for the library nginx loads (None: removed
+    /// from nginx's environment).
+    pub ia32cap: Option<String>,
     /// Port asked for (None: a free one).
     pub port: Option<u16>,
     /// Session resumption on.
@@ -399,7 +403,7 @@ impl Server {
             .args([&conf_path])
             .args(["-e", "stderr"])
             .cwd(dir)
-            .ia32cap(spec.variant.mask())
+            .ia32cap(spec.ia32cap.as_deref())
             .loader(spec.variant.library.loader())
             .start()
             .map_err(StartError::Other)?;
@@ -496,6 +500,11 @@ impl Server {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
     }
 
     /// Worker pids.

@@ -16,6 +16,7 @@ use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::tunnel::{GatewayRun, ThreadLoad};
+use cipherbench_model::variant::Probes;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -30,6 +31,9 @@ pub struct Gateway {
     stats_path: PathBuf,
     /// `OPENSSL_info(CPU_SETTINGS)` as the gateway reported it.
     pub cpu_settings: String,
+    /// The effect probes the gateway measured before its real work (None if they
+    /// could not run).
+    pub probes: Option<Probes>,
     /// The variant it runs.
     pub variant: Variant,
     /// The OpenSSL it loaded, as it reported it (held to the variant's library).
@@ -41,11 +45,12 @@ impl Gateway {
         program: &std::path::Path,
         config: &GatewayConfig,
         variant: &Variant,
+        mask: Option<String>,
         side: &'static str,
     ) -> Result<Gateway> {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
-            .ia32cap(variant.mask())
+            .ia32cap(mask.as_deref())
             .loader(variant.library.loader())
             .piped_stdin()
             .piped_stdout()
@@ -70,6 +75,7 @@ impl Gateway {
                 .as_str()
                 .unwrap_or_default()
                 .to_string(),
+            probes: serde_json::from_value(ready["probes"].clone()).ok(),
             variant: variant.clone(),
             loaded,
         })
@@ -190,12 +196,14 @@ fn addr(ip: &str) -> SocketAddrV4 {
 
 impl GatewayPair {
     /// Starts both gateways, the receiver first (so the sender's first packets find
-    /// it listening).
+    /// it listening). `mask` gives each variant's `OPENSSL_ia32cap` for the library it
+    /// loads (a layer's [`crate::variant::Baseline::mask`]).
     pub fn start(
         names: &Names,
         options: &PairOptions,
         sender_variant: &Variant,
         receiver_variant: &Variant,
+        mask: impl Fn(&Variant) -> Option<String>,
     ) -> Result<GatewayPair> {
         let config = |side: &str,
                       ns: &str,
@@ -233,6 +241,7 @@ impl GatewayPair {
                 &options.receiver_cpus,
             ),
             receiver_variant,
+            mask(receiver_variant),
             "receiver",
         )?;
         let sender = Gateway::start(
@@ -248,6 +257,7 @@ impl GatewayPair {
                 &options.sender_cpus,
             ),
             sender_variant,
+            mask(sender_variant),
             "sender",
         )?;
         Ok(GatewayPair { sender, receiver })
