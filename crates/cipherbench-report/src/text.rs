@@ -393,21 +393,26 @@ pub fn ratio_rows(variants: &[String]) -> Vec<(String, String, String)> {
     rows
 }
 
-/// Whether any accel/noaesni ratio of the tables has an interval holding 1.0.
+/// Whether any ratio row of the tables (accel/noaesni per library, a later library's
+/// accel over the baseline's) has an interval holding 1.0.
 fn any_unclear_ratio(results: &SpeedResults) -> bool {
-    variants::not_applicable(&results.variants, &["accel", "noaesni"]).is_none()
-        && results.points.iter().any(|p| {
-            p.variant == "accel"
-                && results
-                    .ratio_interval(
-                        &p.cipher,
-                        "accel",
-                        "noaesni",
-                        p.direction,
-                        p.size_bytes,
-                        p.threads,
-                    )
-                    .is_some_and(|r| !r.is_clear())
+    ratio_rows(&results.config.variants)
+        .iter()
+        .any(|(_, top, bottom)| {
+            variants::not_applicable(&results.variants, &[top, bottom]).is_none()
+                && results.points.iter().any(|p| {
+                    p.variant == *top
+                        && results
+                            .ratio_interval(
+                                &p.cipher,
+                                top,
+                                bottom,
+                                p.direction,
+                                p.size_bytes,
+                                p.threads,
+                            )
+                            .is_some_and(|r| !r.is_clear())
+                })
         })
 }
 
@@ -421,11 +426,11 @@ fn ratio_row(
 ) -> Option<String> {
     let measured = results.points.iter().any(|p| {
         p.cipher == cipher
-            && p.variant == "noaesni"
+            && p.variant == bottom
             && p.direction == direction
             && p.threads == threads
     });
-    if let Some(na) = variants::not_applicable(&results.variants, &["accel", "noaesni"]) {
+    if let Some(na) = variants::not_applicable(&results.variants, &[top, bottom]) {
         return measured.then(|| format!(" {na}"));
     }
     let mut row = String::new();
@@ -439,7 +444,7 @@ fn ratio_row(
                 let ratio = a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median;
                 // A ratio whose interval holds 1.0 is not a gain: marked, same width.
                 let unclear = results
-                    .ratio_interval(cipher, "accel", "noaesni", direction, s, threads)
+                    .ratio_interval(cipher, top, bottom, direction, s, threads)
                     .is_some_and(|r| !r.is_clear());
                 if unclear {
                     row.push_str(&format!(" {ratio:>9.2}x?"));
