@@ -19,7 +19,7 @@ src=${1:-crates/cipherbench/src}
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
   "results supervisor machine"    # 1: the results sink, external programs, the CPU layout and noise
-  "effect"                        # 2: the effect probe a variant's process runs
+  "effect library"                # 2: the effect probe a variant's process runs; the OpenSSL under test, and which one each part loaded
   "probe"                         # 3: the machine's probe
   "variant"                       # 4: the acceleration variant every layer shares
   "speed file tls tunnel"         # 5: the four layers, siblings

@@ -192,6 +192,45 @@ pub fn library_version() -> String {
     static_str(unsafe { OpenSSL_version(OPENSSL_VERSION) }).unwrap_or_default()
 }
 
+/// `OpenSSL_version(OPENSSL_VERSION)` of the shared object at `path`, loaded with
+/// `dlopen` beside this process's own libcrypto (`RTLD_LOCAL | RTLD_DEEPBIND`, so
+/// neither sees the other's symbols) and never unloaded. For diagnosing a library
+/// that the loader will not give a program: only call it in a short-lived process,
+/// since the object's initialisers run here. `Err` holds `dlerror()`'s message, or
+/// says that the object has no `OpenSSL_version`.
+pub fn version_of_file(path: &std::path::Path) -> Result<String, String> {
+    use std::os::unix::ffi::OsStrExt;
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} holds a NUL byte", path.display()))?;
+    let dl_error = || {
+        // SAFETY: dlerror returns NULL or a NUL-terminated string owned by libc.
+        static_str(unsafe { libc::dlerror() }).unwrap_or_else(|| "unknown error".into())
+    };
+    // SAFETY: c_path is a valid C string; the flags are valid dlopen flags.
+    let handle = unsafe {
+        libc::dlopen(
+            c_path.as_ptr(),
+            libc::RTLD_LAZY | libc::RTLD_LOCAL | libc::RTLD_DEEPBIND,
+        )
+    };
+    if handle.is_null() {
+        return Err(dl_error());
+    }
+    // SAFETY: handle came from a successful dlopen; the name is a C string literal.
+    let symbol = unsafe { libc::dlsym(handle, c"OpenSSL_version".as_ptr()) };
+    if symbol.is_null() {
+        return Err(format!(
+            "{} has no OpenSSL_version: it is not a libcrypto",
+            path.display()
+        ));
+    }
+    // SAFETY: every libcrypto's OpenSSL_version has this signature (crypto.h, 1.1.0
+    // on); the object stays loaded (no dlclose), so the returned static string stays
+    // valid while it is copied.
+    let version: extern "C" fn(c_int) -> *const c_char = unsafe { std::mem::transmute(symbol) };
+    static_str(version(OPENSSL_VERSION)).ok_or_else(|| "OpenSSL_version returned NULL".into())
+}
+
 /// `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)`: the capability vector in use, as
 /// `openssl info -cpusettings` prints it. None on builds without CPU detection.
 pub fn cpu_settings() -> Option<String> {

@@ -33,6 +33,116 @@ pub struct Environment {
     /// may use. Absent in records written before it was read.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub topology: Option<crate::topology::Topology>,
+    /// The OpenSSL libraries the run measured (`--openssl`), the baseline first;
+    /// empty in records written before the flag existed (they measured the system's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub libraries: Vec<LibraryUnderTest>,
+    /// Which library each part of the run loaded, as checked from the part itself.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub loaded: Vec<PartLibrary>,
+}
+
+impl Environment {
+    /// The library a variant name refers to: `accel@3.6.3` to the library tagged
+    /// `3.6.3`, a plain name to the baseline (the first). None in records that name
+    /// no library.
+    pub fn library_of(&self, variant: &str) -> Option<&LibraryUnderTest> {
+        let (_, tag) = split_variant_name(variant);
+        match tag {
+            Some(t) => self.libraries.iter().find(|l| l.tag.as_deref() == Some(t)),
+            None => self.libraries.first(),
+        }
+    }
+
+    /// The library under test in one phrase: `OpenSSL 3.6.3 1 Jul 2025 (--openssl
+    /// DIR)` for a directory, the version alone for the system's; for several, each
+    /// joined with ` vs `. Records without the list measured the library cipherbench
+    /// linked.
+    pub fn libraries_phrase(&self) -> String {
+        if self.libraries.is_empty() {
+            return self.openssl.library_version.clone();
+        }
+        self.libraries
+            .iter()
+            .map(LibraryUnderTest::phrase)
+            .collect::<Vec<_>>()
+            .join(" vs ")
+    }
+}
+
+/// Splits a variant name into the variant and the tag of its library:
+/// `noaesni@3.6.3` into (`noaesni`, `3.6.3`); a name without `@` belongs to the
+/// baseline library.
+pub fn split_variant_name(name: &str) -> (&str, Option<&str>) {
+    match name.rsplit_once('@') {
+        Some((variant, tag)) if !tag.is_empty() => (variant, Some(tag)),
+        _ => (name, None),
+    }
+}
+
+/// An OpenSSL library a run measured: the system's, or a build given with `--openssl
+/// DIR`, resolved and checked before anything started.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LibraryUnderTest {
+    /// `system` (what programs load by default), or the directory given to
+    /// `--openssl`.
+    pub name: String,
+    /// The suffix of its variants' names (`accel@3.6.3`); None for the first library
+    /// of a run, whose variants keep their plain names.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<String>,
+    /// `OpenSSL_version(OPENSSL_VERSION)`, as the library itself reported it.
+    pub version: String,
+    /// The libcrypto file a process started under it mapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libcrypto: Option<String>,
+    /// The libssl file it mapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libssl: Option<String>,
+    /// The `openssl` command line tool run with it: the build's own `bin/openssl`, or
+    /// the one on PATH.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cli: Option<String>,
+}
+
+impl LibraryUnderTest {
+    /// The library in one phrase: its version, and where it came from unless it is
+    /// the system's.
+    pub fn phrase(&self) -> String {
+        if self.name == "system" {
+            format!("{} (system)", self.version)
+        } else {
+            format!("{} (--openssl {})", self.version, self.name)
+        }
+    }
+}
+
+/// Which OpenSSL one part of a run loaded (a speed worker, the `openssl` tool, an
+/// nginx worker, a gateway, iperf3), as the part reported it or as the kernel shows
+/// its mappings.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PartLibrary {
+    /// Layer (`speed`, `file`, `tls`, `tunnel`).
+    pub layer: String,
+    /// The part (`speed worker`, `openssl CLI`, `nginx worker`, ...).
+    pub part: String,
+    /// The library it was started under (a [`LibraryUnderTest::name`]).
+    pub asked: String,
+    /// The version the part reported; None where only its mappings are known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<String>,
+    /// The libcrypto file it mapped; None where it reported only a version, or mapped
+    /// none (statically linked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libcrypto: Option<String>,
+    /// The libssl file it mapped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub libssl: Option<String>,
+    /// How it was learnt: `its own report`, `/proc/<pid>/maps`, `openssl version`.
+    pub source: String,
+    /// Whether it was held to the library asked for (a mismatch stops the layer);
+    /// false for parts only recorded (iperf3, the TLS load generator).
+    pub checked: bool,
 }
 
 /// The CPU as `/proc/cpuinfo` (and CPUID for the hypervisor) describes it.
@@ -318,6 +428,20 @@ mod tests {
         assert!(!masked.has(Ia32Cap::PCLMULQDQ));
         assert!(masked.has(Ia32Cap::AVX2));
         assert_eq!(masked.word1, full.word1);
+    }
+
+    #[test]
+    fn variant_names_carry_their_librarys_tag_after_an_at_sign() {
+        assert_eq!(split_variant_name("accel"), ("accel", None));
+        assert_eq!(
+            split_variant_name("noaesni@3.6.3"),
+            ("noaesni", Some("3.6.3"))
+        );
+        assert_eq!(
+            split_variant_name("ia32cap:~0x0:~0x0@3.0.19"),
+            ("ia32cap:~0x0:~0x0", Some("3.0.19"))
+        );
+        assert_eq!(split_variant_name("odd@"), ("odd@", None));
     }
 
     #[test]

@@ -145,6 +145,10 @@ pub struct ControlCheck {
     pub ratio: Ratio,
     /// Within tolerance: the variant changed AES-NI and nothing else this cipher uses.
     pub held: bool,
+    /// The tag of the library the pair ran under (`3.6.3` for `accel@3.6.3` and
+    /// `noaesni@3.6.3`); None for the baseline library.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub library: Option<String>,
 }
 
 /// `openssl speed -evp ... -mr` measured for the same point, for a cross-check.
@@ -280,11 +284,17 @@ impl SpeedResults {
     pub fn compute_controls(&mut self, control_ciphers: &[&str]) {
         let mut controls = Vec::new();
         for p in &self.points {
-            if p.variant != "accel" || !control_ciphers.contains(&p.cipher.as_str()) {
+            // accel, or accel on a later library (`accel@TAG`), against the noaesni of
+            // the same library.
+            let (variant, tag) = crate::env::split_variant_name(&p.variant);
+            if variant != "accel" || !control_ciphers.contains(&p.cipher.as_str()) {
                 continue;
             }
-            if let Some(q) = self.point(&p.cipher, "noaesni", p.direction, p.size_bytes, p.threads)
-            {
+            let noaesni = match tag {
+                Some(t) => format!("noaesni@{t}"),
+                None => "noaesni".to_string(),
+            };
+            if let Some(q) = self.point(&p.cipher, &noaesni, p.direction, p.size_bytes, p.threads) {
                 if let Some(ratio) =
                     Ratio::of(&q.throughput_bytes_per_sec, &p.throughput_bytes_per_sec)
                 {
@@ -295,6 +305,7 @@ impl SpeedResults {
                         threads: p.threads,
                         held: (ratio.value - 1.0).abs() <= CONTROL_TOLERANCE,
                         ratio,
+                        library: tag.map(str::to_string),
                     });
                 }
             }
@@ -306,6 +317,55 @@ impl SpeedResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn point(cipher: &str, variant: &str, rate: f64) -> SpeedPoint {
+        SpeedPoint {
+            cipher: cipher.into(),
+            variant: variant.into(),
+            direction: Direction::Encrypt,
+            size_bytes: 16384,
+            threads: 1,
+            samples: Vec::new(),
+            throughput_bytes_per_sec: Summary::of(&[rate, rate]).unwrap(),
+            cpu_cores_used: 1.0,
+            noise: None,
+        }
+    }
+
+    #[test]
+    fn controls_pair_accel_and_noaesni_of_the_same_library() {
+        let mut r = SpeedResults {
+            config: SpeedConfig {
+                ciphers: vec!["des-ede3-cbc".into()],
+                sizes_bytes: vec![16384],
+                variants: vec![],
+                threads: vec![1],
+                directions: vec![Direction::Encrypt],
+                warmup_ns: 0,
+                sample_ns: 0,
+                samples: 2,
+            },
+            variants: Vec::new(),
+            points: vec![
+                point("des-ede3-cbc", "accel", 100.0),
+                point("des-ede3-cbc", "noaesni", 99.0),
+                // A faster library, whose own noaesni moved its control: flagged
+                // there, and never compared across libraries.
+                point("des-ede3-cbc", "accel@3.6.3", 200.0),
+                point("des-ede3-cbc", "noaesni@3.6.3", 150.0),
+            ],
+            unavailable: Vec::new(),
+            controls: Vec::new(),
+            openssl_checks: Vec::new(),
+            placement: None,
+        };
+        r.compute_controls(&["des-ede3-cbc"]);
+        assert_eq!(r.controls.len(), 2);
+        assert!(r.controls[0].held && r.controls[0].library.is_none());
+        assert!(!r.controls[1].held);
+        assert_eq!(r.controls[1].library.as_deref(), Some("3.6.3"));
+        assert!((r.controls[1].ratio.value - 0.75).abs() < 1e-9);
+    }
 
     #[test]
     fn an_openssl_check_written_before_the_mode_was_recorded_reads_as_wall_time() {

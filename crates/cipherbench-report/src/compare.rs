@@ -135,7 +135,8 @@ type Figure = (&'static str, String, Unit, f64, bool);
 /// The figures of one record, keyed by (layer, what).
 fn layer_figures(r: &RunRecord) -> Vec<Figure> {
     let mut out = Vec::new();
-    for step in crate::ladder::build(r).steps {
+    let ladder = crate::ladder::build(r);
+    for step in ladder.steps {
         out.push((
             "ladder",
             format!("AES-NI gain, {}: {}", step.layer, step.what),
@@ -151,6 +152,18 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
             .find(|(l, _)| *l == layer)
             .is_some_and(|(_, records)| crate::variants::ineffective(records, variant).is_some())
     };
+    for step in ladder.libraries {
+        out.push((
+            "ladder",
+            format!(
+                "library gain (accel@{} over accel), {}: {}",
+                step.tag, step.layer, step.what
+            ),
+            Unit::Gain,
+            step.gain,
+            false,
+        ));
+    }
     if let Some(f) = &r.file {
         for p in &f.points {
             out.push((
@@ -282,7 +295,8 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
                 .unwrap_or_else(|| "none".into())
         }),
         ("kernel", |r| r.environment.kernel.clone()),
-        ("OpenSSL", |r| r.environment.openssl.library_version.clone()),
+        // The libraries measured (`--openssl`), else the one cipherbench linked.
+        ("OpenSSL under test", |r| r.environment.libraries_phrase()),
         ("capability vector", |r| {
             r.environment
                 .openssl

@@ -129,10 +129,16 @@ pub fn text(r: &FileResults) -> String {
         r.config.scratch_dir
     );
     let (tools, variants) = (tools(r), variants(r));
+    let w = variants
+        .iter()
+        .map(|v| v.len())
+        .chain([8])
+        .max()
+        .unwrap_or(8);
     for (d, c, s) in groups(r) {
         out.push_str(&format!("\n{}\n", group_title(d, c, s)));
         out.push_str(&format!(
-            "{:<22} {:<8} {:>9} {:>7} {:>11} {:>7} {:>7} {:>7} {:>9} {}\n",
+            "{:<22} {:<w$} {:>9} {:>7} {:>11} {:>7} {:>7} {:>7} {:>9} {}\n",
             "tool",
             "variant",
             "median",
@@ -151,7 +157,7 @@ pub fn text(r: &FileResults) -> String {
                 };
                 let e = &p.elapsed_seconds;
                 out.push_str(&format!(
-                    "{:<22} {:<8} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
+                    "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
                     tool,
                     crate::variants::text_name(&r.variants, variant),
                     e.median,
@@ -164,19 +170,22 @@ pub fn text(r: &FileResults) -> String {
                     if r.verified(tool) { "yes" } else { "NO" }
                 ));
             }
-            if let (Some(a), Some(n)) = (
-                r.point(tool, "accel", d, c, s),
-                r.point(tool, "noaesni", d, c, s),
-            ) {
-                let ratio =
-                    match crate::variants::not_applicable(&r.variants, &["accel", "noaesni"]) {
+            for (label, a, n) in crate::text::ratio_rows(&variants) {
+                if let (Some(pa), Some(pn)) =
+                    (r.point(tool, &a, d, c, s), r.point(tool, &n, d, c, s))
+                {
+                    let ratio = match crate::variants::not_applicable(
+                        &r.variants,
+                        &[a.as_str(), n.as_str()],
+                    ) {
                         Some(na) => na,
                         None => format!(
-                            "noaesni takes {:.2}x the time of accel",
-                            n.elapsed_seconds.median / a.elapsed_seconds.median.max(1e-9)
+                            "{n} takes {:.2}x the time of {a}",
+                            pn.elapsed_seconds.median / pa.elapsed_seconds.median.max(1e-9)
                         ),
                     };
-                out.push_str(&format!("{:<22} {:<8} {ratio}\n", "", "ratio"));
+                    out.push_str(&format!("{:<22} {:<w$} {ratio}\n", "", label));
+                }
             }
         }
     }

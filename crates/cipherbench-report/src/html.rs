@@ -105,7 +105,7 @@ fn summary(record: &RunRecord) -> String {
             .unwrap_or_default(),
         escape(&env.os),
         escape(&env.kernel),
-        escape(&env.openssl.library_version)
+        escape(&env.libraries_phrase())
     ));
     let aes = env
         .verdicts
@@ -188,6 +188,7 @@ fn summary(record: &RunRecord) -> String {
             escape(why)
         ));
     }
+    s.push_str(&library_steps(&ladder.libraries));
     let general: Vec<_> = record
         .warnings
         .iter()
@@ -267,6 +268,7 @@ const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are
 <h3 id="m-tls">Layer 3: TLS sweep and ramp</h3><p>A real nginx serves one file per TLS connection (full handshake, keep-alive off). The sweep reports the highest throughput over the window at which the maximum time to first byte stays within the limit, searching over the number of concurrent clients. nginx CPU is its workers' CPU time over the window. The ramp starts requests on a schedule rising linearly to the target rate; latency counts from the scheduled start, and a request that fails or exceeds the timeout is unsuccessful.</p>
 <h4 id="m-tls-capacity">TLS capacity</h4><p>Gbit/s per core = the sweep's throughput at the largest file size divided by the CPU nginx's workers used over the window (cores under test × their mean utilisation), taking the core count with the best rate. Cores for a target = target ÷ that rate, rounded up: linear scaling is assumed, and the line says where the sweep saw nginx stop being CPU-bound (below 85 % of its cores), beyond which the rate was limited by something else.</p>
 <h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP and UDP (1220-byte writes) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first.</p>
+<h3 id="m-library">The library under test</h3><p>A run measures the system's OpenSSL unless <code>--openssl DIR</code> names another OpenSSL 3.x build: its directory goes first on <code>LD_LIBRARY_PATH</code> of every part a variant applies to (speed workers, the <code>openssl</code> tool and <code>cipherbench seal</code>/<code>open</code>, nginx, the ESP gateways), and the build's own <code>bin/openssl</code> runs in place of the one on PATH. Each part is checked from itself: cipherbench's children report <code>OpenSSL_version()</code> and the files they mapped, nginx's master and workers are read from <code>/proc/&lt;pid&gt;/maps</code>, the <code>openssl</code> tool from <code>openssl version</code>; a part on another library stops its layer. The load generator (this process) and iperf3 are not swapped, and say so. With several libraries the first is the baseline; the <b>library step</b> is accel on a later library over accel on the baseline, and <b>keeps</b> is ln(gain of the layer) / ln(gain of the primitive), as for AES-NI.</p>
 <h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
 </section>"#;
 
@@ -345,6 +347,79 @@ fn machine(record: &RunRecord) -> String {
         ));
     }
     s.push_str("</table></div>");
+    s.push_str(&libraries(env));
+    s
+}
+
+/// The library step: accel on each later library over accel on the baseline, per
+/// layer.
+fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
+    let mut tags: Vec<&str> = steps.iter().map(|s| s.tag.as_str()).collect();
+    tags.dedup();
+    let mut s = String::new();
+    for tag in tags {
+        let rows: Vec<_> = steps.iter().filter(|s| s.tag == tag).collect();
+        s.push_str(&format!(
+            "<h3 id=\"library-step-{}\">The library step: accel on {} over accel on {} <a class=\"how\" href=\"#m-library\">how measured</a></h3>",
+            escape(tag),
+            escape(&rows[0].library),
+            escape(&rows[0].baseline)
+        ));
+        s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
+        for step in rows {
+            s.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td></tr>",
+                step.layer,
+                escape(&step.what),
+                escape(&step.baseline_figure),
+                escape(&step.library_figure),
+                step.gain,
+                step.survives
+                    .map(crate::ladder::pct)
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        s.push_str("</table></div>");
+    }
+    s
+}
+
+/// The libraries under test and which one each part loaded, when the record says.
+fn libraries(env: &cipherbench_model::env::Environment) -> String {
+    if env.libraries.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from("<h3 id=\"libraries\">OpenSSL under test</h3><div class=\"scroll\"><table><tr><th class=\"l\">library</th><th class=\"l\">variants</th><th class=\"l\">version</th><th class=\"l\">libcrypto</th><th class=\"l\">openssl CLI</th></tr>");
+    for l in &env.libraries {
+        s.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td class=\"l\">{}</td></tr>",
+            escape(&l.name),
+            l.tag
+                .as_ref()
+                .map(|t| format!("accel@{}, …", escape(t)))
+                .unwrap_or_else(|| "accel, … (baseline)".into()),
+            escape(&l.version),
+            escape(l.libcrypto.as_deref().unwrap_or("-")),
+            escape(l.cli.as_deref().unwrap_or("the one on PATH"))
+        ));
+    }
+    s.push_str("</table></div>");
+    if !env.loaded.is_empty() {
+        s.push_str("<p>Which library each part loaded, as the part itself showed it (<a href=\"#m-library\">how</a>):</p><div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">part</th><th class=\"l\">asked for</th><th class=\"l\">version</th><th class=\"l\">libcrypto</th><th class=\"l\">how</th><th>held to it</th></tr>");
+        for p in &env.loaded {
+            s.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td class=\"l\">{}</td><td>{}</td></tr>",
+                escape(&p.layer),
+                escape(&p.part),
+                escape(&p.asked),
+                escape(p.version.as_deref().unwrap_or("-")),
+                escape(p.libcrypto.as_deref().unwrap_or("-")),
+                escape(&p.source),
+                if p.checked { "yes" } else { "recorded only" }
+            ));
+        }
+        s.push_str("</table></div>");
+    }
     s
 }
 

@@ -9,10 +9,17 @@
 //! - **crypto share** f = (1 − 1/G_layer) / (1 − 1/G_primitive): by Amdahl's law, the
 //!   fraction of the layer's time without AES-NI that was the cipher, if nothing but
 //!   the cipher sped up.
+//!
+//! With several libraries in one run (`--openssl system,DIR`), the **library step**
+//! is its own row per layer: accel on a later library over accel on the baseline
+//! (the first), same work, same run ([`library_steps`]).
 
-use cipherbench_model::file::{Cache, SyncMode};
+use cipherbench_model::file::{Cache, FilePoint, FileResults, SyncMode};
 use cipherbench_model::speed::Direction;
+use cipherbench_model::speed::{SpeedPoint, SpeedResults};
+use cipherbench_model::tls::{SweepPoint, SweepResults};
 use cipherbench_model::tunnel::Protocol;
+use cipherbench_model::tunnel::{TunnelPoint, TunnelResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::variant::{self, VariantRecord};
 use cipherbench_model::RunRecord;
@@ -45,13 +52,45 @@ pub struct Ladder {
     pub steps: Vec<Step>,
     /// Layers left out, and why.
     pub missing: Vec<(&'static str, String)>,
+    /// The library steps, when the run measured several libraries: per later
+    /// library, bottom first.
+    pub libraries: Vec<LibraryStep>,
+}
+
+/// One library step: at one layer, accel on a later library of the run over accel on
+/// the baseline library.
+#[derive(Debug, Clone, PartialEq)]
+pub struct LibraryStep {
+    /// `primitive`, `file`, `tls`, `tunnel`.
+    pub layer: &'static str,
+    /// What exactly was compared.
+    pub what: String,
+    /// The later library's tag (`3.6.3`): its variants are `accel@TAG`.
+    pub tag: String,
+    /// The baseline library, in a phrase (`OpenSSL 3.0.19 27 Jan 2026 (system)`).
+    pub baseline: String,
+    /// The later library, in a phrase.
+    pub library: String,
+    /// The figure on the baseline library, formatted.
+    pub baseline_figure: String,
+    /// The figure on the later library, formatted.
+    pub library_figure: String,
+    /// Later library / baseline, throughput.
+    pub gain: f64,
+    /// ln(gain) / ln(the primitive's library gain): how much of the library's gain
+    /// at the primitive the layer keeps; None for the primitive itself, or when the
+    /// libraries were within 5 % of each other there.
+    pub survives: Option<f64>,
 }
 
 /// Builds the ladder from a record. A layer whose accel or noaesni did not take
 /// effect has no rung: it is listed as missing with the reason (and without the
 /// primitive's rung there is no ladder).
 pub fn build(record: &RunRecord) -> Ladder {
-    let mut ladder = Ladder::default();
+    let mut ladder = Ladder {
+        libraries: library_steps(record),
+        ..Ladder::default()
+    };
     let primitive = match primitive(record) {
         Ok(p) => p,
         Err(why) => {
@@ -78,6 +117,210 @@ pub fn build(record: &RunRecord) -> Ladder {
         }
     }
     ladder
+}
+
+/// The library steps of a record: for each library after the first, at each layer
+/// measured on both, accel on it (`accel@TAG`) over accel on the first. Pure.
+pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
+    let env = &record.environment;
+    let Some(base) = env.libraries.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for lib in env.libraries.iter().skip(1) {
+        let Some(tag) = &lib.tag else {
+            continue;
+        };
+        let top = format!("accel@{tag}");
+        let mut rows: Vec<(&'static str, String, String, String, f64)> = Vec::new();
+        if let Some((b, a, size)) = record
+            .speed
+            .as_ref()
+            .and_then(|s| primitive_points(s, &top, "accel"))
+        {
+            let (bm, am) = (
+                b.throughput_bytes_per_sec.median,
+                a.throughput_bytes_per_sec.median,
+            );
+            rows.push((
+                "primitive",
+                format!("aes-128-gcm, {} buffers, encrypt, 1 core", ByteSize(size)),
+                format_bytes_per_sec(am),
+                format_bytes_per_sec(bm),
+                bm / am,
+            ));
+        }
+        if let Some((b, a, cache, sync)) = record
+            .file
+            .as_ref()
+            .and_then(|f| file_points(f, &top, "accel"))
+        {
+            rows.push((
+                "file",
+                file_what(b, cache, sync),
+                seconds(a.elapsed_seconds.median),
+                seconds(b.elapsed_seconds.median),
+                b.throughput_bytes_per_sec.median / a.throughput_bytes_per_sec.median,
+            ));
+        }
+        if let Some((b, a)) = record
+            .tls
+            .as_ref()
+            .and_then(|t| t.sweep.as_ref())
+            .and_then(|s| tls_points(s, &top, "accel"))
+        {
+            rows.push((
+                "tls",
+                tls_what(a),
+                format_bits_per_sec(a.throughput_bytes_per_sec),
+                format_bits_per_sec(b.throughput_bytes_per_sec),
+                b.throughput_bytes_per_sec / a.throughput_bytes_per_sec,
+            ));
+        }
+        if let Some((b, a)) = record
+            .tunnel
+            .as_ref()
+            .and_then(|t| tunnel_points(t, &top, "accel"))
+        {
+            rows.push((
+                "tunnel",
+                tunnel_what(record.tunnel.as_ref().map(|t| &t.config)),
+                format_bits_per_sec(a.throughput_bits_per_sec.median / 8.0),
+                format_bits_per_sec(b.throughput_bits_per_sec.median / 8.0),
+                b.throughput_bits_per_sec.median / a.throughput_bits_per_sec.median,
+            ));
+        }
+        let g0 = rows
+            .iter()
+            .find(|r| r.0 == "primitive")
+            .map(|r| r.4)
+            .filter(|g| g.is_finite() && (g - 1.0).abs() > 0.05);
+        for (layer, what, baseline_figure, library_figure, gain) in rows {
+            if !(gain.is_finite() && gain > 0.0) {
+                continue;
+            }
+            out.push(LibraryStep {
+                layer,
+                what,
+                tag: tag.clone(),
+                baseline: base.phrase(),
+                library: lib.phrase(),
+                baseline_figure,
+                library_figure,
+                gain,
+                survives: g0
+                    .filter(|_| layer != "primitive")
+                    .map(|g0| survives(gain, g0)),
+            });
+        }
+    }
+    out
+}
+
+/// The single-thread AES-128-GCM encryption points of variants `a` and `b` at the
+/// largest size measured.
+fn primitive_points<'a>(
+    s: &'a SpeedResults,
+    a: &str,
+    b: &str,
+) -> Option<(&'a SpeedPoint, &'a SpeedPoint, u64)> {
+    let size = s
+        .points
+        .iter()
+        .filter(|p| {
+            p.cipher == "aes-128-gcm" && p.threads == 1 && p.direction == Direction::Encrypt
+        })
+        .map(|p| p.size_bytes)
+        .max()?;
+    let pa = s.point("aes-128-gcm", a, Direction::Encrypt, size, 1)?;
+    let pb = s.point("aes-128-gcm", b, Direction::Encrypt, size, 1)?;
+    (pb.throughput_bytes_per_sec.median > 0.0).then_some((pa, pb, size))
+}
+
+/// cipherbench seal's encryption points of variants `a` and `b`, at the first cache
+/// state and durability mode both have (warm and fsync first).
+fn file_points<'a>(
+    f: &'a FileResults,
+    a: &str,
+    b: &str,
+) -> Option<(&'a FilePoint, &'a FilePoint, Cache, SyncMode)> {
+    for cache in [Cache::Warm, Cache::Cold] {
+        for sync in [SyncMode::Fsync, SyncMode::None] {
+            let pa = f.point("cipherbench", a, Direction::Encrypt, cache, sync);
+            let pb = f.point("cipherbench", b, Direction::Encrypt, cache, sync);
+            if let (Some(pa), Some(pb)) = (pa, pb) {
+                if pb.throughput_bytes_per_sec.median > 0.0 {
+                    return Some((pa, pb, cache, sync));
+                }
+            }
+        }
+    }
+    None
+}
+
+fn file_what(p: &FilePoint, cache: Cache, sync: SyncMode) -> String {
+    format!(
+        "cipherbench seal (AES-256-GCM), {} file, {} cache, {}",
+        ByteSize(p.bytes),
+        cache.as_str(),
+        if sync == SyncMode::Fsync {
+            "to disk (fsync)"
+        } else {
+            "no fsync"
+        }
+    )
+}
+
+/// The AES128-GCM-SHA256 sweep points of variants `a` and `b`, both valid, at the
+/// fewest cores and then the largest file.
+fn tls_points<'a>(
+    sweep: &'a SweepResults,
+    a: &str,
+    b: &str,
+) -> Option<(&'a SweepPoint, &'a SweepPoint)> {
+    let suite = "AES128-GCM-SHA256";
+    sweep
+        .points
+        .iter()
+        .filter(|p| p.suite == suite && p.variant == a && p.valid)
+        .filter_map(|pa| {
+            sweep
+                .point(suite, pa.size_bytes, pa.cores, b)
+                .filter(|pb| pb.valid && pb.throughput_bytes_per_sec > 0.0)
+                .map(|pb| (pa, pb))
+        })
+        .max_by_key(|(pa, _)| (std::cmp::Reverse(pa.cores), pa.size_bytes))
+}
+
+fn tls_what(p: &SweepPoint) -> String {
+    format!(
+        "nginx, AES128-GCM-SHA256, {} files, {} core{}",
+        ByteSize(p.size_bytes),
+        p.cores,
+        if p.cores == 1 { "" } else { "s" }
+    )
+}
+
+/// The aes128-gcm TCP tunnel points of variants `a` and `b`.
+fn tunnel_points<'a>(
+    t: &'a TunnelResults,
+    a: &str,
+    b: &str,
+) -> Option<(&'a TunnelPoint, &'a TunnelPoint)> {
+    let pa = t.point("aes128-gcm", a, Protocol::Tcp)?;
+    let pb = t.point("aes128-gcm", b, Protocol::Tcp)?;
+    (pb.throughput_bits_per_sec.median > 0.0).then_some((pa, pb))
+}
+
+fn tunnel_what(config: Option<&cipherbench_model::tunnel::TunnelConfig>) -> String {
+    format!(
+        "iperf3 TCP{} through the aes128-gcm ESP tunnel, variant on {} gateway(s)",
+        config
+            .and_then(|c| c.length_bytes)
+            .map(|l| format!(" (-l {l})"))
+            .unwrap_or_default(),
+        config.map(|c| c.variant_side.as_str()).unwrap_or("both")
+    )
 }
 
 /// ln G / ln G0: the share of the primitive's gain `g0`, on a multiplicative scale,
@@ -108,21 +351,7 @@ fn not_effective(records: &[VariantRecord]) -> Result<(), String> {
 fn primitive(record: &RunRecord) -> Result<Step, String> {
     let missing = || "aes-128-gcm was not measured with and without AES-NI".to_string();
     let s = record.speed.as_ref().ok_or_else(missing)?;
-    let size = s
-        .points
-        .iter()
-        .filter(|p| {
-            p.cipher == "aes-128-gcm" && p.threads == 1 && p.direction == Direction::Encrypt
-        })
-        .map(|p| p.size_bytes)
-        .max()
-        .ok_or_else(missing)?;
-    let a = s
-        .point("aes-128-gcm", "accel", Direction::Encrypt, size, 1)
-        .ok_or_else(missing)?;
-    let n = s
-        .point("aes-128-gcm", "noaesni", Direction::Encrypt, size, 1)
-        .ok_or_else(missing)?;
+    let (a, n, size) = primitive_points(s, "accel", "noaesni").ok_or_else(missing)?;
     not_effective(&s.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
@@ -145,36 +374,18 @@ fn primitive(record: &RunRecord) -> Result<Step, String> {
 
 fn file(record: &RunRecord) -> Result<Step, String> {
     let f = record.file.as_ref().ok_or("the file layer did not run")?;
-    let mut best = None;
-    for cache in [Cache::Warm, Cache::Cold] {
-        for sync in [SyncMode::Fsync, SyncMode::None] {
-            let a = f.point("cipherbench", "accel", Direction::Encrypt, cache, sync);
-            let n = f.point("cipherbench", "noaesni", Direction::Encrypt, cache, sync);
-            if let (Some(a), Some(n)) = (a, n) {
-                best.get_or_insert((a, n, cache, sync));
-            }
-        }
-    }
-    let (a, n, cache, sync) =
-        best.ok_or("cipherbench seal was not measured with and without AES-NI")?;
+    let (a, n, cache, sync) = file_points(f, "accel", "noaesni")
+        .ok_or("cipherbench seal was not measured with and without AES-NI")?;
     not_effective(&f.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
         n.throughput_bytes_per_sec.median,
     );
-    if nm <= 0.0 {
-        return Err("no throughput without AES-NI".into());
-    }
     let cpu = a.user_seconds.median + a.system_seconds.median;
     let wall = a.elapsed_seconds.median;
     Ok(Step {
         layer: "file",
-        what: format!(
-            "cipherbench seal (AES-256-GCM), {} file, {} cache, {}",
-            ByteSize(a.bytes),
-            cache.as_str(),
-            if sync == SyncMode::Fsync { "to disk (fsync)" } else { "no fsync" }
-        ),
+        what: file_what(a, cache, sync),
         accel: seconds(a.elapsed_seconds.median),
         noaesni: seconds(n.elapsed_seconds.median),
         gain: am / nm,
@@ -193,20 +404,9 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .as_ref()
         .and_then(|t| t.sweep.as_ref())
         .ok_or("the TLS sweep did not run")?;
-    let suite = "AES128-GCM-SHA256";
-    let pair = sweep
-        .points
-        .iter()
-        .filter(|p| p.suite == suite && p.variant == "accel" && p.valid)
-        .filter_map(|a| {
-            sweep
-                .point(suite, a.size_bytes, a.cores, "noaesni")
-                .filter(|n| n.valid)
-                .map(|n| (a, n))
-        })
-        .max_by_key(|(a, _)| (std::cmp::Reverse(a.cores), a.size_bytes))
+    let (a, n) = tls_points(sweep, "accel", "noaesni")
         .ok_or("AES128-GCM-SHA256 was not swept with and without AES-NI")?;
-    let (a, n) = pair;
+    let suite = "AES128-GCM-SHA256";
     let servers: Vec<VariantRecord> = record
         .tls
         .iter()
@@ -215,9 +415,6 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .map(|s| s.variant.clone())
         .collect();
     not_effective(&servers)?;
-    if n.throughput_bytes_per_sec <= 0.0 {
-        return Err("no throughput without AES-NI".into());
-    }
     let cpu = |p: &cipherbench_model::tls::SweepPoint| {
         p.server_cpu
             .as_ref()
@@ -226,12 +423,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
     };
     Ok(Step {
         layer: "tls",
-        what: format!(
-            "nginx, {suite}, {} files, {} core{}",
-            ByteSize(a.size_bytes),
-            a.cores,
-            if a.cores == 1 { "" } else { "s" }
-        ),
+        what: tls_what(a),
         accel: format_bits_per_sec(a.throughput_bytes_per_sec),
         noaesni: format_bits_per_sec(n.throughput_bytes_per_sec),
         gain: a.throughput_bytes_per_sec / n.throughput_bytes_per_sec,
@@ -250,20 +442,13 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         .tunnel
         .as_ref()
         .ok_or("the tunnel layer did not run")?;
-    let transform = "aes128-gcm";
-    let a = t.point(transform, "accel", Protocol::Tcp);
-    let n = t.point(transform, "noaesni", Protocol::Tcp);
-    let (a, n) = a
-        .zip(n)
+    let (a, n) = tunnel_points(t, "accel", "noaesni")
         .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
     not_effective(&t.variants)?;
     let (am, nm) = (
         a.throughput_bits_per_sec.median,
         n.throughput_bits_per_sec.median,
     );
-    if nm <= 0.0 {
-        return Err("no throughput without AES-NI".into());
-    }
     let cpu = |p: &cipherbench_model::tunnel::TunnelPoint| {
         p.runs
             .last()
@@ -283,14 +468,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     };
     Ok(Step {
         layer: "tunnel",
-        what: format!(
-            "iperf3 TCP{} through the {transform} ESP tunnel, variant on {} gateway(s)",
-            t.config
-                .length_bytes
-                .map(|l| format!(" (-l {l})"))
-                .unwrap_or_default(),
-            t.config.variant_side.as_str()
-        ),
+        what: tunnel_what(Some(&t.config)),
         accel: format_bits_per_sec(am / 8.0),
         noaesni: format_bits_per_sec(nm / 8.0),
         gain: am / nm,
@@ -366,6 +544,105 @@ mod tests {
         let half = 1.0 / (0.5 + 0.5 / g0);
         assert!((crypto_share(half, g0) - 0.5).abs() < 1e-12);
         assert!((survives(half, g0) - 0.215).abs() < 0.001);
+    }
+
+    /// The fixture run as if it had also measured accel on a second library, `gain`
+    /// times as fast at each layer (primitive, file, tls, tunnel).
+    fn with_a_second_library(gains: [f64; 4]) -> RunRecord {
+        use cipherbench_model::env::LibraryUnderTest;
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        let mut r = RunRecord::from_json(&text).unwrap();
+        let lib = |name: &str, tag: Option<&str>, version: &str| LibraryUnderTest {
+            name: name.into(),
+            tag: tag.map(str::to_string),
+            version: version.into(),
+            libcrypto: None,
+            libssl: None,
+            cli: None,
+        };
+        r.environment.libraries = vec![
+            lib("system", None, "OpenSSL 3.0.19 27 Jan 2026"),
+            lib("/opt/ossl", Some("3.6.3"), "OpenSSL 3.6.3 9 Jun 2026"),
+        ];
+        let tagged = |v: &str| (v == "accel").then(|| "accel@3.6.3".to_string());
+        let speed = r.speed.as_mut().unwrap();
+        for mut p in speed.points.clone() {
+            if let Some(v) = tagged(&p.variant) {
+                p.variant = v;
+                p.throughput_bytes_per_sec.median *= gains[0];
+                speed.points.push(p);
+            }
+        }
+        let file = r.file.as_mut().unwrap();
+        for mut p in file.points.clone() {
+            if let Some(v) = tagged(&p.variant) {
+                p.variant = v;
+                p.throughput_bytes_per_sec.median *= gains[1];
+                p.elapsed_seconds.median /= gains[1];
+                file.points.push(p);
+            }
+        }
+        let sweep = r.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        for mut p in sweep.points.clone() {
+            if let Some(v) = tagged(&p.variant) {
+                p.variant = v;
+                p.throughput_bytes_per_sec *= gains[2];
+                sweep.points.push(p);
+            }
+        }
+        let tunnel = r.tunnel.as_mut().unwrap();
+        for mut p in tunnel.points.clone() {
+            if let Some(v) = tagged(&p.variant) {
+                p.variant = v;
+                p.throughput_bits_per_sec.median *= gains[3];
+                tunnel.points.push(p);
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn the_library_step_is_accel_on_the_later_library_over_accel_at_each_layer() {
+        let record = with_a_second_library([2.0, 1.25, 1.1, 1.02]);
+        let steps = library_steps(&record);
+        let layers: Vec<&str> = steps.iter().map(|s| s.layer).collect();
+        assert_eq!(layers, ["primitive", "file", "tls", "tunnel"]);
+        for (s, g) in steps.iter().zip([2.0, 1.25, 1.1, 1.02]) {
+            assert!((s.gain - g).abs() < 1e-9, "{s:?}");
+            assert_eq!(s.tag, "3.6.3");
+            assert_eq!(s.library, "OpenSSL 3.6.3 9 Jun 2026 (--openssl /opt/ossl)");
+            assert_eq!(s.baseline, "OpenSSL 3.0.19 27 Jan 2026 (system)");
+        }
+        assert_eq!(steps[0].survives, None);
+        assert!((steps[1].survives.unwrap() - 1.25f64.ln() / 2f64.ln()).abs() < 1e-9);
+        // The AES-NI ladder is the baseline library's, as before.
+        assert_eq!(
+            build(&record).steps,
+            build(&{
+                let mut plain = record.clone();
+                plain.environment.libraries.clear();
+                plain
+            })
+            .steps
+        );
+        assert_eq!(build(&record).libraries, steps);
+    }
+
+    #[test]
+    fn libraries_within_five_percent_at_the_primitive_keep_no_share() {
+        let steps = library_steps(&with_a_second_library([1.03, 1.2, 1.0, 1.0]));
+        assert!(steps.iter().all(|s| s.survives.is_none()), "{steps:?}");
+    }
+
+    #[test]
+    fn a_record_with_one_library_has_no_library_step() {
+        let mut record = with_a_second_library([2.0, 1.0, 1.0, 1.0]);
+        record.environment.libraries.truncate(1);
+        assert!(library_steps(&record).is_empty());
     }
 
     #[test]

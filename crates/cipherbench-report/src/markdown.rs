@@ -19,7 +19,7 @@ pub fn summary(record: &RunRecord) -> String {
             .as_ref()
             .map(|h| format!(", {h}"))
             .unwrap_or_default(),
-        env.openssl.library_version,
+        env.libraries_phrase(),
         env.kernel,
         record.preset,
         record.started_at
@@ -55,6 +55,29 @@ pub fn summary(record: &RunRecord) -> String {
                 s.what,
                 s.accel,
                 s.noaesni,
+                s.gain,
+                s.survives
+                    .map(crate::ladder::pct)
+                    .unwrap_or_else(|| "–".into())
+            ));
+        }
+        out.push('\n');
+    }
+    let mut tags: Vec<&str> = l.libraries.iter().map(|s| s.tag.as_str()).collect();
+    tags.dedup();
+    for tag in tags {
+        let steps: Vec<_> = l.libraries.iter().filter(|s| s.tag == tag).collect();
+        out.push_str(&format!(
+            "## The library step: accel on {} over accel on {}\n\n| layer | what | baseline | on {tag} | gain | keeps |\n|---|---|---:|---:|---:|---:|\n",
+            steps[0].library, steps[0].baseline
+        ));
+        for s in steps {
+            out.push_str(&format!(
+                "| {} | {} | {} | {} | **{:.2}x** | {} |\n",
+                s.layer,
+                s.what,
+                s.baseline_figure,
+                s.library_figure,
                 s.gain,
                 s.survives
                     .map(crate::ladder::pct)
@@ -193,6 +216,12 @@ pub fn summary(record: &RunRecord) -> String {
                     .unwrap_or_default()
             ));
         }
+    }
+    if !env.libraries.is_empty() {
+        out.push_str(&format!(
+            "\n## OpenSSL under test\n\n```\n{}```\n",
+            crate::text::libraries(env)
+        ));
     }
     if !record.warnings.is_empty() {
         out.push_str(&format!(

@@ -1,7 +1,7 @@
 //! Terminal renderings: what a person reads at a glance after a command finishes.
 
 use crate::variants;
-use cipherbench_model::env::Environment;
+use cipherbench_model::env::{split_variant_name, Environment};
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
 
@@ -128,11 +128,74 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
+/// The libraries a run measured and which one each part loaded, in the probe's
+/// style: empty for a record that names none.
+pub fn libraries(env: &Environment) -> String {
+    let mut out = String::new();
+    if env.libraries.is_empty() {
+        return out;
+    }
+    out.push_str(
+        "libraries  (the first is the baseline; later ones' variants are named accel@TAG)\n",
+    );
+    for l in &env.libraries {
+        out.push_str(&format!(
+            "  {:<10} {}  {}{}{}\n",
+            l.tag
+                .as_ref()
+                .map(|t| format!("@{t}"))
+                .unwrap_or_else(|| "baseline".into()),
+            l.version,
+            l.libcrypto.as_deref().unwrap_or("(libcrypto not known)"),
+            if l.name == "system" {
+                "  [system]".to_string()
+            } else {
+                format!("  [--openssl {}]", l.name)
+            },
+            l.cli
+                .as_ref()
+                .map(|c| format!(" CLI {c}"))
+                .unwrap_or_default()
+        ));
+    }
+    if !env.loaded.is_empty() {
+        out.push_str(
+            "loaded     (each part as it showed itself; * = held to the library asked for)\n",
+        );
+        for p in &env.loaded {
+            let what = match (&p.version, &p.libcrypto) {
+                (Some(v), Some(c)) => format!("{v}  {c}"),
+                (Some(v), None) => v.clone(),
+                (None, Some(c)) => c.clone(),
+                (None, None) => "no libcrypto mapped".into(),
+            };
+            out.push_str(&format!(
+                "  {:<6} {:<40} {} {}  [{}; asked: {}]\n",
+                p.layer,
+                p.part,
+                if p.checked { "*" } else { " " },
+                what,
+                p.source,
+                p.asked
+            ));
+        }
+    }
+    out
+}
+
 /// Layer 1 as tables: one per direction and thread count; rows are ciphers and
 /// variants, columns buffer sizes, with the accel/noaesni ratio under each cipher.
 pub fn speed(results: &SpeedResults) -> String {
     let mut out = String::new();
     let sizes = &results.config.sizes_bytes;
+    let width = results
+        .config
+        .variants
+        .iter()
+        .map(|v| v.len())
+        .chain([8])
+        .max()
+        .unwrap_or(8);
     for &threads in &results.config.threads {
         for &direction in &results.config.directions {
             let any = results
@@ -148,7 +211,7 @@ pub fn speed(results: &SpeedResults) -> String {
                 threads,
                 if threads == 1 { "" } else { "s" }
             ));
-            out.push_str(&format!("{:<24} {:<8}", "cipher", "variant"));
+            out.push_str(&format!("{:<24} {:<w$}", "cipher", "variant", w = width));
             for s in sizes {
                 out.push_str(&format!(" {:>11}", ByteSize(*s).to_string()));
             }
@@ -163,14 +226,15 @@ pub fn speed(results: &SpeedResults) -> String {
                         // The sentence before OpenSSL's error code, which is in run.json.
                         let reason = u.reason.split(" (").next().unwrap_or(&u.reason);
                         out.push_str(&format!(
-                            "{:<24} {:<8} unavailable: {reason}\n",
+                            "{:<24} {:<w$} unavailable: {reason}\n",
                             cipher,
-                            variants::text_name(&results.variants, variant)
+                            variants::text_name(&results.variants, variant),
+                            w = width
                         ));
                         continue;
                     }
                     out.push_str(&format!(
-                        "{cipher:<24} {:<8}",
+                        "{cipher:<24} {:<width$}",
                         variants::text_name(&results.variants, variant)
                     ));
                     for &s in sizes {
@@ -194,15 +258,29 @@ pub fn speed(results: &SpeedResults) -> String {
                     }
                     out.push('\n');
                 }
-                if let Some(ratios) = ratio_row(results, cipher, direction, threads) {
-                    out.push_str(&format!("{:<24} {:<8}{ratios}\n", "", "ratio"));
+                for (label, top, bottom) in ratio_rows(&results.config.variants) {
+                    if let Some(ratios) =
+                        ratio_row(results, cipher, direction, threads, &top, &bottom)
+                    {
+                        out.push_str(&format!("{:<24} {label:<width$}{ratios}\n", ""));
+                    }
                 }
             }
         }
     }
+    let libraries = results
+        .config
+        .variants
+        .iter()
+        .any(|v| split_variant_name(v).1.is_some());
     out.push_str(&format!(
-        "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
+        "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni{})\n",
         cipherbench_model::stats::HIGH_SPREAD * 100.0,
+        if libraries {
+            ", under the same library; @TAG/base = accel on that library / accel on the baseline library"
+        } else {
+            ""
+        }
     ));
     if any_unclear_ratio(results) {
         out.push_str(&format!(
@@ -286,21 +364,55 @@ pub fn speed(results: &SpeedResults) -> String {
     out
 }
 
-/// Whether any accel/noaesni ratio of the tables has an interval holding 1.0.
+/// The ratio rows of a speed table, from its variant names: `ratio` (accel /
+/// noaesni) for each library that has both (`ratio@TAG` for a later library), then
+/// `@TAG/base` (accel on a later library / accel on the baseline). Pure.
+pub fn ratio_rows(variants: &[String]) -> Vec<(String, String, String)> {
+    let has = |name: &str| variants.iter().any(|v| v == name);
+    let mut tags: Vec<Option<&str>> = Vec::new();
+    for v in variants {
+        let tag = split_variant_name(v).1;
+        if !tags.contains(&tag) {
+            tags.push(tag);
+        }
+    }
+    let mut rows = Vec::new();
+    for tag in &tags {
+        let suffix = tag.map(|t| format!("@{t}")).unwrap_or_default();
+        let (a, n) = (format!("accel{suffix}"), format!("noaesni{suffix}"));
+        if has(&a) && has(&n) {
+            rows.push((format!("ratio{suffix}"), a, n));
+        }
+    }
+    for tag in tags.iter().flatten() {
+        let a = format!("accel@{tag}");
+        if has(&a) && has("accel") {
+            rows.push((format!("@{tag}/base"), a, "accel".to_string()));
+        }
+    }
+    rows
+}
+
+/// Whether any ratio row of the tables (accel/noaesni per library, a later library's
+/// accel over the baseline's) has an interval holding 1.0.
 fn any_unclear_ratio(results: &SpeedResults) -> bool {
-    variants::not_applicable(&results.variants, &["accel", "noaesni"]).is_none()
-        && results.points.iter().any(|p| {
-            p.variant == "accel"
-                && results
-                    .ratio_interval(
-                        &p.cipher,
-                        "accel",
-                        "noaesni",
-                        p.direction,
-                        p.size_bytes,
-                        p.threads,
-                    )
-                    .is_some_and(|r| !r.is_clear())
+    ratio_rows(&results.config.variants)
+        .iter()
+        .any(|(_, top, bottom)| {
+            variants::not_applicable(&results.variants, &[top, bottom]).is_none()
+                && results.points.iter().any(|p| {
+                    p.variant == *top
+                        && results
+                            .ratio_interval(
+                                &p.cipher,
+                                top,
+                                bottom,
+                                p.direction,
+                                p.size_bytes,
+                                p.threads,
+                            )
+                            .is_some_and(|r| !r.is_clear())
+                })
         })
 }
 
@@ -309,28 +421,30 @@ fn ratio_row(
     cipher: &str,
     direction: Direction,
     threads: usize,
+    top: &str,
+    bottom: &str,
 ) -> Option<String> {
     let measured = results.points.iter().any(|p| {
         p.cipher == cipher
-            && p.variant == "noaesni"
+            && p.variant == bottom
             && p.direction == direction
             && p.threads == threads
     });
-    if let Some(na) = variants::not_applicable(&results.variants, &["accel", "noaesni"]) {
+    if let Some(na) = variants::not_applicable(&results.variants, &[top, bottom]) {
         return measured.then(|| format!(" {na}"));
     }
     let mut row = String::new();
     let mut any = false;
     for &s in &results.config.sizes_bytes {
-        let a = results.point(cipher, "accel", direction, s, threads);
-        let n = results.point(cipher, "noaesni", direction, s, threads);
+        let a = results.point(cipher, top, direction, s, threads);
+        let n = results.point(cipher, bottom, direction, s, threads);
         match (a, n) {
             (Some(a), Some(n)) if n.throughput_bytes_per_sec.median > 0.0 => {
                 any = true;
                 let ratio = a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median;
                 // A ratio whose interval holds 1.0 is not a gain: marked, same width.
                 let unclear = results
-                    .ratio_interval(cipher, "accel", "noaesni", direction, s, threads)
+                    .ratio_interval(cipher, top, bottom, direction, s, threads)
                     .is_some_and(|r| !r.is_clear());
                 if unclear {
                     row.push_str(&format!(" {ratio:>9.2}x?"));
@@ -342,4 +456,38 @@ fn ratio_row(
         }
     }
     any.then_some(row)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(v: &[&str]) -> Vec<String> {
+        v.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn one_library_has_the_one_ratio_row() {
+        let rows = ratio_rows(&names(&["accel", "noaesni"]));
+        assert_eq!(rows, [("ratio".into(), "accel".into(), "noaesni".into())]);
+        assert!(ratio_rows(&names(&["accel"])).is_empty());
+    }
+
+    #[test]
+    fn a_library_list_gets_a_ratio_per_library_and_the_library_step() {
+        let rows = ratio_rows(&names(&[
+            "accel",
+            "noaesni",
+            "accel@3.6.3",
+            "noaesni@3.6.3",
+        ]));
+        let labels: Vec<&str> = rows.iter().map(|r| r.0.as_str()).collect();
+        assert_eq!(labels, ["ratio", "ratio@3.6.3", "@3.6.3/base"]);
+        assert_eq!(rows[2].1, "accel@3.6.3");
+        assert_eq!(rows[2].2, "accel");
+        // accel alone on each library: only the library step.
+        let rows = ratio_rows(&names(&["accel", "accel@3.6.3"]));
+        assert_eq!(rows.len(), 1);
+        assert_eq!(rows[0].0, "@3.6.3/base");
+    }
 }

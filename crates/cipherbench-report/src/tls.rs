@@ -257,8 +257,15 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             "\nTLS sweep: highest throughput with the first byte within {:.1} s (decimal units: 1 Gbit/s = 10^9 bit/s)\n",
             s.config.latency_limit_ns as f64 / 1e9
         ));
+        let w = s
+            .points
+            .iter()
+            .map(|p| p.variant.len())
+            .chain([8])
+            .max()
+            .unwrap_or(8);
         out.push_str(&format!(
-            "{:<20} {:>8} {:>5} {:<8} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}  {}\n",
+            "{:<20} {:>8} {:>5} {:<w$} {:>11} {:>8} {:>7} {:>9} {:>9} {:>9} {:>10} {:>8}  {}\n",
             "suite",
             "size",
             "cores",
@@ -275,7 +282,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         ));
         for p in &s.points {
             out.push_str(&format!(
-                "{:<20} {:>8} {:>5} {:<8} {:>10}{} {:>8.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>7.0}%  {}{}\n",
+                "{:<20} {:>8} {:>5} {:<w$} {:>10}{} {:>8.1} {:>7} {:>9.1} {:>9.1} {:>9.1} {:>10} {:>7.0}%  {}{}\n",
                 p.suite,
                 ByteSize(p.size_bytes).to_string(),
                 p.cores,
@@ -331,8 +338,15 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             r.config.timeout_ns as f64 / 1e9,
             r.config.cores
         ));
+        let w = r
+            .runs
+            .iter()
+            .map(|run| run.variant.len())
+            .chain([8])
+            .max()
+            .unwrap_or(8);
         out.push_str(&format!(
-            "{:<20} {:>8} {:<8} {:>9} {:>10} {:>12} {:>10}  {}\n",
+            "{:<20} {:>8} {:<w$} {:>9} {:>10} {:>12} {:>10}  {}\n",
             "suite",
             "size",
             "variant",
@@ -344,7 +358,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         ));
         for run in &r.runs {
             out.push_str(&format!(
-                "{:<20} {:>8} {:<8} {:>9} {:>10} {:>12} {:>10.1}  {}\n",
+                "{:<20} {:>8} {:<w$} {:>9} {:>10} {:>12} {:>10.1}  {}\n",
                 run.suite,
                 ByteSize(run.size_bytes).to_string(),
                 crate::variants::text_name(&records, &run.variant),

@@ -74,8 +74,14 @@ pub fn text(t: &TunnelResults) -> String {
             u.interval_bits_per_sec.rel_spread * 100.0
         ));
     }
+    let w = rows(t)
+        .iter()
+        .map(|(_, v)| v.len())
+        .chain([8])
+        .max()
+        .unwrap_or(8);
     out.push_str(&format!(
-        "\n{:<18} {:<8} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {}\n",
+        "\n{:<18} {:<w$} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {}\n",
         "transform",
         "variant",
         "TCP Mbit/s",
@@ -113,7 +119,7 @@ pub fn text(t: &TunnelResults) -> String {
                 .unwrap_or_else(|| "-".into())
         };
         out.push_str(&format!(
-            "{:<18} {:<8} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {} / {}\n",
+            "{:<18} {:<w$} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {} / {}\n",
             transform,
             crate::variants::text_name(&t.variants, &variant),
             cell(tcp),

@@ -167,6 +167,43 @@ fn without_3des_the_verdict_names_the_control_it_used() {
 }
 
 #[test]
+fn two_runs_on_different_libraries_name_them_in_the_differences() {
+    use cipherbench_model::env::LibraryUnderTest;
+    let lib = |name: &str, version: &str| LibraryUnderTest {
+        name: name.into(),
+        tag: None,
+        version: version.into(),
+        libcrypto: None,
+        libssl: None,
+        cli: None,
+    };
+    let (mut debian, mut upstream) = (load("compare-knight.json"), load("compare-knight.json"));
+    debian.environment.libraries = vec![lib("system", "OpenSSL 3.0.19 27 Jan 2026")];
+    upstream.environment.libraries = vec![lib(
+        "target/openssl-upstream/3.6.3",
+        "OpenSSL 3.6.3 9 Jun 2026",
+    )];
+    let c = compare::analyze(
+        &[debian, upstream],
+        &["debian".to_string(), "upstream".to_string()],
+    );
+    let d = c
+        .differences
+        .iter()
+        .find(|d| d.field == "OpenSSL under test")
+        .expect("the libraries differ");
+    assert_eq!(
+        d.values,
+        [
+            "OpenSSL 3.0.19 27 Jan 2026 (system)",
+            "OpenSSL 3.6.3 9 Jun 2026 (--openssl target/openssl-upstream/3.6.3)"
+        ]
+    );
+    // The same machine otherwise: nothing else differs.
+    assert_eq!(c.differences.len(), 1, "{:?}", c.differences);
+}
+
+#[test]
 fn ratios_carry_intervals_and_a_factor_within_noise_is_no_difference() {
     let records = [load("compare-knight.json"), load("compare-padawan.json")];
     let labels = vec!["knight".to_string(), "padawan".to_string()];

@@ -10,6 +10,7 @@ pub mod effect;
 pub mod file;
 pub mod host;
 pub mod interrupt;
+pub mod library;
 pub mod machine;
 pub mod probe;
 pub mod progress;

@@ -148,6 +148,24 @@ impl Session {
                 record.environment.cpu.model
             );
         }
+        let names = |e: &Environment| -> Vec<String> {
+            e.libraries
+                .iter()
+                .map(|l| format!("{} ({})", l.name, l.version))
+                .collect()
+        };
+        let (was, now) = (names(&record.environment), names(environment));
+        // A record from before the list measured the system's library.
+        let same_libraries = was == now
+            || (was.is_empty() && environment.libraries.iter().all(|l| l.name == "system"));
+        if !same_libraries {
+            bail!(
+                "{} holds an unfinished run measured with OpenSSL {}, not {}: resume it with the same --openssl, or choose another --results directory",
+                dir.display(),
+                if was.is_empty() { "system".to_string() } else { was.join(", ") },
+                now.join(", ")
+            );
+        }
         record.interrupted = false;
         record.finished_at = None;
         record.warn(
@@ -346,6 +364,52 @@ mod tests {
         fs::write(dir.join("run.json"), "{}").unwrap();
         let err = ResultsDir::prepare(dir.clone()).err().unwrap().to_string();
         assert!(err.contains("already holds a run"), "{err}");
+        fs::remove_dir_all(&dir).unwrap();
+    }
+
+    use cipherbench_model::env::LibraryUnderTest;
+
+    fn library(name: &str, version: &str) -> LibraryUnderTest {
+        LibraryUnderTest {
+            name: name.into(),
+            tag: None,
+            version: version.into(),
+            libcrypto: None,
+            libssl: None,
+            cli: None,
+        }
+    }
+
+    #[test]
+    fn a_run_resumes_only_with_the_libraries_it_measured() {
+        let dir = std::env::temp_dir().join(format!("cb-resume-lib-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        // A recorded machine (the report crate's fixture): this module is below the probe.
+        let fixture = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../cipherbench-report/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        let mut env = RunRecord::from_json(&fixture).unwrap().environment;
+        env.libraries = vec![library("/opt/ossl", "OpenSSL 3.6.3 9 Jun 2026")];
+        let mut session =
+            Session::start(env.clone(), "tiny", Some(dir.clone()), Progress::new(true)).unwrap();
+        session.record.interrupted = true;
+        session.save().unwrap();
+        drop(session);
+        let mut system = env.clone();
+        system.libraries = vec![library("system", "OpenSSL 3.0.19 27 Jan 2026")];
+        let err = Session::resume(&dir, &system, "tiny", Progress::new(true))
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(
+            err.contains("OpenSSL /opt/ossl (OpenSSL 3.6.3 9 Jun 2026), not system"),
+            "{err}"
+        );
+        assert!(Session::resume(&dir, &env, "tiny", Progress::new(true))
+            .unwrap()
+            .is_some());
         fs::remove_dir_all(&dir).unwrap();
     }
 }

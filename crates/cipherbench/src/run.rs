@@ -8,6 +8,7 @@
 
 use crate::file::bench::FilePlan;
 use crate::interrupt;
+use crate::library::{self, Library};
 use crate::progress::{human_duration, one_line, Progress};
 use crate::results::{default_dir, Session};
 use crate::speed::SpeedPlan;
@@ -26,6 +27,9 @@ pub struct RunPlan {
     pub results: Option<PathBuf>,
     /// TLS throughput to plan for, Gbit/s (checked).
     pub target_gbps: Option<f64>,
+    /// The libraries under test, resolved, the baseline first (every layer's
+    /// variants are already crossed with them).
+    pub libraries: Vec<Library>,
     /// Layer 1.
     pub speed: SpeedPlan,
     /// Layer 2.
@@ -60,7 +64,8 @@ impl TlsPlan {
 
 /// Runs the main job. Returns the session (for the summary) and the outcome.
 pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
-    let environment = crate::probe::collect();
+    let mut environment = crate::probe::collect();
+    library::describe(&mut environment, &plan.libraries);
     let dir = plan
         .results
         .clone()

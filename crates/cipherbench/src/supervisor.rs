@@ -34,6 +34,18 @@ const STDERR_TAIL_LINES: usize = 20;
 /// Time a child gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 
+/// The OpenSSL a child is started under, when it is not the system's (see
+/// `crate::library`): the library's directory goes first on `LD_LIBRARY_PATH`, so the
+/// loader finds its `libcrypto.so.3` and `libssl.so.3` before the system's, and
+/// `openssl` runs as the build's own command line tool where it has one.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Loader {
+    /// The directory holding `libcrypto.so.3` and `libssl.so.3`.
+    pub lib_dir: std::path::PathBuf,
+    /// The build's `bin/openssl`, run in place of `openssl` on PATH.
+    pub openssl: Option<std::path::PathBuf>,
+}
+
 /// How to start a program.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -89,6 +101,25 @@ impl Spawn {
             Some(m) => self.env("OPENSSL_ia32cap", m),
             None => self.env_remove("OPENSSL_ia32cap"),
         }
+    }
+
+    /// Starts the program under a library (None: the system's, the environment
+    /// left as it is): `LD_LIBRARY_PATH` gets the library's directory first (what it
+    /// held in this process's environment follows), and a program named `openssl`
+    /// becomes the library's own CLI when it has one.
+    pub fn loader(mut self, loader: Option<&Loader>) -> Spawn {
+        let Some(loader) = loader else {
+            return self;
+        };
+        let mut path = loader.lib_dir.clone().into_os_string();
+        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+            path.push(":");
+            path.push(old);
+        }
+        if let (Some(cli), true) = (&loader.openssl, self.program == "openssl") {
+            self.program = cli.clone().into_os_string();
+        }
+        self.env("LD_LIBRARY_PATH", path)
     }
 
     /// Working directory.
@@ -569,6 +600,32 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         let err = out.success("the script").unwrap_err().to_string();
         assert!(err.contains("oops"), "{err}");
+    }
+
+    #[test]
+    fn a_loader_puts_its_directory_first_and_swaps_the_openssl_cli() {
+        let loader = Loader {
+            lib_dir: "/opt/ossl/lib".into(),
+            openssl: Some("/opt/ossl/bin/openssl".into()),
+        };
+        let out = Spawn::new("sh")
+            .args(["-c", "echo \"$LD_LIBRARY_PATH\""])
+            .loader(Some(&loader))
+            .output(Duration::from_secs(5))
+            .unwrap();
+        assert!(
+            out.stdout.trim().starts_with("/opt/ossl/lib"),
+            "{}",
+            out.stdout
+        );
+        let cli = Spawn::new("openssl")
+            .args(["version"])
+            .loader(Some(&loader));
+        assert_eq!(cli.display(), ["/opt/ossl/bin/openssl", "version"]);
+        // The system's: nothing changes.
+        let plain = Spawn::new("openssl").loader(None);
+        assert_eq!(plain.display(), ["openssl"]);
+        assert!(plain.env.is_empty());
     }
 
     #[test]

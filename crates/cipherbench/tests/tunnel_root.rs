@@ -111,7 +111,7 @@ fn pair_logging(
         },
         &Variant::accel(),
         &Variant::accel(),
-        &cipherbench_crypto::info::library_version(),
+        |v: &Variant| v.mask(&cipherbench_crypto::info::library_version()),
     )
     .expect("starting the gateways")
 }
@@ -1214,6 +1214,106 @@ fn the_esp_keylog_flag_logs_every_sa_privately_and_appends_across_runs() {
             );
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The upstream OpenSSL build under `target/openssl-upstream/` (`make test` makes it).
+fn upstream_openssl() -> std::path::PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let base = target.join("openssl-upstream");
+    let mut builds: Vec<_> = std::fs::read_dir(&base)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file());
+    builds.sort();
+    builds
+        .pop()
+        .map(|p| p.canonicalize().unwrap())
+        .unwrap_or_else(|| {
+            panic!(
+                "no upstream OpenSSL build in {}: run `make openssl-upstream` first; `make test` does",
+                base.display()
+            )
+        })
+}
+
+#[test]
+fn both_gateways_load_the_library_asked_for_and_iperf3_is_recorded() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the --openssl tunnel test: {e:#}");
+        return;
+    }
+    let up = upstream_openssl();
+    let dir = std::env::temp_dir().join(format!("cb-tunnel-openssl-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    let out = Command::new(BIN)
+        .args([
+            "-q",
+            "tunnel",
+            "--preset",
+            "tiny",
+            "--transforms",
+            "aes128-gcm",
+            "--variants",
+            "accel",
+            "--protocols",
+            "tcp",
+            "--seconds",
+            "1",
+            "--no-underlay",
+            "--openssl",
+        ])
+        .arg(format!("system,{}", up.display()))
+        .arg("--results")
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let record = cipherbench_model::RunRecord::from_json(
+        &std::fs::read_to_string(dir.join("run.json")).unwrap(),
+    )
+    .unwrap();
+    let env = &record.environment;
+    let tag = up.file_name().unwrap().to_string_lossy().into_owned();
+    let variants: Vec<&str> = record
+        .tunnel
+        .as_ref()
+        .unwrap()
+        .points
+        .iter()
+        .map(|p| p.variant.as_str())
+        .collect();
+    assert_eq!(variants, ["accel".to_string(), format!("accel@{tag}")]);
+    for (asked, version) in [
+        ("system", &env.libraries[0].version),
+        (&*up.display().to_string(), &env.libraries[1].version),
+    ] {
+        let gateways: Vec<_> = env
+            .loaded
+            .iter()
+            .filter(|p| p.asked == asked && p.part.starts_with("ESP gateway"))
+            .collect();
+        assert_eq!(gateways.len(), 2, "{asked}: {:?}", env.loaded);
+        for g in gateways {
+            assert!(g.checked);
+            assert_eq!(g.version.as_ref(), Some(version), "{g:?}");
+            let inside = Path::new(g.libcrypto.as_deref().unwrap()).starts_with(&up);
+            assert_eq!(inside, asked != "system", "{g:?}");
+        }
+    }
+    let iperf3 = env
+        .loaded
+        .iter()
+        .find(|p| p.part.starts_with("iperf3 server"))
+        .expect("iperf3 recorded");
+    assert!(!iperf3.checked && iperf3.asked == "system", "{iperf3:?}");
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

@@ -1,7 +1,7 @@
 //! `cipherbench seal`, `open` and `file`: the flags, their resolution into options
 //! and plans (checked once, here; runners never see raw flags), and the commands.
 
-use super::flags::{dedup, DirectionArg};
+use super::flags::{dedup, DirectionArg, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use crate::file::bench::{self, ColdChoice, FilePlan, InputSpec};
 use crate::file::keys::{self, SecretSource};
@@ -281,6 +281,9 @@ pub struct FileArgs {
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The library under test (for the tools whose crypto is OpenSSL's).
+    #[command(flatten)]
+    pub library: LibraryArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -337,10 +340,14 @@ impl FileArgs {
         {
             bail!("--cold-method drop-caches needs root (writing /proc/sys/vm/drop_caches); use --cold-method fadvise");
         }
+        let tools = parse_tools(&self.tools)?;
+        let variants = variant::parse_variants(&self.variants)?;
+        let thread_count = threads(self.threads)?;
         Ok(FilePlan {
             input,
-            tools: parse_tools(&self.tools)?,
-            variants: variant::parse_variants(&self.variants)?,
+            tools,
+            // Last: resolving a library starts a child under it.
+            variants: variant::cross(&variants, &self.library.libraries()?),
             caches: dedup(self.cache.iter().map(|c| match c {
                 CacheArg::Warm => Cache::Warm,
                 CacheArg::Cold => Cache::Cold,
@@ -356,7 +363,7 @@ impl FileArgs {
                 ColdMethodArg::DropCaches => ColdChoice::DropCaches,
             },
             scratch: self.dir.clone(),
-            threads: threads(self.threads)?,
+            threads: thread_count,
         })
     }
 }
@@ -389,6 +396,7 @@ pub fn command(args: &FileArgs, quiet: bool) -> Result<ExitCode> {
         &args.output,
         "custom",
         quiet,
+        &variant::libraries_of(&plan.variants),
         |s| bench::run(&plan, s),
         |s| {
             summary(

@@ -1,10 +1,34 @@
 //! Flag values that several commands share: a direction, `--target-gbps`,
-//! durations, and first-seen de-duplication of lists.
+//! `--openssl`, durations, and first-seen de-duplication of lists.
 
+use crate::library::{self, Library};
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::speed::Direction;
-use clap::ValueEnum;
+use clap::{Args, ValueEnum};
 use std::time::Duration;
+
+/// `--openssl`: the library under test, shared by every measuring command.
+#[derive(Debug, Clone, Default, Args)]
+pub struct LibraryArgs {
+    /// The OpenSSL under test: `system` (the default), or the directory of an OpenSSL
+    /// 3.x build (its prefix, holding lib/libcrypto.so.3 and lib/libssl.so.3, or that
+    /// lib directory), put first on LD_LIBRARY_PATH of every part the variants apply
+    /// to. A comma-separated list measures each, the first as the baseline; the
+    /// others' variants are named accel@VERSION.
+    #[arg(long, value_name = "DIR[,DIR...]")]
+    pub openssl: Option<String>,
+}
+
+impl LibraryArgs {
+    /// The libraries, resolved and checked (a directory by a child started under
+    /// it): the system's alone when the flag is absent.
+    pub fn libraries(&self) -> Result<Vec<Library>> {
+        match &self.openssl {
+            None => Ok(vec![Library::system()]),
+            Some(text) => library::resolve_list(text),
+        }
+    }
+}
 
 /// A direction on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]

@@ -91,6 +91,14 @@ pub enum Command {
     /// Internal: one ESP gateway of `tunnel` (reads its configuration on stdin).
     #[command(name = "__gateway", hide = true)]
     Gateway,
+    /// Internal: reports the OpenSSL this process loaded, as JSON (how `--openssl DIR`
+    /// is checked), or with --open FILE what that file says it is.
+    #[command(name = "__library", hide = true)]
+    Library {
+        /// A libcrypto file to open beside this process's own and ask its version.
+        #[arg(long, value_name = "FILE")]
+        open: Option<PathBuf>,
+    },
     /// Internal: the effect probe, run with the environment of a process that cannot
     /// run it itself (nginx, the `openssl` CLI); prints one JSON line.
     #[command(name = "__variant-probe", hide = true)]
@@ -104,7 +112,13 @@ pub enum Command {
 /// Runs one parsed command; returns its exit code.
 pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     let quiet = cli.quiet;
+    // A parent checking which library its child loaded (`seal` and `open` in the
+    // file layer) asks through the environment.
+    crate::library::report_if_asked();
     match cli.command {
+        Command::Library { open } => {
+            crate::library::child_main(open.as_deref()).map(|()| ExitCode::SUCCESS)
+        }
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
         Command::VariantProbe { treatment_only } => {

@@ -2,6 +2,7 @@
 //! from start to finish, and how its results are shown (a table, or JSON).
 
 use crate::interrupt;
+use crate::library::{self, Library};
 use crate::progress::Progress;
 use crate::results::Session;
 use anyhow::Result;
@@ -37,17 +38,19 @@ impl OutputArgs {
 }
 
 /// A single-layer measurement, once its flags are resolved: Ctrl-C handling, the
-/// machine's probe, a session writing where `output` says, the run, and the
-/// summary.
+/// machine's probe with the libraries under test, a session writing where `output`
+/// says, the run, and the summary.
 pub fn measure(
     output: &OutputArgs,
     preset: &str,
     quiet: bool,
+    libraries: &[Library],
     run: impl FnOnce(&mut Session) -> Result<()>,
     show: impl FnOnce(&Session),
 ) -> Result<ExitCode> {
     interrupt::install();
-    let environment = crate::probe::collect();
+    let mut environment = crate::probe::collect();
+    library::describe(&mut environment, libraries);
     let dir = output.dir(&environment.hostname);
     let mut session = Session::start(environment, preset, dir, Progress::new(quiet))?;
     let outcome = run(&mut session);

@@ -2,11 +2,12 @@
 //! plan of every layer), and the command. The orchestration itself is
 //! [`crate::run`].
 
-use super::flags::target_gbps;
+use super::flags::{target_gbps, LibraryArgs};
 use super::output::finish;
 use super::preset::Preset;
 use crate::interrupt;
 use crate::run::RunPlan;
+use crate::variant::cross;
 use anyhow::Result;
 use clap::Args;
 use std::path::PathBuf;
@@ -25,20 +26,34 @@ pub struct RunArgs {
     /// each suite needs for it (default 10).
     #[arg(long, value_name = "GBPS")]
     pub target_gbps: Option<f64>,
+    /// The library under test, in every layer.
+    #[command(flatten)]
+    pub library: LibraryArgs,
 }
 
 impl RunArgs {
     /// Resolves the flags and the preset into the plan of the whole run.
+    /// Every layer's variants are crossed with the libraries of `--openssl`.
     pub fn plan(&self) -> Result<RunPlan> {
-        Ok(RunPlan {
+        let mut plan = RunPlan {
             preset: self.preset.name().to_string(),
             results: self.results.clone(),
             target_gbps: self.target_gbps.map(target_gbps).transpose()?,
+            libraries: Vec::new(),
             speed: self.preset.speed_plan(),
             file: self.preset.file_plan(),
             tls: self.preset.tls_plan()?,
             tunnel: self.preset.tunnel_plan(),
-        })
+        };
+        // Last: resolving a library starts a child under it.
+        let libraries = self.library.libraries()?;
+        plan.speed.variants = cross(&plan.speed.variants, &libraries);
+        plan.file.variants = cross(&plan.file.variants, &libraries);
+        plan.tls.sweep.variants = cross(&plan.tls.sweep.variants, &libraries);
+        plan.tls.ramp.variants = cross(&plan.tls.ramp.variants, &libraries);
+        plan.tunnel.variants = cross(&plan.tunnel.variants, &libraries);
+        plan.libraries = libraries;
+        Ok(plan)
     }
 }
 

@@ -1,7 +1,7 @@
 //! `cipherbench speed`: the flags, their resolution into a [`SpeedPlan`], and the
 //! command.
 
-use super::flags::{dedup, DirectionArg};
+use super::flags::{dedup, DirectionArg, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use crate::host::cores;
 use crate::speed::SpeedPlan;
@@ -52,6 +52,9 @@ pub struct SpeedArgs {
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The library under test.
+    #[command(flatten)]
+    pub library: LibraryArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -82,11 +85,14 @@ impl SpeedArgs {
             bail!("--sample-ms must be between 1 and 60000");
         }
         let directions = dedup(self.direction.iter().map(|&d| Direction::from(d)));
+        let variants = variant::parse_variants(&self.variants)?;
+        let threads = parse_threads(&self.threads, cores())?;
         Ok(SpeedPlan {
             ciphers,
             sizes,
-            variants: variant::parse_variants(&self.variants)?,
-            threads: parse_threads(&self.threads, cores())?,
+            // Last: resolving a library starts a child under it.
+            variants: variant::cross(&variants, &self.library.libraries()?),
+            threads,
             multi_thread_sizes: Vec::new(),
             directions,
             warmup: Duration::from_millis(self.warmup_ms.min(60_000)),
@@ -140,6 +146,7 @@ pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
         &args.output,
         "custom",
         quiet,
+        &variant::libraries_of(&plan.variants),
         |s| crate::speed::run(&plan, s),
         |s| {
             summary(

@@ -1,7 +1,7 @@
 //! `cipherbench tls sweep|ramp|serve`: the flags, their resolution into plans, and
 //! the command. Bad input is refused here, before anything starts.
 
-use super::flags::parse_duration;
+use super::flags::{parse_duration, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use crate::interrupt;
 use crate::results::Session;
@@ -71,6 +71,9 @@ pub struct CommonArgs {
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// The library under test (nginx's).
+    #[command(flatten)]
+    pub library: LibraryArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -139,6 +142,9 @@ pub struct ServeArgs {
     /// Port on 127.0.0.1 (default: a free one).
     #[arg(long)]
     pub port: Option<u16>,
+    /// The library nginx runs with (one).
+    #[command(flatten)]
+    pub library: LibraryArgs,
 }
 
 impl ServeArgs {
@@ -152,11 +158,23 @@ impl ServeArgs {
         if self.port == Some(0) {
             bail!("--port must be between 1 and 65535 (leave it out for a free one)");
         }
+        let sizes = sizes(&self.sizes, 64 * (1 << 30))?;
+        let cores = parse_cores(&self.cores.to_string())?[0];
+        let variant = Variant::parse(&self.variant)?;
+        if self
+            .library
+            .openssl
+            .as_deref()
+            .is_some_and(|t| t.contains(','))
+        {
+            bail!("--openssl: tls serve runs one nginx; give one library");
+        }
+        let library = self.library.libraries()?.remove(0);
         Ok(ServePlan {
             suite: suites[0],
-            sizes: sizes(&self.sizes, 64 * (1 << 30))?,
-            cores: parse_cores(&self.cores.to_string())?[0],
-            variant: Variant::parse(&self.variant)?,
+            sizes,
+            cores,
+            variant: variant.with_library(&library),
             key,
             nginx: self.nginx.clone(),
             port: self.port,
@@ -272,6 +290,8 @@ impl CommonArgs {
         Ok(Some(out))
     }
 
+    /// The variants, each once, under every library of `--openssl` (resolved here,
+    /// so call it last: it starts a child under each directory).
     fn variants(&self) -> Result<Vec<Variant>> {
         let mut out: Vec<Variant> = Vec::new();
         for v in variant::parse_variants(&self.variants)? {
@@ -279,7 +299,10 @@ impl CommonArgs {
                 out.push(v);
             }
         }
-        Ok(out)
+        if self.server.is_some() && self.library.openssl.is_some() {
+            bail!("--openssl applies to the nginx cipherbench starts, not to a server given with --server");
+        }
+        Ok(variant::cross(&out, &self.library.libraries()?))
     }
 }
 
@@ -312,11 +335,11 @@ impl SweepArgs {
             bail!("--max-concurrency must be between 1 and 100000");
         }
         let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
-        Ok(SweepPlan {
+        let mut plan = SweepPlan {
             suites,
             sizes: sizes(&self.sizes, 64 * (1 << 30))?,
             cores: parse_cores(&self.cores)?,
-            variants: self.common.variants()?,
+            variants: Vec::new(),
             key,
             window,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
@@ -334,7 +357,9 @@ impl SweepArgs {
             resumption: self.resumption,
             generator_cpus: self.common.generator_cpus()?,
             target,
-        })
+        };
+        plan.variants = self.common.variants()?;
+        Ok(plan)
     }
 }
 
@@ -353,10 +378,10 @@ impl RampArgs {
         if self.cores == 0 || self.cores > 1024 {
             bail!("--cores must be between 1 and 1024");
         }
-        Ok(RampPlan {
+        let mut plan = RampPlan {
             suites,
             sizes: sizes(&self.sizes, 1 << 30)?,
-            variants: self.common.variants()?,
+            variants: Vec::new(),
             cores: self.cores,
             key,
             target_rate: self.rate,
@@ -364,7 +389,9 @@ impl RampArgs {
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
             generator_cpus: self.common.generator_cpus()?,
             target,
-        })
+        };
+        plan.variants = self.common.variants()?;
+        Ok(plan)
     }
 }
 
@@ -374,11 +401,17 @@ pub fn command(args: &TlsArgs, quiet: bool) -> Result<ExitCode> {
     match &args.command {
         TlsCommand::Sweep(a) => {
             let plan = a.plan()?;
-            measure_tls(&a.common, quiet, |s| crate::tls::sweep::run(&plan, s))
+            let libraries = variant::libraries_of(&plan.variants);
+            measure_tls(&a.common, quiet, &libraries, |s| {
+                crate::tls::sweep::run(&plan, s)
+            })
         }
         TlsCommand::Ramp(a) => {
             let plan = a.plan()?;
-            measure_tls(&a.common, quiet, |s| crate::tls::ramp::run(&plan, s))
+            let libraries = variant::libraries_of(&plan.variants);
+            measure_tls(&a.common, quiet, &libraries, |s| {
+                crate::tls::ramp::run(&plan, s)
+            })
         }
         TlsCommand::Serve(a) => {
             let plan = a.plan()?;
@@ -394,12 +427,14 @@ pub fn command(args: &TlsArgs, quiet: bool) -> Result<ExitCode> {
 fn measure_tls(
     common: &CommonArgs,
     quiet: bool,
+    libraries: &[crate::library::Library],
     run: impl FnOnce(&mut Session) -> Result<()>,
 ) -> Result<ExitCode> {
     measure(
         &common.output,
         "custom",
         quiet,
+        libraries,
         |s| {
             s.record
                 .environment

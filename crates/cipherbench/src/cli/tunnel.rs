@@ -1,7 +1,7 @@
 //! `cipherbench tunnel`: the flags, their resolution over a preset into a
 //! [`TunnelPlan`], `tunnel cleanup`, and the command.
 
-use super::flags::dedup;
+use super::flags::{dedup, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use super::preset::Preset;
 use crate::tunnel::{self, TunnelPlan};
@@ -91,6 +91,9 @@ pub struct TunnelArgs {
     /// esp_sa table, for tshark to decrypt a capture. SECRET: created 0600.
     #[arg(long, value_name = "FILE")]
     pub esp_keylog: Option<PathBuf>,
+    /// The library under test (the gateways').
+    #[command(flatten)]
+    pub library: LibraryArgs,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -251,6 +254,8 @@ impl TunnelArgs {
         if plan.transforms.is_empty() || plan.variants.is_empty() || plan.protocols.is_empty() {
             bail!("nothing to measure: give at least one transform, variant and protocol");
         }
+        // Last: resolving a library starts a child under it.
+        plan.variants = variant::cross(&plan.variants, &self.library.libraries()?);
         Ok(plan)
     }
 }
@@ -266,6 +271,7 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
         &args.output,
         args.preset.name(),
         quiet,
+        &variant::libraries_of(&plan.variants),
         |s| tunnel::run(&plan, s),
         |s| {
             summary(

@@ -17,6 +17,7 @@
 use super::sys;
 use super::tools::{self, Kit, ToolId};
 use crate::interrupt;
+use crate::library;
 use crate::results::Session;
 use crate::supervisor::Spawn;
 use crate::variant::{Baseline, Variant};
@@ -413,14 +414,19 @@ impl Bench<'_> {
         }
         let resident = prepare_cache(&input, &self.scratch, sc.cache, self.plan.cold_method)?;
         let mask = self.mask(&sc.variant);
+        let loader = sc.variant.library.loader();
         let spawn = self
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
-            .ia32cap(mask.as_deref());
+            .ia32cap(mask.as_deref())
+            .loader(loader);
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();
             if let Some(mask) = &mask {
                 argv.insert(0, format!("OPENSSL_ia32cap={mask}"));
+            }
+            if let Some(l) = loader {
+                argv.insert(0, format!("LD_LIBRARY_PATH={}", l.lib_dir.display()));
             }
             argv
         });
@@ -439,22 +445,6 @@ fn base_dir(plan: &FilePlan, session: &Session) -> PathBuf {
 /// Runs the plan, saving into the session after every round of repetitions.
 pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     let scratch = Scratch::create(&base_dir(plan, session))?;
-    let (input, generated) = match &plan.input {
-        InputSpec::Generate(size) => {
-            session.progress.note(&format!(
-                "file: generating a {} incompressible input in {}",
-                ByteSize(*size),
-                scratch.path.display()
-            ));
-            (scratch.path.join("input.bin"), Some(*size))
-        }
-        InputSpec::Path(p) => (p.canonicalize()?, None),
-    };
-    let input_sha256 = match generated {
-        Some(size) => generate(&input, size)?,
-        None => hash_file(&input)?,
-    };
-    let size = std::fs::metadata(&input)?.len();
     let (kit, setup_failures) = Kit::prepare(&scratch.path, &plan.tools, plan.threads)?;
 
     let mut statuses = Vec::new();
@@ -492,8 +482,28 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     }
     add_tool_versions(session, &statuses);
 
+    // Before the input is made: a tool on the wrong library stops the layer at once.
+    check_libraries(plan, &kit, &tools_ok, &scratch.path, session)?;
+
+    let (input, generated) = match &plan.input {
+        InputSpec::Generate(size) => {
+            session.progress.note(&format!(
+                "file: generating a {} incompressible input in {}",
+                ByteSize(*size),
+                scratch.path.display()
+            ));
+            (scratch.path.join("input.bin"), Some(*size))
+        }
+        InputSpec::Path(p) => (p.canonicalize()?, None),
+    };
+    let input_sha256 = match generated {
+        Some(size) => generate(&input, size)?,
+        None => hash_file(&input)?,
+    };
+    let size = std::fs::metadata(&input)?.len();
+
     let (baseline, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
-        let baseline = Baseline::measure()?;
+        let baseline = Baseline::measure(&plan.variants)?;
         let variants = judge_variants(plan, &tools_ok, &baseline, session);
         (Some(baseline), variants)
     } else {
@@ -569,6 +579,73 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     outcome
 }
 
+/// Holds every tool whose crypto is OpenSSL's to the library its variants ask for,
+/// from the tool itself, before anything is timed: the `openssl` CLI by `openssl
+/// version` (its `Library:`), cipherbench `seal` and `open` by their own report
+/// ([`library::REPORT_ENV`]) while sealing and opening a small file. A tool that
+/// loaded another library stops the layer; each finding goes into the environment.
+fn check_libraries(
+    plan: &FilePlan,
+    kit: &Kit,
+    tools: &[ToolId],
+    scratch: &Path,
+    session: &mut Session,
+) -> Result<()> {
+    let timeout = Duration::from_secs(30);
+    let openssl = tools
+        .iter()
+        .any(|t| matches!(t, ToolId::OpensslCbc | ToolId::OpensslCtr));
+    let seal = tools
+        .iter()
+        .any(|t| matches!(t, ToolId::Cipherbench | ToolId::CipherbenchChacha));
+    let env = &mut session.record.environment;
+    for lib in crate::variant::libraries_of(&plan.variants) {
+        if openssl {
+            let out = Spawn::new("openssl")
+                .args(["version"])
+                .loader(lib.loader())
+                .output(timeout)?
+                .success("openssl version")?;
+            let loaded = library::cli_library(&out.stdout);
+            lib.check_and_note(env, "file", "openssl CLI", &loaded, "openssl version")?;
+        }
+        if seal {
+            let (plain, sealed, back) = (
+                scratch.join("library-check.in"),
+                scratch.join("library-check.sealed"),
+                scratch.join("library-check.out"),
+            );
+            std::fs::write(&plain, b"which library?")?;
+            for (part, direction, input, output) in [
+                ("cipherbench seal", Direction::Encrypt, &plain, &sealed),
+                ("cipherbench open", Direction::Decrypt, &sealed, &back),
+            ] {
+                let _ = std::fs::remove_file(output);
+                let out = kit
+                    .command(
+                        ToolId::Cipherbench,
+                        direction,
+                        input,
+                        output,
+                        SyncMode::None,
+                    )
+                    .loader(lib.loader())
+                    .env(library::REPORT_ENV, "1")
+                    .output(timeout)?
+                    .success(part)?;
+                let loaded = library::parse_report(&out.stderr).with_context(|| {
+                    format!("{part} did not say which library it loaded: {}", out.stderr)
+                })?;
+                lib.check_and_note(env, "file", part, &loaded, "its own report")?;
+            }
+            for f in [&plain, &sealed, &back] {
+                let _ = std::fs::remove_file(f);
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The variants of the tools whose crypto is OpenSSL's, judged by effect: a
 /// `cipherbench __variant-probe` child with the tools' environment stands in for them
 /// (for `cipherbench seal`/`open` it is the same executable under the same
@@ -597,7 +674,7 @@ fn judge_variants(
             continue;
         };
         if cli {
-            let check = crate::variant::check_openssl_cli(baseline.mask(v).as_deref(), &record);
+            let check = crate::variant::check_openssl_cli(v, baseline.mask(v).as_deref(), &record);
             record = crate::variant::with_check(baseline, v, &record, &variants, check);
         }
         if !record.took_effect {

@@ -65,6 +65,8 @@ pub fn collect() -> Environment {
         offload_devices: devices::scan(Path::new("/sys/bus/pci/devices")),
         verdicts,
         tools: Vec::new(),
+        libraries: Vec::new(),
+        loaded: Vec::new(),
         topology: Some(crate::machine::topology::this_machine(cpu_hypervisor)),
     }
 }

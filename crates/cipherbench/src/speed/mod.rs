@@ -19,6 +19,7 @@ use crate::supervisor::{Line, Spawn};
 use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::env::Environment;
 use cipherbench_model::interleave::{schedule, Order};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
@@ -156,7 +157,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     ));
     let points = plan.points();
     let total = plan.total_points();
-    let baseline = Baseline::measure()?;
+    let baseline = Baseline::measure(&plan.variants)?;
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
     // affects both variants of a cipher alike, and their order turns from one cipher
@@ -186,7 +187,14 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             points: &points,
             cpus: &cpus,
         };
-        let outcome = run_worker(&chunk, plan, &baseline, &mut results, &mut session.progress);
+        let outcome = run_worker(
+            &chunk,
+            plan,
+            &baseline,
+            &mut results,
+            &mut session.progress,
+            &mut session.record.environment,
+        );
         if outcome.is_err() && results.points.is_empty() {
             return outcome;
         }
@@ -215,8 +223,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             "speed",
             "control_moved",
             format!(
-                "control cipher {} ran at {:.2}x in noaesni vs accel ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
-                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads
+                "control cipher {} ran at {:.2}x in noaesni{at} vs accel{at} ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
+                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads,
+                at = c.library.as_ref().map(|t| format!("@{t}")).unwrap_or_default()
             ),
         );
     }
@@ -313,12 +322,15 @@ struct Chunk<'a> {
     cpus: &'a [usize],
 }
 
+/// One worker: one cipher in one variant, every point. The worker's own report of
+/// its library is checked against the variant's before any of its points counts.
 fn run_worker(
     chunk: &Chunk,
     plan: &SpeedPlan,
     baseline: &Baseline,
     results: &mut SpeedResults,
     progress: &mut Progress,
+    environment: &mut Environment,
 ) -> Result<()> {
     let Chunk {
         cipher,
@@ -339,6 +351,7 @@ fn run_worker(
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
         .ia32cap(baseline.mask(variant).as_deref())
+        .loader(variant.library.loader())
         .piped_stdin()
         .piped_stdout()
         .start()?;
@@ -369,6 +382,15 @@ fn run_worker(
                 let message: WorkerMessage = serde_json::from_str(&line)
                     .with_context(|| format!("reading the speed worker's answer: {line}"))?;
                 match message {
+                    WorkerMessage::Library(loaded) => {
+                        variant.library.check_and_note(
+                            environment,
+                            "speed",
+                            "speed worker",
+                            &loaded,
+                            "its own report",
+                        )?;
+                    }
                     // The first worker of a variant judges it: every worker of the
                     // variant runs the same library under the same environment.
                     WorkerMessage::Probed(probes) => {
@@ -490,7 +512,8 @@ fn check_openssl(
             plan.check_seconds,
         );
         let mask = baseline.mask(variant);
-        let rate = match openssl_speed::run(&args, mask.as_deref(), plan.check_seconds) {
+        let loader = variant.library.loader();
+        let rate = match openssl_speed::run(&args, mask.as_deref(), loader, plan.check_seconds) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -512,8 +535,8 @@ fn check_openssl(
             ours / rate,
             mode
         ));
-        let mut command = vec!["openssl".to_string()];
-        command.extend(args);
+        // The CLI that ran: the library's own `bin/openssl` where it has one.
+        let command = Spawn::new("openssl").args(&args).loader(loader).display();
         results.openssl_checks.push(OpensslCheck {
             mode,
             time_basis: "cpu".into(),

@@ -5,7 +5,7 @@
 //! by CPU time, as `openssl speed` does by default. Parsing is a pure function tested
 //! on captured output.
 
-use crate::supervisor::Spawn;
+use crate::supervisor::{Loader, Spawn};
 use anyhow::{bail, Result};
 use std::time::Duration;
 
@@ -95,10 +95,16 @@ pub fn mode(name: &str, aead: bool, aead_loop: Option<AeadLoop>) -> String {
 }
 
 /// Runs `openssl` with `args` under the variant's mask; bytes per second.
-pub fn run(args: &[String], ia32cap: Option<&str>, seconds: u32) -> Result<f64> {
+pub fn run(
+    args: &[String],
+    ia32cap: Option<&str>,
+    loader: Option<&Loader>,
+    seconds: u32,
+) -> Result<f64> {
     let out = Spawn::new("openssl")
         .args(args)
         .ia32cap(ia32cap)
+        .loader(loader)
         .output(Duration::from_secs(u64::from(seconds) + 30))?
         .success("openssl speed")?;
     match parse_mr(&out.stdout).and_then(|v| v.first().copied()) {

@@ -3,10 +3,11 @@
 //! so a variant cannot be switched inside one process).
 //!
 //! Protocol: the parent writes one [`WorkerRequest`] as JSON to stdin; the worker
-//! answers with JSON lines: first `probed` (the effect probes it measured before its
-//! real work, with the vector its OpenSSL uses; `settings` alone if the probes could
-//! not run), then one `point` per measured point, or `unavailable` if the library
-//! cannot do the cipher here, or `failed`.
+//! answers with JSON lines: first `library` (the OpenSSL it loaded, which the parent
+//! holds to the one asked for), then `probed` (the effect probes it measured before
+//! its real work, with the vector its OpenSSL uses; `settings` alone if the probes
+//! could not run), then one `point` per measured point, or `unavailable` if the
+//! library cannot do the cipher here, or `failed`.
 
 use anyhow::{Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
@@ -44,6 +45,8 @@ pub struct WorkerRequest {
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMessage {
+    /// The OpenSSL this process loaded: its version and the files it mapped.
+    Library(crate::library::Loaded),
     /// The effect probes, measured before the real work (with the library version and
     /// the vector this process's OpenSSL uses).
     Probed(Probes),
@@ -67,6 +70,7 @@ pub fn main() -> Result<()> {
         out.flush()?;
         Ok(())
     };
+    send(&WorkerMessage::Library(crate::library::this_process()))?;
     match crate::effect::measure("speed worker") {
         Ok(probes) => send(&WorkerMessage::Probed(probes))?,
         Err(_) => send(&WorkerMessage::Settings(

@@ -198,6 +198,40 @@ pub(crate) fn assign_cpus(
     }
 }
 
+/// Records which library a started nginx's master and workers mapped (checked by
+/// [`nginx::Server::start`]), and, once, the load generator's own: it runs in this
+/// process, on the system's library whatever `--openssl` says (the variant and the
+/// library are the server's).
+pub(crate) fn note_libraries(session: &mut Session, variant: &Variant, server: &nginx::Server) {
+    let env = &mut session.record.environment;
+    for (part, loaded) in server.loaded() {
+        crate::library::note(
+            env,
+            variant
+                .library
+                .part("tls", part, loaded, "/proc/<pid>/maps", true),
+        );
+    }
+    let generator = crate::library::Library::system().part(
+        "tls",
+        "load generator (cipherbench, not swapped)",
+        &crate::library::this_process(),
+        "its own report",
+        false,
+    );
+    crate::library::note(env, generator);
+}
+
+/// The library nginx runs with under `variant`: nginx's own `-V` for the system's,
+/// the version the library reported for a directory's.
+pub(crate) fn server_library(info: &nginx::NginxInfo, variant: &Variant) -> Option<String> {
+    if variant.library.is_system() {
+        info.library.clone()
+    } else {
+        Some(variant.library.version())
+    }
+}
+
 /// The session's layer 3 record, created on first use.
 pub(crate) fn results(session: &mut Session) -> &mut TlsResults {
     session.record.tls.get_or_insert_with(TlsResults::default)
@@ -259,7 +293,7 @@ pub(crate) struct NginxVariants {
 impl NginxVariants {
     /// Measures accel's probes and each variant's with nginx's environment.
     pub(crate) fn judge(variants: &[Variant]) -> Result<NginxVariants> {
-        let baseline = crate::variant::Baseline::measure()?;
+        let baseline = crate::variant::Baseline::measure(variants)?;
         let records = crate::variant::stand_in_records(variants, &baseline, "nginx");
         Ok(NginxVariants { baseline, records })
     }

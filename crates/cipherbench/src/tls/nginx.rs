@@ -9,13 +9,16 @@
 //! - [`Server`]: one running nginx (through the supervisor: own process group, stopped
 //!   on drop), ready when a TLS handshake with the asked-for suite succeeds, with its
 //!   workers' pids for CPU sampling and its request counter (`stub_status` on a Unix
-//!   socket) for cross-checking what the generator counted.
+//!   socket) for cross-checking what the generator counted. Once ready, the
+//!   libraries its master and workers mapped are held to the variant's library.
 //!
 //! It does not measure: the sweep and the ramp drive it.
 
 use super::engine::{self, Client, Target};
 use super::suite::{KeyType, Protocol, Suite};
+use crate::library::Loaded;
 use crate::supervisor::{wait_until, Child, Spawn};
+use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -292,6 +295,7 @@ pub struct Server {
     workers: Vec<u32>,
     status_socket: Option<PathBuf>,
     config: String,
+    loaded: Vec<(&'static str, Loaded)>,
 }
 
 /// How to start one.
@@ -306,8 +310,11 @@ pub struct ServerSpec<'a> {
     pub suite: Suite,
     /// Worker CPUs.
     pub cpus: Vec<usize>,
-    /// The acceleration variant's `OPENSSL_ia32cap` for the library nginx loads (None:
-    /// removed from nginx's environment).
+    /// The acceleration variant: its library is the one nginx is started under and
+    /// held to.
+    pub variant: &'a Variant,
+    /// The variant's `OPENSSL_ia32cap` for the library nginx loads (None: removed
+    /// from nginx's environment).
     pub ia32cap: Option<String>,
     /// Port asked for (None: a free one).
     pub port: Option<u16>,
@@ -397,6 +404,7 @@ impl Server {
             .args(["-e", "stderr"])
             .cwd(dir)
             .ia32cap(spec.ia32cap.as_deref())
+            .loader(spec.variant.library.loader())
             .start()
             .map_err(StartError::Other)?;
         let smallest = spec.workspace.sizes().iter().min().copied().unwrap_or(0);
@@ -461,13 +469,32 @@ impl Server {
             Ok(workers.len() >= want)
         })
         .map_err(StartError::Other)?;
+        // The workers are forks of the master: both show what the loader gave nginx.
+        let mut loaded = Vec::new();
+        let parts = std::iter::once(("nginx master", master))
+            .chain(workers.iter().map(|&w| ("nginx worker", w)));
+        for (part, pid) in parts {
+            let l = crate::library::of_process(pid).map_err(StartError::Other)?;
+            spec.variant
+                .library
+                .check(&format!("{part} (pid {pid})"), &l)
+                .map_err(StartError::Other)?;
+            loaded.push((part, l));
+        }
         Ok(Server {
             child,
             port,
             workers,
             status_socket,
             config,
+            loaded,
         })
+    }
+
+    /// The libraries nginx's master and workers mapped (already held to the
+    /// variant's library), for the environment record.
+    pub fn loaded(&self) -> &[(&'static str, Loaded)] {
+        &self.loaded
     }
 
     /// The address it listens on.

@@ -43,7 +43,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     let (server_cpus, generator_cpus) = nginx::split_cpus(&allowed, plan.cores)?;
     let workspace = Workspace::create(&plan.sizes, plan.key)?;
     let client = Client::new(&plan.suite, false)?;
-    let baseline = crate::variant::Baseline::measure()?;
+    let baseline = crate::variant::Baseline::measure(std::slice::from_ref(&plan.variant))?;
     let mut server = Server::start(
         &ServerSpec {
             nginx: &binary,
@@ -51,6 +51,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             workspace: &workspace,
             suite: plan.suite,
             cpus: server_cpus.clone(),
+            variant: &plan.variant,
             ia32cap: baseline.mask(&plan.variant),
             port: plan.port,
             resumption: false,
@@ -69,8 +70,9 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     out.flush()?;
     drop(out);
     eprintln!(
-        "nginx ({}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
+        "nginx ({} on {}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
         info.version,
+        super::server_library(&info, &plan.variant).unwrap_or_else(|| "its OpenSSL".into()),
         plan.suite.openssl,
         plan.variant.name(),
         plan.cores,

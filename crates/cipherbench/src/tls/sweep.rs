@@ -124,15 +124,17 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 workspace: &workspace,
                                 suite: *suite,
                                 cpus: server_cpus.clone(),
+                                variant,
                                 ia32cap: variants.mask(variant),
                                 port: *port,
                                 resumption: plan.resumption,
                             };
                             let server = Server::start(&spec, client)?;
+                            super::note_libraries(session, variant, &server);
                             let record = ServerRecord {
                                 kind: "nginx".into(),
                                 version: Some(info.version.clone()),
-                                library: info.library.clone(),
+                                library: super::server_library(&info, variant),
                                 suite: suite.openssl.to_string(),
                                 key: plan.key.name().to_string(),
                                 cores,

@@ -1,5 +1,6 @@
 //! The runner's side of the gateways: starting the two `__gateway` children (each
-//! with its variant's `OPENSSL_ia32cap` and its configuration on stdin), asking them
+//! with its variant's `OPENSSL_ia32cap` and library, and its configuration on stdin;
+//! each reports the library it loaded, held to the variant's), asking them
 //! for stats snapshots, stopping them, and turning two snapshots into a
 //! [`GatewayRun`].
 //!
@@ -9,6 +10,7 @@
 use super::gateway::stats::GatewayStats;
 use super::gateway::{to_hex, GatewayConfig};
 use super::topology::{self, Names};
+use crate::library::Loaded;
 use crate::supervisor::{Child, Line, Spawn};
 use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
@@ -34,6 +36,8 @@ pub struct Gateway {
     pub probes: Option<Probes>,
     /// The variant it runs.
     pub variant: Variant,
+    /// The OpenSSL it loaded, as it reported it (held to the variant's library).
+    pub loaded: Loaded,
 }
 
 impl Gateway {
@@ -41,12 +45,13 @@ impl Gateway {
         program: &std::path::Path,
         config: &GatewayConfig,
         variant: &Variant,
-        library_version: &str,
+        mask: Option<String>,
         side: &'static str,
     ) -> Result<Gateway> {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
-            .ia32cap(variant.mask(library_version).as_deref())
+            .ia32cap(mask.as_deref())
+            .loader(variant.library.loader())
             .piped_stdin()
             .piped_stdout()
             .start()
@@ -56,6 +61,12 @@ impl Gateway {
         let ready: serde_json::Value =
             serde_json::from_str(line.trim_start_matches("ready").trim())
                 .with_context(|| format!("the {side} gateway's ready line: {line}"))?;
+        let loaded: Loaded = serde_json::from_value(ready["library"].clone())
+            .with_context(|| format!("the {side} gateway's library in: {line}"))?;
+        // Dropping the child on a mismatch stops it.
+        variant
+            .library
+            .check(&format!("the {side} ESP gateway"), &loaded)?;
         Ok(Gateway {
             child,
             side,
@@ -66,6 +77,7 @@ impl Gateway {
                 .to_string(),
             probes: serde_json::from_value(ready["probes"].clone()).ok(),
             variant: variant.clone(),
+            loaded,
         })
     }
 
@@ -184,14 +196,14 @@ fn addr(ip: &str) -> SocketAddrV4 {
 
 impl GatewayPair {
     /// Starts both gateways, the receiver first (so the sender's first packets find
-    /// it listening). `library_version` is the `OpenSSL_version()` the gateways load,
-    /// which picks the variants' masks.
+    /// it listening). `mask` gives each variant's `OPENSSL_ia32cap` for the library it
+    /// loads (a layer's [`crate::variant::Baseline::mask`]).
     pub fn start(
         names: &Names,
         options: &PairOptions,
         sender_variant: &Variant,
         receiver_variant: &Variant,
-        library_version: &str,
+        mask: impl Fn(&Variant) -> Option<String>,
     ) -> Result<GatewayPair> {
         let config = |side: &str,
                       ns: &str,
@@ -229,7 +241,7 @@ impl GatewayPair {
                 &options.receiver_cpus,
             ),
             receiver_variant,
-            library_version,
+            mask(receiver_variant),
             "receiver",
         )?;
         let sender = Gateway::start(
@@ -245,7 +257,7 @@ impl GatewayPair {
                 &options.sender_cpus,
             ),
             sender_variant,
-            library_version,
+            mask(sender_variant),
             "sender",
         )?;
         Ok(GatewayPair { sender, receiver })

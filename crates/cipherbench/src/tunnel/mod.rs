@@ -228,6 +228,11 @@ impl Lab {
         Ok(Lab { server, topology })
     }
 
+    /// The iperf3 server's pid (`ip netns exec` becomes iperf3 in place).
+    pub fn server_pid(&self) -> u32 {
+        self.server.pid()
+    }
+
     /// The names of its objects.
     pub fn names(&self) -> &Names {
         self.topology.names()
@@ -284,6 +289,20 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
 
 fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     let names = lab.names();
+    // iperf3 only moves the bytes (its OpenSSL is for authentication, unused here):
+    // it runs on the system's library, recorded, not held to the one under test.
+    if let Ok(loaded) = crate::library::of_process(lab.server_pid()) {
+        crate::library::note(
+            &mut session.record.environment,
+            crate::library::Library::system().part(
+                "tunnel",
+                "iperf3 server (not swapped)",
+                &loaded,
+                "/proc/<pid>/maps",
+                false,
+            ),
+        );
+    }
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
     let mut results = match session.record.tunnel.take() {
         Some(earlier) if earlier.config == plan.config() => earlier,
@@ -350,7 +369,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         .map(|u| u.throughput_bits_per_sec.median);
 
     let program = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let baseline = Baseline::measure()?;
+    let baseline = Baseline::measure(&plan.variants)?;
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
@@ -370,7 +389,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         results
             .points
             .retain(|p| !(p.transform == transform.name() && p.variant == variant.name()));
-        let accel = Variant::accel();
+        // The other side runs accel on the same library: the library is the whole
+        // tunnel's, the variant one side's.
+        let accel = Variant::accel().with_library(&variant.library);
         let (sender_variant, receiver_variant) = match plan.variant_side {
             VariantSide::Both => (&variant, &variant),
             VariantSide::Sender => (&variant, &accel),
@@ -396,14 +417,21 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
-        let mut pair = GatewayPair::start(
-            names,
-            &options,
-            sender_variant,
-            receiver_variant,
-            baseline.library_version(),
-        )?;
-        for gateway in [&pair.sender, &pair.receiver] {
+        let mut pair =
+            GatewayPair::start(names, &options, sender_variant, receiver_variant, |v| {
+                baseline.mask(v)
+            })?;
+        for (side, gateway) in [("sender", &pair.sender), ("receiver", &pair.receiver)] {
+            crate::library::note(
+                &mut session.record.environment,
+                gateway.variant.library.part(
+                    "tunnel",
+                    &format!("ESP gateway ({side})"),
+                    &gateway.loaded,
+                    "its own report",
+                    true,
+                ),
+            );
             note_variant(&mut results.variants, gateway, &baseline, session);
         }
         let mut tcp_rate = None;

@@ -10,10 +10,16 @@
 //! held. The functions below `judge` gather the facts (a probe child, `/proc/cpuinfo`,
 //! `openssl info -cpusettings`, `/proc/<pid>/environ`) and call it.
 //!
+//! A variant also carries the library its processes run under ([`Library`], the
+//! system's by default); [`cross`] makes every variant once per library of an
+//! `--openssl` list, and the later libraries' variants are named `accel@3.6.3`. The
+//! mask, the probes and the accel a variant is judged against are its library's.
+//!
 //! The layers take variants from here; none of them owns the idea.
 
 pub mod mask;
 
+use crate::library::Library;
 use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
 use cipherbench_model::env::Ia32Cap;
@@ -39,26 +45,45 @@ pub enum VariantKind {
 }
 
 /// An acceleration variant: the kind, and through it the environment its
-/// processes run under.
+/// processes run under, and the library they load.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Variant {
     /// What the variant changes.
     pub kind: VariantKind,
+    /// The OpenSSL its processes load (the system's unless `--openssl` says).
+    pub library: Library,
 }
 
 impl Variant {
     /// The library's default paths.
     pub fn accel() -> Variant {
-        Variant {
-            kind: VariantKind::Accel,
-        }
+        Variant::of(VariantKind::Accel)
     }
 
     /// Every AES and GHASH hardware path masked, everything else as detected.
     pub fn noaesni() -> Variant {
+        Variant::of(VariantKind::NoAesni)
+    }
+
+    fn of(kind: VariantKind) -> Variant {
         Variant {
-            kind: VariantKind::NoAesni,
+            kind,
+            library: Library::system(),
         }
+    }
+
+    /// The same variant under another library.
+    pub fn with_library(&self, library: &Library) -> Variant {
+        Variant {
+            kind: self.kind.clone(),
+            library: library.clone(),
+        }
+    }
+
+    /// accel under this variant's library: the variant every ratio of its library
+    /// divides by.
+    pub fn its_accel(&self) -> Variant {
+        Variant::accel().with_library(&self.library)
     }
 
     /// Parses `accel`, `noaesni` or `ia32cap:MASK`; a mask OpenSSL would not read as
@@ -70,9 +95,7 @@ impl Variant {
             t => match t.strip_prefix("ia32cap:") {
                 Some(m) => {
                     mask::parse(m)?;
-                    Ok(Variant {
-                        kind: VariantKind::Ia32Cap(m.to_string()),
-                    })
+                    Ok(Variant::of(VariantKind::Ia32Cap(m.to_string())))
                 }
                 None => bail!(
                     "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as {})",
@@ -82,12 +105,18 @@ impl Variant {
         }
     }
 
-    /// The name in records and on screen: `accel`, `noaesni`, or `ia32cap:MASK`.
+    /// The name in records and on screen: `accel`, `noaesni`, or `ia32cap:MASK`,
+    /// followed by `@TAG` under a library that is not the first of a list
+    /// (`accel@3.6.3`).
     pub fn name(&self) -> String {
-        match &self.kind {
+        let kind = match &self.kind {
             VariantKind::Accel => "accel".into(),
             VariantKind::NoAesni => "noaesni".into(),
             VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
+        };
+        match &self.library.tag {
+            Some(tag) => format!("{kind}@{tag}"),
+            None => kind,
         }
     }
 
@@ -122,6 +151,30 @@ impl Variant {
 pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
     let v: Vec<Variant> = text.split(',').map(Variant::parse).collect::<Result<_>>()?;
     Ok(v)
+}
+
+/// Every variant under every library, library by library (so a layer that goes
+/// through its variants in order measures one library's, then the next's); an
+/// empty list of libraries leaves the variants as they are. Pure.
+pub fn cross(variants: &[Variant], libraries: &[Library]) -> Vec<Variant> {
+    if libraries.is_empty() {
+        return variants.to_vec();
+    }
+    libraries
+        .iter()
+        .flat_map(|l| variants.iter().map(move |v| v.with_library(l)))
+        .collect()
+}
+
+/// The libraries of a list of variants, each once, in first-seen order.
+pub fn libraries_of(variants: &[Variant]) -> Vec<Library> {
+    let mut out: Vec<Library> = Vec::new();
+    for v in variants {
+        if !out.contains(&v.library) {
+            out.push(v.library.clone());
+        }
+    }
+    out
 }
 
 /// What [`judge`] decides from, gathered by the caller.
@@ -444,39 +497,80 @@ fn on_off(b: bool) -> &'static str {
     }
 }
 
+/// A `__variant-probe` child under `variant`'s library with `mask`.
+fn probe_child(variant: &Variant, mask: Option<&str>, measured_in: &str) -> Result<Probes> {
+    crate::effect::run_child(
+        crate::effect::child_command(false)?
+            .ia32cap(mask)
+            .loader(variant.library.loader()),
+        measured_in,
+    )
+}
+
 /// The facts every variant of one layer is judged against, gathered once at the
-/// layer's start: the library the children load (its version picks the `noaesni`
-/// mask) and accel's probes in a child with accel's environment.
+/// layer's start, per library under test: the library the children load (its
+/// version picks the `noaesni` mask) and accel's probes in a child with accel's
+/// environment under that library.
 #[derive(Debug, Clone)]
 pub struct Baseline {
-    /// accel's probes, from `cipherbench __variant-probe` without `OPENSSL_ia32cap`.
-    pub probes: Probes,
+    /// Per library, accel's probes from `cipherbench __variant-probe` without
+    /// `OPENSSL_ia32cap`, in the order of the layer's libraries.
+    pub accel: Vec<(Library, Probes)>,
     /// Whether the CPU has AES.
     pub cpu_has_aes: bool,
 }
 
 impl Baseline {
-    /// Measures accel's probes in a child with accel's environment.
-    pub fn measure() -> Result<Baseline> {
-        let probes = crate::effect::run_child(
-            crate::effect::child_command(false)?.ia32cap(None),
-            "__variant-probe with accel's environment",
-        )
-        .context("measuring accel's effect probes")?;
+    /// Measures accel's probes in a child with accel's environment under each library
+    /// of `variants`. A child that reports another library than the one asked for
+    /// stops the layer (results must not mix libraries).
+    pub fn measure(variants: &[Variant]) -> Result<Baseline> {
+        let mut accel = Vec::new();
+        let mut libraries = libraries_of(variants);
+        if libraries.is_empty() {
+            libraries.push(Library::system());
+        }
+        for library in libraries {
+            let v = Variant::accel().with_library(&library);
+            let probes = probe_child(&v, None, "__variant-probe with accel's environment")
+                .with_context(|| {
+                    format!("measuring accel's effect probes under {}", library.name())
+                })?;
+            if !library.is_system() && probes.library_version != library.version() {
+                bail!(
+                    "the effect probe child under --openssl {} loaded {}, not {}; stopped so that results do not mix libraries",
+                    library.name(),
+                    probes.library_version,
+                    library.version()
+                );
+            }
+            accel.push((library, probes));
+        }
         Ok(Baseline {
-            probes,
+            accel,
             cpu_has_aes: cpu_has_aes(),
         })
     }
 
-    /// The `OpenSSL_version()` the children load.
-    pub fn library_version(&self) -> &str {
-        &self.probes.library_version
+    /// accel's probes under `variant`'s library (the first library's if the layer
+    /// did not measure that one).
+    pub fn accel_probes(&self, variant: &Variant) -> &Probes {
+        self.accel
+            .iter()
+            .find(|(l, _)| *l == variant.library)
+            .or(self.accel.first())
+            .map(|(_, p)| p)
+            .expect("a baseline measures at least one library")
     }
 
-    /// The mask a variant's children run under.
+    /// The `OpenSSL_version()` `variant`'s children load.
+    pub fn library_version(&self, variant: &Variant) -> &str {
+        &self.accel_probes(variant).library_version
+    }
+
+    /// The mask a variant's children run under (its library's `noaesni`).
     pub fn mask(&self, variant: &Variant) -> Option<String> {
-        variant.mask(self.library_version())
+        variant.mask(self.library_version(variant))
     }
 
     /// Judges a variant from what its process reported, against this layer's accel:
@@ -492,11 +586,12 @@ impl Baseline {
         known: &[VariantRecord],
         process_check: Option<&ProcessCheck>,
     ) -> VariantRecord {
+        let accel_name = variant.its_accel().name();
         let accel_probes = known
             .iter()
-            .find(|v| v.name == "accel")
+            .find(|v| v.name == accel_name)
             .and_then(|v| v.probes.as_ref())
-            .unwrap_or(&self.probes);
+            .unwrap_or(self.accel_probes(variant));
         let first = self.judge_with(variant, probes, accel_probes, process_check);
         if variant.is_accel() || !needs_confirmation(&first) {
             return first;
@@ -542,14 +637,11 @@ impl Baseline {
     }
 
     /// accel and the variant probed alternately, twice each, in `__variant-probe`
-    /// children with their environments: (accel, variant), each the median of two.
+    /// children with their environments under the variant's library: (accel,
+    /// variant), each the median of two.
     fn paired(&self, variant: &Variant) -> Option<(Probes, Probes)> {
         let mask = self.mask(variant);
-        let run = |m: Option<&str>| {
-            crate::effect::child_command(false)
-                .and_then(|spawn| crate::effect::run_child(spawn.ia32cap(m), "paired"))
-                .ok()
-        };
+        let run = |m: Option<&str>| probe_child(variant, m, "paired").ok();
         let mut accel = Vec::new();
         let mut mine = Vec::new();
         for _ in 0..2 {
@@ -578,8 +670,9 @@ pub fn cpu_has_aes() -> bool {
 
 /// Records for variants whose real process cannot run the probe (nginx, the
 /// `openssl` CLI): each measured by a `cipherbench __variant-probe` child with the
-/// environment that process gets, by variant name. accel is measured first (and
-/// even when not asked for), as the others are judged against it.
+/// environment that process gets (its mask and its library), by variant name. Each
+/// library's accel is measured first (and even when not asked for), as the others
+/// are judged against it.
 pub fn stand_in_records(
     variants: &[Variant],
     baseline: &Baseline,
@@ -587,19 +680,21 @@ pub fn stand_in_records(
 ) -> BTreeMap<String, VariantRecord> {
     let mut known: Vec<VariantRecord> = Vec::new();
     let mut ordered: Vec<Variant> = variants.to_vec();
-    ordered.sort_by_key(|v| !v.is_accel());
-    if !ordered.iter().any(Variant::is_accel) {
-        ordered.insert(0, Variant::accel());
+    for library in libraries_of(variants) {
+        let accel = Variant::accel().with_library(&library);
+        if !ordered.contains(&accel) {
+            ordered.push(accel);
+        }
     }
+    ordered.sort_by_key(|v| !v.is_accel());
     let mut out = BTreeMap::new();
     for v in &ordered {
         let mask = baseline.mask(v);
-        let probes = crate::effect::child_command(false).and_then(|spawn| {
-            crate::effect::run_child(
-                spawn.ia32cap(mask.as_deref()),
-                &format!("__variant-probe with {stands_in_for}'s environment"),
-            )
-        });
+        let probes = probe_child(
+            v,
+            mask.as_deref(),
+            &format!("__variant-probe with {stands_in_for}'s environment"),
+        );
         let record = match probes {
             Ok(p) => baseline.judge(v, Some(&p), &known, None),
             Err(e) => {
@@ -629,14 +724,19 @@ pub fn with_check(
     baseline.judge(variant, record.probes.as_ref(), known, Some(&check))
 }
 
-/// Checks that `openssl info -cpusettings`, run with the variant's environment,
-/// reports what the probe child reported: the CLI loads the same library and reads
-/// the same variable.
-pub fn check_openssl_cli(mask: Option<&str>, record: &VariantRecord) -> ProcessCheck {
+/// Checks that `openssl info -cpusettings`, run with the variant's environment (its
+/// mask, its library's CLI), reports what the probe child reported: the CLI loads
+/// the same library and reads the same variable.
+pub fn check_openssl_cli(
+    variant: &Variant,
+    mask: Option<&str>,
+    record: &VariantRecord,
+) -> ProcessCheck {
     let what = "openssl info -cpusettings with the same environment".to_string();
     let settings = Spawn::new("openssl")
         .args(["info", "-cpusettings"])
         .ia32cap(mask)
+        .loader(variant.library.loader())
         .output(Duration::from_secs(10))
         .and_then(|o| o.success("openssl info -cpusettings"))
         .map(|o| o.stdout.trim().to_string());
@@ -752,6 +852,24 @@ mod tests {
 
     fn accel_probes() -> Probes {
         probes(ACCEL, 11e9, 3.7e9, 31e6)
+    }
+
+    #[test]
+    fn a_library_list_crosses_the_variants_and_tags_the_later_ones() {
+        let variants = parse_variants("accel,noaesni").unwrap();
+        let tagged = Library {
+            dir: None,
+            tag: Some("3.6.3".into()),
+        };
+        let crossed = cross(&variants, &[Library::system(), tagged.clone()]);
+        let names: Vec<String> = crossed.iter().map(Variant::name).collect();
+        assert_eq!(names, ["accel", "noaesni", "accel@3.6.3", "noaesni@3.6.3"]);
+        assert!(crossed[2].is_accel() && crossed[2].mask("OpenSSL 3.6.3").is_none());
+        assert_eq!(crossed[3].its_accel(), crossed[2]);
+        assert_eq!(crossed[1].its_accel(), crossed[0]);
+        assert_eq!(libraries_of(&crossed), [Library::system(), tagged]);
+        // No list: the variants as they were, under the system's library.
+        assert_eq!(cross(&variants, &[]), variants);
     }
 
     #[test]

@@ -11,8 +11,9 @@
 //! Before its real work it measures the effect probes ([`crate::effect`]), so the
 //! runner can judge its variant by effect in this very process.
 //!
-//! Protocol on stdout: `ready {"cpu_settings": ..., "probes": ...}` once both paths
-//! run, then one `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit. Asked to, it
+//! Protocol on stdout: `ready {"cpu_settings": ..., "library": ..., "probes": ...}` once
+//! both paths run, then one `stats N` line per SIGUSR1. Errors go to stderr and a
+//! non-zero exit. Asked to, it
 //! appends the SA it seals with to the ESP key log ([`keylog`]) before it starts.
 
 pub mod keylog;
@@ -227,6 +228,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         serde_json::json!({
             "cpu_settings": cpu_settings,
             "pid": std::process::id(),
+            "library": crate::library::this_process(),
             "probes": probes,
         })
     ))?;

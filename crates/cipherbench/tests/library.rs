@@ -1,0 +1,571 @@
+//! `--openssl`: another OpenSSL under test, checked from each part that loads it.
+//!
+//! Against the real upstream build (`make openssl-upstream`, which `make test` runs
+//! first): every speed worker, the `openssl` tool, `cipherbench seal`/`open`, nginx's
+//! master and workers report or map that library's files, and the run's environment
+//! says so; a list puts the system's and the upstream library side by side with the
+//! library step in summary.md. A part that drops the library (a wrapper that clears
+//! `LD_LIBRARY_PATH`) stops its layer with one line naming both libraries. Bad
+//! directories (missing, no libraries, a file, a library that is not OpenSSL 3, one
+//! the loader refuses; the last two built here with `cc`) are one line and a
+//! non-zero exit with nothing started: no results directory, nothing in `TMPDIR`, no
+//! nginx, no namespace.
+//!
+//! The gateways' side is in `tunnel_root.rs` (it needs root).
+
+use cipherbench_model::env::PartLibrary;
+use cipherbench_model::RunRecord;
+use std::os::unix::fs::PermissionsExt;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The upstream OpenSSL build under `target/openssl-upstream/` (the newest), or a
+/// failure saying how to make it.
+fn upstream() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let base = target.join("openssl-upstream");
+    let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file() && p.join("bin/openssl").is_file());
+    builds.sort();
+    match builds.pop() {
+        Some(p) => p.canonicalize().unwrap(),
+        None => panic!(
+            "no upstream OpenSSL build in {}: run `make openssl-upstream` (scripts/build-openssl.sh) first; `make test` does",
+            base.display()
+        ),
+    }
+}
+
+/// A scratch directory with its own `tmp/` for cipherbench's `TMPDIR`.
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-lib-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir
+}
+
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
+    c.env("TMPDIR", dir.join("tmp"));
+    c
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure: {}", stderr(out));
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].starts_with("cipherbench: "), "{:?}", lines[0]);
+    assert!(
+        lines[0].contains(needle),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
+}
+
+fn record(results: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(results.join("run.json")).unwrap();
+    RunRecord::from_json(&text).expect("run.json reads under the schema")
+}
+
+fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    out
+}
+
+/// The parts of a record that ran under `asked`, by part name.
+fn parts<'a>(r: &'a RunRecord, layer: &str, asked: &Path) -> Vec<&'a PartLibrary> {
+    let asked = asked.display().to_string();
+    r.environment
+        .loaded
+        .iter()
+        .filter(|p| p.layer == layer && p.asked == asked)
+        .collect()
+}
+
+fn assert_inside(part: &PartLibrary, dir: &Path) {
+    let crypto = part
+        .libcrypto
+        .as_deref()
+        .unwrap_or_else(|| panic!("{} mapped no libcrypto: {part:?}", part.part));
+    assert!(
+        Path::new(crypto).starts_with(dir),
+        "{} loaded {crypto}, not a file of {}",
+        part.part,
+        dir.display()
+    );
+    assert!(part.checked, "{part:?}");
+}
+
+fn version_of(upstream: &Path) -> String {
+    // target/openssl-upstream/<version>: the directory is named by the version.
+    upstream.file_name().unwrap().to_string_lossy().into_owned()
+}
+
+#[test]
+fn every_speed_worker_loads_the_library_asked_for_and_says_so() {
+    let up = upstream();
+    let dir = scratch("speed");
+    let results = dir.join("results");
+    run_ok(
+        bin(&dir)
+            .args(["--quiet", "speed", "--openssl"])
+            .arg(&up)
+            .args([
+                "--cipher",
+                "aes-128-gcm,des-ede3-cbc",
+                "--sizes",
+                "1KiB",
+                "--threads",
+                "1",
+                "--direction",
+                "encrypt",
+                "--samples",
+                "1",
+                "--sample-ms",
+                "20",
+                "--warmup-ms",
+                "5",
+                "--results",
+            ])
+            .arg(&results),
+    );
+    let r = record(&results);
+    // One library: the names stay plain, and the environment names the library.
+    let speed = r.speed.as_ref().unwrap();
+    assert_eq!(speed.config.variants, ["accel", "noaesni"]);
+    assert_eq!(r.environment.libraries.len(), 1);
+    let lib = &r.environment.libraries[0];
+    assert_eq!(lib.name, up.display().to_string());
+    assert!(
+        lib.version
+            .starts_with(&format!("OpenSSL {}", version_of(&up))),
+        "{lib:?}"
+    );
+    let workers = parts(&r, "speed", &up);
+    assert_eq!(workers.len(), 1, "{:?}", r.environment.loaded);
+    assert_eq!(workers[0].part, "speed worker");
+    assert_eq!(workers[0].version.as_deref(), Some(lib.version.as_str()));
+    assert_inside(workers[0], &up);
+    // Nothing ran on the system's library.
+    assert!(r.environment.loaded.iter().all(|p| p.asked != "system"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_library_list_measures_both_side_by_side_with_the_library_step() {
+    let up = upstream();
+    let dir = scratch("list");
+    let results = dir.join("results");
+    let out = run_ok(
+        bin(&dir)
+            .args(["speed", "--openssl"])
+            .arg(format!("system,{}", up.display()))
+            .args([
+                "--cipher",
+                "aes-128-gcm,chacha20-poly1305",
+                "--sizes",
+                "16KiB",
+                "--threads",
+                "1",
+                "--direction",
+                "encrypt",
+                "--variants",
+                "accel",
+                "--samples",
+                "1",
+                "--sample-ms",
+                "20",
+                "--warmup-ms",
+                "5",
+                "--results",
+            ])
+            .arg(&results),
+    );
+    let tag = version_of(&up);
+    let r = record(&results);
+    let speed = r.speed.as_ref().unwrap();
+    assert_eq!(
+        speed.config.variants,
+        ["accel".to_string(), format!("accel@{tag}")]
+    );
+    let versions: Vec<&str> = r
+        .environment
+        .libraries
+        .iter()
+        .map(|l| l.version.as_str())
+        .collect();
+    assert!(
+        versions[0].starts_with("OpenSSL 3.") && versions[1].starts_with("OpenSSL 3."),
+        "{versions:?}"
+    );
+    assert_ne!(versions[0], versions[1]);
+    // Each library's worker reported its own library.
+    let system = parts(&r, "speed", Path::new("system"));
+    assert_eq!(system[0].version.as_deref(), Some(versions[0]));
+    let upstream = parts(&r, "speed", &up);
+    assert_eq!(upstream[0].version.as_deref(), Some(versions[1]));
+    assert_inside(upstream[0], &up);
+    assert!(!Path::new(system[0].libcrypto.as_deref().unwrap()).starts_with(&up));
+    // The terminal and summary.md put them side by side.
+    let table = String::from_utf8_lossy(&out.stdout);
+    assert!(table.contains(&format!("@{tag}/base")), "{table}");
+    let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        md.contains(&format!("## The library step: accel on OpenSSL {tag}")),
+        "{md}"
+    );
+    assert!(
+        md.lines()
+            .skip_while(|l| !l.starts_with("## The library step"))
+            .any(|l| l.starts_with("| primitive |")),
+        "{md}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_file_layers_openssl_tool_and_seal_and_open_load_the_library() {
+    let up = upstream();
+    let dir = scratch("file");
+    let results = dir.join("results");
+    run_ok(
+        bin(&dir)
+            .args(["--quiet", "file", "--openssl"])
+            .arg(&up)
+            .args([
+                "--tools",
+                "openssl-aes-256-ctr,cipherbench",
+                "--variants",
+                "accel",
+                "--size",
+                "1MiB",
+                "--cache",
+                "warm",
+                "--repetitions",
+                "1",
+                "--results",
+            ])
+            .arg(&results),
+    );
+    let r = record(&results);
+    let lib = &r.environment.libraries[0];
+    let found = parts(&r, "file", &up);
+    let names: Vec<&str> = found.iter().map(|p| p.part.as_str()).collect();
+    assert_eq!(
+        names,
+        ["openssl CLI", "cipherbench seal", "cipherbench open"]
+    );
+    // The CLI says its library's version; seal and open say theirs and the files.
+    assert_eq!(found[0].version.as_deref(), Some(lib.version.as_str()));
+    assert_eq!(found[0].source, "openssl version");
+    for p in &found[1..] {
+        assert_eq!(p.version.as_deref(), Some(lib.version.as_str()));
+        assert_inside(p, &up);
+    }
+    // The timed openssl command is the build's own CLI, on its library.
+    let file = r.file.as_ref().unwrap();
+    let openssl = file
+        .points
+        .iter()
+        .find(|p| p.tool == "openssl-aes-256-ctr")
+        .unwrap();
+    assert!(
+        openssl.command[0].starts_with("LD_LIBRARY_PATH=")
+            && openssl.command[1] == up.join("bin/openssl").display().to_string(),
+        "{:?}",
+        openssl.command
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+fn sweep(dir: &Path, openssl: &Path, nginx: Option<&Path>, results: Option<&Path>) -> Output {
+    let mut c = bin(dir);
+    c.args(["--quiet", "tls", "sweep", "--openssl"])
+        .arg(openssl)
+        .args([
+            "--suites",
+            "AES128-GCM-SHA256",
+            "--sizes",
+            "64KiB",
+            "--variants",
+            "accel",
+            "--window",
+            "300ms",
+            "--probe",
+            "200ms",
+            "--warmup",
+            "50ms",
+            "--concurrency",
+            "1",
+        ]);
+    if let Some(n) = nginx {
+        c.arg("--nginx").arg(n);
+    }
+    match results {
+        Some(r) => c.arg("--results").arg(r),
+        None => c.arg("--no-save"),
+    };
+    c.output().unwrap()
+}
+
+/// Processes whose working directory is under `dir` (nginx runs in its temporary
+/// directory, inside cipherbench's `TMPDIR`).
+fn processes_in(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+            if cwd.starts_with(dir) {
+                out.push(entry.file_name().to_string_lossy().into_owned());
+            }
+        }
+    }
+    out
+}
+
+fn assert_nothing_left(dir: &Path) {
+    assert!(processes_in(dir).is_empty(), "{:?}", processes_in(dir));
+    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+#[test]
+fn nginx_master_and_workers_map_the_library_asked_for() {
+    let up = upstream();
+    let dir = scratch("nginx");
+    let results = dir.join("results");
+    let out = sweep(&dir, &up, None, Some(&results));
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&results);
+    let found = parts(&r, "tls", &up);
+    let names: Vec<&str> = found.iter().map(|p| p.part.as_str()).collect();
+    assert_eq!(names, ["nginx master", "nginx worker"]);
+    for p in &found {
+        assert_inside(p, &up);
+        assert!(p
+            .libssl
+            .as_deref()
+            .is_some_and(|s| Path::new(s).starts_with(&up)));
+    }
+    // The server record names the library nginx ran with; the load generator (this
+    // side) is recorded as not swapped.
+    let lib = &r.environment.libraries[0];
+    let server = &r.tls.as_ref().unwrap().servers[0];
+    assert_eq!(server.library.as_deref(), Some(lib.version.as_str()));
+    assert!(r
+        .environment
+        .loaded
+        .iter()
+        .any(|p| p.part.starts_with("load generator") && !p.checked));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_nginx_that_drops_the_library_stops_the_layer_with_one_line() {
+    let up = upstream();
+    let dir = scratch("nginx-drops");
+    let wrapper = dir.join("nginx");
+    let real = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"]
+        .into_iter()
+        .find(|p| Path::new(p).is_file())
+        .expect("nginx is installed (scripts/install-deps.sh test)");
+    std::fs::write(
+        &wrapper,
+        format!("#!/bin/sh\nunset LD_LIBRARY_PATH\nexec {real} \"$@\"\n"),
+    )
+    .unwrap();
+    std::fs::set_permissions(&wrapper, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let out = sweep(&dir, &up, Some(&wrapper), None);
+    assert_one_line_error(&out, "nginx master (pid ");
+    let err = stderr(&out);
+    assert!(
+        err.contains("not the library asked for")
+            && err.contains(&up.join("lib/libcrypto.so.3").display().to_string()),
+        "{err}"
+    );
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn an_openssl_cli_on_another_library_stops_the_file_layer() {
+    let up = upstream();
+    let dir = scratch("cli-drops");
+    // A prefix whose libraries are the upstream ones (links), but whose bin/openssl
+    // runs the system's CLI on the system's library.
+    let prefix = dir.join("prefix");
+    std::fs::create_dir_all(prefix.join("lib")).unwrap();
+    std::fs::create_dir_all(prefix.join("bin")).unwrap();
+    for name in ["libcrypto.so.3", "libssl.so.3"] {
+        std::os::unix::fs::symlink(up.join("lib").join(name), prefix.join("lib").join(name))
+            .unwrap();
+    }
+    let cli = prefix.join("bin/openssl");
+    std::fs::write(
+        &cli,
+        "#!/bin/sh\nunset LD_LIBRARY_PATH\nexec /usr/bin/openssl \"$@\"\n",
+    )
+    .unwrap();
+    std::fs::set_permissions(&cli, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args(["--quiet", "file", "--openssl"])
+        .arg(&prefix)
+        .args([
+            "--tools",
+            "openssl-aes-256-ctr",
+            "--variants",
+            "accel",
+            "--size",
+            "64KiB",
+            "--cache",
+            "warm",
+            "--repetitions",
+            "1",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "openssl CLI loaded OpenSSL ");
+    assert!(stderr(&out).contains("not the library asked for"));
+    // Nothing was timed: the check comes first.
+    let measured = results.join("run.json").exists()
+        && record(&results)
+            .file
+            .as_ref()
+            .is_some_and(|f| !f.points.is_empty());
+    assert!(!measured);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// Builds a fake `libcrypto.so.3` (and its `libssl.so.3`) in `dir` with `cc`.
+fn fake_library(dir: &Path, source: &str, extra: &[&str]) {
+    std::fs::create_dir_all(dir).unwrap();
+    let c = dir.join("fake.c");
+    std::fs::write(&c, source).unwrap();
+    let status = Command::new("cc")
+        .args(["-shared", "-fPIC", "-Wl,-soname,libcrypto.so.3", "-o"])
+        .arg(dir.join("libcrypto.so.3"))
+        .arg(&c)
+        .args(extra)
+        .status()
+        .expect("cc is installed (the upstream build needs it too)");
+    assert!(status.success());
+    std::fs::copy(dir.join("libcrypto.so.3"), dir.join("libssl.so.3")).unwrap();
+}
+
+#[test]
+fn bad_openssl_directories_are_one_line_and_start_nothing() {
+    let dir = scratch("bad");
+    let file = dir.join("a-file");
+    std::fs::write(&file, "not a directory").unwrap();
+    let empty = dir.join("empty");
+    std::fs::create_dir_all(&empty).unwrap();
+    let crypto_only = dir.join("crypto-only/lib");
+    std::fs::create_dir_all(&crypto_only).unwrap();
+    std::fs::copy(
+        upstream().join("lib/libcrypto.so.3"),
+        crypto_only.join("libcrypto.so.3"),
+    )
+    .unwrap();
+    // An OpenSSL 1.1 in OpenSSL 3's clothes: the loader refuses it to cipherbench
+    // (no OPENSSL_3.0.0 symbols), and opened alone it says what it is.
+    let old = dir.join("old");
+    fake_library(
+        &old,
+        "const char *OpenSSL_version(int t) { (void)t; return \"OpenSSL 1.1.1w  11 Sep 2023\"; }\n",
+        &[],
+    );
+    // One the loader refuses outright: it needs a library that is not there.
+    let refused = dir.join("refused");
+    std::fs::create_dir_all(&refused).unwrap();
+    let dep = refused.join("libcbgone.so");
+    let built = Command::new("cc")
+        .args(["-shared", "-fPIC", "-x", "c", "-", "-o"])
+        .arg(&dep)
+        .stdin(std::fs::File::open("/dev/null").unwrap())
+        .status()
+        .unwrap();
+    assert!(built.success());
+    let link = format!("-L{}", refused.display());
+    fake_library(
+        &refused,
+        "const char *OpenSSL_version(int t) { (void)t; return \"OpenSSL 3.9.9\"; }\n",
+        &["-Wl,--no-as-needed", &link, "-lcbgone"],
+    );
+    std::fs::remove_file(&dep).unwrap();
+
+    let cases: [(&Path, &str); 6] = [
+        (Path::new("/nonexistent/openssl"), "no such directory"),
+        (&file, "not a directory"),
+        (&empty, "has no libcrypto.so.3"),
+        (&crypto_only, "but no libssl.so.3"),
+        (
+            &old,
+            "is not an OpenSSL 3 library (it reports 'OpenSSL 1.1.1w",
+        ),
+        (&refused, "the loader refused it: "),
+    ];
+    for (path, needle) in cases {
+        let results = dir.join("results");
+        let commands: [&[&str]; 5] = [
+            &["speed", "--cipher", "aes-128-gcm"],
+            &["file", "--size", "64KiB"],
+            &["tls", "sweep"],
+            &["tunnel", "--preset", "tiny"],
+            &["run", "--preset", "tiny"],
+        ];
+        for args in commands {
+            let child = bin(&dir)
+                .args(args)
+                .arg("--openssl")
+                .arg(path)
+                .arg("--results")
+                .arg(&results)
+                .stdout(std::process::Stdio::piped())
+                .stderr(std::process::Stdio::piped())
+                .spawn()
+                .unwrap();
+            let pid = child.id();
+            let out = child.wait_with_output().unwrap();
+            assert_one_line_error(&out, needle);
+            assert!(
+                stderr(&out).contains(&format!("--openssl {}", path.display())),
+                "{args:?}: {}",
+                stderr(&out)
+            );
+            assert!(!results.exists(), "{args:?} created a results directory");
+            assert_nothing_left(&dir);
+            // No network namespace of this cipherbench (they are named cbtun-<pid>-...).
+            let namespaces = Command::new("ip").args(["netns", "list"]).output();
+            if let Ok(ns) = namespaces {
+                let list = String::from_utf8_lossy(&ns.stdout);
+                assert!(!list.contains(&format!("cbtun-{pid}-")), "{list}");
+            }
+        }
+    }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
