@@ -19,7 +19,7 @@ src=${1:-crates/cipherbench/src}
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
   "results supervisor"            # 1: the results sink, external programs
-  "probe"                         # 2: the machine's probe
+  "probe lifetime"                # 2: the machine's probe; what a run leaves, swept
   "variant"                       # 3: the acceleration variant every layer shares
   "speed file tls tunnel"         # 4: the four layers, siblings
   "run"                           # 5: `cipherbench run`, over the layers

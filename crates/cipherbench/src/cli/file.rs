@@ -389,6 +389,7 @@ pub fn command(args: &FileArgs, quiet: bool) -> Result<ExitCode> {
         &args.output,
         "custom",
         quiet,
+        false,
         |s| bench::run(&plan, s),
         |s| {
             summary(

@@ -140,6 +140,7 @@ pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
         &args.output,
         "custom",
         quiet,
+        false,
         |s| crate::speed::run(&plan, s),
         |s| {
             summary(

@@ -400,6 +400,7 @@ fn measure_tls(
         &common.output,
         "custom",
         quiet,
+        false,
         |s| {
             s.record
                 .environment
