@@ -151,8 +151,9 @@ impl AtomicFile {
             Writer::Done => bail!("output already committed"),
         };
         if self.durable {
-            file.sync_all()
-                .with_context(|| format!("flushing the output for {} to disk", self.target.display()))?;
+            file.sync_all().with_context(|| {
+                format!("flushing the output for {} to disk", self.target.display())
+            })?;
         }
         if stop() {
             // Drop removes the temporary file (an unnamed one went with `file`).
@@ -192,9 +193,8 @@ impl AtomicFile {
                     "{} appeared while writing; pass --force to replace it",
                     self.target.display()
                 ),
-                Err(e) => {
-                    Err(e).with_context(|| format!("linking the output to {}", self.target.display()))
-                }
+                Err(e) => Err(e)
+                    .with_context(|| format!("linking the output to {}", self.target.display())),
             };
         }
         sys::link_unnamed(file, &self.temporary)
@@ -231,9 +231,8 @@ impl AtomicFile {
                 })?;
             }
             Err(e) => {
-                return Err(e).with_context(|| {
-                    format!("linking the output to {}", self.target.display())
-                })
+                return Err(e)
+                    .with_context(|| format!("linking the output to {}", self.target.display()))
             }
         }
         Ok(())
