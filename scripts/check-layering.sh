@@ -18,8 +18,8 @@ src=${1:-crates/cipherbench/src}
 # Bottom to top. Changing this list changes the architecture: update ARCHITECTURE.md.
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
-  "supervisor"                    # 1: external programs (and their keepers)
-  "lifetime"                      # 2: what a run leaves outside its processes, swept
+  "supervisor machine"            # 1: external programs (under keepers), the CPU layout and noise
+  "lifetime effect"               # 2: what a run leaves outside its processes, swept; the effect probe a variant's process runs
   "results probe"                 # 3: the results sink (locked, swept); the machine's probe
   "variant"                       # 4: the acceleration variant every layer shares
   "speed file tls tunnel"         # 5: the four layers, siblings

@@ -18,7 +18,6 @@ use super::engine::{self, Client, Target};
 use super::suite::{KeyType, Protocol, Suite};
 use crate::lifetime::RunDir;
 use crate::supervisor::{wait_until, Child, Spawn};
-use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -303,8 +302,9 @@ pub struct ServerSpec<'a> {
     pub suite: Suite,
     /// Worker CPUs.
     pub cpus: Vec<usize>,
-    /// Acceleration variant (`OPENSSL_ia32cap` in nginx's environment).
-    pub variant: &'a Variant,
+    /// The acceleration variant's `OPENSSL_ia32cap` for the library nginx loads (None:
+    /// removed from nginx's environment).
+    pub ia32cap: Option<String>,
     /// Port asked for (None: a free one).
     pub port: Option<u16>,
     /// Session resumption on.
@@ -392,7 +392,7 @@ impl Server {
             .args([&conf_path])
             .args(["-e", "stderr"])
             .cwd(dir)
-            .ia32cap(spec.variant.mask())
+            .ia32cap(spec.ia32cap.as_deref())
             .start()
             .map_err(StartError::Other)?;
         let smallest = spec.workspace.sizes().iter().min().copied().unwrap_or(0);
@@ -469,6 +469,11 @@ impl Server {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
     }
 
     /// Worker pids.
