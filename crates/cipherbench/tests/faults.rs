@@ -447,12 +447,16 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
     });
     let mut other = speed_args(&res);
-    other[2] = "aes-128-cbc".into();
+    other[2] = "aes-256-cbc".into();
     let out = case.cmd().args(&other).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert_eq!(out.status.code(), Some(1), "{err}");
     let line = one_line(&err);
-    assert_eq!(err.lines().filter(|l| !l.trim().is_empty()).count(), 1, "{err}");
+    assert_eq!(
+        err.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "{err}"
+    );
     assert!(
         line.contains(&format!("in use by cipherbench pid {}", first.pid())),
         "{line}"
@@ -468,7 +472,7 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         .map(|p| p.cipher.clone())
         .collect();
     assert_eq!(ciphers.len(), 3, "the first run's ciphers are all there");
-    assert!(!ciphers.contains("aes-128-cbc"));
+    assert!(!ciphers.contains("aes-256-cbc"));
 }
 
 #[test]
@@ -643,7 +647,11 @@ fn nginx_ports(case: &Case) -> Vec<u16> {
     let mut ports = Vec::new();
     let root = case.0.join("tmp");
     for top in std::fs::read_dir(&root).into_iter().flatten().flatten() {
-        for ws in std::fs::read_dir(top.path()).into_iter().flatten().flatten() {
+        for ws in std::fs::read_dir(top.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
             for f in std::fs::read_dir(ws.path()).into_iter().flatten().flatten() {
                 let text = std::fs::read_to_string(f.path()).unwrap_or_default();
                 for l in text.lines() {
@@ -666,9 +674,13 @@ fn nginx_ports(case: &Case) -> Vec<u16> {
 
 /// Waits until nginx (a master and at least one worker) works in the workspace.
 fn wait_for_nginx(run: &mut Run, case: &Case) -> Vec<u16> {
-    let dir = case.0.clone();
+    let dir = case.0.join("tmp");
     run.wait_for("nginx", Duration::from_secs(60), || {
-        processes_under(&dir).len() >= 2
+        processes_under(&dir)
+            .iter()
+            .filter(|p| p.contains("nginx"))
+            .count()
+            >= 2
     });
     nginx_ports(case)
 }
@@ -734,7 +746,13 @@ fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
     run.end("tls SIGKILL");
     assert_no_process_left(&case, &run, "tls SIGKILL");
     // A held-by-nobody results directory is cleaned too (its lock is free).
-    let out = case.cmd().arg("cleanup").arg(&res).output().unwrap();
+    let out = case
+        .cmd()
+        .arg("cleanup")
+        .arg(&res)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}");
     assert!(
@@ -742,7 +760,12 @@ fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
         "{said}"
     );
     assert_eq!(case.tmp_entries(), Vec::<String>::new());
-    let again = case.cmd().arg("cleanup").output().unwrap();
+    let again = case
+        .cmd()
+        .arg("cleanup")
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
     assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to clean up"));
     // What the killed run saved is still valid and resumable.
     if res.join("run.json").exists() {
