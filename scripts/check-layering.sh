@@ -18,9 +18,9 @@ src=${1:-crates/cipherbench/src}
 # Bottom to top. Changing this list changes the architecture: update ARCHITECTURE.md.
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
-  "results supervisor machine"    # 1: the results sink, external programs, the CPU layout and noise
-  "effect library"                # 2: the effect probe a variant's process runs; the OpenSSL under test, and which one each part loaded
-  "probe"                         # 3: the machine's probe
+  "supervisor machine"            # 1: external programs (under keepers), the CPU layout and noise
+  "lifetime effect library"       # 2: what a run leaves outside its processes, swept; the effect probe a variant's process runs; the OpenSSL under test, and which one each part loaded
+  "results probe"                 # 3: the results sink (locked, swept); the machine's probe
   "variant"                       # 4: the acceleration variant every layer shares
   "speed file tls tunnel"         # 5: the four layers, siblings
   "run"                           # 6: `cipherbench run`, over the layers

@@ -1,7 +1,8 @@
 //! Facts about this machine and this process that every layer needs: how many
 //! cores, which CPUs we may run on, pinning a thread, CPU time of a thread, of this
 //! process and of other processes (from `/proc`), whether we are root, and the
-//! open-file limit.
+//! open-file limit, start times and parents of processes, and an exclusive file
+//! lock.
 //!
 //! One home for what the layers used to write each for themselves. The `unsafe`
 //! calls here are plain libc queries, each with its `SAFETY:` argument; nothing here
@@ -185,6 +186,17 @@ pub fn parse_stat_cpu_ticks(stat: &str) -> Option<u64> {
     Some(utime + stime)
 }
 
+/// The parent of a process (field 4 of `/proc/PID/stat`).
+pub fn parent_of(pid: u32) -> Option<u32> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    stat.rsplit_once(')')?
+        .1
+        .split_whitespace()
+        .nth(1)?
+        .parse()
+        .ok()
+}
+
 /// Children of `parent` (from `/proc/*/stat`), sorted.
 pub fn children_of(parent: u32) -> Vec<u32> {
     let mut out = Vec::new();
@@ -208,6 +220,87 @@ pub fn children_of(parent: u32) -> Vec<u32> {
     }
     out.sort_unstable();
     out
+}
+
+/// Opens /dev/null on any of fds 0-2 that is closed (`cipherbench ... >&-`), so
+/// that no file or pipe we open later takes a standard descriptor's number (a
+/// child would then get it as its stdin, stdout or stderr).
+pub fn ensure_standard_fds() {
+    for fd in 0..=2 {
+        // SAFETY: F_GETFD only asks whether the descriptor is open.
+        let closed = unsafe { libc::fcntl(fd, libc::F_GETFD) } < 0;
+        if closed {
+            // The lowest free descriptor is `fd` itself; leaked on purpose.
+            if let Ok(null) = std::fs::OpenOptions::new()
+                .read(fd == 0)
+                .write(fd != 0)
+                .open("/dev/null")
+            {
+                std::mem::forget(null);
+            }
+        }
+    }
+}
+
+/// Takes an exclusive `flock` on `file` without waiting: `Ok(false)` if another
+/// open file holds it. The kernel releases it when the last descriptor of this open
+/// file closes, however the process ends.
+pub fn try_lock_exclusive(file: &std::fs::File) -> io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    loop {
+        // SAFETY: flock on a descriptor that `file` keeps open for the call.
+        let r = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+        if r == 0 {
+            return Ok(true);
+        }
+        let e = io::Error::last_os_error();
+        match e.raw_os_error() {
+            Some(libc::EWOULDBLOCK) => return Ok(false),
+            Some(libc::EINTR) => continue,
+            _ => return Err(e),
+        }
+    }
+}
+
+/// The real user id of this process.
+pub fn uid() -> u32 {
+    // SAFETY: getuid has no preconditions and cannot fail.
+    unsafe { libc::getuid() }
+}
+
+/// The start time of a process in clock ticks since boot (field 22 of
+/// `/proc/PID/stat`): with the pid, it names a process uniquely, so a name that
+/// carries both tells whether its owner still runs.
+pub fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // The command name (field 2) may contain spaces; fields after it are plain.
+    let after = stat.rsplit_once(')')?.1;
+    after.split_whitespace().nth(19)?.parse().ok()
+}
+
+/// Whether the process `pid` that started at `start` still runs (a zombie counts
+/// as gone).
+pub fn process_alive(pid: u32, start: u64) -> bool {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return false;
+    };
+    let Some((_, after)) = stat.rsplit_once(')') else {
+        return false;
+    };
+    let mut fields = after.split_whitespace();
+    let state = fields.next().unwrap_or("");
+    let started = fields.nth(18).and_then(|f| f.parse::<u64>().ok());
+    state != "Z" && started == Some(start)
+}
+
+/// Whether any process has the pid `pid` (a zombie counts as gone).
+pub fn pid_alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, after)| after.split_whitespace().next() != Some("Z")),
+    }
 }
 
 /// Where [`env_var_of`] found a process's environment.

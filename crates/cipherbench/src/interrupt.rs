@@ -1,11 +1,17 @@
-//! Ctrl-C and SIGTERM: the first one asks the run to stop after saving what it has
-//! measured; a second one exits at once (children die with us via PDEATHSIG and
-//! their process groups are in our signal's path).
+//! Ctrl-C and SIGTERM, counted together:
 //!
-//! Runners poll [`requested`] between units of work and return early; the results
-//! sink then saves the record marked `interrupted`, and `main` exits with 130 (for
-//! SIGTERM too: 130 is this tool's one status for "stopped on request, cleaned up",
-//! and the message names the signal).
+//! 1. the first asks the run to stop after saving what it has measured: runners poll
+//!    [`requested`] between units of work and return early; the results sink saves
+//!    the record marked `interrupted`, everything the run made is removed, and
+//!    `main` exits with 130 (for SIGTERM too: 130 is this tool's one status for
+//!    "stopped on request, cleaned up", and the message names the signal);
+//! 2. the second is "hurry" ([`hurry`]): graceful waits are skipped (a child gets
+//!    SIGKILL at once instead of SIGTERM and a grace period), and everything is
+//!    still removed;
+//! 3. the third exits at once from the handler, with 130, after one line naming
+//!    what the run leaves behind ([`set_left_behind`] keeps that line current) and
+//!    how to remove it (`cipherbench cleanup`). Its processes do not stay: they die
+//!    with it (`supervisor.rs`).
 //!
 //! `seal` and `open` need more: an input that a signal cut short must never be
 //! taken for a whole one. They install the handlers with
@@ -13,29 +19,79 @@
 //! threads ([`keep_off_this_thread`]) so that only the main thread takes them, and
 //! ask [`requested_or_pending`] before they publish anything.
 
-use std::sync::atomic::{AtomicBool, AtomicI32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI32, AtomicPtr, AtomicU32, Ordering};
 
 static REQUESTED: AtomicBool = AtomicBool::new(false);
 /// The first stop signal received (0 before any).
 static SIGNAL: AtomicI32 = AtomicI32::new(0);
+/// Stop signals received so far.
+static COUNT: AtomicU32 = AtomicU32::new(0);
+/// The line the third signal prints: what the run leaves behind. Replaced whole
+/// (the old one is leaked, never freed, since a handler may be reading it).
+static LEFT_BEHIND: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The signals that ask us to stop.
 const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
 
+/// Exit status of a run stopped on request (128 + SIGINT, as shells report Ctrl-C).
+pub const EXIT_STOPPED: i32 = 130;
+
+const HURRY_LINE: &[u8] = b"\ncipherbench: hurrying: no more graceful waits; still removing what this run made (a third Ctrl-C exits at once)\n";
+const NOTHING_LEFT_LINE: &[u8] =
+    b"\ncipherbench: exiting at once (third signal); its processes end with it and it leaves nothing else behind\n";
+
 extern "C" fn on_signal(signal: libc::c_int) {
     // The name first, so that whoever sees REQUESTED can name the signal.
     let _ = SIGNAL.compare_exchange(0, signal, Ordering::SeqCst, Ordering::SeqCst);
-    if REQUESTED.swap(true, Ordering::SeqCst) {
-        // Second signal: leave now. _exit is async-signal-safe.
-        // SAFETY: _exit has no preconditions.
-        unsafe { libc::_exit(128 + signal) };
+    REQUESTED.store(true, Ordering::SeqCst);
+    let n = COUNT.fetch_add(1, Ordering::SeqCst) + 1;
+    if n == 2 {
+        write_stderr(HURRY_LINE);
+    } else if n >= 3 {
+        let note = LEFT_BEHIND.load(Ordering::SeqCst);
+        if note.is_null() {
+            write_stderr(NOTHING_LEFT_LINE);
+        } else {
+            // SAFETY: a non-null pointer here came from Box::into_raw in
+            // set_left_behind and is never freed; reading its bytes allocates
+            // nothing.
+            write_stderr(unsafe { &*note });
+        }
+        // SAFETY: _exit is async-signal-safe and has no preconditions.
+        unsafe { libc::_exit(EXIT_STOPPED) };
     }
+}
+
+/// write(2) to stderr from a signal handler: async-signal-safe, errors ignored (a
+/// closed stderr must not stop us).
+fn write_stderr(bytes: &[u8]) {
+    // SAFETY: write is async-signal-safe; the buffer is valid for its length.
+    unsafe {
+        libc::write(2, bytes.as_ptr().cast(), bytes.len());
+    }
+}
+
+/// Keeps the third signal's line current: `items` is what this run has made that
+/// would stay if it exited at once (namespaces, temporary directories), empty for
+/// nothing.
+pub fn set_left_behind(items: &[String]) {
+    let line = if items.is_empty() {
+        std::ptr::null_mut()
+    } else {
+        let text = format!(
+            "\ncipherbench: exiting at once (third signal); its processes end with it, and it leaves behind {}; `cipherbench cleanup` removes what is left\n",
+            items.join(", ")
+        );
+        Box::into_raw(Box::new(text.into_bytes()))
+    };
+    // The previous line is leaked on purpose: a handler may be writing it now.
+    LEFT_BEHIND.swap(line, Ordering::SeqCst);
 }
 
 fn install_with(flags: libc::c_int) {
     for signal in STOP_SIGNALS {
-        // SAFETY: we install a handler that only touches atomics and calls _exit,
-        // all async-signal-safe; the sigaction struct is zero-initialised and then
+        // SAFETY: we install a handler that only touches atomics, reads a buffer
+        // that is never freed, and calls write and _exit, all async-signal-safe; the sigaction struct is zero-initialised and then
         // filled in as sigaction(2) requires.
         unsafe {
             let mut action: libc::sigaction = std::mem::zeroed();
@@ -67,6 +123,11 @@ pub fn install_interrupting() {
 /// Whether the user asked to stop.
 pub fn requested() -> bool {
     REQUESTED.load(Ordering::SeqCst)
+}
+
+/// Whether the user asked twice: skip graceful waits, still clean up.
+pub fn hurry() -> bool {
+    COUNT.load(Ordering::SeqCst) >= 2
 }
 
 /// Whether the user asked to stop, or a stop signal is queued for this process

@@ -11,6 +11,7 @@ pub mod file;
 pub mod host;
 pub mod interrupt;
 pub mod library;
+pub mod lifetime;
 pub mod machine;
 pub mod probe;
 pub mod progress;
@@ -23,6 +24,7 @@ pub mod tunnel;
 pub mod variant;
 
 use cli::Cli;
+use progress::errln;
 use progress::one_line;
 use std::process::ExitCode;
 
@@ -32,15 +34,18 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// Runs a parsed command line; returns the process exit code. Errors are printed
 /// here, as one line on stderr.
 pub fn main(cli: Cli) -> ExitCode {
+    host::ensure_standard_fds();
+    // Every child starts under a keeper run from this very binary (supervisor.rs).
+    supervisor::use_keeper("/proc/self/exe");
     match cli::dispatch(cli) {
         Ok(code) => code,
         Err(e) => {
             if e.downcast_ref::<interrupt::Interrupted>().is_some() {
                 // With what was being done and what was left, when the layer says.
-                eprintln!("cipherbench: {}", one_line(&e));
+                errln!("cipherbench: {}", one_line(&e));
                 return ExitCode::from(EXIT_INTERRUPTED);
             }
-            eprintln!("cipherbench: {}", one_line(&e));
+            errln!("cipherbench: {}", one_line(&e));
             ExitCode::FAILURE
         }
     }

@@ -1,9 +1,50 @@
 //! The one observer of a run's progress: runners report events here, and this is the
 //! only place that prints them (to stderr, so stdout stays clean for results). Also
-//! how an error is said in one line, for notes and for `main`.
+//! how an error is said in one line, for notes and for `main`, and the crate's only
+//! way to write to stdout and stderr ([`outln!`], [`out!`], [`errln!`]): a closed or
+//! broken stream (`| head -c1`, a `tee` killed by the same Ctrl-C, `>&-`) loses the
+//! text and nothing else. Rust ignores SIGPIPE, so such a write fails with EPIPE;
+//! `println!` would panic on it (exit 101, mid-cleanup), these do not.
 
+use std::fmt;
 use std::io::Write;
+
+/// Writes to stdout, ignoring a closed or broken stdout.
+pub fn write_stdout(args: fmt::Arguments<'_>) {
+    let _ = std::io::stdout().lock().write_fmt(args);
+}
+
+/// Writes to stderr, ignoring a closed or broken stderr.
+pub fn write_stderr(args: fmt::Arguments<'_>) {
+    let _ = std::io::stderr().lock().write_fmt(args);
+}
+
+/// `println!` that survives a closed stdout.
+macro_rules! outln {
+    () => {
+        $crate::progress::write_stdout(format_args!("\n"))
+    };
+    ($($arg:tt)*) => {
+        $crate::progress::write_stdout(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
+/// `print!` that survives a closed stdout.
+macro_rules! out {
+    ($($arg:tt)*) => {
+        $crate::progress::write_stdout(format_args!($($arg)*))
+    };
+}
+
+/// `eprintln!` that survives a closed stderr.
+macro_rules! errln {
+    ($($arg:tt)*) => {
+        $crate::progress::write_stderr(format_args!("{}\n", format_args!($($arg)*)))
+    };
+}
+
 use std::time::{Duration, Instant};
+pub(crate) use {errln, out, outln};
 
 /// An error and its causes on one line: "what failed: why".
 pub fn one_line(e: &anyhow::Error) -> String {
@@ -39,7 +80,7 @@ impl Progress {
         self.total = total;
         self.started = Instant::now();
         if !self.quiet {
-            eprintln!(
+            errln!(
                 "[{name}] {total} points, about {}",
                 human_duration(estimate)
             );
@@ -50,7 +91,7 @@ impl Progress {
     pub fn point(&mut self, label: &str) {
         self.done += 1;
         if !self.quiet {
-            eprintln!(
+            errln!(
                 "[{} {}/{} {:>4}s] {label}",
                 self.layer,
                 self.done,
@@ -68,7 +109,7 @@ impl Progress {
 
     /// Something the user should know, even in quiet mode.
     pub fn note(&mut self, message: &str) {
-        eprintln!("note: {message}");
+        errln!("note: {message}");
     }
 }
 

@@ -6,14 +6,37 @@
 //! A directory is checked for writability before anything is measured; if the run
 //! then fails before measuring anything, a directory this run created is removed
 //! again, so bad input leaves nothing behind.
+//!
+//! **One run per directory**: whoever writes into a results directory (a measuring
+//! command, `report`, `cleanup`) first takes an exclusive `flock` on its
+//! `.cipherbench.lock` ([`DirLock`]), which the kernel releases when the process
+//! ends, however it ends. A second run is refused in one line naming the holder.
+//! Holding the lock, a run knows that nobody else writes there, so what it finds
+//! of a killed write (`.NAME.tmp-<pid>` of [`write_atomic`]) or of a killed file
+//! layer (`cipherbench-file-<pid>-<start>/`) is a dead run's: [`ResultsDir`]
+//! removes it when it opens the directory, and says so in one line.
+//!
+//! **Resume advice is a command that works**: a directory holding an unfinished run
+//! is resumed by the same command ([`same_run`]: `run` with the same preset, a
+//! single-layer command with the same arguments); any other command refuses, naming
+//! the command that resumes it (with `--results`), which the layers honour by
+//! skipping what the record already has.
 
+use crate::host;
+use crate::lifetime::{self, Swept};
 use crate::progress::Progress;
 use anyhow::{bail, Context, Result};
 use cipherbench_model::env::Environment;
 use cipherbench_model::{RunRecord, SCHEMA_NAME, SCHEMA_VERSION};
 use std::fs;
-use std::io::Write;
+use std::io::{Read, Seek, Write};
 use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+/// The lock file in every results directory.
+pub const LOCK_FILE: &str = ".cipherbench.lock";
+/// The file layer's scratch directories in a results directory.
+pub const FILE_SCRATCH_PREFIX: &str = "cipherbench-file-";
 
 /// A measuring command's state: the record being filled, where it is saved, and the
 /// progress observer.
@@ -25,10 +48,14 @@ pub struct Session {
     dir: Option<ResultsDir>,
 }
 
-struct ResultsDir {
+/// A results directory open for writing: locked, swept of a killed run's debris.
+pub struct ResultsDir {
     path: PathBuf,
     /// The topmost directory this run created (removed if nothing gets measured).
     created: Option<PathBuf>,
+    /// What opening it removed (reported once, by whoever opened it).
+    swept: Swept,
+    _lock: DirLock,
 }
 
 /// The current time in seconds since the epoch.
@@ -59,15 +86,113 @@ pub fn default_dir(hostname: &str) -> PathBuf {
 }
 
 impl Session {
-    /// Starts a record. With `dir`, prepares the directory (created if missing,
-    /// checked for writability, refused if it already holds a run).
+    /// Starts a new record. With `dir`, opens the directory (created if missing,
+    /// locked, swept, checked for writability) and refuses it if it already holds a
+    /// run, saying how to resume or re-render that run.
     pub fn start(
         environment: Environment,
         preset: &str,
         dir: Option<PathBuf>,
         progress: Progress,
     ) -> Result<Session> {
-        let dir = dir.map(ResultsDir::prepare).transpose()?;
+        match dir {
+            None => Ok(Session::fresh(environment, preset, None, progress)),
+            Some(path) => {
+                let dir = ResultsDir::open(path)?;
+                if dir.path.join("run.json").exists() {
+                    bail!("{}", occupied(&dir.path, &load_held(&dir.path)?));
+                }
+                Ok(Session::fresh(environment, preset, Some(dir), progress))
+            }
+        }
+    }
+
+    /// Opens `dir` for this command: a new record if it holds no run, else the
+    /// unfinished run it holds if this command is the one that resumes it
+    /// ([`same_run`]): the record is loaded and the layers skip what it already
+    /// has. Refuses a finished run, another command's run (naming the command that
+    /// resumes it), and one measured on another machine. The bool says whether it
+    /// resumed.
+    pub fn open(
+        environment: Environment,
+        preset: &str,
+        path: PathBuf,
+        mut progress: Progress,
+    ) -> Result<(Session, bool)> {
+        let dir = ResultsDir::open(path)?;
+        if let Some(note) = dir.swept.note() {
+            progress.note(&note);
+        }
+        if !dir.path.join("run.json").exists() {
+            return Ok((
+                Session::fresh(environment, preset, Some(dir), progress),
+                false,
+            ));
+        }
+        let mut record = load_held(&dir.path)?;
+        let this: Vec<String> = std::env::args().collect();
+        if record.finished_at.is_some() && !record.interrupted
+            || !same_run(&record.command_line, &record.preset, &this, preset)
+        {
+            bail!("{}", occupied(&dir.path, &record));
+        }
+        if record.environment.cpu.model != environment.cpu.model
+            || record.environment.hostname != environment.hostname
+        {
+            bail!(
+                "{} holds a run measured on {} ({}), not this machine; choose another --results directory",
+                dir.path.display(),
+                record.environment.hostname,
+                record.environment.cpu.model
+            );
+        }
+        let names = |e: &Environment| -> Vec<String> {
+            e.libraries
+                .iter()
+                .map(|l| format!("{} ({})", l.name, l.version))
+                .collect()
+        };
+        let (was, now) = (names(&record.environment), names(&environment));
+        // A record from before the list measured the system's library.
+        let same_libraries = was == now
+            || (was.is_empty() && environment.libraries.iter().all(|l| l.name == "system"));
+        if !same_libraries {
+            bail!(
+                "{} holds an unfinished run measured with OpenSSL {}, not {}: resume it with the same --openssl, or choose another --results directory",
+                dir.path.display(),
+                if was.is_empty() { "system".to_string() } else { was.join(", ") },
+                now.join(", ")
+            );
+        }
+        record.interrupted = false;
+        record.finished_at = None;
+        record.warn(
+            "run",
+            "resumed",
+            format!(
+                "resumed at {}: scenarios measured before the interruption were kept, not measured again",
+                cipherbench_model::time::rfc3339_utc(now_unix())
+            ),
+        );
+        Ok((
+            Session {
+                record,
+                progress,
+                dir: Some(dir),
+            },
+            true,
+        ))
+    }
+
+    fn fresh(
+        environment: Environment,
+        preset: &str,
+        dir: Option<ResultsDir>,
+        mut progress: Progress,
+    ) -> Session {
+        if let Some(note) = dir.as_ref().and_then(|d| d.swept.note()) {
+            progress.note(&note);
+        }
         let mut session = Session {
             record: RunRecord {
                 schema: SCHEMA_NAME.into(),
@@ -93,7 +218,7 @@ impl Session {
             dir,
         };
         session.note_user_ia32cap();
-        Ok(session)
+        session
     }
 
     /// An `OPENSSL_ia32cap` in the user's environment (even empty or malformed) does
@@ -108,84 +233,6 @@ impl Session {
         );
         self.progress.note(&message);
         self.record.warn("run", "ia32cap_in_environment", message);
-    }
-
-    /// Resumes the run in `dir` if it holds one that did not finish: the record is
-    /// loaded and the layers skip what it already has. Refuses a finished run, another
-    /// preset's run, or one measured on another machine. `None` if `dir` holds no run.
-    pub fn resume(
-        dir: &Path,
-        environment: &Environment,
-        preset: &str,
-        progress: Progress,
-    ) -> Result<Option<Session>> {
-        if !dir.join("run.json").exists() {
-            return Ok(None);
-        }
-        let mut record = load(dir)?;
-        if record.finished_at.is_some() && !record.interrupted {
-            bail!(
-                "{} already holds a finished run; choose another --results directory, or re-render it with `cipherbench report {}`",
-                dir.display(),
-                dir.display()
-            );
-        }
-        if record.preset != preset {
-            bail!(
-                "{} holds an unfinished '{}' run; resume it with --preset {}, or choose another --results directory",
-                dir.display(),
-                record.preset,
-                record.preset
-            );
-        }
-        if record.environment.cpu.model != environment.cpu.model
-            || record.environment.hostname != environment.hostname
-        {
-            bail!(
-                "{} holds a run measured on {} ({}), not this machine; choose another --results directory",
-                dir.display(),
-                record.environment.hostname,
-                record.environment.cpu.model
-            );
-        }
-        let names = |e: &Environment| -> Vec<String> {
-            e.libraries
-                .iter()
-                .map(|l| format!("{} ({})", l.name, l.version))
-                .collect()
-        };
-        let (was, now) = (names(&record.environment), names(environment));
-        // A record from before the list measured the system's library.
-        let same_libraries = was == now
-            || (was.is_empty() && environment.libraries.iter().all(|l| l.name == "system"));
-        if !same_libraries {
-            bail!(
-                "{} holds an unfinished run measured with OpenSSL {}, not {}: resume it with the same --openssl, or choose another --results directory",
-                dir.display(),
-                if was.is_empty() { "system".to_string() } else { was.join(", ") },
-                now.join(", ")
-            );
-        }
-        record.interrupted = false;
-        record.finished_at = None;
-        record.warn(
-            "run",
-            "resumed",
-            format!(
-                "resumed at {}: scenarios measured before the interruption were kept, not measured again",
-                cipherbench_model::time::rfc3339_utc(now_unix())
-            ),
-        );
-        let dir = ResultsDir {
-            path: dir.to_path_buf(),
-            created: None,
-        };
-        dir.check_writable()?;
-        Ok(Some(Session {
-            record,
-            progress,
-            dir: Some(dir),
-        }))
     }
 
     /// Where results go, if anywhere.
@@ -238,14 +285,11 @@ impl Session {
 }
 
 impl ResultsDir {
-    fn prepare(path: PathBuf) -> Result<ResultsDir> {
-        if path.join("run.json").exists() {
-            bail!(
-                "{} already holds a run (run.json); choose another --results directory, or re-render it with `cipherbench report {}`",
-                path.display(),
-                path.display()
-            );
-        }
+    /// Opens a results directory for writing: creates it if missing, takes its
+    /// lock (refusing if another run holds it), removes what a killed run left,
+    /// and checks that it is writable. If anything fails, a directory this call
+    /// created is removed again (unless another run holds it).
+    pub fn open(path: PathBuf) -> Result<ResultsDir> {
         // Find the topmost missing ancestor, so a failure can remove exactly what we
         // made.
         let mut created = None;
@@ -263,12 +307,38 @@ impl ResultsDir {
                 path.display()
             )
         })?;
-        let dir = ResultsDir { path, created };
+        let lock = match DirLock::take(&path) {
+            Ok(lock) => lock,
+            Err(e) => {
+                // Another run may hold it: what we "created" may be its directory.
+                if let (Some(top), false) = (&created, lock_held(&path)) {
+                    let _ = fs::remove_dir_all(top);
+                }
+                return Err(e);
+            }
+        };
+        let swept = sweep_results(&path);
+        let dir = ResultsDir {
+            path,
+            created,
+            swept,
+            _lock: lock,
+        };
         if let Err(e) = dir.check_writable() {
             dir.remove_if_created();
             return Err(e);
         }
         Ok(dir)
+    }
+
+    /// The directory.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// What opening it removed.
+    pub fn swept(&self) -> &Swept {
+        &self.swept
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -285,9 +355,251 @@ impl ResultsDir {
     }
 
     fn remove_if_created(self) {
-        if let Some(top) = self.created {
+        if let Some(top) = &self.created {
             let _ = fs::remove_dir_all(top);
         }
+    }
+}
+
+/// The exclusive lock on a results directory, held until dropped or the process
+/// ends (the kernel releases a `flock` with the last descriptor).
+pub struct DirLock {
+    _file: fs::File,
+}
+
+impl DirLock {
+    /// Takes `DIR/.cipherbench.lock` without waiting, and writes our pid, start
+    /// time and command line into it for whoever is refused next. The file stays
+    /// (removing a lock file races with a process that has just opened it).
+    pub fn take(dir: &Path) -> Result<DirLock> {
+        let path = dir.join(LOCK_FILE);
+        let mut file = fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .with_context(|| {
+                format!(
+                    "cannot open {} ({}); pass --results with a writable path",
+                    path.display(),
+                    dir.display()
+                )
+            })?;
+        match host::try_lock_exclusive(&file) {
+            Ok(true) => {}
+            Ok(false) => bail!("{}", held_by(dir)),
+            Err(e) => return Err(e).with_context(|| format!("locking {}", path.display())),
+        }
+        let holder = format!(
+            "{}\n{}\n{}\n",
+            std::process::id(),
+            lifetime::owner_tag(),
+            std::env::args().collect::<Vec<_>>().join(" ")
+        );
+        file.set_len(0)
+            .and_then(|()| file.rewind())
+            .and_then(|()| file.write_all(holder.as_bytes()))
+            .with_context(|| format!("writing {}", path.display()))?;
+        Ok(DirLock { _file: file })
+    }
+}
+
+/// Whether another process holds `dir`'s lock now.
+pub fn held_by_another(dir: &Path) -> bool {
+    lock_held(dir)
+}
+
+fn lock_held(dir: &Path) -> bool {
+    fs::File::open(dir.join(LOCK_FILE))
+        .is_ok_and(|f| matches!(host::try_lock_exclusive(&f), Ok(false)))
+}
+
+/// The one line refusing a directory another run holds, naming that run.
+fn held_by(dir: &Path) -> String {
+    // The holder writes its pid just after taking the lock: give it a moment.
+    let mut text = String::new();
+    for _ in 0..20 {
+        text.clear();
+        if let Ok(mut f) = fs::File::open(dir.join(LOCK_FILE)) {
+            let _ = f.read_to_string(&mut text);
+        }
+        if !text.trim().is_empty() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let mut lines = text.lines();
+    let pid = lines.next().unwrap_or("").trim();
+    let _tag = lines.next();
+    let command = lines.next().unwrap_or("").trim();
+    let who = if pid.is_empty() {
+        "another cipherbench".to_string()
+    } else if command.is_empty() {
+        format!("cipherbench pid {pid}")
+    } else {
+        format!("cipherbench pid {pid} (`{command}`)")
+    };
+    format!(
+        "{} is in use by {who}: one run per results directory; wait for it to end, or choose another --results directory",
+        dir.display()
+    )
+}
+
+/// What a killed run left in a results directory, removed. Called holding its
+/// lock, so no other run writes there: a temporary file of [`write_atomic`] not
+/// ours is a dead writer's, and so is a file-layer scratch directory (any process
+/// still working in one, such as gpg's agent, is ended first).
+fn sweep_results(dir: &Path) -> Swept {
+    let mut swept = Swept::default();
+    let Ok(entries) = fs::read_dir(dir) else {
+        return swept;
+    };
+    let me = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name().to_string_lossy().into_owned();
+        let path = entry.path();
+        let what = if let Some(pid) = temp_file_pid(&name) {
+            if pid == me {
+                continue;
+            }
+            "temporary file of a killed write"
+        } else if name.starts_with(FILE_SCRATCH_PREFIX) {
+            if name == format!("{FILE_SCRATCH_PREFIX}{}", lifetime::owner_tag()) {
+                continue;
+            }
+            swept.processes.extend(lifetime::end_processes_using(&path));
+            "file-layer scratch directory"
+        } else if name == ".cipherbench-write-test" {
+            "write test file"
+        } else {
+            continue;
+        };
+        let removed = if path.is_dir() {
+            fs::remove_dir_all(&path)
+        } else {
+            fs::remove_file(&path)
+        };
+        match removed {
+            Ok(()) => swept.removed.push(format!("{what} {}", path.display())),
+            Err(e) => swept.failed.push(format!("{}: {e}", path.display())),
+        }
+    }
+    swept
+}
+
+/// The writer's pid in a temporary name of [`write_atomic`]: `.NAME.tmp-<pid>`.
+fn temp_file_pid(name: &str) -> Option<u32> {
+    let (base, pid) = name.rsplit_once(".tmp-")?;
+    if !base.starts_with('.') {
+        return None;
+    }
+    pid.parse().ok()
+}
+
+/// Opens a results directory for a command that rewrites its derived files
+/// (`report`) or only sweeps it (`cleanup`).
+pub fn open_existing(dir: &Path) -> Result<ResultsDir> {
+    if !dir.is_dir() {
+        bail!(
+            "{} is not a directory: give a cipherbench results directory",
+            dir.display()
+        );
+    }
+    ResultsDir::open(dir.to_path_buf())
+}
+
+/// The arguments that make a run what it is: the command line without the
+/// program, `--quiet`/`-q` and `--results DIR`.
+pub fn run_arguments(command_line: &[String]) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut args = command_line.iter().skip(1);
+    while let Some(a) = args.next() {
+        match a.as_str() {
+            "-q" | "--quiet" => {}
+            "--results" => {
+                args.next();
+            }
+            _ if a.starts_with("--results=") => {}
+            _ => out.push(a.clone()),
+        }
+    }
+    out
+}
+
+/// Whether a run recorded as (`recorded`, `recorded_preset`) is resumed by this
+/// command (`current`, `preset`): `run` with the same preset, or the same
+/// single-layer command with the same arguments.
+pub fn same_run(
+    recorded: &[String],
+    recorded_preset: &str,
+    current: &[String],
+    preset: &str,
+) -> bool {
+    let (a, b) = (run_arguments(recorded), run_arguments(current));
+    match (a.first().map(String::as_str), b.first().map(String::as_str)) {
+        (Some("run"), Some("run")) => recorded_preset == preset,
+        _ => a == b,
+    }
+}
+
+/// The command that resumes a recorded run in `dir`.
+pub fn resume_command(record: &RunRecord, dir: &Path) -> String {
+    let args = run_arguments(&record.command_line);
+    let mut words: Vec<String> = vec!["cipherbench".into()];
+    if args.first().map(String::as_str) == Some("run") {
+        words.extend(["run".into(), "--preset".into(), record.preset.clone()]);
+    } else {
+        words.extend(args);
+    }
+    words.push("--results".into());
+    words.push(dir.display().to_string());
+    words
+        .iter()
+        .map(|w| shell_quote(w))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// A word as a POSIX shell reads it back.
+fn shell_quote(word: &str) -> String {
+    let plain = !word.is_empty()
+        && word
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || "-_./:=,+@%".contains(c));
+    if plain {
+        word.to_string()
+    } else {
+        format!("'{}'", word.replace('\'', "'\\''"))
+    }
+}
+
+/// The run a directory already holds; a `run.json` that cannot be read is refused
+/// as a run all the same (never overwritten).
+fn load_held(dir: &Path) -> Result<RunRecord> {
+    load(dir).map_err(|e| {
+        anyhow::anyhow!(
+            "{} already holds a run (run.json), which cannot be read ({}); choose another --results directory",
+            dir.display(),
+            crate::progress::one_line(&e)
+        )
+    })
+}
+
+/// Why a directory holding a run cannot take another, and what to do instead.
+fn occupied(dir: &Path, record: &RunRecord) -> String {
+    if record.finished_at.is_some() && !record.interrupted {
+        format!(
+            "{} already holds a finished run; choose another --results directory, or re-render it with `cipherbench report {}`",
+            dir.display(),
+            shell_quote(&dir.display().to_string())
+        )
+    } else {
+        format!(
+            "{} holds an unfinished run; resume it with `{}`, or choose another --results directory",
+            dir.display(),
+            resume_command(record, dir)
+        )
     }
 }
 
@@ -334,9 +646,15 @@ pub fn load(dir: &Path) -> Result<RunRecord> {
 mod tests {
     use super::*;
 
+    fn scratch(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!("cb-{name}-{}", std::process::id()));
+        let _ = fs::remove_dir_all(&dir);
+        dir
+    }
+
     #[test]
     fn atomic_write_replaces_whole_files() {
-        let dir = std::env::temp_dir().join(format!("cb-atomic-{}", std::process::id()));
+        let dir = scratch("atomic");
         fs::create_dir_all(&dir).unwrap();
         let f = dir.join("x.json");
         write_atomic(&f, b"one").unwrap();
@@ -348,23 +666,120 @@ mod tests {
     }
 
     #[test]
-    fn a_failed_prepare_leaves_nothing() {
-        let base = std::env::temp_dir().join(format!("cb-prep-{}", std::process::id()));
+    fn a_failed_open_leaves_nothing() {
+        let base = scratch("prep");
         let target = base.join("a/b");
-        let dir = ResultsDir::prepare(target.clone()).unwrap();
+        let dir = ResultsDir::open(target.clone()).unwrap();
         assert!(target.is_dir());
         dir.remove_if_created();
         assert!(!base.exists());
     }
 
     #[test]
-    fn refuses_a_directory_that_already_holds_a_run() {
-        let dir = std::env::temp_dir().join(format!("cb-held-{}", std::process::id()));
-        fs::create_dir_all(&dir).unwrap();
-        fs::write(dir.join("run.json"), "{}").unwrap();
-        let err = ResultsDir::prepare(dir.clone()).err().unwrap().to_string();
-        assert!(err.contains("already holds a run"), "{err}");
-        fs::remove_dir_all(&dir).unwrap();
+    fn a_second_opener_is_refused_naming_the_holder_and_leaves_the_directory() {
+        let base = scratch("lock");
+        let first = ResultsDir::open(base.clone()).unwrap();
+        // flock locks belong to the open file description: a second open in the
+        // same process conflicts as another process would.
+        let err = ResultsDir::open(base.clone()).err().unwrap().to_string();
+        assert!(
+            err.contains("is in use by cipherbench pid")
+                && err.contains(&std::process::id().to_string()),
+            "{err}"
+        );
+        assert!(base.is_dir(), "the holder's directory must stay");
+        drop(first);
+        let again = ResultsDir::open(base.clone()).unwrap();
+        drop(again);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn opening_removes_a_killed_writes_temporary_files_and_scratch() {
+        let base = scratch("sweep");
+        fs::create_dir_all(base.join("cipherbench-file-4242-77/secrets")).unwrap();
+        fs::create_dir_all(base.join("cipherbench-file-4243")).unwrap();
+        fs::write(base.join(".speed.csv.tmp-4242"), "half").unwrap();
+        fs::write(base.join("run.json"), "{}").unwrap();
+        fs::write(base.join("notes.tmp-1"), "a user's file").unwrap();
+        let dir = ResultsDir::open(base.clone()).unwrap();
+        let mut left: Vec<String> = fs::read_dir(&base)
+            .unwrap()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        left.sort();
+        assert_eq!(left, vec![LOCK_FILE, "notes.tmp-1", "run.json"]);
+        assert_eq!(dir.swept().removed.len(), 3, "{:?}", dir.swept());
+        assert!(dir.swept().note().unwrap().contains(".speed.csv.tmp-4242"));
+        drop(dir);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn temporary_names_carry_their_writer() {
+        assert_eq!(temp_file_pid(".run.json.tmp-123"), Some(123));
+        assert_eq!(temp_file_pid("run.json.tmp-123"), None);
+        assert_eq!(temp_file_pid(".run.json.tmp-x"), None);
+    }
+
+    fn args(line: &str) -> Vec<String> {
+        line.split_whitespace().map(str::to_string).collect()
+    }
+
+    #[test]
+    fn a_run_is_resumed_by_the_same_command_only() {
+        let speed = args("/x/cipherbench -q speed --cipher aes-128-gcm --results r");
+        assert!(same_run(
+            &speed,
+            "custom",
+            &args("cipherbench speed --cipher aes-128-gcm --results=r --quiet"),
+            "custom"
+        ));
+        assert!(!same_run(
+            &speed,
+            "custom",
+            &args("cipherbench run --results r"),
+            "quick"
+        ));
+        assert!(!same_run(
+            &speed,
+            "custom",
+            &args("cipherbench speed --results r"),
+            "custom"
+        ));
+        let run = args("cipherbench run --preset tiny --results r");
+        assert!(same_run(
+            &run,
+            "tiny",
+            &args("cipherbench run --preset tiny --target-gbps 5 --results r"),
+            "tiny"
+        ));
+        assert!(!same_run(
+            &run,
+            "tiny",
+            &args("cipherbench run --results r"),
+            "quick"
+        ));
+    }
+
+    #[test]
+    fn resume_advice_is_the_recorded_command_with_its_directory() {
+        let mut record: RunRecord = serde_json::from_str(include_str!(
+            "../../cipherbench-report/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        record.command_line = args("/usr/bin/cipherbench speed --cipher aes-128-gcm -q");
+        assert_eq!(
+            resume_command(&record, Path::new("my res")),
+            "cipherbench speed --cipher aes-128-gcm --results 'my res'"
+        );
+        record.command_line = args("cipherbench run --results x");
+        record.preset = "quick".into();
+        assert_eq!(
+            resume_command(&record, Path::new("x")),
+            "cipherbench run --preset quick --results x"
+        );
     }
 
     use cipherbench_model::env::LibraryUnderTest;
@@ -392,14 +807,15 @@ mod tests {
         .unwrap();
         let mut env = RunRecord::from_json(&fixture).unwrap().environment;
         env.libraries = vec![library("/opt/ossl", "OpenSSL 3.6.3 9 Jun 2026")];
-        let mut session =
-            Session::start(env.clone(), "tiny", Some(dir.clone()), Progress::new(true)).unwrap();
+        let (mut session, resumed) =
+            Session::open(env.clone(), "tiny", dir.clone(), Progress::new(true)).unwrap();
+        assert!(!resumed);
         session.record.interrupted = true;
         session.save().unwrap();
         drop(session);
         let mut system = env.clone();
         system.libraries = vec![library("system", "OpenSSL 3.0.19 27 Jan 2026")];
-        let err = Session::resume(&dir, &system, "tiny", Progress::new(true))
+        let err = Session::open(system, "tiny", dir.clone(), Progress::new(true))
             .err()
             .unwrap()
             .to_string();
@@ -407,9 +823,8 @@ mod tests {
             err.contains("OpenSSL /opt/ossl (OpenSSL 3.6.3 9 Jun 2026), not system"),
             "{err}"
         );
-        assert!(Session::resume(&dir, &env, "tiny", Progress::new(true))
-            .unwrap()
-            .is_some());
+        let (_, resumed) = Session::open(env, "tiny", dir.clone(), Progress::new(true)).unwrap();
+        assert!(resumed);
         fs::remove_dir_all(&dir).unwrap();
     }
 }

@@ -9,6 +9,7 @@
 use crate::file::bench::FilePlan;
 use crate::interrupt;
 use crate::library::{self, Library};
+use crate::progress::errln;
 use crate::progress::{human_duration, one_line, Progress};
 use crate::results::{default_dir, Session};
 use crate::speed::SpeedPlan;
@@ -70,24 +71,19 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
         .results
         .clone()
         .unwrap_or_else(|| default_dir(&environment.hostname));
-    let mut session = match Session::resume(&dir, &environment, &plan.preset, Progress::new(quiet))?
-    {
-        Some(resumed) => {
-            if !quiet {
-                eprintln!(
-                    "resuming the unfinished run in {}: what it measured is kept",
-                    dir.display()
-                );
-            }
-            resumed
-        }
-        None => Session::start(environment, &plan.preset, Some(dir), Progress::new(quiet))?,
-    };
+    let (mut session, resumed) =
+        Session::open(environment, &plan.preset, dir.clone(), Progress::new(quiet))?;
+    if resumed && !quiet {
+        errln!(
+            "resuming the unfinished run in {}: what it measured is kept",
+            dir.display()
+        );
+    }
     if plan.target_gbps.is_some() {
         session.record.target_gbps = plan.target_gbps;
     }
     if !quiet {
-        eprintln!(
+        errln!(
             "cipherbench run, preset {}: about {} in all; results in {}",
             plan.preset,
             human_duration(
@@ -106,7 +102,7 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
     // running): recorded, said in the header, and warned; it changes nothing.
     let fitness = crate::probe::fitness(std::time::Duration::from_secs(1));
     if !quiet {
-        eprintln!("{}", cipherbench_report::machine::fitness_line(&fitness));
+        errln!("{}", cipherbench_report::machine::fitness_line(&fitness));
     }
     for f in &fitness.findings {
         session

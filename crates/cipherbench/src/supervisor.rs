@@ -5,27 +5,47 @@
 //! - its own process group, so Ctrl-C reaches cipherbench (which stops things in
 //!   order) and not the child directly, and so a stop reaches the child's children
 //!   too (nginx's workers);
-//! - `PR_SET_PDEATHSIG`, so a child does not outlive a cipherbench that was killed
-//!   with SIGKILL. Linux sends it when the *thread* that spawned the child exits:
+//! - a **keeper** between us and it, so that nothing the program starts outlives
+//!   cipherbench, however cipherbench ends (SIGKILL included). The keeper is our
+//!   own binary in a hidden mode (`cipherbench __keep`, [`keeper_main`]): a child
+//!   subreaper (`PR_SET_CHILD_SUBREAPER`) with a parent-death signal
+//!   (`PR_SET_PDEATHSIG`). The kernel re-parents to it every descendant of the
+//!   program whose parent dies (nginx's workers when the master goes, a daemon
+//!   that double-forks and calls `setsid`), and signals it when cipherbench dies;
+//!   it then SIGKILLs every descendant it has until none is left, and exits. When
+//!   the program ends by itself, it does the same to any straggler and exits with
+//!   the program's status (or dies of its signal), so callers see the program's
+//!   status. The program also has `PR_SET_PDEATHSIG` (SIGKILL) on the keeper. The
+//!   keeper sleeps in one `sigwaitinfo` meanwhile: no CPU, no wake-ups.
+//!   `PR_SET_PDEATHSIG` fires when the *thread* that spawned the child exits:
 //!   spawn a long-lived child from the thread that owns it for its whole life;
+//! - [`Spawn::direct`] skips the keeper for a program that is timed from start to
+//!   exit with its `wait4` figures (the file layer's tools): nothing may sit between
+//!   us and it. Such a program must not fork; it has `PR_SET_PDEATHSIG` itself;
 //! - stderr drained on a thread (a full pipe would block the child) and its tail
 //!   kept for error messages;
 //! - stopped and reaped on drop: SIGTERM to the group, then SIGKILL after a grace
-//!   period.
+//!   period, or SIGKILL at once once the user asked to hurry (a second Ctrl-C).
+//!
+//! Without a keeper executable ([`use_keeper`], called by the binary's `main`;
+//! tests that use the library may call it with the built binary), children start
+//! directly, with `PR_SET_PDEATHSIG` only.
 //!
 //! Readiness is waited for with [`wait_until`] and a deadline, never a sleep.
 //! [`Child::wait_with_usage`] waits for a child to exit and returns its CPU time and
 //! peak memory (`wait4`), for measurements that say where the time went.
 
+use crate::interrupt;
 use anyhow::{anyhow, bail, Context, Result};
 use std::collections::VecDeque;
 use std::ffi::{OsStr, OsString};
 use std::io::{BufRead, BufReader, Read, Write};
+use std::os::fd::{AsRawFd, FromRawFd};
 use std::os::unix::process::CommandExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus, Stdio};
 use std::sync::mpsc::{self, Receiver, RecvTimeoutError};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::thread;
 use std::time::{Duration, Instant};
 
@@ -33,6 +53,22 @@ use std::time::{Duration, Instant};
 const STDERR_TAIL_LINES: usize = 20;
 /// Time a child gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
+/// Time a keeper gets to reap and exit once its program was killed.
+const KEEPER_GRACE: Duration = Duration::from_secs(2);
+/// The hidden command that runs a keeper (see the module's documentation).
+pub const KEEPER_COMMAND: &str = "__keep";
+/// The descriptor on which a keeper reports the program's pid, or why it could not
+/// start it.
+const REPORT_FD: libc::c_int = 3;
+
+static KEEPER: OnceLock<PathBuf> = OnceLock::new();
+
+/// Starts every later child (except [`Spawn::direct`] ones) under a keeper run from
+/// `exe`, which must be the cipherbench binary. The binary passes `/proc/self/exe`:
+/// the very file it runs from, even if a rebuild replaced it on disk meanwhile.
+pub fn use_keeper(exe: impl Into<PathBuf>) {
+    let _ = KEEPER.set(exe.into());
+}
 
 /// The OpenSSL a child is started under, when it is not the system's (see
 /// `crate::library`): the library's directory goes first on `LD_LIBRARY_PATH`, so the
@@ -55,6 +91,7 @@ pub struct Spawn {
     cwd: Option<std::path::PathBuf>,
     stdin: bool,
     stdout: bool,
+    direct: bool,
 }
 
 impl Spawn {
@@ -67,6 +104,7 @@ impl Spawn {
             cwd: None,
             stdin: false,
             stdout: false,
+            direct: false,
         }
     }
 
@@ -134,10 +172,18 @@ impl Spawn {
         self
     }
 
-    /// Delivers stdout line by line (see [`Child::stdout_lines`]); otherwise stdout
+    /// Delivers stdout line by line (see [`Child::next_line`]); otherwise stdout
     /// is discarded.
     pub fn piped_stdout(mut self) -> Spawn {
         self.stdout = true;
+        self
+    }
+
+    /// Starts the program with no keeper in between, for a program timed from start
+    /// to exit with its own `wait4` figures. It must not fork: only the program
+    /// itself dies with cipherbench (its `PR_SET_PDEATHSIG`).
+    pub fn direct(mut self) -> Spawn {
+        self.direct = true;
         self
     }
 
@@ -171,34 +217,124 @@ impl Spawn {
             cmd.current_dir(dir);
         }
         cmd.process_group(0);
-        // SAFETY: prctl is async-signal-safe and touches only the new process.
+        die_with_parent(&mut cmd);
+        cmd
+    }
+
+    /// The keeper's command line: `__keep PARENT [--cwd DIR] [--set K V]...
+    /// [--unset K]... -- PROGRAM ARGS...`. The keeper itself runs in our own
+    /// environment; the program's changes are applied by it, to the program only.
+    fn keeper_command(&self, keeper: &Path) -> Command {
+        let mut cmd = Command::new(keeper);
+        cmd.arg0("cipherbench-keeper")
+            .arg(KEEPER_COMMAND)
+            .arg(std::process::id().to_string());
+        if let Some(dir) = &self.cwd {
+            cmd.arg("--cwd").arg(dir);
+        }
+        for (k, v) in &self.env {
+            match v {
+                Some(v) => cmd.arg("--set").arg(k).arg(v),
+                None => cmd.arg("--unset").arg(k),
+            };
+        }
+        cmd.arg("--").arg(&self.program).args(&self.args);
+        cmd.process_group(0);
+        cmd
+    }
+
+    /// Starts the program (under a keeper unless [`Spawn::direct`] or none is
+    /// configured) with the given standard streams.
+    fn launch(&self, stdin: Stdio, stdout: Stdio, stderr: Stdio) -> Result<Launched> {
+        let keeper = match KEEPER.get() {
+            Some(k) if !self.direct => k,
+            _ => {
+                let mut cmd = self.command();
+                cmd.stdin(stdin).stdout(stdout).stderr(stderr);
+                let child = cmd.spawn().map_err(|e| spawn_error(self, e))?;
+                return Ok(Launched {
+                    pid: child.id() as libc::pid_t,
+                    inner: child,
+                    kept: false,
+                });
+            }
+        };
+        let (mut report, writer) = std::io::pipe().context("creating the keeper's pipe")?;
+        let fd = writer.as_raw_fd();
+        if fd <= 2 {
+            bail!(
+                "cannot start {}: standard descriptors are closed",
+                self.name()
+            );
+        }
+        let mut cmd = self.keeper_command(keeper);
+        cmd.stdin(stdin).stdout(stdout).stderr(stderr);
+        die_with_parent(&mut cmd);
+        // SAFETY: dup2 and fcntl are async-signal-safe and change only the new
+        // process's descriptor table: the report pipe's write end becomes its fd 3,
+        // without close-on-exec (dup2 clears the flag; fcntl does when it is 3
+        // already).
         unsafe {
-            cmd.pre_exec(|| {
-                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+            cmd.pre_exec(move || {
+                let r = if fd == REPORT_FD {
+                    libc::fcntl(fd, libc::F_SETFD, 0)
+                } else {
+                    libc::dup2(fd, REPORT_FD)
+                };
+                if r < 0 {
                     return Err(std::io::Error::last_os_error());
                 }
                 Ok(())
             });
         }
-        cmd
+        let mut child = cmd
+            .spawn()
+            .with_context(|| format!("starting the keeper of {}", self.name()))?;
+        drop(writer);
+        // The keeper writes one line and closes its end; only it holds one.
+        let mut text = String::new();
+        let _ = report.read_to_string(&mut text);
+        match parse_report(&text) {
+            Some(Ok(pid)) => Ok(Launched {
+                inner: child,
+                pid,
+                kept: true,
+            }),
+            Some(Err(errno)) => {
+                let _ = child.wait();
+                Err(spawn_error(self, std::io::Error::from_raw_os_error(errno)))
+            }
+            None => {
+                let _ = child.kill();
+                let status = child.wait();
+                bail!(
+                    "the keeper of {} ended before starting it ({status:?})",
+                    self.name()
+                )
+            }
+        }
     }
 
     /// Starts the program.
     pub fn start(self) -> Result<Child> {
-        let mut cmd = self.command();
-        cmd.stdin(if self.stdin {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        cmd.stdout(if self.stdout {
-            Stdio::piped()
-        } else {
-            Stdio::null()
-        });
-        cmd.stderr(Stdio::piped());
-        let name = self.name();
-        let mut child = cmd.spawn().map_err(|e| spawn_error(&self, e))?;
+        let launched = self.launch(
+            if self.stdin {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            },
+            if self.stdout {
+                Stdio::piped()
+            } else {
+                Stdio::null()
+            },
+            Stdio::piped(),
+        )?;
+        let Launched {
+            inner: mut child,
+            pid,
+            kept,
+        } = launched;
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
         if let Some(stderr) = child.stderr.take() {
             let tail = Arc::clone(&stderr_tail);
@@ -223,8 +359,9 @@ impl Spawn {
             rx
         });
         Ok(Child {
-            pid: child.id() as libc::pid_t,
-            name,
+            pid,
+            kept,
+            name: self.name(),
             inner: Some(child),
             stderr_tail,
             stdout_lines,
@@ -234,11 +371,11 @@ impl Spawn {
     /// Runs the program to completion with a deadline and captures its output.
     pub fn output(self, timeout: Duration) -> Result<Output> {
         let name = self.name();
-        let mut cmd = self.command();
-        cmd.stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        let mut child = cmd.spawn().map_err(|e| spawn_error(&self, e))?;
+        let Launched {
+            inner: mut child,
+            pid,
+            kept: _,
+        } = self.launch(Stdio::null(), Stdio::piped(), Stdio::piped())?;
         let mut stdout = child.stdout.take().context("stdout pipe")?;
         let mut stderr = child.stderr.take().context("stderr pipe")?;
         let out_thread = thread::spawn(move || {
@@ -257,7 +394,9 @@ impl Spawn {
                 break status;
             }
             if Instant::now() >= deadline {
-                kill_group(child.id() as libc::pid_t, libc::SIGKILL);
+                // The program's group; a keeper then reaps it and exits.
+                kill_group(pid, libc::SIGKILL);
+                let _ = child.kill();
                 let _ = child.wait();
                 bail!(
                     "{name} did not finish within {:.0?}; it was stopped",
@@ -272,6 +411,43 @@ impl Spawn {
             stderr: String::from_utf8_lossy(&err_thread.join().unwrap_or_default()).into_owned(),
         })
     }
+}
+
+/// A started program: the process we wait for (the keeper, or the program when it
+/// runs directly) and the program's own pid.
+struct Launched {
+    inner: std::process::Child,
+    pid: libc::pid_t,
+    kept: bool,
+}
+
+/// In a child before it runs its program: `PR_SET_PDEATHSIG` (SIGKILL), and an
+/// empty signal mask (std's fork path keeps the spawning thread's mask, and the
+/// keeper, a gateway thread or a `seal` helper blocks stop signals: a program
+/// started with them blocked would not stop on SIGTERM).
+fn die_with_parent(cmd: &mut Command) {
+    // SAFETY: prctl, sigemptyset and pthread_sigmask are async-signal-safe and
+    // touch only the new process; the set lives on this stack frame.
+    unsafe {
+        cmd.pre_exec(|| {
+            if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                return Err(std::io::Error::last_os_error());
+            }
+            let mut empty: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut empty);
+            libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// A keeper's report: `pid N` or `err ERRNO`.
+fn parse_report(text: &str) -> Option<std::result::Result<libc::pid_t, i32>> {
+    let line = text.lines().next()?;
+    if let Some(pid) = line.strip_prefix("pid ") {
+        return pid.trim().parse().ok().map(Ok);
+    }
+    line.strip_prefix("err ")?.trim().parse().ok().map(Err)
 }
 
 fn spawn_error(spawn: &Spawn, e: std::io::Error) -> anyhow::Error {
@@ -292,6 +468,16 @@ fn drain_lines(stream: impl Read, mut each: impl FnMut(String)) {
             Ok(bytes) => each(String::from_utf8_lossy(&bytes).trim_end().to_string()),
             Err(_) => break,
         }
+    }
+}
+
+/// Sends `signal` to one process (not its group): for ending a dead run's
+/// leftovers, which the caller identified by what they run in (`lifetime.rs`).
+pub fn kill_process(pid: u32, signal: libc::c_int) {
+    // SAFETY: kill has no memory-safety preconditions; a positive pid names one
+    // process.
+    unsafe {
+        libc::kill(pid as libc::pid_t, signal);
     }
 }
 
@@ -348,7 +534,10 @@ pub struct ResourceUsage {
 
 /// A running child, stopped and reaped when dropped.
 pub struct Child {
+    /// The program's pid, and its process group's id.
     pid: libc::pid_t,
+    /// Whether a keeper runs it (then `inner` is the keeper).
+    kept: bool,
     name: String,
     inner: Option<std::process::Child>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
@@ -367,7 +556,8 @@ pub enum Line {
 }
 
 impl Child {
-    /// Process id (also the process group id).
+    /// The program's process id (also its process group's id; a keeper, if any, is
+    /// its parent).
     pub fn pid(&self) -> u32 {
         self.pid as u32
     }
@@ -448,13 +638,16 @@ impl Child {
         timeout: Duration,
         stop_early: impl Fn() -> bool,
     ) -> Result<(ExitStatus, ResourceUsage)> {
-        if self.inner.is_none() {
+        let Some(inner) = self.inner.as_ref() else {
             bail!("{} was already stopped", self.name);
-        }
+        };
+        // Our own child: the keeper, or the program itself when direct (a keeper's
+        // figures include its own small share).
+        let waited = inner.id() as libc::pid_t;
         let pid = self.pid;
         let (tx, rx) = mpsc::channel();
         thread::spawn(move || {
-            let _ = tx.send(wait4_blocking(pid));
+            let _ = tx.send(wait4_blocking(waited));
         });
         let deadline = Instant::now() + timeout;
         loop {
@@ -499,7 +692,8 @@ impl Child {
     }
 
     /// Stops the child and everything in its process group: SIGTERM, then SIGKILL
-    /// after a grace period. Idempotent.
+    /// after a grace period (at once when the user asked to hurry). A keeper then
+    /// ends whatever else the program started, and exits. Idempotent.
     pub fn stop(&mut self) {
         let Some(mut child) = self.inner.take() else {
             return;
@@ -509,16 +703,30 @@ impl Child {
             kill_group(self.pid, libc::SIGKILL);
             return;
         }
-        kill_group(self.pid, libc::SIGTERM);
-        let deadline = Instant::now() + STOP_GRACE;
-        while Instant::now() < deadline {
-            if let Ok(Some(_)) = child.try_wait() {
-                kill_group(self.pid, libc::SIGKILL);
-                return;
+        if !interrupt::hurry() {
+            kill_group(self.pid, libc::SIGTERM);
+            let deadline = Instant::now() + STOP_GRACE;
+            while Instant::now() < deadline && !interrupt::hurry() {
+                if let Ok(Some(_)) = child.try_wait() {
+                    kill_group(self.pid, libc::SIGKILL);
+                    return;
+                }
+                thread::sleep(Duration::from_millis(10));
             }
-            thread::sleep(Duration::from_millis(10));
         }
         kill_group(self.pid, libc::SIGKILL);
+        if self.kept {
+            let deadline = Instant::now() + KEEPER_GRACE;
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = child.try_wait() {
+                    return;
+                }
+                thread::sleep(Duration::from_millis(5));
+            }
+            // A keeper that does not exit: its program's children (already
+            // SIGKILLed with their group) cannot hold it, so end it too.
+            let _ = child.kill();
+        }
         let _ = child.wait();
     }
 }
@@ -558,6 +766,256 @@ fn wait4_blocking(pid: libc::pid_t) -> std::io::Result<(ExitStatus, ResourceUsag
             return Err(e);
         }
     }
+}
+
+/// The keeper (see the module's documentation), run as `cipherbench __keep PARENT
+/// [--cwd DIR] [--set K V]... [--unset K]... -- PROGRAM ARGS...` by [`Spawn`]. It
+/// reports the program's pid on fd 3 (or `err ERRNO` if it cannot start it), waits,
+/// and exits with the program's status or dies of its signal, after every other
+/// descendant is gone. If cipherbench dies first, it SIGKILLs all of them.
+pub fn keeper_main(args: &[OsString]) -> std::process::ExitCode {
+    match keep(args) {
+        Ok(never) => match never {},
+        Err(e) => {
+            let _ = writeln!(std::io::stderr(), "cipherbench keeper: {e:#}");
+            std::process::ExitCode::from(127)
+        }
+    }
+}
+
+/// A keeper's command line.
+#[derive(Debug, Default, PartialEq, Eq)]
+struct KeeperArgs {
+    parent: libc::pid_t,
+    cwd: Option<OsString>,
+    set: Vec<(OsString, OsString)>,
+    unset: Vec<OsString>,
+    program: OsString,
+    args: Vec<OsString>,
+}
+
+fn parse_keeper_args(args: &[OsString]) -> Result<KeeperArgs> {
+    let mut it = args.iter();
+    let mut k = KeeperArgs {
+        parent: it
+            .next()
+            .and_then(|p| p.to_str()?.parse().ok())
+            .context("no parent pid")?,
+        ..KeeperArgs::default()
+    };
+    let mut value = |what: &str| it_next(&mut it, what);
+    loop {
+        let a = value("a program")?;
+        match a.to_str() {
+            Some("--cwd") => k.cwd = Some(value("--cwd DIR")?),
+            Some("--set") => {
+                let key = value("--set KEY")?;
+                k.set.push((key, value("--set KEY VALUE")?));
+            }
+            Some("--unset") => k.unset.push(value("--unset KEY")?),
+            Some("--") => break,
+            _ => bail!("unexpected argument {a:?}"),
+        }
+    }
+    k.program = it_next(&mut it, "a program")?;
+    k.args = it.cloned().collect();
+    Ok(k)
+}
+
+fn it_next(it: &mut std::slice::Iter<'_, OsString>, what: &str) -> Result<OsString> {
+    it.next()
+        .cloned()
+        .with_context(|| format!("expected {what}"))
+}
+
+/// The keeper waits for these: a child's end, and cipherbench's (its parent-death
+/// signal).
+const KEEPER_WAITS: [libc::c_int; 2] = [libc::SIGCHLD, libc::SIGUSR1];
+/// And blocks these, so that neither a Ctrl-C nor a stray SIGTERM ends it before
+/// its program (which starts with an empty mask: `die_with_parent`).
+const KEEPER_BLOCKS: [libc::c_int; 4] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP, libc::SIGQUIT];
+
+fn signal_set(signals: &[libc::c_int]) -> libc::sigset_t {
+    // SAFETY: sigset_t is plain data; sigemptyset initialises it before sigaddset.
+    unsafe {
+        let mut set: libc::sigset_t = std::mem::zeroed();
+        libc::sigemptyset(&mut set);
+        for &s in signals {
+            libc::sigaddset(&mut set, s);
+        }
+        set
+    }
+}
+
+fn keep(args: &[OsString]) -> Result<std::convert::Infallible> {
+    let a = parse_keeper_args(args)?;
+    let waits = signal_set(&KEEPER_WAITS);
+    let blocks = signal_set(&[KEEPER_WAITS.as_slice(), KEEPER_BLOCKS.as_slice()].concat());
+    // SAFETY: these calls change only this process (single-threaded here): its name,
+    // its signal mask, its subreaper flag and parent-death signal, and the
+    // close-on-exec flag of fd 3; the name is a NUL-terminated literal.
+    unsafe {
+        libc::prctl(libc::PR_SET_NAME, c"cb-keeper".as_ptr());
+        libc::pthread_sigmask(libc::SIG_BLOCK, &blocks, std::ptr::null_mut());
+        if libc::prctl(libc::PR_SET_CHILD_SUBREAPER, 1) != 0 {
+            bail!(
+                "PR_SET_CHILD_SUBREAPER: {}",
+                std::io::Error::last_os_error()
+            );
+        }
+        if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGUSR1) != 0 {
+            bail!("PR_SET_PDEATHSIG: {}", std::io::Error::last_os_error());
+        }
+        if libc::getppid() != a.parent {
+            // cipherbench died before we could watch it: start nothing.
+            std::process::exit(137);
+        }
+        libc::fcntl(REPORT_FD, libc::F_SETFD, libc::FD_CLOEXEC);
+    }
+    // SAFETY: fd 3 is the report pipe's write end that `Spawn::launch` handed over,
+    // open, and owned by nothing else in this process.
+    let mut report = unsafe { std::fs::File::from_raw_fd(REPORT_FD) };
+    let mut cmd = Command::new(&a.program);
+    cmd.args(&a.args);
+    for (k, v) in &a.set {
+        cmd.env(k, v);
+    }
+    for k in &a.unset {
+        cmd.env_remove(k);
+    }
+    if let Some(dir) = &a.cwd {
+        cmd.current_dir(dir);
+    }
+    cmd.process_group(0);
+    die_with_parent(&mut cmd);
+    let program = match cmd.spawn() {
+        Ok(c) => c.id() as libc::pid_t,
+        Err(e) => {
+            let _ = writeln!(report, "err {}", e.raw_os_error().unwrap_or(libc::ENOENT));
+            std::process::exit(127);
+        }
+    };
+    let _ = writeln!(report, "pid {program}");
+    drop(report);
+    // The program has the streams now: their pipes must close when it ends.
+    detach_standard_streams();
+    loop {
+        let mut signal;
+        loop {
+            // SAFETY: `waits` is an initialised set; no siginfo is asked for.
+            signal = unsafe { libc::sigwaitinfo(&waits, std::ptr::null_mut()) };
+            if signal > 0 {
+                break;
+            }
+        }
+        // SAFETY: getppid has no preconditions.
+        if signal == libc::SIGUSR1 || unsafe { libc::getppid() } != a.parent {
+            kill_descendants();
+            std::process::exit(137);
+        }
+        let mut ended = None;
+        while let Some((pid, status)) = reap(libc::WNOHANG) {
+            if pid == program {
+                ended = Some(status);
+            }
+        }
+        if let Some(status) = ended {
+            kill_descendants();
+            end_like(status);
+        }
+    }
+}
+
+/// `waitpid(-1)`: a reaped child and its raw status, or None (none ended yet with
+/// WNOHANG, or no child left).
+fn reap(flags: libc::c_int) -> Option<(libc::pid_t, libc::c_int)> {
+    loop {
+        let mut status = 0;
+        // SAFETY: status is a live out-parameter.
+        let pid = unsafe { libc::waitpid(-1, &mut status, flags) };
+        if pid > 0 {
+            return Some((pid, status));
+        }
+        if pid < 0 && std::io::Error::last_os_error().kind() == std::io::ErrorKind::Interrupted {
+            continue;
+        }
+        return None;
+    }
+}
+
+/// SIGKILLs every child of this process until none is left. As a subreaper, the
+/// keeper gets the children of each one it kills, so the loop reaches every
+/// descendant.
+fn kill_descendants() {
+    loop {
+        for pid in own_children() {
+            // SAFETY: kill has no memory-safety preconditions; `pid` is our own
+            // child (alive or not yet reaped), so it cannot have been reused.
+            unsafe {
+                libc::kill(pid, libc::SIGKILL);
+            }
+        }
+        if reap(0).is_none() {
+            return;
+        }
+    }
+}
+
+fn own_children() -> Vec<libc::pid_t> {
+    let me = std::process::id();
+    match std::fs::read_to_string(format!("/proc/{me}/task/{me}/children")) {
+        Ok(text) => text
+            .split_whitespace()
+            .filter_map(|p| p.parse().ok())
+            .collect(),
+        // A kernel without CONFIG_PROC_CHILDREN: the slow way.
+        Err(_) => crate::host::children_of(me)
+            .into_iter()
+            .map(|p| p as libc::pid_t)
+            .collect(),
+    }
+}
+
+/// Points fds 0-2 at /dev/null.
+fn detach_standard_streams() {
+    if let Ok(null) = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open("/dev/null")
+    {
+        for fd in 0..=2 {
+            // SAFETY: dup2 onto the standard descriptors, which this process owns;
+            // `null` stays open for the call.
+            unsafe {
+                libc::dup2(null.as_raw_fd(), fd);
+            }
+        }
+    }
+}
+
+/// Exits as the program did: with its code, or by its signal (no core file).
+fn end_like(status: libc::c_int) -> ! {
+    if libc::WIFEXITED(status) {
+        std::process::exit(libc::WEXITSTATUS(status));
+    }
+    if libc::WIFSIGNALED(status) {
+        let signal = libc::WTERMSIG(status);
+        let set = signal_set(&[signal]);
+        let no_core = libc::rlimit {
+            rlim_cur: 0,
+            rlim_max: 0,
+        };
+        // SAFETY: these change only this process: no core file, the default action
+        // for the signal, the signal unblocked, then sent to ourselves.
+        unsafe {
+            libc::setrlimit(libc::RLIMIT_CORE, &no_core);
+            libc::signal(signal, libc::SIG_DFL);
+            libc::pthread_sigmask(libc::SIG_UNBLOCK, &set, std::ptr::null_mut());
+            libc::raise(signal);
+        }
+        std::process::exit(128 + signal);
+    }
+    std::process::exit(1);
 }
 
 /// Polls `ready` until it returns true or the deadline passes. `what` names the

@@ -457,7 +457,14 @@ fn an_unfinished_run_resumes_without_measuring_again() {
         .arg(&dir)
         .output()
         .unwrap();
-    assert_one_line_error(&fourth, "resume it with --preset tiny");
+    // ... naming the command that resumes it.
+    assert_one_line_error(
+        &fourth,
+        &format!(
+            "resume it with `cipherbench run --preset tiny --results {}`",
+            dir.display()
+        ),
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

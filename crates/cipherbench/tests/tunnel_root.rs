@@ -998,8 +998,10 @@ fn leftovers(pid: u32) -> (Vec<String>, bool) {
         .into_iter()
         .filter(|n| Names::owner(n).map(|o| o.0) == Some(pid))
         .collect();
-    let dir = std::fs::read_dir(std::env::temp_dir())
-        .unwrap()
+    // The scratch directory is under the temp root (cipherbench::lifetime).
+    let dir = std::fs::read_dir(cipherbench::lifetime::temp_root_path())
+        .into_iter()
+        .flatten()
         .flatten()
         .any(|e| Names::owner(&e.file_name().to_string_lossy()).map(|o| o.0) == Some(pid));
     (namespaces, dir)
@@ -1017,21 +1019,32 @@ fn alive(pid: u32) -> bool {
     }
 }
 
-/// Pids of `__gateway` processes whose parent is `parent`.
-fn gateway_children(parent: u32) -> Vec<u32> {
+/// Pids of `__gateway` processes descended from `ancestor` (each runs under a
+/// keeper, the runner's child).
+fn gateway_children(ancestor: u32) -> Vec<u32> {
     std::fs::read_dir("/proc")
         .unwrap()
         .flatten()
         .filter_map(|e| e.file_name().to_string_lossy().parse::<u32>().ok())
-        .filter(|pid| {
+        .filter(|&pid| {
             let cmd = std::fs::read(format!("/proc/{pid}/cmdline")).unwrap_or_default();
-            let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-            let ppid = stat
-                .rsplit(')')
-                .next()
-                .and_then(|s| s.split_whitespace().nth(1))
-                .and_then(|p| p.parse::<u32>().ok());
-            ppid == Some(parent) && String::from_utf8_lossy(&cmd).contains("__gateway")
+            let mut up = pid;
+            let mut descended = false;
+            for _ in 0..4 {
+                match cipherbench::host::parent_of(up) {
+                    Some(p) if p == ancestor => {
+                        descended = true;
+                        break;
+                    }
+                    Some(p) if p > 1 => up = p,
+                    _ => break,
+                }
+            }
+            descended
+                && String::from_utf8_lossy(&cmd)
+                    .split('\0')
+                    .nth(1)
+                    .is_some_and(|a| a == "__gateway")
         })
         .collect()
 }
@@ -1135,8 +1148,9 @@ fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
     );
     assert_nothing_left(pid, &gateways, "SIGINT");
 
-    // SIGKILL: the gateways die with the runner (PDEATHSIG); the namespaces stay
-    // until `tunnel cleanup`, which leaves live runs alone.
+    // SIGKILL: the gateways die with the runner (their keeper ends them); the
+    // namespaces stay until `tunnel cleanup` (or the next run), which leaves live
+    // runs alone.
     let mut child = tunnel_command(&["--seconds", "5"]).spawn().unwrap();
     let pid = child.id();
     let gateways = wait_for_gateways(&mut child);

@@ -397,6 +397,7 @@ pub fn command(args: &FileArgs, quiet: bool) -> Result<ExitCode> {
         "custom",
         quiet,
         &variant::libraries_of(&plan.variants),
+        false,
         |s| bench::run(&plan, s),
         |s| {
             summary(

@@ -1,11 +1,12 @@
 //! The command line, on top of everything: clap's types, and [`dispatch`], one call
 //! per command. Each command's flags, their resolution into a plan and the command
 //! itself are in a file of their own ([`speed`], [`file`](mod@file), [`tls`],
-//! [`tunnel`], [`run`], [`report`]); the flag values they share are in [`flags`],
+//! [`tunnel`], [`run`], [`report`], [`cleanup`]); the flag values they share are in [`flags`],
 //! where results go and how they are shown in [`output`], and every layer's presets
 //! in [`preset`]. Raw flags are parsed and checked here once: the layers below never
 //! see clap, only resolved plans.
 
+pub mod cleanup;
 pub mod file;
 pub mod flags;
 pub mod output;
@@ -65,6 +66,10 @@ pub enum Command {
     Tunnel(tunnel::TunnelArgs),
     /// The main job: probe and every layer, into a results directory with a report.
     Run(run::RunArgs),
+    /// Remove what killed runs left, for every layer (namespaces, nginx workspaces,
+    /// scratch directories; in results directories given, temporary files), and say
+    /// what; live runs' are left alone unless --force.
+    Cleanup(cleanup::CleanupArgs),
     /// Re-render report.html and the CSV files of a results directory, without measuring.
     Report {
         /// A results directory (holding run.json).
@@ -134,5 +139,6 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Tls(args) => tls::command(&args, quiet),
         Command::Tunnel(args) => tunnel::command(&args, quiet),
         Command::Run(args) => run::command(&args, quiet),
+        Command::Cleanup(args) => cleanup::command(&args),
     }
 }

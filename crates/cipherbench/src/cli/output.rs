@@ -4,6 +4,7 @@
 use crate::interrupt;
 use crate::library::{self, Library};
 use crate::progress::Progress;
+use crate::progress::{errln, out, outln};
 use crate::results::Session;
 use anyhow::Result;
 use clap::Args;
@@ -37,22 +38,38 @@ impl OutputArgs {
     }
 }
 
-/// A single-layer measurement, once its flags are resolved: Ctrl-C handling, the
-/// machine's probe with the libraries under test, a session writing where `output`
-/// says, the run, and the summary.
+/// A single-layer measurement, once its flags are resolved: Ctrl-C handling, what
+/// an earlier killed run left (removed, in one line), the machine's probe with the libraries under test, a
+/// session writing where `output` says (resuming the unfinished run of this same
+/// command there), the run, and the summary. `namespaces`: the layer makes
+/// network namespaces, so stale ones are looked for too.
 pub fn measure(
     output: &OutputArgs,
     preset: &str,
     quiet: bool,
     libraries: &[Library],
+    namespaces: bool,
     run: impl FnOnce(&mut Session) -> Result<()>,
     show: impl FnOnce(&Session),
 ) -> Result<ExitCode> {
     interrupt::install();
+    super::cleanup::at_start(namespaces);
     let mut environment = crate::probe::collect();
     library::describe(&mut environment, libraries);
-    let dir = output.dir(&environment.hostname);
-    let mut session = Session::start(environment, preset, dir, Progress::new(quiet))?;
+    let mut session = match output.dir(&environment.hostname) {
+        None => Session::start(environment, preset, None, Progress::new(quiet))?,
+        Some(dir) => {
+            let (session, resumed) =
+                Session::open(environment, preset, dir.clone(), Progress::new(quiet))?;
+            if resumed && !quiet {
+                errln!(
+                    "resuming the unfinished run in {}: what it measured is kept",
+                    dir.display()
+                );
+            }
+            session
+        }
+    };
     let outcome = run(&mut session);
     finish(&mut session, outcome, show)
 }
@@ -64,12 +81,12 @@ pub fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T
         return;
     };
     if json {
-        println!(
+        outln!(
             "{}",
             serde_json::to_string_pretty(value).unwrap_or_default()
         );
     } else {
-        print!("{}", text(value));
+        out!("{}", text(value));
     }
 }
 
@@ -84,8 +101,8 @@ pub fn finish(
     if session.has_measurements() {
         summary(session);
         if let Some(dir) = session.dir() {
-            println!("\nresults: {}", dir.display());
-            println!("report:  {}", dir.join("report.html").display());
+            outln!("\nresults: {}", dir.display());
+            outln!("report:  {}", dir.join("report.html").display());
         }
     }
     outcome.map(|()| ExitCode::SUCCESS)

@@ -2,6 +2,7 @@
 //! results directory) and `compare` (results directories side by side).
 
 use super::flags;
+use crate::progress::{errln, out, outln};
 use crate::results;
 use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
@@ -15,9 +16,9 @@ pub fn probe(json: bool, check: bool) -> Result<ExitCode> {
     if check {
         let fitness = crate::probe::fitness(std::time::Duration::from_secs(1));
         if json {
-            println!("{}", serde_json::to_string_pretty(&fitness)?);
+            outln!("{}", serde_json::to_string_pretty(&fitness)?);
         } else {
-            print!("{}", cipherbench_report::machine::fitness(&fitness));
+            out!("{}", cipherbench_report::machine::fitness(&fitness));
         }
         return Ok(if fitness.fit {
             ExitCode::SUCCESS
@@ -27,18 +28,26 @@ pub fn probe(json: bool, check: bool) -> Result<ExitCode> {
     }
     let env = crate::probe::collect();
     if json {
-        println!("{}", serde_json::to_string_pretty(&env)?);
+        outln!("{}", serde_json::to_string_pretty(&env)?);
     } else {
-        print!("{}", cipherbench_report::text::probe(&env));
+        out!("{}", cipherbench_report::text::probe(&env));
         if let Some(t) = &env.topology {
-            print!("{}", cipherbench_report::machine::topology(t));
+            out!("{}", cipherbench_report::machine::topology(t));
         }
     }
     Ok(ExitCode::SUCCESS)
 }
 
-/// `cipherbench report DIR`.
+/// `cipherbench report DIR`: holds the directory's lock while it rewrites the
+/// derived files (a run still writing there is not raced), and removes what a
+/// killed run left in it (saying so in one line); reads nothing but `run.json`.
 pub fn report(dir: &Path, target_gbps: Option<f64>) -> Result<ExitCode> {
+    // Refuse what is not a results directory before putting a lock file in it.
+    results::load(dir)?;
+    let opened = results::open_existing(dir)?;
+    if let Some(note) = opened.swept().note() {
+        errln!("note: {note}");
+    }
     let mut record = results::load(dir)?;
     if let Some(t) = target_gbps {
         record.target_gbps = Some(flags::target_gbps(t)?);
@@ -46,7 +55,7 @@ pub fn report(dir: &Path, target_gbps: Option<f64>) -> Result<ExitCode> {
     for file in cipherbench_report::render_all(&record) {
         results::write_atomic(&dir.join(&file.name), file.contents.as_bytes())?;
     }
-    println!("{}", dir.join("report.html").display());
+    outln!("{}", dir.join("report.html").display());
     Ok(ExitCode::SUCCESS)
 }
 
@@ -58,7 +67,7 @@ pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<ExitCode> {
         .collect::<Result<Vec<_>>>()?;
     let labels = compare_labels(&records, dirs);
     let comparison = cipherbench_report::compare::analyze(&records, &labels);
-    print!("{}", cipherbench_report::compare::text(&comparison));
+    out!("{}", cipherbench_report::compare::text(&comparison));
     if let Some(out) = out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         results::write_atomic(
@@ -69,7 +78,7 @@ pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<ExitCode> {
             &out.join("compare.html"),
             cipherbench_report::compare::html(&comparison).as_bytes(),
         )?;
-        println!("\nwritten: {}", out.join("compare.html").display());
+        outln!("\nwritten: {}", out.join("compare.html").display());
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -6,6 +6,7 @@ use super::flags::{target_gbps, LibraryArgs};
 use super::output::finish;
 use super::preset::Preset;
 use crate::interrupt;
+use crate::progress::out;
 use crate::run::RunPlan;
 use crate::variant::cross;
 use anyhow::Result;
@@ -59,21 +60,22 @@ impl RunArgs {
 
 /// `cipherbench run`: every layer in turn, then the summary of each.
 pub fn command(args: &RunArgs, quiet: bool) -> Result<ExitCode> {
-    interrupt::install();
     let plan = args.plan()?;
+    interrupt::install();
+    super::cleanup::at_start(true);
     let (mut session, outcome) = crate::run::run(&plan, quiet)?;
     finish(&mut session, outcome, |s| {
         if let Some(speed) = &s.record.speed {
-            print!("{}", cipherbench_report::text::speed(speed));
+            out!("{}", cipherbench_report::text::speed(speed));
         }
         if let Some(results) = &s.record.file {
-            print!("\n{}", cipherbench_report::file::text(results));
+            out!("\n{}", cipherbench_report::file::text(results));
         }
         if let Some(t) = &s.record.tls {
-            print!("{}", cipherbench_report::tls::text(t, s.record.target_gbps));
+            out!("{}", cipherbench_report::tls::text(t, s.record.target_gbps));
         }
         if let Some(t) = &s.record.tunnel {
-            print!("{}", cipherbench_report::tunnel::text(t));
+            out!("{}", cipherbench_report::tunnel::text(t));
         }
     })
 }

@@ -147,6 +147,7 @@ pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
         "custom",
         quiet,
         &variant::libraries_of(&plan.variants),
+        false,
         |s| crate::speed::run(&plan, s),
         |s| {
             summary(

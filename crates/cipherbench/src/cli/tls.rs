@@ -435,6 +435,7 @@ fn measure_tls(
         "custom",
         quiet,
         libraries,
+        false,
         |s| {
             s.record
                 .environment

@@ -102,10 +102,11 @@ pub struct TunnelArgs {
 /// `cipherbench tunnel ...` actions.
 #[derive(Debug, Subcommand)]
 pub enum TunnelAction {
-    /// Remove namespaces, processes and scratch directories that a killed run left
-    /// behind (found by cipherbench's naming).
+    /// The same as `cipherbench cleanup`: remove what killed runs left behind, for
+    /// every layer (namespaces with their processes, scratch directories, nginx
+    /// workspaces), found by cipherbench's naming.
     Cleanup {
-        /// Also remove those of runs whose owner still seems to be running.
+        /// Also remove those of runs whose owner is still running.
         #[arg(long)]
         force: bool,
     },
@@ -264,7 +265,11 @@ impl TunnelArgs {
 /// and prints the table (or JSON).
 pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
     if let Some(TunnelAction::Cleanup { force }) = args.action {
-        return cleanup(force);
+        // An alias of `cipherbench cleanup`: every layer's leftovers.
+        return super::cleanup::command(&super::cleanup::CleanupArgs {
+            force,
+            dirs: Vec::new(),
+        });
     }
     let plan = args.plan()?;
     measure(
@@ -272,6 +277,7 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
         args.preset.name(),
         quiet,
         &variant::libraries_of(&plan.variants),
+        true,
         |s| tunnel::run(&plan, s),
         |s| {
             summary(
@@ -281,31 +287,6 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
             )
         },
     )
-}
-
-/// `cipherbench tunnel cleanup`: removes what killed runs left, says what.
-fn cleanup(force: bool) -> Result<ExitCode> {
-    let cleaned = tunnel::topology::cleanup(force)?;
-    for ns in &cleaned.namespaces {
-        println!("removed network namespace {ns}");
-    }
-    if !cleaned.processes.is_empty() {
-        println!(
-            "killed {} process(es) inside them: {:?}",
-            cleaned.processes.len(),
-            cleaned.processes
-        );
-    }
-    for d in &cleaned.directories {
-        println!("removed {}", d.display());
-    }
-    for run in &cleaned.live_runs {
-        println!("left {run} alone: the cipherbench that made it is still running (--force removes it anyway)");
-    }
-    if cleaned.is_empty() && cleaned.live_runs.is_empty() {
-        println!("nothing to clean up");
-    }
-    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -2,7 +2,8 @@
 //! for each tool and acceleration variant, with the page cache warm and cold, to the
 //! tool's exit or to the output fsynced.
 //!
-//! Every tool is a child process started through the supervisor, timed from just
+//! Every tool is a child process started through the supervisor (directly, with no
+//! keeper in between, so that nothing but the tool is timed), timed from just
 //! before the start to its exit (plus, in `fsync` mode, the fsync of its output and
 //! directory), with its CPU time and peak memory from `wait4`. Repetitions go round
 //! the scenarios (every tool once, then again) so that a neighbour's burst of load
@@ -18,7 +19,9 @@ use super::sys;
 use super::tools::{self, Kit, ToolId};
 use crate::interrupt;
 use crate::library;
-use crate::results::Session;
+use crate::lifetime::{self, Registration, RunDir};
+use crate::progress::Progress;
+use crate::results::{Session, FILE_SCRATCH_PREFIX};
 use crate::supervisor::Spawn;
 use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
@@ -136,16 +139,41 @@ impl FilePlan {
     }
 }
 
-/// The scratch directory, removed with everything in it when dropped.
+/// The scratch directory, removed with everything in it when dropped:
+/// `cipherbench-file-<pid>-<start>` in the results directory or `--dir`, or a
+/// [`RunDir`] in the temp root. Its name carries its owner, so the next run (or
+/// `cipherbench cleanup`) removes it if this one is killed; while it exists it is
+/// registered as what a third Ctrl-C would leave.
 struct Scratch {
     path: PathBuf,
+    _run_dir: Option<RunDir>,
+    _registered: Option<Registration>,
 }
 
 impl Scratch {
-    fn create(parent: &Path) -> Result<Scratch> {
+    fn create(parent: Option<&Path>, progress: &mut Progress) -> Result<Scratch> {
+        let Some(parent) = parent else {
+            let run_dir = RunDir::create("file", "file-layer scratch directory")?;
+            return Ok(Scratch {
+                path: run_dir.path().to_path_buf(),
+                _run_dir: Some(run_dir),
+                _registered: None,
+            });
+        };
         std::fs::create_dir_all(parent)
             .with_context(|| format!("creating {}", parent.display()))?;
-        let path = parent.join(format!("cipherbench-file-{}", std::process::id()));
+        // A killed run's scratch here (a results directory sweeps its own when it
+        // is opened; --dir is swept here).
+        let swept = lifetime::sweep_dir(
+            parent,
+            FILE_SCRATCH_PREFIX,
+            "file-layer scratch directory",
+            false,
+        );
+        if let Some(note) = swept.note() {
+            progress.note(&note);
+        }
+        let path = parent.join(format!("{FILE_SCRATCH_PREFIX}{}", lifetime::owner_tag()));
         std::fs::create_dir(&path).with_context(|| {
             format!(
                 "creating the scratch directory {}; pass --dir with a writable directory",
@@ -153,7 +181,14 @@ impl Scratch {
             )
         })?;
         let path = path.canonicalize()?;
-        Ok(Scratch { path })
+        Ok(Scratch {
+            _registered: Some(lifetime::register(format!(
+                "file-layer scratch directory {}",
+                path.display()
+            ))),
+            path,
+            _run_dir: None,
+        })
     }
 }
 
@@ -238,6 +273,10 @@ fn time_run(
     resident: Option<u64>,
 ) -> Result<FileSample> {
     let name = spawn.name();
+    // Direct: no keeper between us and the tool, so the time and wait4's figures
+    // are the tool's alone (none of the timed tools forks; gpg's agent, which gpg
+    // starts, is stopped by the kit, or swept by the next run).
+    let spawn = spawn.direct();
     let started = Instant::now();
     let mut child = spawn.start()?;
     let (status, usage) = child.wait_with_usage(timeout, interrupt::requested)?;
@@ -434,17 +473,19 @@ impl Bench<'_> {
     }
 }
 
-fn base_dir(plan: &FilePlan, session: &Session) -> PathBuf {
+/// Where the scratch directory goes: `--dir`, else the results directory, else
+/// (None) the temp root.
+fn base_dir(plan: &FilePlan, session: &Session) -> Option<PathBuf> {
     match (&plan.scratch, session.dir()) {
-        (Some(d), _) => d.clone(),
-        (None, Some(results)) => results.to_path_buf(),
-        (None, None) => std::env::temp_dir(),
+        (Some(d), _) => Some(d.clone()),
+        (None, Some(results)) => Some(results.to_path_buf()),
+        (None, None) => None,
     }
 }
 
 /// Runs the plan, saving into the session after every round of repetitions.
 pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
-    let scratch = Scratch::create(&base_dir(plan, session))?;
+    let scratch = Scratch::create(base_dir(plan, session).as_deref(), &mut session.progress)?;
     let (kit, setup_failures) = Kit::prepare(&scratch.path, &plan.tools, plan.threads)?;
 
     let mut statuses = Vec::new();

@@ -3,6 +3,13 @@
 //! any failure (drop without commit), so a failed `open` leaves no plaintext and a
 //! failed `seal` no half file.
 //!
+//! The temporary file is unnamed (`O_TMPFILE`) where the file system allows: it
+//! gets a name only at the commit, and the kernel frees it when the process ends,
+//! so even a `kill -9` leaves nothing. Elsewhere it is a hidden name beside the
+//! target (`.NAME.cipherbench-<pid>-<random>.tmp`), removed on every exit path but
+//! SIGKILL. With `--force`, an unnamed file is linked under such a name and renamed
+//! onto the target at once (the one moment a name exists).
+//!
 //! The last thing [`AtomicFile::commit`] does before the file takes the target's
 //! name is to ask whether to stop (Ctrl-C or SIGTERM): a stop asked for at any time
 //! until then, even during the final fsync, leaves nothing under the target's name.
@@ -45,10 +52,14 @@ enum Writer {
     Done,
 }
 
-/// A file being written under a temporary name beside its target.
+/// A file being written under a temporary name beside its target, or under none.
 pub struct AtomicFile {
     target: PathBuf,
+    /// The temporary name: where the file is (named), or what it is linked as for
+    /// a forced rename (unnamed). Empty once committed.
     temporary: PathBuf,
+    /// The file has no name (`O_TMPFILE`).
+    unnamed: bool,
     writer: Writer,
     force: bool,
     durable: bool,
@@ -88,12 +99,18 @@ impl AtomicFile {
             std::process::id(),
             cipherbench_crypto::digest::to_hex(&tag)
         ));
-        let file = OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(mode)
-            .open(&temporary)
+        let unnamed = sys::open_unnamed(&dir, mode)
             .with_context(|| format!("creating a temporary file in {}", dir.display()))?;
+        let is_unnamed = unnamed.is_some();
+        let file = match unnamed {
+            Some(f) => f,
+            None => OpenOptions::new()
+                .write(true)
+                .create_new(true)
+                .mode(mode)
+                .open(&temporary)
+                .with_context(|| format!("creating a temporary file in {}", dir.display()))?,
+        };
         let writer = if durable {
             match DirectWriter::new(file) {
                 Ok(w) => Writer::Direct(w),
@@ -115,6 +132,7 @@ impl AtomicFile {
         Ok(AtomicFile {
             target: target.to_path_buf(),
             temporary,
+            unnamed: is_unnamed,
             writer,
             force,
             durable,
@@ -133,40 +151,20 @@ impl AtomicFile {
             Writer::Done => bail!("output already committed"),
         };
         if self.durable {
-            file.sync_all()
-                .with_context(|| format!("flushing {} to disk", self.temporary.display()))?;
+            file.sync_all().with_context(|| {
+                format!("flushing the output for {} to disk", self.target.display())
+            })?;
         }
-        drop(file);
         if stop() {
-            // Drop removes the temporary file.
+            // Drop removes the temporary file (an unnamed one went with `file`).
             return Err(Interrupted.into());
         }
-        if self.force {
-            std::fs::rename(&self.temporary, &self.target)
-                .with_context(|| format!("renaming the output onto {}", self.target.display()))?;
+        if self.unnamed {
+            self.link_into_place(&file)?;
+            drop(file);
         } else {
-            match std::fs::hard_link(&self.temporary, &self.target) {
-                Ok(()) => {
-                    std::fs::remove_file(&self.temporary)
-                        .with_context(|| format!("removing {}", self.temporary.display()))?;
-                }
-                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
-                    "{} appeared while writing; pass --force to replace it",
-                    self.target.display()
-                ),
-                // File systems without hard links (FAT, some FUSE): a rename after a
-                // last check; the window is the length of one syscall.
-                Err(_) if !self.target.exists() => {
-                    std::fs::rename(&self.temporary, &self.target).with_context(|| {
-                        format!("renaming the output onto {}", self.target.display())
-                    })?;
-                }
-                Err(e) => {
-                    return Err(e).with_context(|| {
-                        format!("linking the output to {}", self.target.display())
-                    })
-                }
-            }
+            drop(file);
+            self.rename_into_place()?;
         }
         // Committed: nothing for drop to remove.
         self.temporary = PathBuf::new();
@@ -178,6 +176,63 @@ impl AtomicFile {
             if let Ok(d) = File::open(&dir) {
                 d.sync_all()
                     .with_context(|| format!("flushing the directory {}", dir.display()))?;
+            }
+        }
+        Ok(())
+    }
+}
+
+impl AtomicFile {
+    /// Names an unnamed file: the target itself (refused if it appeared), or with
+    /// `--force` a temporary name renamed onto the target.
+    fn link_into_place(&mut self, file: &File) -> Result<()> {
+        if !self.force {
+            return match sys::link_unnamed(file, &self.target) {
+                Ok(()) => Ok(()),
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
+                    "{} appeared while writing; pass --force to replace it",
+                    self.target.display()
+                ),
+                Err(e) => Err(e)
+                    .with_context(|| format!("linking the output to {}", self.target.display())),
+            };
+        }
+        sys::link_unnamed(file, &self.temporary)
+            .with_context(|| format!("naming the output {}", self.temporary.display()))?;
+        // From here the named temporary is removed on failure (drop).
+        self.unnamed = false;
+        std::fs::rename(&self.temporary, &self.target)
+            .with_context(|| format!("renaming the output onto {}", self.target.display()))
+    }
+
+    /// Moves a named temporary onto the target: a rename with `--force`, else a hard
+    /// link (refused if the name appeared), else, on a file system without links, a
+    /// rename after a last check.
+    fn rename_into_place(&mut self) -> Result<()> {
+        if self.force {
+            std::fs::rename(&self.temporary, &self.target)
+                .with_context(|| format!("renaming the output onto {}", self.target.display()))?;
+            return Ok(());
+        }
+        match std::fs::hard_link(&self.temporary, &self.target) {
+            Ok(()) => {
+                std::fs::remove_file(&self.temporary)
+                    .with_context(|| format!("removing {}", self.temporary.display()))?;
+            }
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists => bail!(
+                "{} appeared while writing; pass --force to replace it",
+                self.target.display()
+            ),
+            // File systems without hard links (FAT, some FUSE): a rename after a
+            // last check; the window is the length of one syscall.
+            Err(_) if !self.target.exists() => {
+                std::fs::rename(&self.temporary, &self.target).with_context(|| {
+                    format!("renaming the output onto {}", self.target.display())
+                })?;
+            }
+            Err(e) => {
+                return Err(e)
+                    .with_context(|| format!("linking the output to {}", self.target.display()))
             }
         }
         Ok(())
@@ -220,7 +275,7 @@ impl Drop for AtomicFile {
     fn drop(&mut self) {
         // Stop the writer (its threads) before removing the file it writes.
         self.writer = Writer::Done;
-        if !self.temporary.as_os_str().is_empty() {
+        if !self.unnamed && !self.temporary.as_os_str().is_empty() {
             let _ = std::fs::remove_file(&self.temporary);
         }
     }
@@ -274,7 +329,8 @@ mod tests {
         let d = scratch("drop");
         let mut f = AtomicFile::create(&d.join("out"), false, 0o600, false).unwrap();
         f.write_all(b"secret").unwrap();
-        assert_eq!(entries(&d).len(), 1);
+        // Unnamed where the file system allows (nothing to see), else one hidden name.
+        assert_eq!(entries(&d).len(), usize::from(!f.unnamed));
         drop(f);
         assert!(entries(&d).is_empty());
         std::fs::remove_dir_all(&d).unwrap();

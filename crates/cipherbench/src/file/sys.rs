@@ -2,8 +2,8 @@
 //! `// SAFETY:` reasoning: page-cache advice and residency (`posix_fadvise`,
 //! `mincore`), flushing (`syncfs`, `sync_file_range`), dropping caches, a
 //! no-echo passphrase prompt on the terminal, waiting for input with a timeout
-//! (`poll`), and which file system a path is on (a pure parser of
-//! `/proc/self/mountinfo`).
+//! (`poll`), unnamed files given a name only when whole (`O_TMPFILE`, `linkat`),
+//! and which file system a path is on (a pure parser of `/proc/self/mountinfo`).
 
 use cipherbench_model::file::Filesystem;
 use std::fs::File;
@@ -11,6 +11,78 @@ use std::io::{self, Read, Write};
 use std::os::unix::io::AsRawFd;
 use std::path::Path;
 use std::time::Duration;
+
+/// Opens an unnamed file in `dir` (`O_TMPFILE`): it has no name until
+/// [`link_unnamed`] gives it one, and the kernel frees it when the last descriptor
+/// closes, so a process killed while writing leaves nothing. `None` where the file
+/// system does not support it.
+pub fn open_unnamed(dir: &Path, mode: u32) -> io::Result<Option<File>> {
+    use std::os::unix::fs::OpenOptionsExt;
+    match std::fs::OpenOptions::new()
+        .write(true)
+        .mode(mode)
+        .custom_flags(libc::O_TMPFILE)
+        .open(dir)
+    {
+        Ok(f) => Ok(Some(f)),
+        // EOPNOTSUPP: the file system cannot; EISDIR/EINVAL: a kernel or libc
+        // that does not know the flag.
+        Err(e)
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::EOPNOTSUPP | libc::EISDIR | libc::EINVAL)
+            ) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// Gives an unnamed file of [`open_unnamed`] the name `target`; fails with
+/// `AlreadyExists` if that name exists. Through `/proc/self/fd` (any user), else
+/// `AT_EMPTY_PATH` (needs `CAP_DAC_READ_SEARCH`).
+pub fn link_unnamed(file: &File, target: &Path) -> io::Result<()> {
+    use std::ffi::CString;
+    use std::os::unix::ffi::OsStrExt;
+    let target = CString::new(target.as_os_str().as_bytes())
+        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
+    let proc_path = CString::new(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .map_err(|_| io::Error::other("a path with a NUL byte"))?;
+    // SAFETY: both paths are NUL-terminated and live for the call; the fd is open.
+    let r = unsafe {
+        libc::linkat(
+            libc::AT_FDCWD,
+            proc_path.as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_SYMLINK_FOLLOW,
+        )
+    };
+    if r == 0 {
+        return Ok(());
+    }
+    let e = io::Error::last_os_error();
+    if e.raw_os_error() != Some(libc::ENOENT) {
+        return Err(e);
+    }
+    // No /proc: linkat on the descriptor itself.
+    // SAFETY: an empty NUL-terminated path and the open fd, as AT_EMPTY_PATH asks.
+    let r = unsafe {
+        libc::linkat(
+            file.as_raw_fd(),
+            c"".as_ptr(),
+            libc::AT_FDCWD,
+            target.as_ptr(),
+            libc::AT_EMPTY_PATH,
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
 
 /// `posix_fadvise` advice.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -3,7 +3,8 @@
 //! on every exit path.
 //!
 //! - [`Workspace`]: the temporary directory with the generated certificate and the
-//!   incompressible files to serve; removed when dropped.
+//!   incompressible files to serve; removed when dropped, or by the next run if
+//!   this one is killed (`lifetime.rs`).
 //! - [`render_config`]: `nginx.conf` as a pure function of its settings (tested on
 //!   its text).
 //! - [`Server`]: one running nginx (through the supervisor: own process group, stopped
@@ -17,6 +18,7 @@
 use super::engine::{self, Client, Target};
 use super::suite::{KeyType, Protocol, Suite};
 use crate::library::Loaded;
+use crate::lifetime::RunDir;
 use crate::supervisor::{wait_until, Child, Spawn};
 use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
@@ -112,28 +114,28 @@ pub fn nginx_info(nginx: &Path) -> Result<NginxInfo> {
     Ok(info)
 }
 
-/// The per-run temporary directory: certificate, key, files to serve, configs.
+/// The per-run temporary directory: certificate, key, files to serve, configs. A
+/// [`RunDir`] (`$TMPDIR/cipherbench-<uid>/tls-<pid>-<start>-<nonce>`): removed on
+/// drop, and by the next run if this one is killed.
 pub struct Workspace {
     dir: PathBuf,
     sizes: Vec<u64>,
+    _run_dir: RunDir,
 }
 
 impl Workspace {
-    /// Creates the directory under `$TMPDIR` with a certificate for `key` and one
-    /// incompressible file per size.
+    /// Creates the directory with a certificate for `key` and one incompressible
+    /// file per size.
     pub fn create(sizes: &[u64], key: KeyType) -> Result<Workspace> {
-        let base = std::env::temp_dir();
-        let stamp = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        let dir = base.join(format!("cipherbench-tls-{}-{stamp}", std::process::id()));
+        let run_dir = RunDir::create("tls", "nginx workspace")?;
+        let dir = run_dir.path().to_path_buf();
         std::fs::create_dir_all(dir.join("www/f"))
-            .with_context(|| format!("creating the temporary directory {}", dir.display()))?;
+            .with_context(|| format!("creating {}", dir.display()))?;
         // From here on, Drop removes the directory whatever fails.
         let ws = Workspace {
             dir,
             sizes: sizes.to_vec(),
+            _run_dir: run_dir,
         };
         // nginx's workers run as an unprivileged user when started as root: they must
         // be able to reach the files.
@@ -172,12 +174,6 @@ impl Workspace {
     /// URL path of the file of `size` bytes.
     pub fn url_path(size: u64) -> String {
         format!("/f/{size}")
-    }
-}
-
-impl Drop for Workspace {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
     }
 }
 

@@ -7,6 +7,7 @@ use super::engine::Client;
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::suite::{self, KeyType};
 use crate::interrupt;
+use crate::progress::errln;
 use crate::variant::Variant;
 use anyhow::{bail, Result};
 use std::io::Write;
@@ -69,7 +70,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     }
     out.flush()?;
     drop(out);
-    eprintln!(
+    errln!(
         "nginx ({} on {}, {} {}, {} worker(s) on CPU {:?}) is serving; load generators belong on CPU {:?}. Ctrl-C stops it.",
         info.version,
         super::server_library(&info, &plan.variant).unwrap_or_else(|| "its OpenSSL".into()),

@@ -4,14 +4,19 @@
 //! its removal, on every exit path and after a killed run.
 //!
 //! Naming is how leftovers are found: every namespace and scratch directory of a run
-//! is called `cbtun-<pid>-<start time>-<nonce>...`, so `cipherbench tunnel cleanup`
-//! can tell a live run's (its owner process still exists, with the same start time)
-//! from a dead one's. Links and the TUN devices live inside the namespaces and go
-//! with them. Every command goes through the supervisor; nothing here measures.
+//! is called `cbtun-<pid>-<start time>-<nonce>...` (the owner tag of
+//! `lifetime.rs`; the scratch directory under its temp root), so the next run and
+//! `cipherbench cleanup` can tell a live run's (its owner process still exists,
+//! with the same start time) from a dead one's. Links, the TUN devices and
+//! qdiscs live inside the namespaces and go with them; so would a packet filter's
+//! tables. While they exist they are registered as what a third Ctrl-C would
+//! leave. Every command goes through the supervisor; nothing here measures.
 
+use crate::host;
+use crate::lifetime::{self, Registration, Swept};
 use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 /// The prefix of everything a run creates.
@@ -48,44 +53,31 @@ pub struct Names {
     pub dir: PathBuf,
 }
 
-/// The start time of a process in clock ticks since boot (field 22 of
-/// `/proc/PID/stat`): with the pid, it names a process uniquely.
-pub fn start_time(pid: u32) -> Option<u64> {
-    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces; fields after it are plain.
-    let after = stat.rsplit_once(')')?.1;
-    after.split_whitespace().nth(19)?.parse().ok()
-}
-
 impl Names {
     /// Fresh names owned by this process.
     pub fn new() -> Result<Names> {
-        let pid = std::process::id();
-        let start = start_time(pid).context("reading our own start time")?;
         let mut nonce = [0u8; 3];
         cipherbench_crypto::random_bytes(&mut nonce).context("drawing a random name")?;
         Ok(Names::from_run(format!(
-            "{PREFIX}{pid}-{start}-{}",
+            "{PREFIX}{}-{}",
+            lifetime::owner_tag(),
             crate::tunnel::gateway::to_hex(&nonce)
         )))
     }
 
     fn from_run(run: String) -> Names {
+        let root = lifetime::temp_root_path();
         Names {
             sender_ns: format!("{run}-s"),
             receiver_ns: format!("{run}-r"),
-            dir: std::env::temp_dir().join(&run),
+            dir: root.join(&run),
             run,
         }
     }
 
     /// The owner (pid, start time) encoded in a name of ours.
     pub fn owner(name: &str) -> Option<(u32, u64)> {
-        let rest = name.strip_prefix(PREFIX)?;
-        let mut parts = rest.split('-');
-        let pid = parts.next()?.parse().ok()?;
-        let start = parts.next()?.parse().ok()?;
-        Some((pid, start))
+        lifetime::owner_of(name, PREFIX)
     }
 
     /// The run name a namespace or directory name belongs to.
@@ -98,10 +90,7 @@ impl Names {
 
 /// Whether the process that created `name` is still running.
 pub fn owner_alive(name: &str) -> bool {
-    match Names::owner(name) {
-        Some((pid, start)) => start_time(pid) == Some(start),
-        None => false,
-    }
+    lifetime::owner_alive(name, PREFIX)
 }
 
 /// Runs `ip` (or `tc`) and fails with its stderr.
@@ -142,6 +131,7 @@ pub fn parse_rate(text: &str) -> Result<u64> {
 pub struct Topology {
     names: Names,
     torn_down: bool,
+    _registered: Registration,
 }
 
 /// How to build it.
@@ -162,9 +152,16 @@ impl Topology {
     /// Builds the namespaces, veth, TUN devices and addresses. On failure, whatever
     /// was created is removed again.
     pub fn build(names: Names, options: &TopologyOptions) -> Result<Topology> {
+        let registered = lifetime::register(format!(
+            "network namespaces {} and {} with scratch directory {}",
+            names.sender_ns,
+            names.receiver_ns,
+            names.dir.display()
+        ));
         let topology = Topology {
             names,
             torn_down: false,
+            _registered: registered,
         };
         topology
             .create(options)
@@ -179,8 +176,7 @@ impl Topology {
 
     fn create(&self, options: &TopologyOptions) -> Result<()> {
         let (s, r) = (&self.names.sender_ns, &self.names.receiver_ns);
-        std::fs::create_dir_all(&self.names.dir)
-            .with_context(|| format!("creating {}", self.names.dir.display()))?;
+        lifetime::create_in_root(&self.names.run)?;
         command("ip", &["netns", "add", s])?;
         command("ip", &["netns", "add", r])?;
         // Created directly in the namespaces: never visible in the root one.
@@ -340,26 +336,6 @@ pub fn udp_rcvbuf_errors(pid: u32) -> u64 {
         .unwrap_or(0)
 }
 
-/// What a cleanup removed.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
-pub struct Cleaned {
-    /// Namespaces deleted.
-    pub namespaces: Vec<String>,
-    /// Processes killed (gateways, iperf3) found inside them.
-    pub processes: Vec<u32>,
-    /// Scratch directories removed.
-    pub directories: Vec<PathBuf>,
-    /// Runs left alone because their owner is still running.
-    pub live_runs: Vec<String>,
-}
-
-impl Cleaned {
-    /// Whether anything was removed.
-    pub fn is_empty(&self) -> bool {
-        self.namespaces.is_empty() && self.processes.is_empty() && self.directories.is_empty()
-    }
-}
-
 /// Our namespaces, as `ip netns list` shows them.
 pub fn our_namespaces() -> Result<Vec<String>> {
     let out = command("ip", &["netns", "list"])?;
@@ -373,18 +349,22 @@ pub fn our_namespaces() -> Result<Vec<String>> {
 
 /// Removes what runs left behind: every namespace and scratch directory named by
 /// this tool whose owner is gone (or every one, with `force`), killing the
-/// processes inside those namespaces first.
-pub fn cleanup(force: bool) -> Result<Cleaned> {
-    let mut cleaned = Cleaned::default();
-    let mut runs: Vec<String> = our_namespaces()?
-        .iter()
-        .filter_map(|n| Names::run_of(n))
-        .collect();
-    if let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) {
-        for e in entries.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            if name.starts_with(PREFIX) {
-                if let Some(run) = Names::run_of(&name) {
+/// processes inside those namespaces first. Without `ip`, or with no namespace
+/// of ours, only scratch directories are looked for.
+pub fn cleanup(force: bool) -> Swept {
+    let mut swept = Swept::default();
+    let namespaces = if host::is_root() || Path::new("/var/run/netns").exists() {
+        our_namespaces().unwrap_or_default()
+    } else {
+        Vec::new()
+    };
+    let mut runs: Vec<String> = namespaces.iter().filter_map(|n| Names::run_of(n)).collect();
+    // The temp root, and $TMPDIR itself where older versions put the scratch.
+    let root = Names::from_run(String::new()).dir;
+    for dir in [root.as_path(), std::env::temp_dir().as_path()] {
+        if let Ok(entries) = std::fs::read_dir(dir) {
+            for e in entries.flatten() {
+                if let Some(run) = Names::run_of(&e.file_name().to_string_lossy()) {
                     runs.push(run);
                 }
             }
@@ -392,28 +372,33 @@ pub fn cleanup(force: bool) -> Result<Cleaned> {
     }
     runs.sort();
     runs.dedup();
+    let mine = format!("{PREFIX}{}-", lifetime::owner_tag());
     for run in runs {
-        if !force && owner_alive(&run) {
-            cleaned.live_runs.push(run);
+        if run.starts_with(&mine) {
             continue;
         }
-        let mut one = remove_run_report(&run)?;
-        cleaned.namespaces.append(&mut one.namespaces);
-        cleaned.processes.append(&mut one.processes);
-        cleaned.directories.append(&mut one.directories);
+        if !force && owner_alive(&run) {
+            swept.live.push(format!("tunnel run {run}"));
+            continue;
+        }
+        swept.merge(remove_run_report(&run, &namespaces));
     }
-    Ok(cleaned)
+    swept
 }
 
 fn remove_run(run: &str) -> Result<()> {
-    remove_run_report(run).map(|_| ())
+    let existing = our_namespaces()?;
+    let swept = remove_run_report(run, &existing);
+    lifetime::release_root();
+    if !swept.failed.is_empty() {
+        bail!("cleaning up {run}: {}", swept.failed.join("; "));
+    }
+    Ok(())
 }
 
-fn remove_run_report(run: &str) -> Result<Cleaned> {
-    let names = Names::from_run(run.to_string());
-    let mut cleaned = Cleaned::default();
-    let existing = our_namespaces()?;
-    let mut errors = Vec::new();
+fn remove_run_report(run: &str, existing: &[String]) -> Swept {
+    let mut swept = Swept::default();
+    let mut names = Names::from_run(run.to_string());
     for ns in [&names.sender_ns, &names.receiver_ns] {
         if !existing.contains(ns) {
             continue;
@@ -423,24 +408,28 @@ fn remove_run_report(run: &str) -> Result<Cleaned> {
         if let Ok(out) = command("ip", &["netns", "pids", ns]) {
             for pid in out.split_whitespace().filter_map(|p| p.parse::<i32>().ok()) {
                 super::gateway::sys::kill(pid);
-                cleaned.processes.push(pid as u32);
+                swept.processes.push(pid as u32);
             }
         }
         match command("ip", &["netns", "del", ns]) {
-            Ok(_) => cleaned.namespaces.push(ns.clone()),
-            Err(e) => errors.push(format!("{e:#}")),
+            Ok(_) => swept.removed.push(format!("network namespace {ns}")),
+            Err(e) => swept.failed.push(format!("{e:#}")),
         }
     }
-    if names.dir.exists() {
-        match std::fs::remove_dir_all(&names.dir) {
-            Ok(()) => cleaned.directories.push(names.dir.clone()),
-            Err(e) => errors.push(format!("removing {}: {e}", names.dir.display())),
+    let legacy = std::env::temp_dir().join(run);
+    for dir in [std::mem::take(&mut names.dir), legacy] {
+        if dir.exists() {
+            match std::fs::remove_dir_all(&dir) {
+                Ok(()) => swept
+                    .removed
+                    .push(format!("tunnel scratch directory {}", dir.display())),
+                Err(e) => swept
+                    .failed
+                    .push(format!("removing {}: {e}", dir.display())),
+            }
         }
     }
-    if !errors.is_empty() {
-        bail!("cleaning up {run}: {}", errors.join("; "));
-    }
-    Ok(cleaned)
+    swept
 }
 
 #[cfg(test)]

@@ -1,0 +1,932 @@
+//! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM, a
+//! closed stdout/stderr and two runs on one results directory, at chosen and at
+//! random points of each layer (speed, file, seal from a pipe, tls sweep and ramp,
+//! tunnel). Each test asserts what a careful operator expects afterwards: no
+//! process of the run (every descendant seen while it ran, the keepers included,
+//! and anything working under the test's directory), no namespace named after it,
+//! no port it listened on, nothing in its own `TMPDIR`, a results directory that
+//! reads under the schema and that the advised command resumes, and the exit code.
+//!
+//! Every check is scoped to what the test itself started (its `TMPDIR`, its pids,
+//! namespaces carrying its pid), since other runs may share this machine. A random
+//! point is drawn from the clock and printed; `CB_FAULT_SEED=N` replays it.
+
+use cipherbench_model::RunRecord;
+use std::collections::BTreeSet;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
+/// How long a stopped run may take to end, and its processes to go.
+const PROMPT: Duration = Duration::from_secs(15);
+
+/// A test's own directory: `tmp/` is the runs' `TMPDIR`, `res/` a results directory.
+struct Case(PathBuf);
+
+impl Case {
+    fn new(name: &str) -> Case {
+        let dir = std::env::temp_dir().join(format!("cb-fault-{name}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("tmp")).unwrap();
+        Case(dir)
+    }
+
+    fn cmd(&self) -> Command {
+        let mut c = Command::new(BIN);
+        c.env("TMPDIR", self.0.join("tmp"))
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped());
+        c
+    }
+
+    fn res(&self) -> PathBuf {
+        self.0.join("res")
+    }
+
+    fn tmp_entries(&self) -> Vec<String> {
+        names_in(&self.0.join("tmp"))
+    }
+}
+
+impl Drop for Case {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn names_in(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// `/proc/PID/stat` after the command name: (state, ppid, start time).
+fn stat(pid: u32) -> Option<(String, u32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let f: Vec<&str> = text.rsplit_once(')')?.1.split_whitespace().collect();
+    Some((f[0].to_string(), f[1].parse().ok()?, f[19].parse().ok()?))
+}
+
+fn alive(pid: u32, start: u64) -> bool {
+    stat(pid).is_some_and(|(state, _, s)| state != "Z" && s == start)
+}
+
+/// Every process descended from `root`, as (pid, start time).
+fn descendants(root: u32) -> Vec<(u32, u64)> {
+    let mut parent = Vec::new();
+    for e in std::fs::read_dir("/proc").unwrap().flatten() {
+        if let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() {
+            if let Some((_, ppid, start)) = stat(pid) {
+                parent.push((pid, ppid, start));
+            }
+        }
+    }
+    let mut found: Vec<(u32, u64)> = Vec::new();
+    let mut frontier = vec![root];
+    while let Some(p) = frontier.pop() {
+        for &(pid, ppid, start) in &parent {
+            if ppid == p && !found.iter().any(|f| f.0 == pid) {
+                found.push((pid, start));
+                frontier.push(pid);
+            }
+        }
+    }
+    found
+}
+
+/// A run under test: the child, and every descendant seen while it ran (polled
+/// every few milliseconds, so nginx's workers and the keepers are caught).
+struct Run {
+    child: Child,
+    seen: Arc<Mutex<BTreeSet<(u32, u64)>>>,
+    stop: Arc<AtomicBool>,
+}
+
+impl Run {
+    fn spawn(cmd: &mut Command) -> Run {
+        let child = cmd.spawn().unwrap();
+        let root = child.id();
+        let seen = Arc::new(Mutex::new(BTreeSet::new()));
+        let stop = Arc::new(AtomicBool::new(false));
+        let (s, st) = (Arc::clone(&seen), Arc::clone(&stop));
+        std::thread::spawn(move || {
+            while !st.load(Ordering::SeqCst) {
+                let now = descendants(root);
+                s.lock().unwrap().extend(now);
+                std::thread::sleep(Duration::from_millis(5));
+            }
+        });
+        Run { child, seen, stop }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
+    fn signal(&self, signal: libc::c_int) {
+        // SAFETY: kill with the pid of our own child, not yet reaped.
+        unsafe { libc::kill(self.child.id() as i32, signal) };
+    }
+
+    fn seen(&self) -> Vec<(u32, u64)> {
+        self.seen.lock().unwrap().iter().copied().collect()
+    }
+
+    /// Waits for the run to end within [`PROMPT`]; its status and stderr.
+    fn end(&mut self, what: &str) -> (ExitStatus, String) {
+        let deadline = Instant::now() + PROMPT;
+        let status = loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                break status;
+            }
+            assert!(Instant::now() < deadline, "{what}: still running");
+            std::thread::sleep(Duration::from_millis(10));
+        };
+        self.stop.store(true, Ordering::SeqCst);
+        let mut err = String::new();
+        if let Some(mut e) = self.child.stderr.take() {
+            let _ = e.read_to_string(&mut err);
+        }
+        (status, err)
+    }
+
+    /// Waits until `ready` holds (or fails the test after `within`).
+    fn wait_for(&mut self, what: &str, within: Duration, ready: impl Fn() -> bool) {
+        let deadline = Instant::now() + within;
+        while !ready() {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                let mut err = String::new();
+                if let Some(mut e) = self.child.stderr.take() {
+                    let _ = e.read_to_string(&mut err);
+                }
+                panic!("{what}: the run ended first ({status}): {err}");
+            }
+            assert!(Instant::now() < deadline, "{what}: not within {within:?}");
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+}
+
+impl Drop for Run {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Processes whose working directory or an argument is under `dir`.
+fn processes_under(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        let cmd = std::fs::read(entry.path().join("cmdline")).unwrap_or_default();
+        let in_cwd = std::fs::read_link(entry.path().join("cwd")).is_ok_and(|c| c.starts_with(dir));
+        let in_args = String::from_utf8_lossy(&cmd).contains(&*dir.to_string_lossy())
+            && !String::from_utf8_lossy(&cmd).contains("cargo");
+        if in_cwd || in_args {
+            out.push(format!(
+                "{} {}",
+                entry.file_name().to_string_lossy(),
+                String::from_utf8_lossy(&cmd).replace('\0', " ")
+            ));
+        }
+    }
+    out
+}
+
+/// Network namespaces named after `pid` (the tunnel's `cbtun-<pid>-...`).
+fn namespaces_of(pid: u32) -> Vec<String> {
+    let out = Command::new("ip").args(["netns", "list"]).output();
+    let text = out
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    text.lines()
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|n| n.starts_with(&format!("cbtun-{pid}-")))
+        .map(str::to_string)
+        .collect()
+}
+
+/// No process of the run, nothing working under the case's directory, no
+/// namespace of it, no port it listened on; `TMPDIR` empty unless `tmp_may_hold`
+/// (what a SIGKILLed run cannot remove itself, for the next run to sweep).
+fn assert_no_process_left(case: &Case, run: &Run, how: &str) {
+    let seen = run.seen();
+    let deadline = Instant::now() + PROMPT;
+    loop {
+        let living: Vec<_> = seen.iter().filter(|(p, s)| alive(*p, *s)).collect();
+        let under = processes_under(&case.0);
+        if living.is_empty() && under.is_empty() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{how}: left running: {living:?} {under:?}"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+fn assert_nothing_left(case: &Case, run: &Run, ports: &[u16], how: &str) {
+    assert_no_process_left(case, run, how);
+    assert_eq!(case.tmp_entries(), Vec::<String>::new(), "{how}: TMPDIR");
+    assert_eq!(namespaces_of(run.pid()), Vec::<String>::new(), "{how}");
+    for port in ports {
+        let open = std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok();
+        assert!(!open, "{how}: port {port} still listening");
+    }
+}
+
+fn record(dir: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    RunRecord::from_json(&text).expect("run.json reads under the schema")
+}
+
+/// A point in `lo..hi` drawn from the clock (or `CB_FAULT_SEED`), printed.
+fn random_point(what: &str, lo: Duration, hi: Duration) -> Duration {
+    let seed: u64 = std::env::var("CB_FAULT_SEED")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .subsec_nanos() as u64
+        });
+    let span = (hi - lo).as_millis() as u64;
+    let at = lo + Duration::from_millis(seed.wrapping_mul(2654435761) % span.max(1));
+    eprintln!("{what}: fault at {at:?} (CB_FAULT_SEED={seed})");
+    at
+}
+
+fn one_line(err: &str) -> &str {
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert!(!lines.is_empty(), "no message");
+    lines[lines.len() - 1]
+}
+
+/// A short speed run: three ciphers, two variants, one size, into `--results`.
+fn speed_args(res: &Path) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "speed",
+        "--cipher",
+        "aes-128-gcm,aes-256-gcm,chacha20-poly1305",
+        "--sizes",
+        "1KiB",
+        "--threads",
+        "1",
+        "--direction",
+        "encrypt",
+        "--sample-ms",
+        "150",
+        "--samples",
+        "3",
+        "--results",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(res.display().to_string());
+    v
+}
+
+fn has_speed_point(res: &Path) -> bool {
+    std::fs::read_to_string(res.join("run.json"))
+        .ok()
+        .and_then(|t| RunRecord::from_json(&t).ok())
+        .and_then(|r| r.speed)
+        .is_some_and(|s| !s.points.is_empty())
+}
+
+#[test]
+fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resumes() {
+    let case = Case::new("speed-kill");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("speed's lock", Duration::from_secs(20), || {
+        res.join(".cipherbench.lock").exists()
+    });
+    std::thread::sleep(random_point(
+        "speed SIGKILL",
+        Duration::from_millis(100),
+        Duration::from_millis(2500),
+    ));
+    run.signal(libc::SIGKILL);
+    let (status, _) = run.end("speed SIGKILL");
+    assert_eq!(status.code(), None, "killed by a signal");
+    assert_no_process_left(&case, &run, "speed SIGKILL");
+    // A write killed between its temporary file and the rename leaves this name
+    // (write_atomic's); made here, since hitting that moment by timing is luck.
+    let stale = res.join(format!(".speed.csv.tmp-{}", run.pid()));
+    std::fs::write(&stale, "half a file").unwrap();
+    let had_points = has_speed_point(&res);
+    let out = case.cmd().args(speed_args(&res)).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        err.contains("removed what an earlier, killed cipherbench left")
+            && err.contains(".speed.csv.tmp-"),
+        "{err}"
+    );
+    if had_points {
+        assert!(err.contains("resuming the unfinished run"), "{err}");
+    }
+    assert!(!stale.exists());
+    let r = record(&res);
+    assert!(r.finished_at.is_some() && !r.interrupted);
+    assert_eq!(r.speed.unwrap().points.len(), 6);
+    assert!(res.join("report.html").exists());
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+}
+
+#[test]
+fn speed_ctrl_c_twice_exits_130_and_leaves_nothing() {
+    let case = Case::new("speed-int2");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("a saved point", Duration::from_secs(30), || {
+        has_speed_point(&res)
+    });
+    run.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal(libc::SIGINT);
+    let (status, err) = run.end("speed SIGINT twice");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_nothing_left(&case, &run, &[], "speed SIGINT twice");
+    let r = record(&res);
+    assert!(r.interrupted);
+    assert!(res.join("report.html").exists());
+}
+
+#[test]
+fn speed_three_quick_signals_exit_130_at_once_and_say_so() {
+    let case = Case::new("speed-int3");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("a saved point", Duration::from_secs(30), || {
+        has_speed_point(&res)
+    });
+    for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGINT] {
+        run.signal(signal);
+    }
+    let (status, err) = run.end("three signals");
+    assert_eq!(status.code(), Some(130), "{err}");
+    // The third signal exits from the handler, unless the run had finished its
+    // cleanup before it arrived.
+    assert!(
+        err.contains("exiting at once (third signal)") || err.contains("interrupted"),
+        "{err}"
+    );
+    assert_no_process_left(&case, &run, "three signals");
+    // Whatever it saved reads under the schema and the same command resumes it.
+    if res.join("run.json").exists() {
+        record(&res);
+        let out = case.cmd().args(speed_args(&res)).output().unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert!(!record(&res).interrupted);
+    }
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+}
+
+#[test]
+fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_panic() {
+    // `cipherbench ... 2>&1 | tee log`, and the same Ctrl-C ends tee first.
+    let case = Case::new("speed-pipe");
+    let res = case.res();
+    let (mut reader, writer) = std::io::pipe().unwrap();
+    let mut run = Run::spawn(
+        case.cmd()
+            .args(speed_args(&res))
+            .stdout(writer.try_clone().unwrap())
+            .stderr(writer),
+    );
+    // Some progress has been written: read it, then close the pipe.
+    let mut first = [0u8; 16];
+    reader.read_exact(&mut first).unwrap();
+    run.wait_for("a saved point", Duration::from_secs(30), || {
+        has_speed_point(&res)
+    });
+    drop(reader);
+    run.signal(libc::SIGINT);
+    let (status, _) = run.end("closed pipe");
+    assert_eq!(status.code(), Some(130), "not 101 (a panic)");
+    assert_nothing_left(&case, &run, &[], "closed pipe");
+    assert!(record(&res).interrupted);
+    // A command that writes its result to a closed stdout: the text is lost, not
+    // the exit status.
+    let (reader, writer) = std::io::pipe().unwrap();
+    drop(reader);
+    let status = case.cmd().arg("probe").stdout(writer).status().unwrap();
+    assert_eq!(status.code(), Some(0));
+}
+
+#[test]
+fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
+    let case = Case::new("speed-two");
+    let res = case.res();
+    let mut first = Run::spawn(case.cmd().args(speed_args(&res)));
+    first.wait_for("the first run's lock", Duration::from_secs(20), || {
+        std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
+    });
+    let mut other = speed_args(&res);
+    other[2] = "aes-256-cbc".into();
+    let out = case.cmd().args(&other).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = one_line(&err);
+    assert_eq!(
+        err.lines().filter(|l| !l.trim().is_empty()).count(),
+        1,
+        "{err}"
+    );
+    assert!(
+        line.contains(&format!("in use by cipherbench pid {}", first.pid())),
+        "{line}"
+    );
+    let (status, err) = first.end("the first run");
+    assert!(status.success(), "{err}");
+    let r = record(&res);
+    let ciphers: BTreeSet<String> = r
+        .speed
+        .unwrap()
+        .points
+        .iter()
+        .map(|p| p.cipher.clone())
+        .collect();
+    assert_eq!(ciphers.len(), 3, "the first run's ciphers are all there");
+    assert!(!ciphers.contains("aes-256-cbc"));
+}
+
+#[test]
+fn after_an_interrupted_speed_the_advised_resume_command_works() {
+    let case = Case::new("speed-advice");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("a saved point", Duration::from_secs(30), || {
+        has_speed_point(&res)
+    });
+    run.signal(libc::SIGINT);
+    let (status, _) = run.end("speed SIGINT");
+    assert_eq!(status.code(), Some(130));
+    let out = case
+        .cmd()
+        .args(["run", "--preset", "tiny", "--results"])
+        .arg(&res)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    let line = one_line(&err);
+    let advice = line
+        .split('`')
+        .nth(1)
+        .unwrap_or_else(|| panic!("no command in {line}"));
+    assert!(advice.starts_with("cipherbench speed "), "{advice}");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(format!("exec {BIN} {}", &advice["cipherbench ".len()..]))
+        .env("TMPDIR", case.0.join("tmp"))
+        .stdout(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{advice}: {err}");
+    assert!(err.contains("resuming the unfinished run"), "{err}");
+    let r = record(&res);
+    assert!(!r.interrupted && r.speed.unwrap().points.len() == 6);
+}
+
+#[test]
+fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() {
+    let case = Case::new("file-kill");
+    let res = case.res();
+    let args = |res: &Path| {
+        let mut v: Vec<String> = [
+            "file",
+            "--size",
+            "8MiB",
+            "--tools",
+            "cp,openssl-aes-256-ctr",
+            "--variants",
+            "accel",
+            "--cache",
+            "warm",
+            "--repetitions",
+            "4",
+            "--results",
+        ]
+        .iter()
+        .map(|s| s.to_string())
+        .collect();
+        v.push(res.display().to_string());
+        v
+    };
+    let mut run = Run::spawn(case.cmd().args(args(&res)));
+    let scratch = || {
+        names_in(&res)
+            .into_iter()
+            .any(|n| n.starts_with("cipherbench-file-"))
+    };
+    run.wait_for("the scratch directory", Duration::from_secs(30), scratch);
+    std::thread::sleep(random_point(
+        "file SIGKILL",
+        Duration::from_millis(50),
+        Duration::from_millis(1500),
+    ));
+    run.signal(libc::SIGKILL);
+    run.end("file SIGKILL");
+    assert_no_process_left(&case, &run, "file SIGKILL");
+    let out = case.cmd().args(args(&res)).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(
+        !scratch(),
+        "scratch left after the resumed run: {:?}",
+        names_in(&res)
+    );
+    if err.contains("resuming") || err.contains("removed what") {
+        assert!(err.contains("file-layer scratch directory"), "{err}");
+    }
+    let r = record(&res);
+    assert!(r.finished_at.is_some() && !r.interrupted);
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+}
+
+#[test]
+fn seal_from_a_pipe_killed_by_sigkill_leaves_no_file_and_no_temporary() {
+    let case = Case::new("seal-kill");
+    let key = case.0.join("key");
+    let out = case
+        .cmd()
+        .args(["seal", "--gen-key"])
+        .arg(&key)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let mut run = Run::spawn(
+        case.cmd()
+            .args(["seal", "-k"])
+            .arg(&key)
+            .args(["-", "out.cbs"])
+            .current_dir(&case.0)
+            .stdin(Stdio::piped()),
+    );
+    let mut stdin = run.child.stdin.take().unwrap();
+    stdin.write_all(&vec![7u8; 8 << 20]).unwrap();
+    std::thread::sleep(Duration::from_millis(200));
+    run.signal(libc::SIGKILL);
+    run.end("seal SIGKILL");
+    drop(stdin);
+    // The output is an unnamed file until committed: nothing has a name.
+    let left: Vec<String> = names_in(&case.0)
+        .into_iter()
+        .filter(|n| n != "key" && n != "tmp")
+        .collect();
+    assert_eq!(left, Vec::<String>::new());
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+}
+
+// ---- tls: nginx master and workers, its workspace with the private key ----
+
+fn nginx_found() -> bool {
+    Command::new("nginx")
+        .arg("-v")
+        .stderr(Stdio::null())
+        .status()
+        .is_ok()
+        || Path::new("/usr/sbin/nginx").exists()
+}
+
+fn sweep_args(res: &Path) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "tls",
+        "sweep",
+        "--suites",
+        "AES128-GCM-SHA256,AES128-SHA",
+        "--sizes",
+        "64KiB,128KiB",
+        "--variants",
+        "accel",
+        "--window",
+        "400ms",
+        "--probe",
+        "200ms",
+        "--warmup",
+        "0s",
+        "--max-concurrency",
+        "2",
+        "--results",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(res.display().to_string());
+    v
+}
+
+/// The ports nginx listens on, from the configs in the case's workspaces.
+fn nginx_ports(case: &Case) -> Vec<u16> {
+    let mut ports = Vec::new();
+    let root = case.0.join("tmp");
+    for top in std::fs::read_dir(&root).into_iter().flatten().flatten() {
+        for ws in std::fs::read_dir(top.path())
+            .into_iter()
+            .flatten()
+            .flatten()
+        {
+            for f in std::fs::read_dir(ws.path()).into_iter().flatten().flatten() {
+                let text = std::fs::read_to_string(f.path()).unwrap_or_default();
+                for l in text.lines() {
+                    if let Some(rest) = l.trim().strip_prefix("listen 127.0.0.1:") {
+                        if let Ok(p) = rest
+                            .split(|c: char| !c.is_ascii_digit())
+                            .next()
+                            .unwrap_or("")
+                            .parse()
+                        {
+                            ports.push(p);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    ports
+}
+
+/// Waits until nginx (a master and at least one worker) works in the workspace.
+fn wait_for_nginx(run: &mut Run, case: &Case) -> Vec<u16> {
+    let dir = case.0.join("tmp");
+    run.wait_for("nginx", Duration::from_secs(60), || {
+        processes_under(&dir)
+            .iter()
+            .filter(|p| p.contains("nginx"))
+            .count()
+            >= 2
+    });
+    nginx_ports(case)
+}
+
+#[test]
+fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_workspace() {
+    if !nginx_found() {
+        eprintln!("skipping: nginx is not installed (scripts/install-deps.sh test)");
+        return;
+    }
+    let case = Case::new("tls-kill");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(sweep_args(&res)));
+    let ports = wait_for_nginx(&mut run, &case);
+    std::thread::sleep(random_point(
+        "tls SIGKILL",
+        Duration::from_millis(0),
+        Duration::from_millis(800),
+    ));
+    run.signal(libc::SIGKILL);
+    run.end("tls SIGKILL");
+    assert_no_process_left(&case, &run, "tls SIGKILL");
+    for port in &ports {
+        assert!(std::net::TcpStream::connect(("127.0.0.1", *port)).is_err());
+    }
+    // What the kernel cannot remove: the workspace, named after the dead run.
+    let root = names_in(&case.0.join("tmp"));
+    assert_eq!(root.len(), 1, "{root:?}");
+    let left = names_in(&case.0.join("tmp").join(&root[0]));
+    assert!(
+        left.len() == 1 && left[0].starts_with(&format!("tls-{}-", run.pid())),
+        "{left:?}"
+    );
+    // The next run removes it, in one line, and resumes.
+    let out = case.cmd().args(sweep_args(&res)).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let notes: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    assert!(
+        notes[0].contains("nginx workspace") && notes[0].contains(&left[0]),
+        "{}",
+        notes[0]
+    );
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+    assert!(!record(&res).interrupted);
+}
+
+#[test]
+fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
+    if !nginx_found() {
+        eprintln!("skipping: nginx is not installed");
+        return;
+    }
+    let case = Case::new("tls-cleanup");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(sweep_args(&res)));
+    wait_for_nginx(&mut run, &case);
+    run.signal(libc::SIGKILL);
+    run.end("tls SIGKILL");
+    assert_no_process_left(&case, &run, "tls SIGKILL");
+    // A held-by-nobody results directory is cleaned too (its lock is free).
+    let out = case
+        .cmd()
+        .arg("cleanup")
+        .arg(&res)
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    assert!(
+        said.contains("removed nginx workspace") && said.contains(&format!("tls-{}-", run.pid())),
+        "{said}"
+    );
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+    let again = case
+        .cmd()
+        .arg("cleanup")
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    assert!(String::from_utf8_lossy(&again.stdout).contains("nothing to clean up"));
+    // What the killed run saved is still valid and resumable.
+    if res.join("run.json").exists() {
+        assert!(record(&res).finished_at.is_none());
+    }
+}
+
+#[test]
+fn tls_sweep_ctrl_c_twice_a_tenth_of_a_second_apart_exits_130_and_leaves_nothing() {
+    if !nginx_found() {
+        eprintln!("skipping: nginx is not installed");
+        return;
+    }
+    let case = Case::new("tls-int2");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(sweep_args(&res)));
+    let ports = wait_for_nginx(&mut run, &case);
+    run.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal(libc::SIGINT);
+    let (status, err) = run.end("tls SIGINT twice");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_nothing_left(&case, &run, &ports, "tls SIGINT twice");
+    if res.join("run.json").exists() {
+        assert!(record(&res).interrupted);
+    }
+}
+
+#[test]
+fn tls_ramp_sigterm_at_a_random_point_exits_130_and_leaves_nothing() {
+    if !nginx_found() {
+        eprintln!("skipping: nginx is not installed");
+        return;
+    }
+    let case = Case::new("tls-ramp");
+    let res = case.res();
+    let mut run = Run::spawn(
+        case.cmd()
+            .args([
+                "tls",
+                "ramp",
+                "--suites",
+                "AES128-GCM-SHA256",
+                "--sizes",
+                "1KiB",
+                "--variants",
+                "accel,noaesni",
+                "--rate",
+                "40",
+                "--duration",
+                "2s",
+                "--results",
+            ])
+            .arg(&res),
+    );
+    let ports = wait_for_nginx(&mut run, &case);
+    std::thread::sleep(random_point(
+        "ramp SIGTERM",
+        Duration::from_millis(0),
+        Duration::from_millis(1500),
+    ));
+    run.signal(libc::SIGTERM);
+    let (status, err) = run.end("ramp SIGTERM");
+    // 0 only if the ramp had finished when the signal came.
+    assert!(
+        matches!(status.code(), Some(130) | Some(0)),
+        "{status}: {err}"
+    );
+    if status.code() == Some(130) {
+        assert!(err.contains("SIGTERM"), "{err}");
+    }
+    assert_nothing_left(&case, &run, &ports, "ramp SIGTERM");
+    if res.join("run.json").exists() {
+        record(&res);
+    }
+}
+
+// ---- tunnel: namespaces, links, qdiscs, gateways, iperf3 (root) ----
+
+fn tunnel_possible() -> bool {
+    if !cipherbench::host::is_root() {
+        eprintln!("skipping: the tunnel needs root");
+        return false;
+    }
+    if let Err(e) = cipherbench::tunnel::check_prerequisites() {
+        eprintln!("skipping: {e:#}");
+        return false;
+    }
+    true
+}
+
+fn tunnel_args() -> Vec<&'static str> {
+    vec![
+        "tunnel",
+        "--preset",
+        "tiny",
+        "--transforms",
+        "null",
+        "--protocols",
+        "tcp",
+        "--seconds",
+        "5",
+        "--no-save",
+    ]
+}
+
+fn wait_for_namespaces(run: &mut Run) {
+    let pid = run.pid();
+    let seen = Arc::clone(&run.seen);
+    run.wait_for("the tunnel's gateways", Duration::from_secs(40), || {
+        namespaces_of(pid).len() == 2
+            && seen.lock().unwrap().iter().any(|(p, _)| {
+                std::fs::read(format!("/proc/{p}/cmdline"))
+                    .is_ok_and(|c| String::from_utf8_lossy(&c).contains("iperf3"))
+            })
+    });
+}
+
+#[test]
+fn tunnel_sigkill_then_another_tunnel_removes_the_stale_namespaces_in_one_line() {
+    if !tunnel_possible() {
+        return;
+    }
+    let case = Case::new("tun-kill");
+    let mut run = Run::spawn(case.cmd().args(tunnel_args()));
+    wait_for_namespaces(&mut run);
+    run.signal(libc::SIGKILL);
+    run.end("tunnel SIGKILL");
+    // Gateways and iperf3 die with it (their keepers); the namespaces cannot.
+    assert_no_process_left(&case, &run, "tunnel SIGKILL");
+    let stale = namespaces_of(run.pid());
+    assert_eq!(stale.len(), 2, "{stale:?}");
+    let mut args = tunnel_args();
+    args[8] = "1";
+    let out = case.cmd().args(&args).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    let notes: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
+        .collect();
+    assert_eq!(notes.len(), 1, "{err}");
+    for ns in &stale {
+        assert!(notes[0].contains(ns.as_str()), "{}", notes[0]);
+    }
+    assert_eq!(namespaces_of(run.pid()), Vec::<String>::new());
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+}
+
+#[test]
+fn tunnel_ctrl_c_twice_exits_130_and_leaves_no_namespace_or_process() {
+    if !tunnel_possible() {
+        return;
+    }
+    let case = Case::new("tun-int2");
+    let mut run = Run::spawn(case.cmd().args(tunnel_args()));
+    wait_for_namespaces(&mut run);
+    run.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal(libc::SIGINT);
+    let (status, err) = run.end("tunnel SIGINT twice");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_nothing_left(&case, &run, &[], "tunnel SIGINT twice");
+}
