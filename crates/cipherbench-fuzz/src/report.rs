@@ -5,8 +5,9 @@
 //! Input: if it starts with `{` or white space it is a run.json text, loaded with
 //! `RunRecord::from_json` as it is (a small real run.json is a valid seed). Otherwise byte 0 picks one of the small genuine records
 //! in `data/` and the rest drives a structure-aware mutation of its JSON tree: each
-//! node in turn reads a control byte and is kept (0, also past the end of the input),
-//! or gets an arbitrary or extreme number, a hostile string (markup, CSV and Markdown
+//! node in turn (depth first, fields in name order) reads a control byte and is kept
+//! (0, also past the end of the input), kept with all its children, or gets an
+//! arbitrary or extreme number, a hostile string (markup, CSV and Markdown
 //! separators, control characters), null, or loses an element or a field. That
 //! reaches the renderers with values a byte-level mutation of JSON text rarely
 //! produces (zero, negative and huge rates, NaN-free but degenerate samples); the
@@ -111,6 +112,9 @@ impl Controls<'_> {
                 return;
             }
             9 => *value = Value::Array(Vec::new()),
+            // Left whole, children included: a short input can pass over the
+            // environment to reach a layer.
+            13 => return,
             _ => {}
         }
         match value {
