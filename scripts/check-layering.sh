@@ -18,12 +18,13 @@ src=${1:-crates/cipherbench/src}
 # Bottom to top. Changing this list changes the architecture: update ARCHITECTURE.md.
 ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
-  "results supervisor"            # 1: the results sink, external programs
-  "probe"                         # 2: the machine's probe
-  "variant"                       # 3: the acceleration variant every layer shares
-  "speed file tls tunnel"         # 4: the four layers, siblings
-  "run"                           # 5: `cipherbench run`, over the layers
-  "cli"                           # 6: the command line, on top
+  "results supervisor machine"    # 1: the results sink, external programs, the CPU layout and noise
+  "effect"                        # 2: the effect probe a variant's process runs
+  "probe"                         # 3: the machine's probe
+  "variant"                       # 4: the acceleration variant every layer shares
+  "speed file tls tunnel"         # 5: the four layers, siblings
+  "run"                           # 6: `cipherbench run`, over the layers
+  "cli"                           # 7: the command line, on top
 )
 
 rank_of() {

@@ -136,7 +136,15 @@ pub enum SaError {
     },
     /// The crypto library refused the key or the algorithm.
     #[error("keying the SA failed: {0}")]
-    Crypto(#[from] CryptoError),
+    Crypto(CryptoError),
+}
+
+// Not `#[from]`: that would also make the library's error the source, and a chain
+// printed with its causes (`{:#}`) would say the library's message twice.
+impl From<CryptoError> for SaError {
+    fn from(e: CryptoError) -> Self {
+        SaError::Crypto(e)
+    }
 }
 
 /// Why `seal` refused a packet. Nothing was sent; the output buffer's contents are
@@ -170,7 +178,15 @@ pub enum SealError {
     MalformedInner,
     /// The crypto library failed.
     #[error("encryption failed: {0}")]
-    Crypto(#[from] CryptoError),
+    Crypto(CryptoError),
+}
+
+// Not `#[from]`: that would also make the library's error the source, and a chain
+// printed with its causes (`{:#}`) would say the library's message twice.
+impl From<CryptoError> for SealError {
+    fn from(e: CryptoError) -> Self {
+        SealError::Crypto(e)
+    }
 }
 
 /// The sending side of an SA.

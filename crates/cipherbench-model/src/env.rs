@@ -29,6 +29,10 @@ pub struct Environment {
     /// Versions of the external tools the layers drive, where installed.
     #[serde(default)]
     pub tools: Vec<ToolVersion>,
+    /// The CPU layout: SMT siblings, cores, packages, NUMA nodes, the CPUs this process
+    /// may use. Absent in records written before it was read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub topology: Option<crate::topology::Topology>,
 }
 
 /// The CPU as `/proc/cpuinfo` (and CPUID for the hypervisor) describes it.
@@ -82,6 +86,92 @@ pub struct OpensslInfo {
     pub engines: Vec<String>,
     /// Providers loaded or available.
     pub providers: Vec<String>,
+    /// Which AES-GCM implementation the library takes on this machine, by effect.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aes_gcm_path: Option<AesGcmPath>,
+}
+
+/// The AES-GCM implementation family the library takes here, named by effect: the
+/// AES-128-GCM effect probe (16 KiB messages, bytes per CPU second) with
+/// `OPENSSL_ia32cap` unset, with AES-NI and PCLMULQDQ masked, and with VAES and
+/// VPCLMULQDQ masked.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AesGcmPath {
+    /// `vaes-avx512`, `aesni-pclmulqdq`, `software` or `unknown`.
+    pub family: String,
+    /// One sentence for a person.
+    pub sentence: String,
+    /// The library the probes loaded.
+    pub library_version: String,
+    /// Unset.
+    pub unset_bytes_per_cpu_sec: f64,
+    /// With [`Ia32Cap::AESNI_ONLY_MASK`].
+    pub aesni_masked_bytes_per_cpu_sec: f64,
+    /// With [`Ia32Cap::VAES_ONLY_MASK`].
+    pub vaes_masked_bytes_per_cpu_sec: f64,
+}
+
+impl AesGcmPath {
+    /// A mask "moves" AES-GCM if it slows it at least this much: AES-NI against
+    /// software is 10x or more; the VAES path against the AES-NI one about 3x on
+    /// this class of CPU (1.5x leaves room for CPUs whose gap is smaller).
+    const AESNI_DROP: f64 = 3.0;
+    const VAES_DROP: f64 = 1.5;
+
+    /// Names the family from the three rates.
+    pub fn classify(
+        library_version: &str,
+        unset: f64,
+        aesni_masked: f64,
+        vaes_masked: f64,
+        cpu_has_aes: bool,
+    ) -> AesGcmPath {
+        let rate = crate::units::format_bytes_per_sec;
+        let drop = |masked: f64| if masked > 0.0 { unset / masked } else { 0.0 };
+        let (family, sentence) = if drop(vaes_masked) >= Self::VAES_DROP
+            && drop(aesni_masked) < Self::AESNI_DROP
+        {
+            (
+                "vaes-avx512",
+                format!(
+                    "AES-GCM: VAES/AVX-512 path (AES-128-GCM {}; {} with VAES and VPCLMULQDQ masked); masking AES-NI alone does not disable it ({})",
+                    rate(unset), rate(vaes_masked), rate(aesni_masked)
+                ),
+            )
+        } else if drop(aesni_masked) >= Self::AESNI_DROP {
+            (
+                "aesni-pclmulqdq",
+                format!(
+                    "AES-GCM: AES-NI+PCLMULQDQ path (AES-128-GCM {}; {} with AES-NI and PCLMULQDQ masked; masking VAES changes nothing: {})",
+                    rate(unset), rate(aesni_masked), rate(vaes_masked)
+                ),
+            )
+        } else if !cpu_has_aes {
+            (
+                "software",
+                format!(
+                    "AES-GCM: software, this CPU has no AES-NI (AES-128-GCM {})",
+                    rate(unset)
+                ),
+            )
+        } else {
+            (
+                "unknown",
+                format!(
+                    "AES-GCM: neither mask moved it (AES-128-GCM {}; {} without AES-NI, {} without VAES): the library takes a path OPENSSL_ia32cap does not gate (a provider or engine?)",
+                    rate(unset), rate(aesni_masked), rate(vaes_masked)
+                ),
+            )
+        };
+        AesGcmPath {
+            family: family.into(),
+            sentence,
+            library_version: library_version.into(),
+            unset_bytes_per_cpu_sec: unset,
+            aesni_masked_bytes_per_cpu_sec: aesni_masked,
+            vaes_masked_bytes_per_cpu_sec: vaes_masked,
+        }
+    }
 }
 
 /// The kernel's preferred implementation of one algorithm, from `/proc/crypto`.
@@ -136,7 +226,9 @@ pub struct ToolVersion {
     pub version: Option<String>,
 }
 
-/// OpenSSL's x86 capability vector, two 64-bit words (see `OPENSSL_ia32cap(3)`).
+/// OpenSSL's x86 capability vector: the first two 64-bit fields (see
+/// `OPENSSL_ia32cap(3)`), which every 3.x release has; 3.5 and later print three more
+/// (CPUID leaf 7 subleaf 1 and leaf 0x24), which nothing here reads.
 ///
 /// Word 0 is CPUID.1:EDX in bits 0-31 and CPUID.1:ECX in bits 32-63; word 1 is
 /// CPUID.(EAX=7,ECX=0):EBX in bits 0-31 and ECX in bits 32-63.
@@ -168,22 +260,32 @@ impl Ia32Cap {
     /// VPCLMULQDQ: CPUID.7:ECX bit 10.
     pub const VPCLMULQDQ: (usize, u64) = (1, 1 << 42);
 
-    /// The mask that turns off AES-NI and PCLMULQDQ and nothing else. The explicit
-    /// `:~0x0` keeps the second word as detected; without it OpenSSL zeroes it.
-    pub const NOAESNI_MASK: &'static str = "~0x200000200000000:~0x0";
+    /// AES-NI and PCLMULQDQ off, every other bit of the five fields as detected:
+    /// masks the AES-NI + PCLMULQDQ AES-GCM path but not the VAES one.
+    pub const AESNI_ONLY_MASK: &'static str = "~0x200000200000000:~0:~0:~0:~0";
+    /// VAES and VPCLMULQDQ off, everything else as detected: masks the AVX-512 VAES
+    /// AES-GCM path (OpenSSL 3.1 and later) and nothing else.
+    pub const VAES_ONLY_MASK: &'static str = "~0:~0x60000000000:~0:~0:~0";
 
     /// Parses the vector out of `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)` or
-    /// `openssl info -cpusettings`: `OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b41...`,
-    /// possibly followed by ` env:...`.
+    /// `openssl info -cpusettings`: `OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b41...`
+    /// (3.0-3.4, two fields) or five zero-padded fields (3.5 and later), possibly
+    /// followed by ` env:...`.
     pub fn parse_settings(text: &str) -> Option<Ia32Cap> {
         let value = text
             .split_whitespace()
             .find_map(|t| t.strip_prefix("OPENSSL_ia32cap="))?;
-        let (a, b) = value.split_once(':')?;
-        let word = |s: &str| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok();
+        let word = |s: &str| {
+            let hex = s.strip_prefix("0x")?;
+            u64::from_str_radix(hex, 16).ok()
+        };
+        let words: Vec<u64> = value.split(':').map(word).collect::<Option<_>>()?;
+        if !(2..=5).contains(&words.len()) {
+            return None;
+        }
         Some(Ia32Cap {
-            word0: word(a)?,
-            word1: word(b)?,
+            word0: words[0],
+            word1: words[1],
         })
     }
 
@@ -219,9 +321,42 @@ mod tests {
     }
 
     #[test]
+    fn parses_the_five_fields_of_openssl_3_5_and_later() {
+        let v = Ia32Cap::parse_settings("OPENSSL_ia32cap=0xfffa3203078bffff:0x004059c6f1bf07ab:0x0000002000000010:0x0000000000000000:0x0000000000000000 env:~0:~0x60000000000:~0:~0:~0").unwrap();
+        assert_eq!(v.word1, 0x4059c6f1bf07ab);
+        assert!(v.has(Ia32Cap::AESNI) && !v.has(Ia32Cap::VAES));
+    }
+
+    #[test]
+    fn names_the_aes_gcm_path_by_which_mask_moves_it() {
+        // Figures from this machine: upstream 3.6.3 and Debian's 3.0.19.
+        let v = AesGcmPath::classify("OpenSSL 3.6.3", 11.3e9, 11.2e9, 3.58e9, true);
+        assert_eq!(v.family, "vaes-avx512");
+        assert!(
+            v.sentence
+                .contains("masking AES-NI alone does not disable it"),
+            "{}",
+            v.sentence
+        );
+        let a = AesGcmPath::classify("OpenSSL 3.0.19", 3.9e9, 0.33e9, 4.5e9, true);
+        assert_eq!(a.family, "aesni-pclmulqdq");
+        assert!(a.sentence.starts_with("AES-GCM: AES-NI+PCLMULQDQ path"));
+        assert_eq!(
+            AesGcmPath::classify("x", 0.3e9, 0.3e9, 0.3e9, false).family,
+            "software"
+        );
+        assert_eq!(
+            AesGcmPath::classify("x", 9e9, 9e9, 9e9, true).family,
+            "unknown"
+        );
+    }
+
+    #[test]
     fn rejects_malformed_settings() {
         assert!(Ia32Cap::parse_settings("nothing here").is_none());
         assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0xzz:0x1").is_none());
         assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1:0x2:0x3:0x4:0x5:0x6").is_none());
+        assert!(Ia32Cap::parse_settings("OPENSSL_ia32cap=0x1:2").is_none());
     }
 }

@@ -9,13 +9,19 @@
 
 pub mod env;
 pub mod file;
+pub mod fitness;
+pub mod interleave;
+pub mod interval;
+pub mod noise;
 pub mod schema;
 pub mod speed;
 pub mod stats;
 pub mod time;
 pub mod tls;
+pub mod topology;
 pub mod tunnel;
 pub mod units;
+pub mod variant;
 
 pub use schema::{RunRecord, Warning, SCHEMA_NAME, SCHEMA_VERSION};
 pub use stats::Summary;

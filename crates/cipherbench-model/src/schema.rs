@@ -73,6 +73,12 @@ pub struct RunRecord {
     /// capacity line says how many cores each suite needs for it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub target_gbps: Option<f64>,
+    /// Where the run placed its processes (whole cores per role), when it placed them.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
+    /// The machine's fitness to benchmark at the start of the run (`probe --check`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fitness: Option<crate::fitness::Fitness>,
 }
 
 /// Why a `run.json` could not be read.
@@ -80,7 +86,7 @@ pub struct RunRecord {
 pub enum SchemaError {
     /// Not JSON, or not of our shape.
     #[error("not a cipherbench run.json: {0}")]
-    Malformed(#[from] serde_json::Error),
+    Malformed(serde_json::Error),
     /// Another program's JSON.
     #[error("not a cipherbench run.json: schema is '{0}', expected '{SCHEMA_NAME}'")]
     WrongSchema(String),
@@ -96,6 +102,14 @@ pub enum SchemaError {
         /// Version in the file.
         found: u32,
     },
+}
+
+// Not `#[from]`: that would also make the library's error the source, and a chain
+// printed with its causes (`{:#}`) would say the library's message twice.
+impl From<serde_json::Error> for SchemaError {
+    fn from(e: serde_json::Error) -> Self {
+        SchemaError::Malformed(e)
+    }
 }
 
 /// Just enough to check the schema before parsing the whole record.
@@ -190,5 +204,13 @@ mod tests {
                 read
             );
         }
+    }
+
+    #[test]
+    fn a_malformed_file_says_the_parser_error_once() {
+        let err = RunRecord::from_json("not json").unwrap_err();
+        // A source would be printed again by every `{:#}` chain.
+        assert!(std::error::Error::source(&err).is_none());
+        assert!(err.to_string().starts_with("not a cipherbench run.json: "));
     }
 }

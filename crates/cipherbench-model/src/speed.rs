@@ -44,23 +44,9 @@ pub struct SpeedConfig {
     pub samples: usize,
 }
 
-/// How an acceleration variant was set up, and whether it took effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-pub struct VariantRecord {
-    /// `accel` or `noaesni`.
-    pub name: String,
-    /// `OPENSSL_ia32cap` given to the child process (None: unset).
-    pub ia32cap_env: Option<String>,
-    /// The vector the child's OpenSSL reported using.
-    pub cpu_settings: String,
-    /// Effective AES-NI bit.
-    pub aesni: bool,
-    /// Effective PCLMULQDQ bit.
-    pub pclmulqdq: bool,
-    /// The effective vector is what the variant intends (AES-NI and PCLMULQDQ off for
-    /// `noaesni`, the detected vector otherwise).
-    pub took_effect: bool,
-}
+/// Moved to [`crate::variant`], the home of everything about variants; kept here so
+/// that `speed::VariantRecord` paths keep working.
+pub use crate::variant::VariantRecord;
 
 /// One raw sample: what one run of the loop did, summed over threads.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -83,6 +69,15 @@ impl SpeedSample {
         }
         self.bytes as f64 * 1e9 / self.elapsed_ns as f64
     }
+
+    /// Bytes per second of the measuring threads' CPU time: what `openssl speed`
+    /// reports by default, and what a busy machine moves least.
+    pub fn bytes_per_cpu_sec(&self) -> f64 {
+        if self.cpu_ns == 0 {
+            return 0.0;
+        }
+        self.bytes as f64 * 1e9 / self.cpu_ns as f64
+    }
 }
 
 /// One measured point.
@@ -104,6 +99,24 @@ pub struct SpeedPoint {
     pub throughput_bytes_per_sec: Summary,
     /// CPU seconds used per second of wall time (1.0 = one core busy).
     pub cpu_cores_used: f64,
+    /// How quiet the point's CPUs were while it was measured (from its warm-up to its
+    /// last sample). Absent in records written before it was recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
+}
+
+impl SpeedPoint {
+    /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
+    /// and throttling (the governor is the machine's, said once per run instead).
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        self.noise
+            .as_ref()
+            .map(|n| crate::noise::judge(n))
+            .unwrap_or_default()
+            .into_iter()
+            .filter(|f| f.kind != "frequency_scaling" || !f.message.contains("governor"))
+            .collect()
+    }
 }
 
 /// A cipher that could not run in a variant, and why.
@@ -137,6 +150,15 @@ pub struct ControlCheck {
 /// `openssl speed -evp ... -mr` measured for the same point, for a cross-check.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct OpensslCheck {
+    /// What openssl's loop does per operation, so the reader knows how like for like
+    /// the check is (`-aead`: one message per operation with 13 bytes of AAD, ...).
+    /// Empty in records written before it was recorded.
+    #[serde(default)]
+    pub mode: String,
+    /// The time both figures divide by: `cpu` (openssl's user CPU time, our measuring
+    /// thread's CPU time) or `wall` (`-elapsed`; records written before `cpu` existed).
+    #[serde(default = "wall")]
+    pub time_basis: String,
     /// Cipher name (ours).
     pub cipher: String,
     /// Variant.
@@ -147,12 +169,16 @@ pub struct OpensslCheck {
     pub size_bytes: u64,
     /// The command that ran.
     pub command: Vec<String>,
-    /// What openssl reported, bytes per second.
+    /// What openssl reported, bytes per second (of `time_basis`).
     pub openssl_bytes_per_sec: f64,
-    /// Our median for the same point, bytes per second.
+    /// Our median for the same point, bytes per second of `time_basis`.
     pub ours_bytes_per_sec: f64,
     /// ours / openssl.
     pub ratio: f64,
+}
+
+fn wall() -> String {
+    "wall".into()
 }
 
 /// Everything layer 1 produced.
@@ -171,6 +197,10 @@ pub struct SpeedResults {
     /// Cross-checks against `openssl speed`.
     #[serde(default)]
     pub openssl_checks: Vec<OpensslCheck>,
+    /// Where the worker's threads ran: thread i on the i-th CPU of the role's order
+    /// (one thread per core before any sibling; `topology::spread_order`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
 }
 
 /// Ratio tolerance within which a control cipher is said to run at the same speed in
@@ -194,6 +224,55 @@ impl SpeedResults {
                 && p.size_bytes == size_bytes
                 && p.threads == threads
         })
+    }
+
+    /// The throughput ratio of two points with its 95 % bootstrap interval over their
+    /// samples (`crate::interval`; the variants' samples were taken in different
+    /// processes one after the other, so they are resampled independently). None when
+    /// a point is missing or has fewer than 3 samples.
+    pub fn ratio_interval(
+        &self,
+        cipher: &str,
+        numerator: &str,
+        denominator: &str,
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        self.ratio_interval_between(
+            (cipher, numerator),
+            (cipher, denominator),
+            direction,
+            size_bytes,
+            threads,
+        )
+    }
+
+    /// Like [`SpeedResults::ratio_interval`], between any two (cipher, variant)
+    /// points of the same direction, size and threads (AES-GCM over CBC-HMAC-SHA1).
+    pub fn ratio_interval_between(
+        &self,
+        numerator: (&str, &str),
+        denominator: (&str, &str),
+        direction: Direction,
+        size_bytes: u64,
+        threads: usize,
+    ) -> Option<crate::interval::RatioInterval> {
+        let rates = |(cipher, variant): (&str, &str)| -> Option<Vec<f64>> {
+            let p = self.point(cipher, variant, direction, size_bytes, threads)?;
+            Some(
+                p.samples
+                    .iter()
+                    .map(SpeedSample::throughput_bytes_per_sec)
+                    .collect(),
+            )
+        };
+        crate::interval::RatioInterval::bootstrap(
+            &rates(numerator)?,
+            &rates(denominator)?,
+            crate::interval::Pairing::Independent,
+            crate::interval::DEFAULT_SEED,
+        )
     }
 
     /// Recomputes the control checks from the points: for each control cipher, every
@@ -221,5 +300,31 @@ impl SpeedResults {
             }
         }
         self.controls = controls;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_openssl_check_written_before_the_mode_was_recorded_reads_as_wall_time() {
+        let old = r#"{"cipher":"aes-128-gcm","variant":"accel","direction":"encrypt",
+            "size_bytes":1024,"command":["openssl","speed","-elapsed"],
+            "openssl_bytes_per_sec":1.0e9,"ours_bytes_per_sec":1.3e9,"ratio":1.3}"#;
+        let c: OpensslCheck = serde_json::from_str(old).unwrap();
+        assert_eq!((c.time_basis.as_str(), c.mode.as_str()), ("wall", ""));
+    }
+
+    #[test]
+    fn a_sample_divides_by_cpu_time_as_well_as_by_wall_time() {
+        let s = SpeedSample {
+            ops: 10,
+            bytes: 1_000_000,
+            elapsed_ns: 2_000_000,
+            cpu_ns: 1_000_000,
+        };
+        assert_eq!(s.throughput_bytes_per_sec(), 5e8);
+        assert_eq!(s.bytes_per_cpu_sec(), 1e9);
     }
 }

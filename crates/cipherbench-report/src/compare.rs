@@ -8,6 +8,7 @@
 
 use crate::ratio;
 use crate::svg::escape;
+use cipherbench_model::interval::RatioInterval;
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
@@ -39,8 +40,12 @@ pub struct SpeedRow {
     pub size_bytes: u64,
     /// Threads.
     pub threads: usize,
-    /// Median throughput per record (None where not measured).
+    /// Median throughput per record (None where not measured, or where the variant
+    /// did not take effect).
     pub values: Vec<Option<f64>>,
+    /// Per record: the variant did not take effect there, so its figure is not shown
+    /// and no ratio is drawn from it.
+    pub not_effective: Vec<bool>,
 }
 
 /// How record `i` relates to the baseline (record 0).
@@ -55,6 +60,14 @@ pub struct Verdict {
     pub control_ratio: Option<f64>,
     /// aes_ratio / control_ratio: what acceleration contributes.
     pub acceleration_factor: Option<f64>,
+    /// 95 % bootstrap intervals of the three (over each point's samples), where both
+    /// records kept at least 3 samples.
+    pub aes_interval: Option<RatioInterval>,
+    /// See `aes_interval`.
+    pub control_interval: Option<RatioInterval>,
+    /// See `aes_interval`; a factor whose interval holds 1.0 is "no difference in
+    /// acceleration".
+    pub factor_interval: Option<RatioInterval>,
     /// The size the verdict was drawn at.
     pub size_bytes: u64,
     /// One paragraph for a person.
@@ -74,6 +87,8 @@ pub struct Comparison {
     pub speed: Vec<SpeedRow>,
     /// The ladder's gains and layers 2 to 4, rows common to at least two records.
     pub layers: Vec<LayerRow>,
+    /// Variants that did not take effect: (label, layer, name, why).
+    pub not_effective: Vec<(String, &'static str, String, String)>,
 }
 
 /// How a [`LayerRow`]'s values read.
@@ -96,8 +111,10 @@ pub struct LayerRow {
     pub what: String,
     /// How to read the values.
     pub unit: Unit,
-    /// Per record (None where not measured).
+    /// Per record (None where not measured, or where the variant did not take effect).
     pub values: Vec<Option<f64>>,
+    /// Per record: the variant did not take effect there.
+    pub not_effective: Vec<bool>,
 }
 
 impl LayerRow {
@@ -111,8 +128,12 @@ impl LayerRow {
     }
 }
 
+/// One figure of a record: (layer, what, unit, value, the variant did not take
+/// effect).
+type Figure = (&'static str, String, Unit, f64, bool);
+
 /// The figures of one record, keyed by (layer, what).
-fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
+fn layer_figures(r: &RunRecord) -> Vec<Figure> {
     let mut out = Vec::new();
     for step in crate::ladder::build(r).steps {
         out.push((
@@ -120,8 +141,16 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
             format!("AES-NI gain, {}: {}", step.layer, step.what),
             Unit::Gain,
             step.gain,
+            false,
         ));
     }
+    let layers = crate::variants::of_record(r);
+    let ineffective = |layer: &str, variant: &str| {
+        layers
+            .iter()
+            .find(|(l, _)| *l == layer)
+            .is_some_and(|(_, records)| crate::variants::ineffective(records, variant).is_some())
+    };
     if let Some(f) = &r.file {
         for p in &f.points {
             out.push((
@@ -137,6 +166,7 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
                 ),
                 Unit::Bytes,
                 p.throughput_bytes_per_sec.median,
+                ineffective("file", &p.variant),
             ));
         }
     }
@@ -153,6 +183,7 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
                 ),
                 Unit::Bits,
                 p.throughput_bytes_per_sec,
+                ineffective("tls", &p.variant),
             ));
         }
     }
@@ -163,6 +194,7 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
                 format!("underlay alone {}", u.protocol.as_str()),
                 Unit::Bits,
                 u.throughput_bits_per_sec.median / 8.0,
+                false,
             ));
         }
         for p in &t.points {
@@ -171,6 +203,7 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
                 format!("{} {} {}", p.transform, p.variant, p.protocol.as_str()),
                 Unit::Bits,
                 p.throughput_bits_per_sec.median / 8.0,
+                ineffective("tunnel", &p.variant),
             ));
         }
     }
@@ -180,7 +213,7 @@ fn layer_figures(r: &RunRecord) -> Vec<(&'static str, String, Unit, f64)> {
 fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
     let mut rows: Vec<LayerRow> = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        for (layer, what, unit, value) in layer_figures(r) {
+        for (layer, what, unit, value, not_effective) in layer_figures(r) {
             let idx = match rows.iter().position(|x| x.layer == layer && x.what == what) {
                 Some(idx) => idx,
                 None => {
@@ -189,15 +222,29 @@ fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
                         what,
                         unit,
                         values: vec![None; records.len()],
+                        not_effective: vec![false; records.len()],
                     });
                     rows.len() - 1
                 }
             };
-            rows[idx].values[i] = Some(value);
+            if not_effective {
+                rows[idx].not_effective[i] = true;
+            } else {
+                rows[idx].values[i] = Some(value);
+            }
         }
     }
-    rows.retain(|r| r.values.iter().filter(|v| v.is_some()).count() >= 2);
+    rows.retain(|r| present(&r.values, &r.not_effective) >= 2);
     rows
+}
+
+/// Records that measured a row (with a figure, or one withheld as not effective).
+fn present(values: &[Option<f64>], not_effective: &[bool]) -> usize {
+    values
+        .iter()
+        .zip(not_effective)
+        .filter(|(v, n)| v.is_some() || **n)
+        .count()
 }
 
 fn flags(r: &RunRecord) -> String {
@@ -257,9 +304,32 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
         .collect()
 }
 
+/// accel's median for a point (None if accel itself did not take effect there).
 fn median(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<f64> {
-    s?.point(cipher, "accel", Direction::Encrypt, size, 1)
+    let s = s?;
+    if crate::variants::ineffective(&s.variants, "accel").is_some() {
+        return None;
+    }
+    s.point(cipher, "accel", Direction::Encrypt, size, 1)
         .map(|p| p.throughput_bytes_per_sec.median)
+}
+
+/// accel's samples (throughput) for a point, under the same rule as [`median`].
+fn samples(s: Option<&SpeedResults>, cipher: &str, size: u64) -> Option<Vec<f64>> {
+    median(s, cipher, size)?;
+    s?.point(cipher, "accel", Direction::Encrypt, size, 1)
+        .map(|p| {
+            p.samples
+                .iter()
+                .map(|x| x.throughput_bytes_per_sec())
+                .collect()
+        })
+}
+
+/// ` (95 % interval 1.18-1.30)`, or nothing without an interval.
+fn interval_text(i: Option<&RatioInterval>) -> String {
+    i.map(|i| format!(" (95 % interval {:.2}-{:.2})", i.low, i.high))
+        .unwrap_or_default()
 }
 
 /// The size both records measured closest to 256 bytes (seed 001's size).
@@ -286,33 +356,53 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
         median(sa, "aes-256-cbc", size),
     );
     // 3DES as seed 001 used it; ChaCha20-Poly1305 (no AES either) when 3DES is absent.
-    let (control_name, control_ratio) = [
+    let (control, control_ratio) = [
         ("3DES", "des-ede3-cbc"),
         ("ChaCha20-Poly1305", "chacha20-poly1305"),
     ]
     .iter()
     .find_map(|(name, cipher)| {
-        ratio(median(sb, cipher, size), median(sa, cipher, size)).map(|r| (*name, r))
+        ratio(median(sb, cipher, size), median(sa, cipher, size)).map(|r| ((*name, *cipher), r))
     })
     .unzip();
-    let control_name = control_name.unwrap_or("3DES");
+    let control_name = control.map_or("3DES", |c| c.0);
+    // Intervals over the samples: each record's points resampled on their own.
+    let sets = |cipher: &str| Some((samples(sb, cipher, size)?, samples(sa, cipher, size)?));
+    let seed = cipherbench_model::interval::DEFAULT_SEED;
+    let aes_sets = sets("aes-256-cbc");
+    let control_sets = control.and_then(|c| sets(c.1));
+    let aes_interval = aes_sets
+        .as_ref()
+        .and_then(|(b, a)| RatioInterval::bootstrap_of(&[b, a], |m| m[0] / m[1], seed));
+    let control_interval = control_sets
+        .as_ref()
+        .and_then(|(b, a)| RatioInterval::bootstrap_of(&[b, a], |m| m[0] / m[1], seed));
+    let factor_interval = match (&aes_sets, &control_sets) {
+        (Some((ab, aa)), Some((cb, ca))) => {
+            RatioInterval::bootstrap_of(&[ab, aa, cb, ca], |m| (m[0] / m[1]) / (m[2] / m[3]), seed)
+        }
+        _ => None,
+    };
+    let unclear = |i: &Option<RatioInterval>| i.as_ref().is_some_and(|i| !i.is_clear());
     let acceleration_factor = match (aes_ratio, control_ratio) {
         (Some(a), Some(c)) if c > 0.0 => Some(a / c),
         _ => None,
     };
     let sentence = match (aes_ratio, control_ratio, acceleration_factor) {
         (Some(a), Some(c), Some(f)) => {
-            let cpu = if (c - 1.0).abs() <= SAME_CPU_TOLERANCE {
+            let ci = interval_text(control_interval.as_ref());
+            let cpu = if (c - 1.0).abs() <= SAME_CPU_TOLERANCE || unclear(&control_interval) {
                 format!(
-                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: the CPUs are about equally fast otherwise."
+                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}{ci}: the CPUs are about equally fast otherwise."
                 )
             } else {
                 format!(
-                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}: that much of any difference is the CPU itself."
+                    "On the control ({control_name}, untouched by AES-NI) {label} runs at {c:.2}x {base_label}{ci}: that much of any difference is the CPU itself."
                 )
             };
-            let accel = if (f - 1.0).abs() <= SAME_ACCEL_TOLERANCE {
-                "After dividing by the control, AES gains nothing extra: no difference in acceleration.".to_string()
+            let fi = interval_text(factor_interval.as_ref());
+            let accel = if (f - 1.0).abs() <= SAME_ACCEL_TOLERANCE || unclear(&factor_interval) {
+                format!("After dividing by the control, AES gains nothing extra ({f:.2}x{fi}): no difference in acceleration.")
             } else {
                 let (faster, slower) = if f > 1.0 { (label, base_label) } else { (base_label, label) };
                 let flags = match (has_aes(base), has_aes(other)) {
@@ -321,13 +411,14 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
                     _ => String::new(),
                 };
                 format!(
-                    "After dividing by the control, acceleration accounts for a factor of {:.1} in {faster}'s favour over {slower}.{flags}",
+                    "After dividing by the control, acceleration accounts for a factor of {:.1}{fi} in {faster}'s favour over {slower}.{flags}",
                     if f > 1.0 { f } else { 1.0 / f }
                 )
             };
             format!(
-                "AES-256-CBC at {}: {label} runs at {a:.2}x {base_label}. {cpu} {accel}",
-                ByteSize(size)
+                "AES-256-CBC at {}: {label} runs at {a:.2}x {base_label}{}. {cpu} {accel}",
+                ByteSize(size),
+                interval_text(aes_interval.as_ref())
             )
         }
         _ => format!(
@@ -339,6 +430,9 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
         aes_ratio,
         control_ratio,
         acceleration_factor,
+        aes_interval,
+        control_interval,
+        factor_interval,
         size_bytes: size,
         sentence,
     }
@@ -366,14 +460,19 @@ fn speed_rows(records: &[RunRecord]) -> Vec<SpeedRow> {
                         size_bytes: p.size_bytes,
                         threads: p.threads,
                         values: vec![None; records.len()],
+                        not_effective: vec![false; records.len()],
                     });
                     rows.len() - 1
                 }
             };
-            rows[idx].values[i] = Some(p.throughput_bytes_per_sec.median);
+            if crate::variants::ineffective(&s.variants, &p.variant).is_some() {
+                rows[idx].not_effective[i] = true;
+            } else {
+                rows[idx].values[i] = Some(p.throughput_bytes_per_sec.median);
+            }
         }
     }
-    rows.retain(|r| r.values.iter().filter(|v| v.is_some()).count() >= 2);
+    rows.retain(|r| present(&r.values, &r.not_effective) >= 2);
     rows
 }
 
@@ -382,13 +481,32 @@ pub fn analyze(records: &[RunRecord], labels: &[String]) -> Comparison {
     let verdicts = (1..records.len())
         .map(|i| verdict(&records[0], &labels[0], &records[i], &labels[i]))
         .collect();
+    let mut not_effective = Vec::new();
+    for (r, label) in records.iter().zip(labels) {
+        for (layer, variants) in crate::variants::of_record(r) {
+            for v in variants.iter().filter(|v| !v.took_effect) {
+                not_effective.push((label.clone(), layer, v.name.clone(), v.explanation()));
+            }
+        }
+    }
     Comparison {
         labels: labels.to_vec(),
         differences: differences(records),
         verdicts,
         speed: speed_rows(records),
         layers: layer_rows(records),
+        not_effective,
     }
+}
+
+/// The sentence under the verdict for each variant that did not take effect.
+fn not_effective_lines(c: &Comparison) -> Vec<String> {
+    c.not_effective
+        .iter()
+        .map(|(label, layer, name, why)| {
+            format!("{label}, {layer}: {name} did not take effect, so its figures are shown as n/a and no ratio is drawn from them ({why})")
+        })
+        .collect()
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {
@@ -407,14 +525,36 @@ fn text_label_columns(labels: &[String]) -> String {
     out
 }
 
-/// Text: each record's value, then its ratio to the baseline.
-fn text_value_columns(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
-    let mut out = String::new();
-    for v in values {
-        out.push_str(&format!(" {:>12}", format(*v)));
+/// A record's cell: the figure, or `n/a` where the variant did not take effect.
+fn cell(v: Option<f64>, not_effective: bool, format: &impl Fn(Option<f64>) -> String) -> String {
+    if not_effective {
+        "n/a".into()
+    } else {
+        format(v)
     }
-    for v in &values[1..] {
-        out.push_str(&format!(" {:>9}", fmt_ratio(ratio(*v, values[0]))));
+}
+
+/// A ratio cell against the baseline: `n/a` if either side did not take effect.
+fn ratio_cell(values: &[Option<f64>], not_effective: &[bool], i: usize) -> String {
+    if not_effective[i] || not_effective[0] {
+        "n/a".into()
+    } else {
+        fmt_ratio(ratio(values[i], values[0]))
+    }
+}
+
+/// Text: each record's value, then its ratio to the baseline.
+fn text_value_columns(
+    values: &[Option<f64>],
+    not_effective: &[bool],
+    format: impl Fn(Option<f64>) -> String,
+) -> String {
+    let mut out = String::new();
+    for (v, n) in values.iter().zip(not_effective) {
+        out.push_str(&format!(" {:>12}", cell(*v, *n, &format)));
+    }
+    for i in 1..values.len() {
+        out.push_str(&format!(" {:>9}", ratio_cell(values, not_effective, i)));
     }
     out
 }
@@ -438,11 +578,16 @@ fn md_table_head(first: &[&str], labels: &[String]) -> String {
 }
 
 /// Markdown: each record's value, then its ratio to the baseline, as cells.
-fn md_value_cells(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
+fn md_value_cells(
+    values: &[Option<f64>],
+    not_effective: &[bool],
+    format: impl Fn(Option<f64>) -> String,
+) -> String {
     values
         .iter()
-        .map(|v| format(*v))
-        .chain(values[1..].iter().map(|v| fmt_ratio(ratio(*v, values[0]))))
+        .zip(not_effective)
+        .map(|(v, n)| cell(*v, *n, &format))
+        .chain((1..values.len()).map(|i| ratio_cell(values, not_effective, i)))
         .collect::<Vec<_>>()
         .join(" | ")
 }
@@ -460,13 +605,20 @@ fn html_label_headers(labels: &[String]) -> String {
 }
 
 /// HTML: each record's value, then its ratio to the baseline, as cells.
-fn html_value_cells(values: &[Option<f64>], format: impl Fn(Option<f64>) -> String) -> String {
+fn html_value_cells(
+    values: &[Option<f64>],
+    not_effective: &[bool],
+    format: impl Fn(Option<f64>) -> String,
+) -> String {
     let mut out = String::new();
-    for v in values {
-        out.push_str(&format!("<td>{}</td>", format(*v)));
+    for (v, n) in values.iter().zip(not_effective) {
+        out.push_str(&format!("<td>{}</td>", cell(*v, *n, &format)));
     }
-    for v in &values[1..] {
-        out.push_str(&format!("<td>{}</td>", fmt_ratio(ratio(*v, values[0]))));
+    for i in 1..values.len() {
+        out.push_str(&format!(
+            "<td>{}</td>",
+            ratio_cell(values, not_effective, i)
+        ));
     }
     out
 }
@@ -497,6 +649,9 @@ pub fn text(c: &Comparison) -> String {
     for v in &c.verdicts {
         out.push_str(&format!("  {}\n", v.sentence));
     }
+    for line in not_effective_lines(c) {
+        out.push_str(&format!("  {line}\n"));
+    }
     if !c.speed.is_empty() {
         out.push_str("\nlayer 1 (median throughput; ratio to the baseline):\n");
         out.push_str(&format!(
@@ -514,7 +669,11 @@ pub fn text(c: &Comparison) -> String {
                 ByteSize(r.size_bytes).to_string(),
                 r.threads
             ));
-            out.push_str(&text_value_columns(&r.values, speed_value));
+            out.push_str(&text_value_columns(
+                &r.values,
+                &r.not_effective,
+                speed_value,
+            ));
             out.push('\n');
         }
     }
@@ -525,7 +684,9 @@ pub fn text(c: &Comparison) -> String {
         out.push('\n');
         for r in &c.layers {
             out.push_str(&format!("  {:<7} {:<58}", r.layer, truncate(&r.what, 58)));
-            out.push_str(&text_value_columns(&r.values, |v| r.format(v)));
+            out.push_str(&text_value_columns(&r.values, &r.not_effective, |v| {
+                r.format(v)
+            }));
             out.push('\n');
         }
     }
@@ -567,6 +728,9 @@ pub fn markdown(c: &Comparison) -> String {
     for v in &c.verdicts {
         out.push_str(&format!("- {}\n", v.sentence));
     }
+    for line in not_effective_lines(c) {
+        out.push_str(&format!("- **{line}**\n"));
+    }
     if !c.speed.is_empty() {
         out.push_str("\n## Layer 1\n\n");
         out.push_str(&md_table_head(
@@ -581,7 +745,7 @@ pub fn markdown(c: &Comparison) -> String {
                 r.direction.as_str(),
                 ByteSize(r.size_bytes),
                 r.threads,
-                md_value_cells(&r.values, speed_value)
+                md_value_cells(&r.values, &r.not_effective, speed_value)
             ));
         }
     }
@@ -593,7 +757,7 @@ pub fn markdown(c: &Comparison) -> String {
                 "| {} | {} | {} |\n",
                 r.layer,
                 r.what.replace('|', "\\|"),
-                md_value_cells(&r.values, |v| r.format(v))
+                md_value_cells(&r.values, &r.not_effective, |v| r.format(v))
             ));
         }
     }
@@ -628,6 +792,9 @@ pub fn html(c: &Comparison) -> String {
     for v in &c.verdicts {
         body.push_str(&format!("<li>{}</li>", escape(&v.sentence)));
     }
+    for line in not_effective_lines(c) {
+        body.push_str(&format!("<li class=\"bad\">{}</li>", escape(&line)));
+    }
     body.push_str("</ul>");
     if !c.speed.is_empty() {
         body.push_str("<h2>Layer 1</h2><div class=\"scroll\"><table><tr><th class=\"l\">cipher</th><th class=\"l\">variant</th><th class=\"l\">direction</th><th>size</th><th>threads</th>");
@@ -642,7 +809,7 @@ pub fn html(c: &Comparison) -> String {
                 ByteSize(r.size_bytes),
                 r.threads
             ));
-            body.push_str(&html_value_cells(&r.values, speed_value));
+            body.push_str(&html_value_cells(&r.values, &r.not_effective, speed_value));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");
@@ -657,7 +824,9 @@ pub fn html(c: &Comparison) -> String {
                 r.layer,
                 escape(&r.what)
             ));
-            body.push_str(&html_value_cells(&r.values, |v| r.format(v)));
+            body.push_str(&html_value_cells(&r.values, &r.not_effective, |v| {
+                r.format(v)
+            }));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");

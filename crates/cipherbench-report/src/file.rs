@@ -153,7 +153,7 @@ pub fn text(r: &FileResults) -> String {
                 out.push_str(&format!(
                     "{:<22} {:<8} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
                     tool,
-                    variant,
+                    crate::variants::text_name(&r.variants, variant),
                     e.median,
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
@@ -168,12 +168,15 @@ pub fn text(r: &FileResults) -> String {
                 r.point(tool, "accel", d, c, s),
                 r.point(tool, "noaesni", d, c, s),
             ) {
-                out.push_str(&format!(
-                    "{:<22} {:<8} noaesni takes {:.2}x the time of accel\n",
-                    "",
-                    "ratio",
-                    n.elapsed_seconds.median / a.elapsed_seconds.median.max(1e-9)
-                ));
+                let ratio =
+                    match crate::variants::not_applicable(&r.variants, &["accel", "noaesni"]) {
+                        Some(na) => na,
+                        None => format!(
+                            "noaesni takes {:.2}x the time of accel",
+                            n.elapsed_seconds.median / a.elapsed_seconds.median.max(1e-9)
+                        ),
+                    };
+                out.push_str(&format!("{:<22} {:<8} {ratio}\n", "", "ratio"));
             }
         }
     }
@@ -185,6 +188,13 @@ pub fn text(r: &FileResults) -> String {
     out.push_str(
         "\n(throughput in decimal units of the plaintext; vs cp = throughput / cp's; user and system = the tool's CPU seconds, from wait4)\n",
     );
+    out.push_str(&crate::variants::text_legend(
+        &r.variants,
+        &r.config.variants,
+    ));
+    for v in &r.variants {
+        out.push_str(&crate::variants::line(v));
+    }
     out
 }
 
@@ -214,7 +224,11 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         let series: Vec<Series> = variants
             .iter()
             .map(|v| Series {
-                name: v.clone(),
+                name: if crate::variants::ineffective(&r.variants, v).is_some() {
+                    format!("{v} (did not take effect)")
+                } else {
+                    v.clone()
+                },
                 values: tools
                     .iter()
                     .map(|t| r.point(t, v, d, c, s).map(|p| p.elapsed_seconds.median))
@@ -260,7 +274,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                 out.push_str(&format!(
                     "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
                     escape(t),
-                    escape(v),
+                    crate::variants::html_name(&r.variants, v),
                     d.as_str(),
                     c.as_str(),
                     s.as_str(),
@@ -278,6 +292,10 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         }
     }
     out.push_str("</table></div>");
+    if !r.variants.is_empty() {
+        out.push_str("<h3>Variants</h3><p>The tools whose crypto is OpenSSL's run each variant; a <code>cipherbench __variant-probe</code> child with their environment measured the effect probes, and <code>openssl info -cpusettings</code> under the same environment was checked to report the same vector.</p>");
+        out.push_str(&crate::variants::html_table(&r.variants));
+    }
     out.push_str("<h3>Tools</h3><div class=\"scroll\"><table><tr><th class=\"l\">tool</th><th class=\"l\">version</th><th class=\"l\">crypto</th><th class=\"l\">status</th></tr>");
     for t in &r.tools {
         out.push_str(&format!(

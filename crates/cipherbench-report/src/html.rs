@@ -178,7 +178,15 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("</ul>");
     }
     for (layer, why) in &ladder.missing {
-        s.push_str(&format!("<p class=\"muted\">{layer}: {}</p>", escape(why)));
+        let class = if why.starts_with("n/a:") {
+            "bad"
+        } else {
+            "muted"
+        };
+        s.push_str(&format!(
+            "<p class=\"{class}\">{layer}: {}</p>",
+            escape(why)
+        ));
     }
     let general: Vec<_> = record
         .warnings
@@ -253,7 +261,7 @@ fn layer_warnings(record: &RunRecord, layer: &str) -> String {
 /// same definitions as METHODOLOGY.md.
 const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are measured</h2>
 <h3 id="m-statistics">Samples, median, spread</h3><p>Every point is a set of samples after a warm-up. The figure shown is the median; the spread (±) is the median absolute deviation divided by the median. Above 5 % a point is flagged. Raw samples are in run.json.</p>
-<h3 id="m-variants">accel and noaesni</h3><p><b>accel</b> runs with the library's defaults. <b>noaesni</b> runs the same program in a child process with <code>OPENSSL_ia32cap=~0x200000200000000:~0x0</code>: AES-NI and PCLMULQDQ off, every other feature as detected. The vector each child's OpenSSL reported is recorded; 3DES and ChaCha20-Poly1305, which do not use AES-NI, are the controls that must not move.</p>
+<h3 id="m-variants">accel and noaesni, judged by effect</h3><p><b>accel</b> runs with the library's defaults (<code>OPENSSL_ia32cap</code> removed). <b>noaesni</b> runs the same program in a child process with every AES and GHASH hardware path masked: AES-NI, PCLMULQDQ, VAES and VPCLMULQDQ (<code>~0x200000200000000:~0x60000000000</code> for OpenSSL 3.0 to 3.4, with <code>:~0:~0:~0</code> added for 3.5 and later, which read five fields), every other feature as detected. A variant is judged by effect in every layer: its process (or a probe child with exactly its environment, for nginx and the <code>openssl</code> tool) measures AES-128-GCM (the treatment) and ChaCha20-Poly1305 and 3DES (the controls) on 16 KiB messages for a few interleaved rounds of 20 ms of CPU time each, as bytes per CPU second. It took effect if the treatment ran at least 3× slower than accel's and each control stayed within ±25 %. A variant that did not take effect is marked wherever its figures appear, with the reason and the mask that works, and no ratio from it is shown.</p>
 <h3 id="m-speed">Layer 1: primitive</h3><p>Payload bytes per second of wall time (decimal units), one operation per buffer: for AEADs a fresh nonce, 13 bytes of additional data and the tag, as a TLS record or an ESP packet uses them; decryption verifies a genuine tag every time.</p>
 <h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
 <h3 id="m-tls">Layer 3: TLS sweep and ramp</h3><p>A real nginx serves one file per TLS connection (full handshake, keep-alive off). The sweep reports the highest throughput over the window at which the maximum time to first byte stays within the limit, searching over the number of concurrent clients. nginx CPU is its workers' CPU time over the window. The ramp starts requests on a schedule rising linearly to the target rate; latency counts from the scheduled start, and a request that fails or exceeds the timeout is unsuccessful.</p>
@@ -309,6 +317,16 @@ fn machine(record: &RunRecord) -> String {
                 )
             ),
         ),
+        (
+            "AES-GCM path",
+            escape(
+                env.openssl
+                    .aes_gcm_path
+                    .as_ref()
+                    .map(|p| p.sentence.as_str())
+                    .unwrap_or("not probed"),
+            ),
+        ),
         ("Offload devices", offload_devices(env)),
     ] {
         s.push_str(&format!(
@@ -358,6 +376,8 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
             )
         })
         .collect();
+    // No ratio from a variant that did not take effect: the cells say why instead.
+    let na = crate::variants::not_applicable(&s.variants, &["accel", "noaesni"]);
     let gcm_accel: Vec<Option<f64>> = sizes
         .iter()
         .map(|&z| {
@@ -365,8 +385,22 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
                 median(s, "aes-128-gcm", "accel", z),
                 median(s, "aes-128-gcm", "noaesni", z),
             )
+            .filter(|_| na.is_none())
         })
         .collect();
+    let na_cell = |r: Option<f64>| match (&na, r) {
+        (Some(na), _) => format!("<span class=\"bad\">{}</span>", escape(na)),
+        (None, r) => fmt_ratio(r),
+    };
+    // The same, with the ratio's interval over the samples where they allow one.
+    let enc = Direction::Encrypt;
+    let na_interval_cell = |r: Option<f64>, cipher: &str, size: u64| match &na {
+        Some(_) => na_cell(r),
+        None => interval_cell(
+            r,
+            s.ratio_interval(cipher, "accel", "noaesni", enc, size, 1),
+        ),
+    };
     let chart = BarChart {
         id: "fig-relative".into(),
         title: "Relative throughput by buffer size".into(),
@@ -378,7 +412,10 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
                 values: gcm_vs_cbc.clone(),
             },
             Series {
-                name: "aes-128-gcm accel / noaesni".into(),
+                name: match &na {
+                    Some(na) => format!("aes-128-gcm accel / noaesni ({na})"),
+                    None => "aes-128-gcm accel / noaesni".into(),
+                },
                 values: gcm_accel.clone(),
             },
         ],
@@ -394,8 +431,17 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         out.push_str(&format!(
             "<tr><td>{}</td><td>{}</td><td>{}</td></tr>",
             escape(c),
-            fmt_ratio(gcm_vs_cbc[i]),
-            fmt_ratio(gcm_accel[i])
+            interval_cell(
+                gcm_vs_cbc[i],
+                s.ratio_interval_between(
+                    ("aes-128-gcm", "accel"),
+                    ("aes-128-cbc-hmac-sha1", "accel"),
+                    enc,
+                    sizes[i],
+                    1
+                )
+            ),
+            na_interval_cell(gcm_accel[i], "aes-128-gcm", sizes[i])
         ));
     }
     out.push_str("</table></div>");
@@ -418,7 +464,11 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         series: ["accel", "noaesni"]
             .iter()
             .map(|v| Series {
-                name: (*v).to_string(),
+                name: if crate::variants::ineffective(&s.variants, v).is_some() {
+                    format!("{v} (did not take effect)")
+                } else {
+                    (*v).to_string()
+                },
                 values: rows.iter().map(|r| median(s, r.0, v, size).map(|x| x / 1e6)).collect(),
             })
             .collect(),
@@ -437,32 +487,24 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
             "<tr><td>{label}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
             a.map(format_bytes_per_sec).unwrap_or("–".into()),
             n.map(format_bytes_per_sec).unwrap_or("–".into()),
-            fmt_ratio(ratio(a, n))
+            na_interval_cell(ratio(a, n), cipher, size)
         ));
     }
     out.push_str("</table></div>");
 
-    out.push_str("<h3>Variants</h3><div class=\"scroll\"><table><tr><th>variant</th><th class=\"l\">OPENSSL_ia32cap</th><th class=\"l\">effective vector</th><th>AES-NI</th><th>PCLMULQDQ</th><th>took effect</th></tr>");
-    for v in &s.variants {
-        out.push_str(&format!(
-            "<tr><td>{}</td><td class=\"l\"><code>{}</code></td><td class=\"l\"><code>{}</code></td><td>{}</td><td>{}</td><td>{}</td></tr>",
-            escape(&v.name),
-            escape(v.ia32cap_env.as_deref().unwrap_or("(unset)")),
-            escape(&v.cpu_settings),
-            yes_no(Some(v.aesni)),
-            yes_no(Some(v.pclmulqdq)),
-            if v.took_effect { "<span class=\"ok\">yes</span>" } else { "<span class=\"bad\">no</span>" }
-        ));
+    out.push_str("<h3>Variants</h3>");
+    if s.variants.iter().any(|v| v.probes.is_some()) {
+        out.push_str("<p>Each variant's worker measured the effect probes before its real work: AES-128-GCM must fall at least 3× against accel's and the controls stay within ±25 %. <a class=\"how\" href=\"#m-variants\">how judged</a></p>");
     }
-    out.push_str("</table></div>");
+    out.push_str(&crate::variants::html_table(&s.variants));
     if !s.controls.is_empty() {
         let held = s.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
             "<p>Control ciphers: <b>{held} of {}</b> points ran within ±{:.0} % in both variants{}.</p>",
             s.controls.len(),
             cipherbench_model::speed::CONTROL_TOLERANCE * 100.0,
-            if held == s.controls.len() {
-                ", so the mask changed AES-NI and PCLMULQDQ and nothing else they use"
+            if held == s.controls.len() && na.is_none() {
+                ", so the mask changed AES and nothing else they use"
             } else {
                 ""
             }
@@ -480,13 +522,14 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     for p in &s.points {
         let t = &p.throughput_bytes_per_sec;
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}{}</td><td{}>±{:.1} %</td><td>{}</td><td>{:.2}</td></tr>",
             escape(&p.cipher),
-            escape(&p.variant),
+            crate::variants::html_name(&s.variants, &p.variant),
             p.direction.as_str(),
             ByteSize(p.size_bytes),
             p.threads,
             format_bytes_per_sec(t.median),
+            noise_mark(p),
             if t.high_spread() { " class=\"bad\"" } else { "" },
             t.rel_spread * 100.0,
             t.n,
@@ -495,6 +538,43 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     }
     out.push_str("</table></div></details>");
     out
+}
+
+/// A mark beside a point measured while the machine was busy, the judge's sentences
+/// as its tooltip; nothing for a quiet point or one without a noise record.
+fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
+    let findings = p.noise_findings();
+    if findings.is_empty() {
+        return String::new();
+    }
+    let why: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+    format!(
+        " <span class=\"bad\" title=\"{}\">busy machine</span>",
+        escape(&why.join("; "))
+    )
+}
+
+/// A ratio cell with its 95 % interval where the samples allow one (`5.38×
+/// [5.06–5.57]`), and "no clear difference" when the interval holds 1.0; the bare
+/// ratio otherwise.
+fn interval_cell(
+    point: Option<f64>,
+    interval: Option<cipherbench_model::interval::RatioInterval>,
+) -> String {
+    match interval {
+        Some(i) => {
+            let base = format!(
+                "{:.2}× <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                i.point, i.low, i.high
+            );
+            if i.is_clear() {
+                base
+            } else {
+                format!("{base} <span class=\"bad\">no clear difference</span>")
+            }
+        }
+        None => fmt_ratio(point),
+    }
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {

@@ -14,6 +14,7 @@ use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::tunnel::Protocol;
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
+use cipherbench_model::variant::{self, VariantRecord};
 use cipherbench_model::RunRecord;
 
 /// One rung.
@@ -46,15 +47,17 @@ pub struct Ladder {
     pub missing: Vec<(&'static str, String)>,
 }
 
-/// Builds the ladder from a record.
+/// Builds the ladder from a record. A layer whose accel or noaesni did not take
+/// effect has no rung: it is listed as missing with the reason (and without the
+/// primitive's rung there is no ladder).
 pub fn build(record: &RunRecord) -> Ladder {
     let mut ladder = Ladder::default();
-    let Some(primitive) = primitive(record) else {
-        ladder.missing.push((
-            "primitive",
-            "aes-128-gcm was not measured with and without AES-NI".into(),
-        ));
-        return ladder;
+    let primitive = match primitive(record) {
+        Ok(p) => p,
+        Err(why) => {
+            ladder.missing.push(("primitive", why));
+            return ladder;
+        }
     };
     let g0 = primitive.gain;
     ladder.steps.push(primitive);
@@ -89,8 +92,22 @@ fn crypto_share(g: f64, g0: f64) -> f64 {
     (1.0 - 1.0 / g) / (1.0 - 1.0 / g0)
 }
 
-fn primitive(record: &RunRecord) -> Option<Step> {
-    let s = record.speed.as_ref()?;
+/// Why a layer's ratio is not a finding, if its accel or noaesni did not take effect:
+/// `n/a: noaesni did not take effect (reason)`.
+fn not_effective(records: &[VariantRecord]) -> Result<(), String> {
+    match variant::ineffective(records, &["accel", "noaesni"]) {
+        Some(r) => Err(format!(
+            "n/a: {} did not take effect at this layer ({})",
+            r.name,
+            r.explanation()
+        )),
+        None => Ok(()),
+    }
+}
+
+fn primitive(record: &RunRecord) -> Result<Step, String> {
+    let missing = || "aes-128-gcm was not measured with and without AES-NI".to_string();
+    let s = record.speed.as_ref().ok_or_else(missing)?;
     let size = s
         .points
         .iter()
@@ -98,14 +115,23 @@ fn primitive(record: &RunRecord) -> Option<Step> {
             p.cipher == "aes-128-gcm" && p.threads == 1 && p.direction == Direction::Encrypt
         })
         .map(|p| p.size_bytes)
-        .max()?;
-    let a = s.point("aes-128-gcm", "accel", Direction::Encrypt, size, 1)?;
-    let n = s.point("aes-128-gcm", "noaesni", Direction::Encrypt, size, 1)?;
+        .max()
+        .ok_or_else(missing)?;
+    let a = s
+        .point("aes-128-gcm", "accel", Direction::Encrypt, size, 1)
+        .ok_or_else(missing)?;
+    let n = s
+        .point("aes-128-gcm", "noaesni", Direction::Encrypt, size, 1)
+        .ok_or_else(missing)?;
+    not_effective(&s.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
         n.throughput_bytes_per_sec.median,
     );
-    (nm > 0.0).then(|| Step {
+    if nm <= 0.0 {
+        return Err("no throughput without AES-NI".into());
+    }
+    Ok(Step {
         layer: "primitive",
         what: format!("aes-128-gcm, {} buffers, encrypt, 1 core", ByteSize(size)),
         accel: format_bytes_per_sec(am),
@@ -131,6 +157,7 @@ fn file(record: &RunRecord) -> Result<Step, String> {
     }
     let (a, n, cache, sync) =
         best.ok_or("cipherbench seal was not measured with and without AES-NI")?;
+    not_effective(&f.variants)?;
     let (am, nm) = (
         a.throughput_bytes_per_sec.median,
         n.throughput_bytes_per_sec.median,
@@ -180,6 +207,14 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .max_by_key(|(a, _)| (std::cmp::Reverse(a.cores), a.size_bytes))
         .ok_or("AES128-GCM-SHA256 was not swept with and without AES-NI")?;
     let (a, n) = pair;
+    let servers: Vec<VariantRecord> = record
+        .tls
+        .iter()
+        .flat_map(|t| &t.servers)
+        .filter(|s| s.kind == "nginx" && s.suite == suite)
+        .map(|s| s.variant.clone())
+        .collect();
+    not_effective(&servers)?;
     if n.throughput_bytes_per_sec <= 0.0 {
         return Err("no throughput without AES-NI".into());
     }
@@ -221,6 +256,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     let (a, n) = a
         .zip(n)
         .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
+    not_effective(&t.variants)?;
     let (am, nm) = (
         a.throughput_bits_per_sec.median,
         n.throughput_bits_per_sec.median,

@@ -10,11 +10,13 @@ pub mod csv;
 pub mod file;
 pub mod html;
 pub mod ladder;
+pub mod machine;
 pub mod markdown;
 pub mod svg;
 pub mod text;
 pub mod tls;
 pub mod tunnel;
+pub mod variants;
 
 use cipherbench_model::RunRecord;
 

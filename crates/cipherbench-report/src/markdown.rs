@@ -63,6 +63,33 @@ pub fn summary(record: &RunRecord) -> String {
         }
         out.push('\n');
     }
+    for (layer, why) in &l.missing {
+        if why.starts_with("n/a:") {
+            out.push_str(&format!("- ladder, {layer}: **{why}**\n"));
+        }
+    }
+    let layers = crate::variants::of_record(record);
+    if !layers.is_empty() {
+        out.push_str("## Variants (judged by effect)\n\n");
+        for (layer, records) in &layers {
+            let ok: Vec<&str> = records
+                .iter()
+                .filter(|r| r.took_effect)
+                .map(|r| r.name.as_str())
+                .collect();
+            if !ok.is_empty() {
+                out.push_str(&format!("- {layer}: {} took effect\n", ok.join(", ")));
+            }
+            for r in records.iter().filter(|r| !r.took_effect) {
+                out.push_str(&format!(
+                    "- {layer}: **{} did not take effect**: {}\n",
+                    r.name,
+                    r.explanation()
+                ));
+            }
+        }
+        out.push('\n');
+    }
     out.push_str("## Highlights\n\n");
     if let Some(s) = &record.speed {
         let size = s.config.sizes_bytes.iter().copied().max().unwrap_or(16384);
@@ -70,12 +97,24 @@ pub fn summary(record: &RunRecord) -> String {
             let a = s.point(cipher, "accel", Direction::Encrypt, size, 1);
             let n = s.point(cipher, "noaesni", Direction::Encrypt, size, 1);
             if let (Some(a), Some(n)) = (a, n) {
+                let ratio = crate::variants::not_applicable(&s.variants, &["accel", "noaesni"])
+                    .unwrap_or_else(|| {
+                        // With its interval where the samples allow one.
+                        s.ratio_interval(cipher, "accel", "noaesni", Direction::Encrypt, size, 1)
+                            .map(|r| r.display())
+                            .unwrap_or_else(|| {
+                                format!(
+                                    "{:.2}x",
+                                    a.throughput_bytes_per_sec.median
+                                        / n.throughput_bytes_per_sec.median
+                                )
+                            })
+                    });
                 out.push_str(&format!(
-                    "- {cipher} at {}: {} with AES-NI, {} without ({:.2}x)\n",
+                    "- {cipher} at {}: {} with AES-NI, {} without ({ratio})\n",
                     ByteSize(size),
                     format_bytes_per_sec(a.throughput_bytes_per_sec.median),
                     format_bytes_per_sec(n.throughput_bytes_per_sec.median),
-                    a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median
                 ));
             }
         }
@@ -144,7 +183,7 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!(
                 "- tunnel {} {} {}: {}{}\n",
                 p.transform,
-                p.variant,
+                crate::variants::text_name(&t.variants, &p.variant),
                 p.protocol.as_str(),
                 format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0),
                 p.runs

@@ -1,5 +1,6 @@
 //! Terminal renderings: what a person reads at a glance after a command finishes.
 
+use crate::variants;
 use cipherbench_model::env::Environment;
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
@@ -46,6 +47,12 @@ pub fn probe(env: &Environment) -> String {
             .map(|e| format!("  [OPENSSL_ia32cap={e} set in this environment]"))
             .unwrap_or_default()
     ));
+    if let Some(path) = &env.openssl.aes_gcm_path {
+        out.push_str(&format!(
+            "AES-GCM    {}\n",
+            path.sentence.trim_start_matches("AES-GCM: ")
+        ));
+    }
     out.push_str(&format!(
         "engines    {}\n",
         if env.openssl.engines.is_empty() {
@@ -121,20 +128,6 @@ fn yes_no(v: Option<bool>) -> &'static str {
     }
 }
 
-/// One variant's effective vector and whether it is the one intended.
-pub(crate) fn variant_line(v: &cipherbench_model::speed::VariantRecord) -> String {
-    format!(
-        "variant {:<8} {} {}\n",
-        v.name,
-        v.cpu_settings,
-        if v.took_effect {
-            "(as intended)"
-        } else {
-            "(DID NOT TAKE EFFECT)"
-        }
-    )
-}
-
 /// Layer 1 as tables: one per direction and thread count; rows are ciphers and
 /// variants, columns buffer sizes, with the accel/noaesni ratio under each cipher.
 pub fn speed(results: &SpeedResults) -> String {
@@ -171,15 +164,21 @@ pub fn speed(results: &SpeedResults) -> String {
                         let reason = u.reason.split(" (").next().unwrap_or(&u.reason);
                         out.push_str(&format!(
                             "{:<24} {:<8} unavailable: {reason}\n",
-                            cipher, variant
+                            cipher,
+                            variants::text_name(&results.variants, variant)
                         ));
                         continue;
                     }
-                    out.push_str(&format!("{cipher:<24} {variant:<8}"));
+                    out.push_str(&format!(
+                        "{cipher:<24} {:<8}",
+                        variants::text_name(&results.variants, variant)
+                    ));
                     for &s in sizes {
                         match results.point(cipher, variant, direction, s, threads) {
                             Some(p) => {
-                                let flag = if p.throughput_bytes_per_sec.high_spread() {
+                                let flag = if !p.noise_findings().is_empty() {
+                                    "!"
+                                } else if p.throughput_bytes_per_sec.high_spread() {
                                     "~"
                                 } else {
                                     " "
@@ -205,6 +204,27 @@ pub fn speed(results: &SpeedResults) -> String {
         "\n(~ marks a point whose samples spread more than ±{:.0} %; ratio = accel / noaesni)\n",
         cipherbench_model::stats::HIGH_SPREAD * 100.0,
     ));
+    if any_unclear_ratio(results) {
+        out.push_str(&format!(
+            "(? marks a ratio whose {:.0} % bootstrap interval over the samples holds 1.0: no clear difference)\n",
+            cipherbench_model::interval::LEVEL * 100.0
+        ));
+    }
+    if results
+        .points
+        .iter()
+        .any(|p| !p.noise_findings().is_empty())
+    {
+        out.push_str(&format!(
+            "(! marks a point measured while other processes took more than {:.0} % of its CPUs, steal passed {:.0} %, or the CPU throttled; the warnings name them)\n",
+            cipherbench_model::noise::NOISY_SHARE * 100.0,
+            cipherbench_model::noise::STEAL_SHARE * 100.0,
+        ));
+    }
+    out.push_str(&variants::text_legend(
+        &results.variants,
+        &results.config.variants,
+    ));
     if !results.controls.is_empty() {
         let held = results.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
@@ -226,28 +246,62 @@ pub fn speed(results: &SpeedResults) -> String {
                 w.threads,
                 w.ratio.value
             )),
-            _ => out.push_str(": the mask changed AES-NI and nothing else\n"),
+            _ if variants::ineffective(&results.variants, "noaesni").is_some() => out.push_str(
+                ": noaesni did not take effect, so this says nothing about the mask\n",
+            ),
+            _ => out.push_str(": the mask changed AES and nothing else\n"),
         }
     }
     for v in &results.variants {
-        out.push_str(&crate::text::variant_line(v));
+        out.push_str(&variants::line(v));
     }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");
+        let mut modes: Vec<&str> = Vec::new();
         for c in &results.openssl_checks {
+            let note = match modes.iter().position(|m| *m == c.mode) {
+                Some(i) => i + 1,
+                None => {
+                    modes.push(&c.mode);
+                    modes.len()
+                }
+            };
             out.push_str(&format!(
-                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}\n",
+                "  {:<22} {:<8} {:<7} {:>7}  ours {:>11}  openssl {:>11}  ratio {:.2}  per {} second [{note}]\n",
                 c.cipher,
                 c.variant,
                 c.direction.as_str(),
                 ByteSize(c.size_bytes).to_string(),
                 format_bytes_per_sec(c.ours_bytes_per_sec),
                 format_bytes_per_sec(c.openssl_bytes_per_sec),
-                c.ratio
+                c.ratio,
+                if c.time_basis == "cpu" { "CPU" } else { "wall" }
             ));
+        }
+        for (i, m) in modes.iter().enumerate() {
+            let m = if m.is_empty() { "not recorded" } else { m };
+            out.push_str(&format!("  [{}] openssl {m}\n", i + 1));
         }
     }
     out
+}
+
+/// Whether any accel/noaesni ratio of the tables has an interval holding 1.0.
+fn any_unclear_ratio(results: &SpeedResults) -> bool {
+    variants::not_applicable(&results.variants, &["accel", "noaesni"]).is_none()
+        && results.points.iter().any(|p| {
+            p.variant == "accel"
+                && results
+                    .ratio_interval(
+                        &p.cipher,
+                        "accel",
+                        "noaesni",
+                        p.direction,
+                        p.size_bytes,
+                        p.threads,
+                    )
+                    .is_some_and(|r| !r.is_clear())
+        })
 }
 
 fn ratio_row(
@@ -256,6 +310,15 @@ fn ratio_row(
     direction: Direction,
     threads: usize,
 ) -> Option<String> {
+    let measured = results.points.iter().any(|p| {
+        p.cipher == cipher
+            && p.variant == "noaesni"
+            && p.direction == direction
+            && p.threads == threads
+    });
+    if let Some(na) = variants::not_applicable(&results.variants, &["accel", "noaesni"]) {
+        return measured.then(|| format!(" {na}"));
+    }
     let mut row = String::new();
     let mut any = false;
     for &s in &results.config.sizes_bytes {
@@ -264,10 +327,16 @@ fn ratio_row(
         match (a, n) {
             (Some(a), Some(n)) if n.throughput_bytes_per_sec.median > 0.0 => {
                 any = true;
-                row.push_str(&format!(
-                    " {:>10.2}x",
-                    a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median
-                ));
+                let ratio = a.throughput_bytes_per_sec.median / n.throughput_bytes_per_sec.median;
+                // A ratio whose interval holds 1.0 is not a gain: marked, same width.
+                let unclear = results
+                    .ratio_interval(cipher, "accel", "noaesni", direction, s, threads)
+                    .is_some_and(|r| !r.is_clear());
+                if unclear {
+                    row.push_str(&format!(" {ratio:>9.2}x?"));
+                } else {
+                    row.push_str(&format!(" {ratio:>10.2}x"));
+                }
             }
             _ => row.push_str(&format!(" {:>11}", "-")),
         }

@@ -8,6 +8,7 @@ use crate::csv::field;
 use crate::svg::{escape, BarChart, Line, LineChart, Series};
 use cipherbench_model::tls::{RampResults, SweepPoint, SweepResults, TlsResults};
 use cipherbench_model::units::{format_bits_per_sec, ByteSize};
+use cipherbench_model::variant::VariantRecord;
 
 fn ms(ns: u64) -> f64 {
     ns as f64 / 1e6
@@ -23,7 +24,20 @@ fn reasons(map: &std::collections::BTreeMap<cipherbench_model::tls::FailureReaso
         .join(", ")
 }
 
-fn gcm_cbc_pairs(s: &SweepResults) -> Vec<(String, &SweepPoint, &SweepPoint)> {
+/// The variant records of every nginx started, for looking a variant up by name.
+fn records(t: &TlsResults) -> Vec<VariantRecord> {
+    t.servers
+        .iter()
+        .filter(|s| s.kind == "nginx")
+        .map(|s| s.variant.clone())
+        .collect()
+}
+
+/// A ratio the tables show: its label, the two points, and what stands in its place
+/// if a variant in it did not take effect.
+type Pair<'a> = (String, &'a SweepPoint, &'a SweepPoint, Option<String>);
+
+fn gcm_cbc_pairs<'a>(s: &'a SweepResults, records: &[VariantRecord]) -> Vec<Pair<'a>> {
     let mut out = Vec::new();
     for a in &s.points {
         if a.suite != "AES128-GCM-SHA256" {
@@ -39,6 +53,7 @@ fn gcm_cbc_pairs(s: &SweepResults) -> Vec<(String, &SweepPoint, &SweepPoint)> {
                 ),
                 a,
                 b,
+                crate::variants::not_applicable(records, &[&a.variant]),
             ));
         }
     }
@@ -56,6 +71,7 @@ fn gcm_cbc_pairs(s: &SweepResults) -> Vec<(String, &SweepPoint, &SweepPoint)> {
                 ),
                 a,
                 b,
+                crate::variants::not_applicable(records, &["accel", "noaesni"]),
             ));
         }
     }
@@ -235,6 +251,7 @@ pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
 /// default).
 pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let mut out = String::new();
+    let records = records(t);
     if let Some(s) = &t.sweep {
         out.push_str(&format!(
             "\nTLS sweep: highest throughput with the first byte within {:.1} s (decimal units: 1 Gbit/s = 10^9 bit/s)\n",
@@ -262,7 +279,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 p.suite,
                 ByteSize(p.size_bytes).to_string(),
                 p.cores,
-                p.variant,
+                crate::variants::text_name(&records, &p.variant),
                 format_bits_per_sec(p.throughput_bytes_per_sec),
                 if p.interval_throughput_bytes_per_sec.high_spread() { "~" } else { " " },
                 p.requests_per_sec,
@@ -283,13 +300,15 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 }
             ));
         }
-        let pairs = gcm_cbc_pairs(s);
+        let pairs = gcm_cbc_pairs(s, &records);
         if !pairs.is_empty() {
             out.push_str(
                 "ratios (throughput; ± is the sum of the two points' interval spreads):\n",
             );
-            for (label, a, b) in pairs {
-                if let Some(r) = SweepResults::ratio(a, b) {
+            for (label, a, b, na) in pairs {
+                if let Some(na) = na {
+                    out.push_str(&format!("  {label:<44} {na}\n"));
+                } else if let Some(r) = SweepResults::ratio(a, b) {
                     out.push_str(&format!(
                         "  {label:<44} {:.2}x ±{:.0} %\n",
                         r.value,
@@ -328,7 +347,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 "{:<20} {:>8} {:<8} {:>9} {:>10} {:>12} {:>10.1}  {}\n",
                 run.suite,
                 ByteSize(run.size_bytes).to_string(),
-                run.variant,
+                crate::variants::text_name(&records, &run.variant),
                 run.attempted,
                 run.successful,
                 run.unsuccessful,
@@ -337,13 +356,18 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             ));
         }
     }
-    for s in &t.servers {
-        if s.kind == "nginx" && !s.variant.took_effect {
-            out.push_str(&format!(
-                "variant {} for nginx DID NOT TAKE EFFECT: {}\n",
-                s.variant.name, s.variant.cpu_settings
-            ));
+    let mut names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
+    names.dedup();
+    out.push_str(&crate::variants::text_legend(&records, &names));
+    let mut shown: Vec<&str> = Vec::new();
+    for r in &records {
+        // One line per variant: the first server that did not take effect, if any.
+        if shown.contains(&r.name.as_str()) {
+            continue;
         }
+        shown.push(&r.name);
+        let r = cipherbench_model::variant::find(&records, &r.name).unwrap_or(r);
+        out.push_str(&format!("nginx {}", crate::variants::line(r)));
     }
     out
 }
@@ -425,23 +449,25 @@ pub fn csv_ramp(r: &RampResults) -> String {
 /// The report section.
 pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let mut out = String::from("<h2 id=\"tls\">Layer 3: TLS web serving <a class=\"how\" href=\"#m-tls\">how measured</a></h2>");
+    let records = records(t);
     if let Some(s) = &t.sweep {
-        out.push_str(&sweep_section(s));
+        out.push_str(&sweep_section(s, &records));
         out.push_str(&capacity_html(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
-        out.push_str(&ramp_section(r));
+        out.push_str(&ramp_section(r, &records));
     }
     if !t.servers.is_empty() {
-        out.push_str("<h3>Servers</h3><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>workers</th><th class=\"l\">variant</th><th class=\"l\">effective vector (same environment)</th><th>took effect</th><th class=\"l\">server</th><th class=\"l\">library</th><th class=\"l\">CPUs: server / generator</th></tr>");
+        out.push_str("<h3>Servers</h3><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>workers</th><th class=\"l\">variant</th><th class=\"l\">effective vector (same environment)</th><th>took effect</th><th class=\"l\">why</th><th class=\"l\">server</th><th class=\"l\">library</th><th class=\"l\">CPUs: server / generator</th></tr>");
         for s in &t.servers {
             out.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{:?} / {:?}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td>{}</td><td class=\"l\">{}</td><td class=\"l\"><code>{}</code></td><td>{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{:?} / {:?}</td></tr>",
                 escape(&s.suite),
                 s.cores,
                 escape(&s.variant.name),
                 escape(&s.variant.cpu_settings),
                 if s.variant.took_effect { "<span class=\"ok\">yes</span>" } else { "<span class=\"bad\">no</span>" },
+                escape(&s.variant.explanation()),
                 escape(s.version.as_deref().unwrap_or(&s.kind)),
                 escape(s.library.as_deref().unwrap_or("-")),
                 s.server_cpus,
@@ -495,7 +521,7 @@ fn capacity_html(s: &SweepResults, target_gbps: Option<f64>) -> String {
     out
 }
 
-fn sweep_section(s: &SweepResults) -> String {
+fn sweep_section(s: &SweepResults, records: &[VariantRecord]) -> String {
     let mut out = format!(
         "<p>A real nginx serving one file per connection (keep-alive off, a full TLS handshake per request) with exactly one suite, \
 driven by cipherbench's load generator on other cores. For each point the concurrency was searched for the highest throughput \
@@ -522,7 +548,11 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             series_keys
                 .iter()
                 .map(|(suite, variant)| Series {
-                    name: format!("{suite} {variant}"),
+                    name: if crate::variants::ineffective(records, variant).is_some() {
+                        format!("{suite} {variant} (did not take effect)")
+                    } else {
+                        format!("{suite} {variant}")
+                    },
                     values: sizes
                         .iter()
                         .map(|&z| s.point(suite, z, c, variant).and_then(value))
@@ -561,11 +591,17 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             "<figcaption>After seed 003's Figure 7: maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
         ));
     }
-    let pairs = gcm_cbc_pairs(s);
+    let pairs = gcm_cbc_pairs(s, records);
     if !pairs.is_empty() {
         out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">ratio of throughputs</th><th>value</th><th>spread</th></tr>");
-        for (label, a, b) in pairs {
-            if let Some(r) = SweepResults::ratio(a, b) {
+        for (label, a, b, na) in pairs {
+            if let Some(na) = na {
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{}</td><td class=\"bad\">{}</td><td>–</td></tr>",
+                    escape(&label),
+                    escape(&na)
+                ));
+            } else if let Some(r) = SweepResults::ratio(a, b) {
                 out.push_str(&format!(
                     "<tr><td class=\"l\">{}</td><td>{:.2}×</td><td>±{:.0} %</td></tr>",
                     escape(&label),
@@ -583,7 +619,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
-            escape(&p.variant),
+            crate::variants::html_name(records, &p.variant),
             if p.interval_throughput_bytes_per_sec.high_spread() { " class=\"bad\"" } else { "" },
             format_bits_per_sec(p.throughput_bytes_per_sec),
             p.requests_per_sec,
@@ -612,7 +648,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
     out
 }
 
-fn ramp_section(r: &RampResults) -> String {
+fn ramp_section(r: &RampResults, records: &[VariantRecord]) -> String {
     let mut out = format!(
         "<h3>Ramp</h3><p>Open-loop arrivals rising linearly from 0 to {} requests/s over {:.0} s, every request a new connection and a full handshake; \
 a request is unsuccessful if it fails or has not finished {:.1} s after its scheduled start (seed 002).</p>",
@@ -625,7 +661,7 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
         out.push_str(&format!(
             "<th>{} {}<br>{}</th>",
             ByteSize(run.size_bytes),
-            escape(&run.variant),
+            crate::variants::html_name(records, &run.variant),
             escape(&run.suite)
         ));
     }
@@ -668,7 +704,16 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
                 });
             }
             lines.push(Line {
-                name: format!("successful, {} {}", run.suite, run.variant),
+                name: format!(
+                    "successful, {} {}{}",
+                    run.suite,
+                    run.variant,
+                    if crate::variants::ineffective(records, &run.variant).is_some() {
+                        " (did not take effect)"
+                    } else {
+                        ""
+                    }
+                ),
                 points: run
                     .series
                     .iter()

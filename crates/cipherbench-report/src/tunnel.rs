@@ -115,7 +115,7 @@ pub fn text(t: &TunnelResults) -> String {
         out.push_str(&format!(
             "{:<18} {:<8} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {} / {}\n",
             transform,
-            variant,
+            crate::variants::text_name(&t.variants, &variant),
             cell(tcp),
             cell(udp),
             udp.and_then(loss)
@@ -153,8 +153,12 @@ pub fn text(t: &TunnelResults) -> String {
         runs - bad,
         not_esp_sentence(t)
     ));
+    out.push_str(&crate::variants::text_legend(
+        &t.variants,
+        &t.config.variants,
+    ));
     for v in &t.variants {
-        out.push_str(&crate::text::variant_line(v));
+        out.push_str(&crate::variants::line(v));
     }
     out
 }
@@ -286,7 +290,16 @@ pub fn html(t: &TunnelResults) -> String {
                 .collect();
             if values.iter().any(Option::is_some) {
                 series.push(Series {
-                    name: format!("{} {}", protocol.as_str().to_uppercase(), variant),
+                    name: format!(
+                        "{} {}{}",
+                        protocol.as_str().to_uppercase(),
+                        variant,
+                        if crate::variants::ineffective(&t.variants, variant).is_some() {
+                            " (did not take effect)"
+                        } else {
+                            ""
+                        }
+                    ),
                     values,
                 });
             }
@@ -356,7 +369,7 @@ pub fn html(t: &TunnelResults) -> String {
         out.push_str(&format!(
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {}</td></tr>",
             escape(transform),
-            escape(variant),
+            crate::variants::html_name(&t.variants, variant),
             cell(tcp),
             cell(udp),
             udp.and_then(loss).map(|l| format!("{l:.1} %")).unwrap_or_else(|| "–".into()),
@@ -368,6 +381,7 @@ pub fn html(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("</table></div>");
+    out.push_str(&crate::variants::html_table(&t.variants));
     out.push_str("<p class=\"muted\">Mbit/s received by iperf3's server (10<sup>6</sup> bit/s). ± is the spread across runs, or across per-second intervals for a single run. Gateway CPU: cores used by each gateway process during the TCP run (1.00 = one full core). Saturated first: where UDP datagrams were lost (the sending TUN queue, the receiving gateway's socket, or past both), or without losses the gateway thread nearest a full core; hover for the evidence.</p>");
     out.push_str("<details><summary>Every run</summary><div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">variant</th><th class=\"l\">protocol</th><th>-b</th><th>Mbit/s</th><th>loss</th><th>retransmits</th><th>sealed</th><th>opened</th><th>bytes check</th><th class=\"l\">drops by reason</th></tr>");
     for p in &t.points {

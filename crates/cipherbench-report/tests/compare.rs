@@ -165,3 +165,48 @@ fn without_3des_the_verdict_names_the_control_it_used() {
         v.sentence
     );
 }
+
+#[test]
+fn ratios_carry_intervals_and_a_factor_within_noise_is_no_difference() {
+    let records = [load("compare-knight.json"), load("compare-padawan.json")];
+    let labels = vec!["knight".to_string(), "padawan".to_string()];
+    let v = compare::analyze(&records, &labels).verdicts[0].clone();
+    let factor = v.factor_interval.expect("samples enough for an interval");
+    assert!(factor.low <= v.acceleration_factor.unwrap());
+    assert!(factor.high >= v.acceleration_factor.unwrap());
+    assert!(factor.is_clear(), "{factor:?}");
+    assert!(v.sentence.contains(" (95 % interval "), "{}", v.sentence);
+
+    // padawan again, with its 3DES samples scattered so widely that the factor's
+    // interval holds 1.0: not presented as a difference in acceleration.
+    let mut wide = records[0].clone();
+    let same = records[0].clone();
+    let speed = wide.speed.as_mut().unwrap();
+    for p in speed.points.iter_mut().filter(|p| {
+        p.cipher == "des-ede3-cbc" && p.variant == "accel" && p.direction == Direction::Encrypt
+    }) {
+        for (i, s) in p.samples.iter_mut().enumerate() {
+            // x0.5, x1.5, x3, x0.5, ... of the recorded bytes: the median moves by
+            // half, past the tolerance, and the spread swamps it.
+            s.bytes = match i % 3 {
+                0 => s.bytes / 2,
+                1 => s.bytes * 3 / 2,
+                _ => s.bytes * 3,
+            };
+        }
+    }
+    let c = compare::analyze(&[same, wide], &["a".to_string(), "b".to_string()]);
+    let v = &c.verdicts[0];
+    let f = v.factor_interval.expect("an interval");
+    assert!(f.low < 1.0 && f.high > 1.0, "{f:?}");
+    // Not the tolerance: the point alone would be read as a difference.
+    assert!(
+        (f.point - 1.0).abs() > compare::SAME_ACCEL_TOLERANCE,
+        "{f:?}"
+    );
+    assert!(
+        v.sentence.contains("no difference in acceleration"),
+        "{}",
+        v.sentence
+    );
+}

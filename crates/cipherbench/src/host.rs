@@ -49,6 +49,57 @@ pub fn pin_to_core(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Restricts a whole process (every thread it has now, as `taskset -a -p` does) to
+/// `cpus`: how a placement is applied to a program started by the supervisor (nginx,
+/// iperf3), whose threads and children made later inherit it. Fails for an empty
+/// set, a CPU outside this process's cpuset, or a process we may not change.
+pub fn set_process_affinity(pid: u32, cpus: &[usize]) -> io::Result<()> {
+    if cpus.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an empty CPU set",
+        ));
+    }
+    let tasks: Vec<u32> = std::fs::read_dir(format!("/proc/{pid}/task"))?
+        .flatten()
+        .filter_map(|e| e.file_name().to_str()?.parse().ok())
+        .collect();
+    for tid in tasks {
+        // SAFETY: cpu_set_t is plain data (all-zero is the empty set); CPU_SET bounds-
+        // checks against the set's size; sched_setaffinity reads the set for the call
+        // and changes only thread `tid`'s mask.
+        let ret = unsafe {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            for &cpu in cpus {
+                libc::CPU_SET(cpu, &mut set);
+            }
+            libc::sched_setaffinity(
+                tid as libc::pid_t,
+                std::mem::size_of::<libc::cpu_set_t>(),
+                &set,
+            )
+        };
+        if ret < 0 {
+            let e = io::Error::last_os_error();
+            // A thread that exited since the listing is no failure.
+            if e.raw_os_error() != Some(libc::ESRCH) {
+                return Err(e);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The CPUs a process may run on, from `Cpus_allowed_list` in `/proc/<pid>/status`.
+pub fn process_affinity(pid: u32) -> io::Result<Vec<usize>> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status"))?;
+    status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .and_then(cipherbench_model::topology::parse_cpu_list)
+        .ok_or_else(|| io::Error::other(format!("no Cpus_allowed_list for process {pid}")))
+}
+
 /// CPU time of the calling thread, nanoseconds.
 pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
@@ -159,6 +210,110 @@ pub fn children_of(parent: u32) -> Vec<u32> {
     out
 }
 
+/// Where [`env_var_of`] found a process's environment.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum EnvSource {
+    /// `/proc/<pid>/environ`, the block the process was started with.
+    Environ,
+    /// The process's writable memory: it overwrote its start-up block (nginx writes its
+    /// process title over argv and the environment, after moving the environment to
+    /// the heap), so the moved copy was read instead.
+    Memory,
+}
+
+/// The value of environment variable `key` in process `pid` (None: not set), and
+/// where it was read. Reads `/proc/<pid>/environ`; if that block holds no variable
+/// at all (a program that overwrote it with its title), it reads the process's
+/// heap and anonymous writable mappings (`/proc/<pid>/maps`, `/proc/<pid>/mem`,
+/// at most 256 MiB) for `key=`, and every copy found must agree. Needs the right to
+/// trace the process (our own descendants, or root).
+pub fn env_var_of(pid: u32, key: &str) -> io::Result<(Option<String>, EnvSource)> {
+    let block = std::fs::read(format!("/proc/{pid}/environ"))?;
+    let entries: Vec<&[u8]> = block
+        .split(|&b| b == 0)
+        .filter(|e| e.contains(&b'='))
+        .collect();
+    let prefix = format!("{key}=");
+    if !entries.is_empty() {
+        let value = entries
+            .iter()
+            .find_map(|e| e.strip_prefix(prefix.as_bytes()))
+            .map(|v| String::from_utf8_lossy(v).into_owned());
+        return Ok((value, EnvSource::Environ));
+    }
+    let found = scan_memory(pid, prefix.as_bytes())?;
+    let mut values: Vec<String> = found
+        .iter()
+        .map(|v| String::from_utf8_lossy(v).into_owned())
+        .collect();
+    values.dedup();
+    match values.len() {
+        0 => Ok((None, EnvSource::Memory)),
+        1 => Ok((values.pop(), EnvSource::Memory)),
+        _ => Err(io::Error::other(format!(
+            "several values of {key} in the process's memory: {}",
+            values.join(", ")
+        ))),
+    }
+}
+
+/// Every NUL-terminated string starting with `prefix` in the heap and anonymous
+/// writable mappings of `pid`, without the prefix.
+fn scan_memory(pid: u32, prefix: &[u8]) -> io::Result<Vec<Vec<u8>>> {
+    use std::io::{Read, Seek, SeekFrom};
+    const LIMIT: u64 = 256 << 20;
+    let maps = std::fs::read_to_string(format!("/proc/{pid}/maps"))?;
+    let mut mem = std::fs::File::open(format!("/proc/{pid}/mem"))?;
+    let mut out = Vec::new();
+    let mut budget = LIMIT;
+    for line in maps.lines() {
+        let fields: Vec<&str> = line.split_whitespace().collect();
+        let (Some(range), Some(perms)) = (fields.first(), fields.get(1)) else {
+            continue;
+        };
+        let name = fields.get(5).copied().unwrap_or("");
+        if !perms.starts_with("rw") || !(name.is_empty() || name == "[heap]") {
+            continue;
+        }
+        let Some((start, end)) = range.split_once('-').and_then(|(a, b)| {
+            Some((
+                u64::from_str_radix(a, 16).ok()?,
+                u64::from_str_radix(b, 16).ok()?,
+            ))
+        }) else {
+            continue;
+        };
+        let len = end.saturating_sub(start).min(budget);
+        budget -= len;
+        let mut data = vec![0u8; len as usize];
+        if mem.seek(SeekFrom::Start(start)).is_err() || mem.read_exact(&mut data).is_err() {
+            continue; // a mapping that went away or cannot be read
+        }
+        let mut i = 0;
+        while let Some(at) = find(&data[i..], prefix) {
+            let from = i + at + prefix.len();
+            let to = data[from..]
+                .iter()
+                .position(|&b| b == 0)
+                .map_or(data.len(), |n| from + n);
+            // Only a whole string: the byte before the key is a NUL or the mapping's
+            // start, as for an environment entry.
+            if i + at == 0 || data[i + at - 1] == 0 {
+                out.push(data[from..to].to_vec());
+            }
+            i = from;
+        }
+        if budget == 0 {
+            break;
+        }
+    }
+    Ok(out)
+}
+
+fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
+    haystack.windows(needle.len()).position(|w| w == needle)
+}
+
 /// Whether the process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.
@@ -198,6 +353,60 @@ mod tests {
         let stat = "1234 (nginx: worker process) S 1200 1200 1200 0 -1 4194624 500 0 0 0 250 40 0 0 20 0 1 0 100 0 0";
         assert_eq!(parse_stat_cpu_ticks(stat), Some(290));
         assert_eq!(parse_stat_cpu_ticks("garbage"), None);
+    }
+
+    #[test]
+    fn reads_a_child_s_environment_variable() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .env("CIPHERBENCH_TEST_VAR", "~0x1:~0")
+            .spawn()
+            .unwrap();
+        // Until the child has exec'd, /proc shows the fork's copy of our memory.
+        let exec_done = || {
+            std::fs::read(format!("/proc/{}/cmdline", child.id()))
+                .is_ok_and(|c| c.starts_with(b"sleep\0"))
+        };
+        let start = std::time::Instant::now();
+        while !exec_done() && start.elapsed() < std::time::Duration::from_secs(5) {
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        let got = env_var_of(child.id(), "CIPHERBENCH_TEST_VAR");
+        let absent = env_var_of(child.id(), "CIPHERBENCH_NOT_SET");
+        child.kill().unwrap();
+        child.wait().unwrap();
+        assert_eq!(
+            got.unwrap(),
+            (Some("~0x1:~0".to_string()), EnvSource::Environ)
+        );
+        assert_eq!(absent.unwrap(), (None, EnvSource::Environ));
+    }
+
+    #[test]
+    fn pins_another_process_and_reads_its_affinity_back() {
+        let cpu = *allowed_cpus().last().unwrap();
+        let mut child = std::process::Command::new("sleep")
+            .arg("5")
+            .spawn()
+            .unwrap();
+        let set = set_process_affinity(child.id(), &[cpu]);
+        let read = process_affinity(child.id());
+        let empty = set_process_affinity(child.id(), &[]);
+        child.kill().unwrap();
+        child.wait().unwrap();
+        set.unwrap();
+        assert_eq!(read.unwrap(), vec![cpu]);
+        assert_eq!(empty.unwrap_err().kind(), io::ErrorKind::InvalidInput);
+        assert_eq!(
+            process_affinity(std::process::id()).unwrap(),
+            allowed_cpus()
+        );
+    }
+
+    #[test]
+    fn finds_whole_strings_in_memory_only() {
+        assert_eq!(find(b"abcKEY=x", b"KEY="), Some(3));
+        assert_eq!(find(b"abc", b"KEY="), None);
     }
 
     #[test]

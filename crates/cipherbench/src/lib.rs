@@ -6,9 +6,11 @@
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
 pub mod cli;
+pub mod effect;
 pub mod file;
 pub mod host;
 pub mod interrupt;
+pub mod machine;
 pub mod probe;
 pub mod progress;
 pub mod results;

@@ -68,7 +68,7 @@ impl Session {
         progress: Progress,
     ) -> Result<Session> {
         let dir = dir.map(ResultsDir::prepare).transpose()?;
-        Ok(Session {
+        let mut session = Session {
             record: RunRecord {
                 schema: SCHEMA_NAME.into(),
                 schema_version: SCHEMA_VERSION,
@@ -86,10 +86,28 @@ impl Session {
                 warnings: Vec::new(),
                 completed_layers: Vec::new(),
                 target_gbps: None,
+                placement: None,
+                fitness: None,
             },
             progress,
             dir,
-        })
+        };
+        session.note_user_ia32cap();
+        Ok(session)
+    }
+
+    /// An `OPENSSL_ia32cap` in the user's environment (even empty or malformed) does
+    /// not reach the measurements: every variant sets its own in its processes and
+    /// accel removes it. Said once, in the notes and the record, with the value.
+    fn note_user_ia32cap(&mut self) {
+        let Some(value) = self.record.environment.openssl.ia32cap_env.clone() else {
+            return;
+        };
+        let message = format!(
+            "OPENSSL_ia32cap='{value}' is set in your environment: every variant sets its own in the processes it measures (accel removes it), so it does not change the figures; it does apply to cipherbench's own process, where the TLS load generator runs"
+        );
+        self.progress.note(&message);
+        self.record.warn("run", "ia32cap_in_environment", message);
     }
 
     /// Resumes the run in `dir` if it holds one that did not finish: the record is

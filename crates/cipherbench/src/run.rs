@@ -97,6 +97,18 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
                 .unwrap_or_default()
         );
     }
+    // One glance at the machine before measuring (one second with nothing of ours
+    // running): recorded, said in the header, and warned; it changes nothing.
+    let fitness = crate::probe::fitness(std::time::Duration::from_secs(1));
+    if !quiet {
+        eprintln!("{}", cipherbench_report::machine::fitness_line(&fitness));
+    }
+    for f in &fitness.findings {
+        session
+            .record
+            .warn("run", &f.kind, format!("before the run: {}", f.message));
+    }
+    session.record.fitness = Some(fitness);
     let outcome = (|| -> Result<()> {
         session.save()?;
         interrupt::check()?;

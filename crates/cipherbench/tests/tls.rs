@@ -159,6 +159,15 @@ fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
         .servers
         .iter()
         .all(|s| s.variant.took_effect && s.config.contains("env OPENSSL_ia32cap;")));
+    // accel judged by effect: probes from a child with nginx's environment, and the
+    // started nginx's own processes checked to run without the variable.
+    for s in &tls.servers {
+        let probes = s.variant.probes.as_ref().expect("nginx's probes");
+        assert!(probes.measured_in.contains("nginx"), "{probes:?}");
+        let check = s.variant.process_check.as_ref().expect("nginx checked");
+        assert!(check.passed, "{check:?}");
+        assert!(check.detail.contains("unset"), "{check:?}");
+    }
     let csv = std::fs::read_to_string(results.join("tls.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3);
     assert!(String::from_utf8_lossy(&out.stdout).contains("GCM / CBC-SHA1"));
@@ -212,6 +221,29 @@ fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
         noaesni.variant.took_effect && !noaesni.variant.aesni,
         "{:?}",
         noaesni.variant
+    );
+    // Judged by effect: the probe child with nginx's environment saw AES-GCM fall and
+    // the controls hold, and nginx's master and workers carry the same mask (read
+    // from their memory: nginx writes its title over its environment block).
+    let effect = noaesni.variant.effect.as_ref().expect("a verdict");
+    assert_eq!(
+        effect.verdict,
+        cipherbench_model::variant::Verdict::TookEffect,
+        "{}",
+        effect.reason
+    );
+    assert_eq!(effect.ratios.len(), 3, "{effect:?}");
+    let check = noaesni
+        .variant
+        .process_check
+        .as_ref()
+        .expect("nginx checked");
+    assert!(check.passed, "{check:?}");
+    assert!(
+        check
+            .detail
+            .contains(noaesni.variant.ia32cap_env.as_deref().unwrap()),
+        "{check:?}"
     );
     assert!(
         std::fs::read_to_string(results.join("tls-ramp.csv"))

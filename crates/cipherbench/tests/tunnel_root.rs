@@ -111,6 +111,7 @@ fn pair_logging(
         },
         &Variant::accel(),
         &Variant::accel(),
+        &cipherbench_crypto::info::library_version(),
     )
     .expect("starting the gateways")
 }
@@ -1213,6 +1214,95 @@ fn the_esp_keylog_flag_logs_every_sa_privately_and_appends_across_runs() {
             );
         }
     }
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The upstream OpenSSL 3.6.3 of scripts/build-openssl.sh (`make test` builds it).
+fn upstream_lib() -> std::path::PathBuf {
+    let lib = Path::new(BIN)
+        .parent()
+        .and_then(Path::parent)
+        .expect("the target directory")
+        .join("openssl-upstream/3.6.3/lib");
+    assert!(
+        lib.join("libcrypto.so.3").exists(),
+        "the upstream OpenSSL 3.6.3 this test needs is missing at {}: run scripts/build-openssl.sh (make test builds it)",
+        lib.display()
+    );
+    lib
+}
+
+#[test]
+fn the_gateways_measure_the_effect_probes_and_each_variant_is_judged_by_them() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the gateway probe test: {e:#}");
+        return;
+    }
+    let dir = std::env::temp_dir().join(format!("cb-gateway-probes-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    // Upstream 3.6.3 takes the VAES path: noaesni must mask it, the old mask must not.
+    let out = Command::new(BIN)
+        .env("LD_LIBRARY_PATH", upstream_lib())
+        .env_remove("OPENSSL_ia32cap")
+        .args([
+            "tunnel",
+            "--preset",
+            "tiny",
+            "--transforms",
+            "aes128-gcm",
+            "--protocols",
+            "tcp",
+            "--seconds",
+            "1",
+            "--variants",
+            "accel,noaesni,ia32cap:~0x200000200000000:~0x0",
+            "-q",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    let record = cipherbench_model::RunRecord::from_json(&text).unwrap();
+    let tunnel = record.tunnel.expect("tunnel results");
+    let names: Vec<&str> = tunnel.variants.iter().map(|v| v.name.as_str()).collect();
+    assert_eq!(
+        names,
+        ["accel", "noaesni", "ia32cap:~0x200000200000000:~0x0"]
+    );
+    for v in &tunnel.variants {
+        let probes = v.probes.as_ref().expect("the gateway's probes");
+        assert_eq!(probes.measured_in, "tunnel gateway");
+        assert!(
+            probes.library_version.starts_with("OpenSSL 3.6.3"),
+            "{probes:?}"
+        );
+    }
+    let by_name = |n: &str| tunnel.variants.iter().find(|v| v.name == n).unwrap();
+    assert!(by_name("accel").took_effect);
+    assert!(
+        by_name("noaesni").took_effect,
+        "{}",
+        by_name("noaesni").explanation()
+    );
+    let old = by_name("ia32cap:~0x200000200000000:~0x0");
+    assert!(!old.took_effect);
+    assert!(
+        old.explanation().contains("the mask that works here"),
+        "{}",
+        old.explanation()
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("ia32cap:~0x200000200000000:~0x0!"),
+        "{stdout}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

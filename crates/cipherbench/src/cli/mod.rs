@@ -43,6 +43,12 @@ pub enum Command {
         /// Print JSON instead of the human report.
         #[arg(long)]
         json: bool,
+        /// Say in one glance whether this machine is fit to benchmark now (other
+        /// processes' load over one second, steal, the frequency governor, whether the
+        /// server and its load can have cores of their own), and what to change;
+        /// changes nothing. Exit status 3 when it is not fit.
+        #[arg(long)]
+        check: bool,
     },
     /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
     Speed(speed::SpeedArgs),
@@ -85,6 +91,14 @@ pub enum Command {
     /// Internal: one ESP gateway of `tunnel` (reads its configuration on stdin).
     #[command(name = "__gateway", hide = true)]
     Gateway,
+    /// Internal: the effect probe, run with the environment of a process that cannot
+    /// run it itself (nginx, the `openssl` CLI); prints one JSON line.
+    #[command(name = "__variant-probe", hide = true)]
+    VariantProbe {
+        /// Measure AES-128-GCM only.
+        #[arg(long)]
+        treatment_only: bool,
+    },
 }
 
 /// Runs one parsed command; returns its exit code.
@@ -93,7 +107,10 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
     match cli.command {
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
-        Command::Probe { json } => report::probe(json),
+        Command::VariantProbe { treatment_only } => {
+            crate::effect::child_main(treatment_only).map(|()| ExitCode::SUCCESS)
+        }
+        Command::Probe { json, check } => report::probe(json, check),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
         Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
         Command::Speed(args) => speed::command(&args, quiet),

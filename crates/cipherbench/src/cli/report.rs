@@ -7,13 +7,32 @@ use anyhow::{Context, Result};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
-/// `cipherbench probe`.
-pub fn probe(json: bool) -> Result<ExitCode> {
+/// Exit status of `probe --check` when the machine is not fit to benchmark now.
+pub const EXIT_NOT_FIT: u8 = 3;
+
+/// `cipherbench probe`, and `probe --check`.
+pub fn probe(json: bool, check: bool) -> Result<ExitCode> {
+    if check {
+        let fitness = crate::probe::fitness(std::time::Duration::from_secs(1));
+        if json {
+            println!("{}", serde_json::to_string_pretty(&fitness)?);
+        } else {
+            print!("{}", cipherbench_report::machine::fitness(&fitness));
+        }
+        return Ok(if fitness.fit {
+            ExitCode::SUCCESS
+        } else {
+            ExitCode::from(EXIT_NOT_FIT)
+        });
+    }
     let env = crate::probe::collect();
     if json {
         println!("{}", serde_json::to_string_pretty(&env)?);
     } else {
         print!("{}", cipherbench_report::text::probe(&env));
+        if let Some(t) = &env.topology {
+            print!("{}", cipherbench_report::machine::topology(t));
+        }
     }
     Ok(ExitCode::SUCCESS)
 }

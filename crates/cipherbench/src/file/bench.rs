@@ -19,7 +19,7 @@ use super::tools::{self, Kit, ToolId};
 use crate::interrupt;
 use crate::results::Session;
 use crate::supervisor::Spawn;
-use crate::variant::Variant;
+use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::digest::{to_hex, Sha256};
 use cipherbench_model::file::{
@@ -287,9 +287,17 @@ struct Bench<'a> {
     samples: BTreeMap<Key, Vec<FileSample>>,
     commands: BTreeMap<Key, Vec<String>>,
     checked: Vec<(ToolId, String, Direction)>,
+    /// accel's probes and the library the tools load (None: no tool whose crypto is
+    /// OpenSSL's runs, so every run is accel's).
+    baseline: Option<Baseline>,
 }
 
 impl Bench<'_> {
+    /// The `OPENSSL_ia32cap` a variant's tool runs under.
+    fn mask(&self, variant: &Variant) -> Option<String> {
+        self.baseline.as_ref().and_then(|b| b.mask(variant))
+    }
+
     fn output_path(&self) -> PathBuf {
         self.scratch.join("output")
     }
@@ -386,7 +394,7 @@ impl Bench<'_> {
         self.record_check(results, sc.tool, &sc.variant.name(), direction, sha);
         let keep = direction == Direction::Encrypt
             && sc.tool != ToolId::Cp
-            && sc.variant.mask().is_none()
+            && sc.variant.is_accel()
             && self.plan.directions.contains(&Direction::Decrypt)
             && !self.ciphertexts.contains_key(sc.tool.name());
         if keep {
@@ -404,13 +412,14 @@ impl Bench<'_> {
             std::fs::remove_file(&output)?;
         }
         let resident = prepare_cache(&input, &self.scratch, sc.cache, self.plan.cold_method)?;
+        let mask = self.mask(&sc.variant);
         let spawn = self
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
-            .ia32cap(sc.variant.mask());
+            .ia32cap(mask.as_deref());
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();
-            if let Some(mask) = sc.variant.mask() {
+            if let Some(mask) = &mask {
                 argv.insert(0, format!("OPENSSL_ia32cap={mask}"));
             }
             argv
@@ -483,27 +492,13 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     }
     add_tool_versions(session, &statuses);
 
-    let mut variants = Vec::new();
-    if tools_ok.iter().any(|t| t.variants_apply()) {
-        let mut records = crate::variant::openssl_variant_records(&plan.variants);
-        for v in &plan.variants {
-            let Some(record) = records.remove(&v.name()) else {
-                continue;
-            };
-            if !record.took_effect {
-                session.record.warn(
-                    "file",
-                    "variant_not_effective",
-                    format!(
-                        "variant {} did not take effect: openssl info -cpusettings says {}",
-                        v.name(),
-                        record.cpu_settings
-                    ),
-                );
-            }
-            variants.push(record);
-        }
-    }
+    let (baseline, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
+        let baseline = Baseline::measure()?;
+        let variants = judge_variants(plan, &tools_ok, &baseline, session);
+        (Some(baseline), variants)
+    } else {
+        (None, Vec::new())
+    };
 
     let mut results = FileResults {
         config: FileConfig {
@@ -559,6 +554,7 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         samples: BTreeMap::new(),
         commands: BTreeMap::new(),
         checked: Vec::new(),
+        baseline,
     };
     let scenarios = plan.scenarios(&tools_ok);
     let total = scenarios.len() * plan.directions.len() * plan.repetitions;
@@ -571,6 +567,55 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     drop(bench);
     drop(scratch);
     outcome
+}
+
+/// The variants of the tools whose crypto is OpenSSL's, judged by effect: a
+/// `cipherbench __variant-probe` child with the tools' environment stands in for them
+/// (for `cipherbench seal`/`open` it is the same executable under the same
+/// environment); where `openssl enc` runs, `openssl info -cpusettings` under that
+/// environment must report what the probe child did (the CLI loads the same library).
+fn judge_variants(
+    plan: &FilePlan,
+    tools: &[ToolId],
+    baseline: &Baseline,
+    session: &mut Session,
+) -> Vec<cipherbench_model::variant::VariantRecord> {
+    let cli = tools
+        .iter()
+        .any(|t| matches!(t, ToolId::OpensslCbc | ToolId::OpensslCtr));
+    let mut records = crate::variant::stand_in_records(
+        &plan.variants,
+        baseline,
+        "openssl enc and cipherbench seal",
+    );
+    let mut variants: Vec<cipherbench_model::variant::VariantRecord> = Vec::new();
+    // accel first: the others are judged against it.
+    let mut ordered = plan.variants.clone();
+    ordered.sort_by_key(|v| !v.is_accel());
+    for v in &ordered {
+        let Some(mut record) = records.remove(&v.name()) else {
+            continue;
+        };
+        if cli {
+            let check = crate::variant::check_openssl_cli(baseline.mask(v).as_deref(), &record);
+            record = crate::variant::with_check(baseline, v, &record, &variants, check);
+        }
+        if !record.took_effect {
+            session.record.warn(
+                "file",
+                "variant_not_effective",
+                format!(
+                    "variant {} did not take effect for the file tools: {}",
+                    v.name(),
+                    record.explanation()
+                ),
+            );
+        }
+        variants.push(record);
+    }
+    // Back in the plan's order, as the tables list them.
+    variants.sort_by_key(|r| plan.variants.iter().position(|v| v.name() == r.name));
+    variants
 }
 
 fn measure(

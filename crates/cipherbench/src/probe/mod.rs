@@ -47,11 +47,14 @@ pub fn collect() -> Environment {
         library_version: cipherbench_crypto::info::library_version(),
         cli_version: openssl_cli::version(),
         cpu_settings: cipherbench_crypto::info::cpu_settings(),
-        ia32cap_env: std::env::var("OPENSSL_ia32cap").ok(),
+        // Set but empty or not UTF-8 counts: OpenSSL reads every such value.
+        ia32cap_env: std::env::var_os("OPENSSL_ia32cap").map(|v| v.to_string_lossy().into_owned()),
         engines: openssl_cli::engines(),
         providers: openssl_cli::providers(),
+        aes_gcm_path: aes_gcm_path(cpu.has("aes")),
     };
     let verdicts = verdicts(&cpu, &openssl, &kernel_crypto);
+    let cpu_hypervisor = cpu.hypervisor.clone();
     Environment {
         hostname: read_trimmed("/proc/sys/kernel/hostname"),
         kernel: read_trimmed("/proc/sys/kernel/osrelease"),
@@ -62,7 +65,43 @@ pub fn collect() -> Environment {
         offload_devices: devices::scan(Path::new("/sys/bus/pci/devices")),
         verdicts,
         tools: Vec::new(),
+        topology: Some(crate::machine::topology::this_machine(cpu_hypervisor)),
     }
+}
+
+/// Whether the machine is fit to benchmark now: `length` watched with nothing of ours
+/// running on the CPUs this process may use, and the topology. Changes nothing.
+pub fn fitness(length: std::time::Duration) -> cipherbench_model::fitness::Fitness {
+    let cpuinfo = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    let hypervisor = hypervisor(cpuinfo::parse(&cpuinfo).flags.contains("hypervisor"));
+    let topology = crate::machine::topology::this_machine(hypervisor);
+    let noise = crate::machine::noise::sample_idle(&topology.allowed, length);
+    cipherbench_model::fitness::assess(noise, &topology)
+}
+
+/// Names the AES-GCM implementation the library takes here, by effect: the
+/// AES-128-GCM probe in three `cipherbench __variant-probe` children (unset, AES-NI +
+/// PCLMULQDQ masked, VAES + VPCLMULQDQ masked). None if a child could not run.
+pub fn aes_gcm_path(cpu_has_aes: bool) -> Option<cipherbench_model::env::AesGcmPath> {
+    if !cfg!(target_arch = "x86_64") {
+        return None;
+    }
+    let rate = |mask: Option<&str>| -> Option<(f64, String)> {
+        let spawn = crate::effect::child_command(true).ok()?.ia32cap(mask);
+        let probes = crate::effect::run_child(spawn, "AES-GCM path probe").ok()?;
+        let figure = probes.figure("aes-128-gcm")?;
+        Some((figure.bytes_per_cpu_sec, probes.library_version.clone()))
+    };
+    let (unset, library) = rate(None)?;
+    let (aesni, _) = rate(Some(Ia32Cap::AESNI_ONLY_MASK))?;
+    let (vaes, _) = rate(Some(Ia32Cap::VAES_ONLY_MASK))?;
+    Some(cipherbench_model::env::AesGcmPath::classify(
+        &library,
+        unset,
+        aesni,
+        vaes,
+        cpu_has_aes,
+    ))
 }
 
 /// Version lines of the external programs the layers drive (only those asked for).
@@ -270,6 +309,7 @@ mod tests {
             ia32cap_env: None,
             engines: vec![],
             providers: vec![],
+            aes_gcm_path: None,
         }
     }
 

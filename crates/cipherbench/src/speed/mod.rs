@@ -1,11 +1,13 @@
 //! Layer 1, `cipherbench speed`: cipher throughput by buffer size, with AES-NI
 //! available (`accel`) and masked (`noaesni`).
 //!
-//! The parent takes the resolved plan and, for each cipher and variant, starts a
-//! worker child with the variant's `OPENSSL_ia32cap` (see [`worker`]). It records
-//! the vector each child's OpenSSL reports, has [`crate::variant`] judge whether the
-//! variant took effect, and checks the control ciphers. It never prints: progress
-//! goes to the observer.
+//! The parent takes the resolved plan, measures accel's effect probes in a child
+//! (which also tells the library the children load, and so each variant's mask), and,
+//! for each cipher and variant, starts a worker child with the variant's
+//! `OPENSSL_ia32cap` (see [`worker`]). Each worker measures the effect probes before
+//! its real work; the parent has [`crate::variant`] judge the first worker of each
+//! variant by them, and checks the control ciphers. It never prints: progress goes to
+//! the observer.
 
 pub mod openssl_speed;
 pub mod worker;
@@ -14,9 +16,10 @@ use crate::interrupt;
 use crate::progress::Progress;
 use crate::results::Session;
 use crate::supervisor::{Line, Spawn};
-use crate::variant::{variant_record, Variant};
+use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_model::interleave::{schedule, Order};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
@@ -91,7 +94,11 @@ impl SpeedPlan {
         } else {
             Duration::ZERO
         };
-        per_point * self.total_points() as u32 + checks
+        // Each worker measures the effect probes first (about 0.2 s), and accel's are
+        // measured once more at the start.
+        let probes =
+            Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
+        per_point * self.total_points() as u32 + checks + probes
     }
 
     fn config(&self) -> SpeedConfig {
@@ -121,42 +128,74 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             unavailable: Vec::new(),
             controls: Vec::new(),
             openssl_checks: Vec::new(),
+            placement: None,
         },
     };
+    // Where the worker's threads go: one per core before any sibling, CPU 0's core last.
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let cpus = match cipherbench_model::topology::spread_order(&topology) {
+        order if order.is_empty() => crate::host::allowed_cpus(),
+        order => order,
+    };
+    let most_threads = plan.threads.iter().copied().max().unwrap_or(1);
+    let mut used_unique: Vec<usize> = (0..most_threads)
+        .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
+        .collect();
+    used_unique.sort_unstable();
+    used_unique.dedup();
+    results.placement = Some(cipherbench_model::topology::placement_on(
+        &topology,
+        "speed worker",
+        cipherbench_model::topology::Side::Sut,
+        &used_unique,
+    ));
     let points = plan.points();
     let total = plan.total_points();
+    let baseline = Baseline::measure()?;
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
-    // affects both variants of a cipher alike.
-    for cipher in &plan.ciphers {
-        for variant in &plan.variants {
-            interrupt::check()?;
-            if chunk_done(&results, *cipher, &variant.name(), &points) {
-                session.progress.skip(points.len());
-                continue;
-            }
-            // A half-measured chunk is measured again whole, in one process.
-            results
-                .points
-                .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
-            let outcome = run_worker(
-                *cipher,
-                variant,
-                &points,
-                plan,
-                &mut results,
-                &mut session.progress,
-            );
-            if outcome.is_err() && results.points.is_empty() {
-                return outcome;
-            }
-            // Interrupted or not, the points the worker finished are kept: each came
-            // whole, with all its samples.
-            results.compute_controls(&control_names());
-            session.record.speed = Some(results.clone());
-            session.save()?;
-            outcome?;
+    // affects both variants of a cipher alike, and their order turns from one cipher
+    // to the next (accel noaesni, noaesni accel, ...: the interleaving schedule with a
+    // cipher for a round), so that a steady drift does not always favour the first.
+    let order = schedule(
+        1,
+        plan.variants.len(),
+        plan.ciphers.len(),
+        Order::PointByPoint,
+    );
+    for slot in order {
+        let cipher = &plan.ciphers[slot.round];
+        let variant = &plan.variants[slot.variant];
+        interrupt::check()?;
+        if chunk_done(&results, *cipher, &variant.name(), &points) {
+            session.progress.skip(points.len());
+            continue;
         }
+        // A half-measured chunk is measured again whole, in one process.
+        results
+            .points
+            .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
+        let chunk = Chunk {
+            cipher: *cipher,
+            variant,
+            points: &points,
+            cpus: &cpus,
+        };
+        let outcome = run_worker(&chunk, plan, &baseline, &mut results, &mut session.progress);
+        if outcome.is_err() && results.points.is_empty() {
+            return outcome;
+        }
+        // Interrupted or not, the points the worker finished are kept: each came
+        // whole, with all its samples.
+        results.compute_controls(&control_names());
+        session.record.speed = Some(results.clone());
+        session.save()?;
+        outcome?;
     }
     for v in &results.variants {
         if !v.took_effect {
@@ -164,8 +203,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
                 "speed",
                 "variant_not_effective",
                 format!(
-                    "variant {} did not take effect: OpenSSL reported {}",
-                    v.name, v.cpu_settings
+                    "variant {} did not take effect: {}",
+                    v.name,
+                    v.explanation()
                 ),
             );
         }
@@ -180,6 +220,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             ),
         );
     }
+    noise_warnings(&results, &mut session.record);
     for p in results
         .points
         .iter()
@@ -202,9 +243,40 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     session.record.speed = Some(results.clone());
     session.save()?;
     if plan.check_openssl {
-        check_openssl(plan, &mut results, session)?;
+        check_openssl(plan, &baseline, &mut results, session)?;
     }
     Ok(())
+}
+
+/// The noise judge's warnings for every point measured while the machine was busy,
+/// named by point, and the frequency governor's once for the run.
+fn noise_warnings(results: &SpeedResults, record: &mut cipherbench_model::RunRecord) {
+    for p in &results.points {
+        for f in p.noise_findings() {
+            record.warn(
+                "speed",
+                &f.kind,
+                format!(
+                    "{} {} {} B {} x{}: {}",
+                    p.cipher,
+                    p.variant,
+                    p.size_bytes,
+                    p.direction.as_str(),
+                    p.threads,
+                    f.message
+                ),
+            );
+        }
+    }
+    let governor = results
+        .points
+        .iter()
+        .filter_map(|p| p.noise.as_ref())
+        .flat_map(|n| cipherbench_model::noise::judge(n))
+        .find(|f| f.kind == "frequency_scaling" && f.message.contains("governor"));
+    if let Some(f) = governor {
+        record.warn("speed", &f.kind, f.message);
+    }
 }
 
 /// Whether one cipher in one variant is fully measured (or known unavailable).
@@ -232,14 +304,28 @@ fn control_names() -> Vec<&'static str> {
         .collect()
 }
 
-fn run_worker(
+/// What one worker measures: one cipher in one variant, at every point, its thread i
+/// on `cpus[i]`.
+struct Chunk<'a> {
     cipher: CipherId,
-    variant: &Variant,
-    points: &[(Direction, u64, usize)],
+    variant: &'a Variant,
+    points: &'a [(Direction, u64, usize)],
+    cpus: &'a [usize],
+}
+
+fn run_worker(
+    chunk: &Chunk,
     plan: &SpeedPlan,
+    baseline: &Baseline,
     results: &mut SpeedResults,
     progress: &mut Progress,
 ) -> Result<()> {
+    let Chunk {
+        cipher,
+        variant,
+        points,
+        cpus,
+    } = *chunk;
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let request = WorkerRequest {
         cipher: cipher.name().into(),
@@ -248,10 +334,11 @@ fn run_worker(
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: plan.sample.as_nanos() as u64,
         samples: plan.samples,
+        cpus: cpus.to_vec(),
     };
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
-        .ia32cap(variant.mask())
+        .ia32cap(baseline.mask(variant).as_deref())
         .piped_stdin()
         .piped_stdout()
         .start()?;
@@ -261,6 +348,17 @@ fn run_worker(
         (plan.warmup + plan.sample * plan.samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
     let mut received = 0;
+    // The worker measures the points in order, thread i of a point on `cpus[i]`: each
+    // point's noise window runs from the previous message to its own, on the CPUs its
+    // threads use. This process and its descendants (the worker) are the run.
+    let cpus_of = |k: usize| -> Vec<usize> {
+        let threads = points.get(k).map_or(1, |p| p.2);
+        (0..threads)
+            .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
+            .collect()
+    };
+    let own = [std::process::id()];
+    let mut window = Some(crate::machine::noise::Window::open(&cpus_of(0), &own));
     loop {
         if interrupt::requested() {
             child.stop();
@@ -271,17 +369,29 @@ fn run_worker(
                 let message: WorkerMessage = serde_json::from_str(&line)
                     .with_context(|| format!("reading the speed worker's answer: {line}"))?;
                 match message {
-                    WorkerMessage::Settings(settings) => {
-                        results
-                            .variants
-                            .retain(|v| v.name != variant.name() || v.cpu_settings != settings);
+                    // The first worker of a variant judges it: every worker of the
+                    // variant runs the same library under the same environment.
+                    WorkerMessage::Probed(probes) => {
                         if !results.variants.iter().any(|v| v.name == variant.name()) {
-                            let record = variant_record(variant, &settings, &results.variants);
+                            let record =
+                                baseline.judge(variant, Some(&probes), &results.variants, None);
                             results.variants.push(record);
                         }
                     }
-                    WorkerMessage::Point(p) => {
+                    WorkerMessage::Settings(settings) => {
+                        if !results.variants.iter().any(|v| v.name == variant.name()) {
+                            let mut record = baseline.judge(variant, None, &results.variants, None);
+                            record.cpu_settings = settings;
+                            results.variants.push(record);
+                        }
+                    }
+                    WorkerMessage::Point(mut p) => {
+                        p.noise = window.take().map(|w| Box::new(w.close()));
                         received += 1;
+                        window = Some(crate::machine::noise::Window::open(
+                            &cpus_of(received),
+                            &own,
+                        ));
                         progress.point(&format!(
                             "{} {} {} {} B x{}: {}",
                             p.cipher,
@@ -350,6 +460,7 @@ fn run_worker(
 
 fn check_openssl(
     plan: &SpeedPlan,
+    baseline: &Baseline,
     results: &mut SpeedResults,
     session: &mut Session,
 ) -> Result<()> {
@@ -359,6 +470,7 @@ fn check_openssl(
         .filter(|p| p.threads == 1)
         .cloned()
         .collect();
+    let aead_loop = openssl_speed::aead_loop();
     for p in single {
         interrupt::check()?;
         let Some(cipher) = CipherId::from_name(&p.cipher) else {
@@ -377,7 +489,8 @@ fn check_openssl(
             p.size_bytes,
             plan.check_seconds,
         );
-        let rate = match openssl_speed::run(&args, variant.mask(), plan.check_seconds) {
+        let mask = baseline.mask(variant);
+        let rate = match openssl_speed::run(&args, mask.as_deref(), plan.check_seconds) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -387,17 +500,23 @@ fn check_openssl(
                 continue;
             }
         };
-        let ours = p.throughput_bytes_per_sec.median;
+        // Like for like: both divided by CPU time (openssl's user time, our thread's).
+        let per_cpu: Vec<f64> = p.samples.iter().map(|s| s.bytes_per_cpu_sec()).collect();
+        let ours = cipherbench_model::Summary::of_or_empty(&per_cpu).median;
+        let mode = openssl_speed::mode(name, aead, aead_loop);
         session.progress.point(&format!(
-            "openssl speed {} {} {} B: ours/openssl {:.2}",
+            "openssl speed {} {} {} B: ours/openssl {:.2} (per CPU second; {})",
             p.cipher,
             p.variant,
             p.size_bytes,
-            ours / rate
+            ours / rate,
+            mode
         ));
         let mut command = vec!["openssl".to_string()];
         command.extend(args);
         results.openssl_checks.push(OpensslCheck {
+            mode,
+            time_basis: "cpu".into(),
             cipher: p.cipher.clone(),
             variant: p.variant.clone(),
             direction: p.direction,

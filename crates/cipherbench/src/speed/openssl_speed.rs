@@ -1,5 +1,9 @@
 //! `openssl speed -evp ... -mr` for a cross-check of our figures against the tool
-//! every reader knows. Parsing is a pure function tested on captured output.
+//! every reader knows, as like for like as its loops allow (METHODOLOGY.md, "Cross-
+//! check against openssl speed"): AEADs with `-aead` (one message per operation with
+//! 13 bytes of AAD, as ours), the others as one stream of updates; both sides divided
+//! by CPU time, as `openssl speed` does by default. Parsing is a pure function tested
+//! on captured output.
 
 use crate::supervisor::Spawn;
 use anyhow::{bail, Result};
@@ -19,12 +23,12 @@ pub fn parse_mr(output: &str) -> Option<Vec<f64>> {
         .collect()
 }
 
-/// The command for one point. `-elapsed` makes openssl count wall time like we do
-/// (its default is user CPU time); `-seconds` bounds it.
+/// The command for one point. Without `-elapsed`, openssl divides by its user CPU
+/// time, and the check divides ours by our measuring thread's CPU time: a busy
+/// machine then moves neither figure much. `-seconds` bounds it.
 pub fn command(name: &str, aead: bool, decrypt: bool, size: u64, seconds: u32) -> Vec<String> {
     let mut args = vec![
         "speed".to_string(),
-        "-elapsed".into(),
         "-seconds".into(),
         seconds.to_string(),
         "-bytes".into(),
@@ -40,6 +44,54 @@ pub fn command(name: &str, aead: bool, decrypt: bool, size: u64, seconds: u32) -
     }
     args.push("-mr".into());
     args
+}
+
+/// How openssl's AES-GCM `-aead` loop treats each message (apps/speed.c): since
+/// OpenSSL PR #25823 (3.4, and backported to 3.0.16-ish, 3.1.8, 3.2.4, 3.3.3) it sets
+/// the IV length and re-keys every message; before, it only set a new IV. Told apart
+/// by effect of the change: the new loop's error string is in the binary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum AeadLoop {
+    /// `EVP_CipherInit_ex(ctx, NULL, NULL, key, iv)` per message.
+    RekeyEachMessage,
+    /// `EVP_EncryptInit_ex(ctx, NULL, NULL, NULL, iv)` per message.
+    NewIvOnly,
+}
+
+/// Which AEAD loop the `openssl` on PATH has (None: the binary could not be read).
+pub fn aead_loop() -> Option<AeadLoop> {
+    let path = std::env::var_os("PATH").and_then(|p| {
+        std::env::split_paths(&p)
+            .map(|d| d.join("openssl"))
+            .find(|f| f.is_file())
+    })?;
+    let binary = std::fs::read(path).ok()?;
+    Some(aead_loop_of(&binary))
+}
+
+/// The loop of an `openssl` binary's bytes.
+pub fn aead_loop_of(binary: &[u8]) -> AeadLoop {
+    let needle = b"Failed to set iv length";
+    if binary.windows(needle.len()).any(|w| w == needle) {
+        AeadLoop::RekeyEachMessage
+    } else {
+        AeadLoop::NewIvOnly
+    }
+}
+
+/// What openssl measures per operation for a cipher, in a phrase for the record.
+pub fn mode(name: &str, aead: bool, aead_loop: Option<AeadLoop>) -> String {
+    if !aead {
+        return "-evp: one stream of updates, no per-buffer IV (ours: a new IV per buffer)".into();
+    }
+    if !name.contains("gcm") {
+        return "-aead, but openssl speed runs this AEAD as one stream of updates without per-message IV, AAD or tag (ours: per message): openssl's figure is an upper bound".into();
+    }
+    match aead_loop {
+        Some(AeadLoop::RekeyEachMessage) => "-aead: one message per operation with 13 bytes of AAD and a new IV, re-keyed each message (ours keeps the key)".into(),
+        Some(AeadLoop::NewIvOnly) => "-aead: one message per operation with 13 bytes of AAD and a new IV, key kept (as ours)".into(),
+        None => "-aead: one message per operation with 13 bytes of AAD and a new IV".into(),
+    }
 }
 
 /// Runs `openssl` with `args` under the variant's mask; bytes per second.
@@ -81,7 +133,22 @@ mod tests {
     #[test]
     fn builds_like_for_like_commands() {
         let c = command("aes-128-gcm", true, false, 1024, 1);
-        assert!(c.contains(&"-aead".to_string()) && c.contains(&"-elapsed".to_string()));
+        assert!(c.contains(&"-aead".to_string()));
+        // CPU time, as ours is divided by for the check.
+        assert!(!c.contains(&"-elapsed".to_string()));
         assert!(!c.contains(&"-decrypt".to_string()));
+        assert!(!command("aes-256-cbc", false, true, 16, 1).contains(&"-aead".to_string()));
+    }
+
+    #[test]
+    fn says_what_openssl_s_loop_does_for_each_cipher() {
+        let old = b"\0speed\0Failed to set tag length\0".as_slice();
+        let new = b"xx Failed to set iv length yy".as_slice();
+        assert_eq!(aead_loop_of(old), AeadLoop::NewIvOnly);
+        assert_eq!(aead_loop_of(new), AeadLoop::RekeyEachMessage);
+        assert!(mode("aes-128-gcm", true, Some(AeadLoop::RekeyEachMessage)).contains("re-keyed"));
+        assert!(mode("aes-128-gcm", true, Some(AeadLoop::NewIvOnly)).contains("as ours"));
+        assert!(mode("chacha20-poly1305", true, None).contains("upper bound"));
+        assert!(mode("des-ede3-cbc", false, None).starts_with("-evp"));
     }
 }

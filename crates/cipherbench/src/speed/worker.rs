@@ -3,14 +3,16 @@
 //! so a variant cannot be switched inside one process).
 //!
 //! Protocol: the parent writes one [`WorkerRequest`] as JSON to stdin; the worker
-//! answers with JSON lines: first `settings` (the vector its OpenSSL uses), then one
-//! `point` per measured point, or `unavailable` if the library cannot do the cipher
-//! here, or `failed`.
+//! answers with JSON lines: first `probed` (the effect probes it measured before its
+//! real work, with the vector its OpenSSL uses; `settings` alone if the probes could
+//! not run), then one `point` per measured point, or `unavailable` if the library
+//! cannot do the cipher here, or `failed`.
 
 use anyhow::{Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
 use cipherbench_crypto::CryptoError;
 use cipherbench_model::speed::{Direction, SpeedPoint, SpeedSample};
+use cipherbench_model::variant::Probes;
 use cipherbench_model::Summary;
 use serde::{Deserialize, Serialize};
 use std::io::Write;
@@ -32,13 +34,20 @@ pub struct WorkerRequest {
     pub sample_ns: u64,
     /// Samples per point.
     pub samples: usize,
+    /// The CPUs to pin thread i to (`cpus[i % len]`), one core each before any
+    /// sibling; empty: the CPUs this process may use, in order.
+    #[serde(default)]
+    pub cpus: Vec<usize>,
 }
 
 /// One line of the worker's answer.
 #[derive(Debug, Clone, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum WorkerMessage {
-    /// The capability vector this process's OpenSSL uses.
+    /// The effect probes, measured before the real work (with the library version and
+    /// the vector this process's OpenSSL uses).
+    Probed(Probes),
+    /// The capability vector this process's OpenSSL uses, when the probes could not run.
     Settings(String),
     /// A measured point.
     Point(SpeedPoint),
@@ -58,9 +67,12 @@ pub fn main() -> Result<()> {
         out.flush()?;
         Ok(())
     };
-    send(&WorkerMessage::Settings(
-        cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
-    ))?;
+    match crate::effect::measure("speed worker") {
+        Ok(probes) => send(&WorkerMessage::Probed(probes))?,
+        Err(_) => send(&WorkerMessage::Settings(
+            cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
+        ))?,
+    }
     let Some(cipher) = CipherId::from_name(&request.cipher) else {
         send(&WorkerMessage::Failed(format!(
             "unknown cipher {}",
@@ -114,6 +126,8 @@ fn point(
             0.0
         },
         samples,
+        // The parent, which watches the machine, fills it in.
+        noise: None,
     }
 }
 
@@ -140,7 +154,14 @@ pub fn measure(
         ops.push(catalogue::bench_op(cipher, encrypt, size)?);
     }
     let payload = ops[0].payload_len() as u64;
-    let cores = crate::host::cores();
+    // The parent's order (one thread per core before any sibling), else the CPUs this
+    // process may use (a cpuset or `taskset` may leave out CPU 0): thread i on the
+    // i-th of them.
+    let allowed = if request.cpus.is_empty() {
+        crate::host::allowed_cpus()
+    } else {
+        request.cpus.clone()
+    };
     let warmup = Duration::from_nanos(request.warmup_ns);
     let sample = Duration::from_nanos(request.sample_ns);
     let samples = request.samples;
@@ -151,9 +172,12 @@ pub fn measure(
             .enumerate()
             .map(|(i, mut op)| {
                 let barrier = &barrier;
+                let allowed = &allowed;
                 scope.spawn(move || {
-                    // Best effort: a cpuset may forbid the core.
-                    let _ = crate::host::pin_to_core(i % cores);
+                    // Best effort: pinning is an optimisation.
+                    if !allowed.is_empty() {
+                        let _ = crate::host::pin_to_core(allowed[i % allowed.len()]);
+                    }
                     // Warm-up, which also sizes a batch to about 1 ms of work so that
                     // reading the clock costs nothing measurable.
                     let start = Instant::now();
@@ -229,6 +253,7 @@ mod tests {
             warmup_ns: 2_000_000,
             sample_ns: 5_000_000,
             samples: 3,
+            cpus: vec![],
         };
         let samples = measure(CipherId::Aes128Gcm, Direction::Decrypt, 1024, 2, &request).unwrap();
         assert_eq!(samples.len(), 3);

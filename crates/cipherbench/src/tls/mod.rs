@@ -247,6 +247,48 @@ pub(crate) fn external_target(
     })
 }
 
+/// The variants of a sweep or a ramp, judged by effect once per command: nginx cannot
+/// run the probes, so a `cipherbench __variant-probe` child with the environment each
+/// nginx gets measures them, and every nginx started is checked to run under that
+/// environment (its master's and workers' `OPENSSL_ia32cap`).
+pub(crate) struct NginxVariants {
+    baseline: crate::variant::Baseline,
+    records: std::collections::BTreeMap<String, cipherbench_model::variant::VariantRecord>,
+}
+
+impl NginxVariants {
+    /// Measures accel's probes and each variant's with nginx's environment.
+    pub(crate) fn judge(variants: &[Variant]) -> Result<NginxVariants> {
+        let baseline = crate::variant::Baseline::measure()?;
+        let records = crate::variant::stand_in_records(variants, &baseline, "nginx");
+        Ok(NginxVariants { baseline, records })
+    }
+
+    /// The `OPENSSL_ia32cap` nginx runs under for a variant.
+    pub(crate) fn mask(&self, variant: &Variant) -> Option<String> {
+        self.baseline.mask(variant)
+    }
+
+    /// The record of one running nginx: the variant's, judged again with the check of
+    /// that nginx's own processes.
+    pub(crate) fn record(
+        &self,
+        variant: &Variant,
+        server: &nginx::Server,
+    ) -> cipherbench_model::variant::VariantRecord {
+        let known: Vec<_> = self.records.values().cloned().collect();
+        let Some(record) = self.records.get(&variant.name()) else {
+            return self.baseline.judge(variant, None, &known, None);
+        };
+        let mut pids = vec![server.pid()];
+        pids.extend_from_slice(server.workers());
+        let mask = self.mask(variant);
+        let check =
+            crate::variant::check_environ("nginx's master and workers", &pids, mask.as_deref());
+        crate::variant::with_check(&self.baseline, variant, record, &known, check)
+    }
+}
+
 /// The record of a server cipherbench did not start (`--server URL`).
 pub(crate) fn external_record(
     suite: &Suite,
@@ -269,6 +311,9 @@ pub(crate) fn external_record(
             aesni: false,
             pclmulqdq: false,
             took_effect: true,
+            probes: None,
+            effect: None,
+            process_check: None,
         },
         config: format!("https://{}{}", url.host, url.path),
     }

@@ -16,7 +16,6 @@
 use super::engine::{self, Client, Target};
 use super::suite::{KeyType, Protocol, Suite};
 use crate::supervisor::{wait_until, Child, Spawn};
-use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use std::io::{Read, Write};
 use std::net::{Ipv4Addr, SocketAddr, TcpListener};
@@ -307,8 +306,9 @@ pub struct ServerSpec<'a> {
     pub suite: Suite,
     /// Worker CPUs.
     pub cpus: Vec<usize>,
-    /// Acceleration variant (`OPENSSL_ia32cap` in nginx's environment).
-    pub variant: &'a Variant,
+    /// The acceleration variant's `OPENSSL_ia32cap` for the library nginx loads (None:
+    /// removed from nginx's environment).
+    pub ia32cap: Option<String>,
     /// Port asked for (None: a free one).
     pub port: Option<u16>,
     /// Session resumption on.
@@ -396,7 +396,7 @@ impl Server {
             .args([&conf_path])
             .args(["-e", "stderr"])
             .cwd(dir)
-            .ia32cap(spec.variant.mask())
+            .ia32cap(spec.ia32cap.as_deref())
             .start()
             .map_err(StartError::Other)?;
         let smallest = spec.workspace.sizes().iter().min().copied().unwrap_or(0);
@@ -473,6 +473,11 @@ impl Server {
     /// The address it listens on.
     pub fn addr(&self) -> SocketAddr {
         SocketAddr::from((Ipv4Addr::LOCALHOST, self.port))
+    }
+
+    /// The master's pid.
+    pub fn pid(&self) -> u32 {
+        self.child.pid()
     }
 
     /// Worker pids.

@@ -98,7 +98,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let allowed = crate::host::allowed_cpus();
             let (server_cpus, generator_cpus) =
                 super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
-            let variants = crate::variant::openssl_variant_records(&plan.variants);
+            let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
@@ -125,7 +125,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             workspace: &workspace,
                             suite: *suite,
                             cpus: server_cpus.clone(),
-                            variant,
+                            ia32cap: variants.mask(variant),
                             port: *port,
                             resumption: false,
                         };
@@ -139,9 +139,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
-                            variant: variants.get(&variant.name()).cloned().unwrap_or_else(|| {
-                                crate::variant::variant_record(variant, "", &[])
-                            }),
+                            variant: variants.record(variant, &server),
                             config: server.config().to_string(),
                         };
                         let target = Target {
@@ -285,8 +283,9 @@ fn record_run(
             "tls",
             "variant_not_effective",
             format!(
-                "variant {} did not take effect for nginx: OpenSSL reported {}",
-                server.variant.name, server.variant.cpu_settings
+                "variant {} did not take effect for nginx: {}",
+                server.variant.name,
+                server.variant.explanation()
             ),
         );
     }

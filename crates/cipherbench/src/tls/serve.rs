@@ -43,6 +43,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
     let (server_cpus, generator_cpus) = nginx::split_cpus(&allowed, plan.cores)?;
     let workspace = Workspace::create(&plan.sizes, plan.key)?;
     let client = Client::new(&plan.suite, false)?;
+    let baseline = crate::variant::Baseline::measure()?;
     let mut server = Server::start(
         &ServerSpec {
             nginx: &binary,
@@ -50,7 +51,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             workspace: &workspace,
             suite: plan.suite,
             cpus: server_cpus.clone(),
-            variant: &plan.variant,
+            ia32cap: baseline.mask(&plan.variant),
             port: plan.port,
             resumption: false,
         },

@@ -104,7 +104,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .iter()
                 .map(|s| Client::new(s, plan.resumption))
                 .collect::<Result<Vec<_>>>()?;
-            let variants = crate::variant::openssl_variant_records(&plan.variants);
+            let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
                 .progress
@@ -124,7 +124,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 workspace: &workspace,
                                 suite: *suite,
                                 cpus: server_cpus.clone(),
-                                variant,
+                                ia32cap: variants.mask(variant),
                                 port: *port,
                                 resumption: plan.resumption,
                             };
@@ -138,9 +138,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 cores,
                                 server_cpus: server_cpus.clone(),
                                 generator_cpus: generator_cpus.clone(),
-                                variant: variants.get(&variant.name()).cloned().unwrap_or_else(
-                                    || crate::variant::variant_record(variant, "", &[]),
-                                ),
+                                variant: variants.record(variant, &server),
                                 config: server.config().to_string(),
                             };
                             let target = Target {
@@ -331,8 +329,9 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
             "tls",
             "variant_not_effective",
             format!(
-                "variant {} did not take effect for nginx: OpenSSL reported {}",
-                server.variant.name, server.variant.cpu_settings
+                "variant {} did not take effect for nginx: {}",
+                server.variant.name,
+                server.variant.explanation()
             ),
         );
     }

@@ -14,6 +14,7 @@ use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::tunnel::{GatewayRun, ThreadLoad};
+use cipherbench_model::variant::Probes;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -28,6 +29,9 @@ pub struct Gateway {
     stats_path: PathBuf,
     /// `OPENSSL_info(CPU_SETTINGS)` as the gateway reported it.
     pub cpu_settings: String,
+    /// The effect probes the gateway measured before its real work (None if they
+    /// could not run).
+    pub probes: Option<Probes>,
     /// The variant it runs.
     pub variant: Variant,
 }
@@ -37,11 +41,12 @@ impl Gateway {
         program: &std::path::Path,
         config: &GatewayConfig,
         variant: &Variant,
+        library_version: &str,
         side: &'static str,
     ) -> Result<Gateway> {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
-            .ia32cap(variant.mask())
+            .ia32cap(variant.mask(library_version).as_deref())
             .piped_stdin()
             .piped_stdout()
             .start()
@@ -59,6 +64,7 @@ impl Gateway {
                 .as_str()
                 .unwrap_or_default()
                 .to_string(),
+            probes: serde_json::from_value(ready["probes"].clone()).ok(),
             variant: variant.clone(),
         })
     }
@@ -178,12 +184,14 @@ fn addr(ip: &str) -> SocketAddrV4 {
 
 impl GatewayPair {
     /// Starts both gateways, the receiver first (so the sender's first packets find
-    /// it listening).
+    /// it listening). `library_version` is the `OpenSSL_version()` the gateways load,
+    /// which picks the variants' masks.
     pub fn start(
         names: &Names,
         options: &PairOptions,
         sender_variant: &Variant,
         receiver_variant: &Variant,
+        library_version: &str,
     ) -> Result<GatewayPair> {
         let config = |side: &str,
                       ns: &str,
@@ -221,6 +229,7 @@ impl GatewayPair {
                 &options.receiver_cpus,
             ),
             receiver_variant,
+            library_version,
             "receiver",
         )?;
         let sender = Gateway::start(
@@ -236,6 +245,7 @@ impl GatewayPair {
                 &options.sender_cpus,
             ),
             sender_variant,
+            library_version,
             "sender",
         )?;
         Ok(GatewayPair { sender, receiver })

@@ -18,13 +18,21 @@ use std::time::{Duration, Instant};
 pub enum IperfError {
     /// Not JSON.
     #[error("iperf3 did not print JSON: {0}")]
-    NotJson(#[from] serde_json::Error),
+    NotJson(serde_json::Error),
     /// iperf3 reported a failure.
     #[error("iperf3 failed: {0}")]
     Reported(String),
     /// A field we need is missing.
     #[error("iperf3's JSON has no {0}")]
     Missing(&'static str),
+}
+
+// Not `#[from]`: that would also make the library's error the source, and a chain
+// printed with its causes (`{:#}`) would say the library's message twice.
+impl From<serde_json::Error> for IperfError {
+    fn from(e: serde_json::Error) -> Self {
+        IperfError::NotJson(e)
+    }
 }
 
 fn num(v: &Value, path: &[&str]) -> Option<f64> {

@@ -18,7 +18,7 @@ pub mod topology;
 
 use crate::interrupt;
 use crate::results::Session;
-use crate::variant::Variant;
+use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::speed::VariantRecord;
@@ -27,7 +27,7 @@ use cipherbench_model::tunnel::{
     UdpProbe, UnderlayPoint, VariantSide,
 };
 use cipherbench_model::Summary;
-use gateways::{GatewayPair, PairOptions};
+use gateways::{Gateway, GatewayPair, PairOptions};
 use search::{Search, Step};
 use std::path::PathBuf;
 use std::time::Duration;
@@ -350,6 +350,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         .map(|u| u.throughput_bits_per_sec.median);
 
     let program = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let baseline = Baseline::measure()?;
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
@@ -395,14 +396,15 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
-        let mut pair = GatewayPair::start(names, &options, sender_variant, receiver_variant)?;
+        let mut pair = GatewayPair::start(
+            names,
+            &options,
+            sender_variant,
+            receiver_variant,
+            baseline.library_version(),
+        )?;
         for gateway in [&pair.sender, &pair.receiver] {
-            note_variant(
-                &mut results.variants,
-                &gateway.variant,
-                &gateway.cpu_settings,
-                session,
-            );
+            note_variant(&mut results.variants, gateway, &baseline, session);
         }
         let mut tcp_rate = None;
         for &protocol in &plan.protocols {
@@ -483,24 +485,31 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     session.save()
 }
 
+/// Judges a gateway's variant by the probes it measured, the first time the variant
+/// runs (every gateway of a variant loads the same library under the same
+/// environment).
 fn note_variant(
     known: &mut Vec<VariantRecord>,
-    variant: &Variant,
-    settings: &str,
+    gateway: &Gateway,
+    baseline: &Baseline,
     session: &mut Session,
 ) {
+    let variant = &gateway.variant;
     if known.iter().any(|v| v.name == variant.name()) {
         return;
     }
-    let record = crate::variant::variant_record(variant, settings, known);
+    let mut record = baseline.judge(variant, gateway.probes.as_ref(), known, None);
+    if gateway.probes.is_none() {
+        record.cpu_settings = gateway.cpu_settings.clone();
+    }
     if !record.took_effect {
         session.record.warn(
             "tunnel",
             "variant_not_effective",
             format!(
-                "variant {} did not take effect in the gateway: OpenSSL reported {}",
+                "variant {} did not take effect in the gateway: {}",
                 variant.name(),
-                settings
+                record.explanation()
             ),
         );
     }

@@ -8,8 +8,11 @@
 //! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
 //! stops, and a snapshot is written once a second and at exit ([`stats`]).
 //!
-//! Protocol on stdout: `ready {"cpu_settings": ...}` once both paths run, then one
-//! `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit. Asked to, it
+//! Before its real work it measures the effect probes ([`crate::effect`]), so the
+//! runner can judge its variant by effect in this very process.
+//!
+//! Protocol on stdout: `ready {"cpu_settings": ..., "probes": ...}` once both paths
+//! run, then one `stats N` line per SIGUSR1. Errors go to stderr and a non-zero exit. Asked to, it
 //! appends the SA it seals with to the ESP key log ([`keylog`]) before it starts.
 
 pub mod keylog;
@@ -106,6 +109,8 @@ fn run(config: GatewayConfig) -> Result<()> {
     if let Some(ns) = &config.netns {
         sys::enter_netns(ns).with_context(|| format!("joining network namespace {ns}"))?;
     }
+    // Before the data path exists: the probes measure the cipher code alone.
+    let probes = crate::effect::measure("tunnel gateway").ok();
     let secret = SecretBytes::new(from_hex(&config.secret_hex).context("the secret is not hex")?);
     let role = if config.initiator {
         Role::Initiator
@@ -219,7 +224,11 @@ fn run(config: GatewayConfig) -> Result<()> {
         .with_context(|| format!("writing {}", config.stats_path.display()))?;
     say(&format!(
         "ready {}",
-        serde_json::json!({ "cpu_settings": cpu_settings, "pid": std::process::id() })
+        serde_json::json!({
+            "cpu_settings": cpu_settings,
+            "pid": std::process::id(),
+            "probes": probes,
+        })
     ))?;
 
     let mut failure = None;

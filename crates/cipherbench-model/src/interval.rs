@@ -1,0 +1,360 @@
+//! Ratios with a confidence interval: the ratio of the medians of two sets of rounds
+//! (accel over noaesni, GCM over CBC, one machine over another), with a 95 %
+//! percentile-bootstrap interval, and a verdict that refuses to call a ratio whose
+//! interval spans 1.0 a gain or a loss.
+//!
+//! The bootstrap is seeded and uses its own small generator (SplitMix64), so the same
+//! rounds always give the same interval: a re-rendered report does not move.
+//! METHODOLOGY.md ("Ratios and their intervals") says why this method and what it
+//! cannot do.
+
+use serde::{Deserialize, Serialize};
+
+/// Resamples drawn (2,000: the interval's ends move by well under 1 % between seeds
+/// for the round counts the presets use).
+pub const RESAMPLES: usize = 2000;
+/// The interval's coverage.
+pub const LEVEL: f64 = 0.95;
+/// Fewest rounds on each side for an interval: with fewer, the bootstrap has nothing
+/// to resample and would claim a certainty it does not have.
+pub const MIN_ROUNDS: usize = 3;
+/// The seed used where a caller has no reason to pick another.
+pub const DEFAULT_SEED: u64 = 0x00c1_9e4b_e4c4_0001;
+
+/// How the two sets of rounds relate.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pairing {
+    /// Round i of one set was measured next to round i of the other (interleaved
+    /// ABAB rounds): resample pairs, so drift shared by a pair cancels.
+    Paired,
+    /// The sets were measured apart: resample each on its own.
+    Independent,
+}
+
+/// What a ratio's interval allows one to say.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// The whole interval is above 1.0.
+    Higher,
+    /// The whole interval is below 1.0.
+    Lower,
+    /// The interval holds 1.0: the rounds do not show a difference.
+    NoClearDifference,
+}
+
+/// A ratio of medians with its interval.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct RatioInterval {
+    /// median(numerator) / median(denominator).
+    pub point: f64,
+    /// Lower end of the interval.
+    pub low: f64,
+    /// Upper end of the interval.
+    pub high: f64,
+    /// The interval's coverage (0.95).
+    pub level: f64,
+    /// How the rounds were resampled.
+    pub pairing: Pairing,
+    /// Rounds in the numerator and the denominator.
+    pub rounds: (usize, usize),
+    /// What the interval allows one to say.
+    pub verdict: Verdict,
+}
+
+impl RatioInterval {
+    /// The ratio of the medians of `num` and `den` with a 95 % percentile-bootstrap
+    /// interval from [`RESAMPLES`] resamples drawn with `seed`. `Paired` needs sets
+    /// of equal length. None when a side has fewer than [`MIN_ROUNDS`] rounds, holds
+    /// a NaN or a value that is not above 0, or the pairing cannot hold.
+    pub fn bootstrap(num: &[f64], den: &[f64], pairing: Pairing, seed: u64) -> Option<Self> {
+        let usable = |s: &[f64]| s.len() >= MIN_ROUNDS && s.iter().all(|v| *v > 0.0);
+        if !usable(num) || !usable(den) || (pairing == Pairing::Paired && num.len() != den.len()) {
+            return None;
+        }
+        let point = median(num) / median(den);
+        let mut rng = SplitMix64(seed);
+        let mut a = vec![0.0; num.len()];
+        let mut b = vec![0.0; den.len()];
+        let mut ratios = Vec::with_capacity(RESAMPLES);
+        for _ in 0..RESAMPLES {
+            match pairing {
+                Pairing::Paired => {
+                    for k in 0..num.len() {
+                        let i = rng.below(num.len());
+                        a[k] = num[i];
+                        b[k] = den[i];
+                    }
+                }
+                Pairing::Independent => {
+                    for x in a.iter_mut() {
+                        *x = num[rng.below(num.len())];
+                    }
+                    for x in b.iter_mut() {
+                        *x = den[rng.below(den.len())];
+                    }
+                }
+            }
+            ratios.push(median(&a) / median(&b));
+        }
+        ratios.sort_by(f64::total_cmp);
+        let tail = (1.0 - LEVEL) / 2.0;
+        let low = quantile_of_sorted(&ratios, tail).min(point);
+        let high = quantile_of_sorted(&ratios, 1.0 - tail).max(point);
+        let verdict = verdict_of(low, high);
+        Some(RatioInterval {
+            point,
+            low,
+            high,
+            level: LEVEL,
+            pairing,
+            rounds: (num.len(), den.len()),
+            verdict,
+        })
+    }
+
+    /// A statistic of the medians of several independent sets (each from its own
+    /// runs), with its 95 % percentile-bootstrap interval: each set resampled on its
+    /// own, `statistic` applied to the resampled medians. For a ratio of ratios (one
+    /// machine's AES gain over another's, divided by the same for a control), pass the
+    /// four sets and `|m| (m[0] / m[1]) / (m[2] / m[3])`. None under the same rules as
+    /// [`RatioInterval::bootstrap`], or when the statistic is not finite and positive.
+    pub fn bootstrap_of(
+        sets: &[&[f64]],
+        statistic: impl Fn(&[f64]) -> f64,
+        seed: u64,
+    ) -> Option<Self> {
+        if sets.is_empty()
+            || sets
+                .iter()
+                .any(|s| s.len() < MIN_ROUNDS || !s.iter().all(|v| *v > 0.0))
+        {
+            return None;
+        }
+        let medians: Vec<f64> = sets.iter().map(|s| median(s)).collect();
+        let point = statistic(&medians);
+        if !(point.is_finite() && point > 0.0) {
+            return None;
+        }
+        let mut rng = SplitMix64(seed);
+        let mut scratch: Vec<Vec<f64>> = sets.iter().map(|s| vec![0.0; s.len()]).collect();
+        let mut m = vec![0.0; sets.len()];
+        let mut values = Vec::with_capacity(RESAMPLES);
+        for _ in 0..RESAMPLES {
+            for (k, set) in sets.iter().enumerate() {
+                for x in scratch[k].iter_mut() {
+                    *x = set[rng.below(set.len())];
+                }
+                m[k] = median(&scratch[k]);
+            }
+            values.push(statistic(&m));
+        }
+        values.sort_by(f64::total_cmp);
+        let tail = (1.0 - LEVEL) / 2.0;
+        let low = quantile_of_sorted(&values, tail).min(point);
+        let high = quantile_of_sorted(&values, 1.0 - tail).max(point);
+        Some(RatioInterval {
+            point,
+            low,
+            high,
+            level: LEVEL,
+            pairing: Pairing::Independent,
+            rounds: (sets[0].len(), sets.get(1).map_or(0, |s| s.len())),
+            verdict: verdict_of(low, high),
+        })
+    }
+
+    /// Whether the ratio may be presented as a gain or a loss.
+    pub fn is_clear(&self) -> bool {
+        self.verdict != Verdict::NoClearDifference
+    }
+
+    /// `1.85x [1.80-1.91]`, or `1.02x [0.97-1.08], no clear difference`.
+    pub fn display(&self) -> String {
+        let base = format!("{:.2}x [{:.2}-{:.2}]", self.point, self.low, self.high);
+        if self.is_clear() {
+            base
+        } else {
+            format!("{base}, no clear difference")
+        }
+    }
+}
+
+fn verdict_of(low: f64, high: f64) -> Verdict {
+    if low > 1.0 {
+        Verdict::Higher
+    } else if high < 1.0 {
+        Verdict::Lower
+    } else {
+        Verdict::NoClearDifference
+    }
+}
+
+/// The median (sets here are small; a copy and a sort is cheapest to read).
+fn median(values: &[f64]) -> f64 {
+    let mut v = values.to_vec();
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    if n % 2 == 1 {
+        v[n / 2]
+    } else {
+        (v[n / 2 - 1] + v[n / 2]) / 2.0
+    }
+}
+
+/// Linear interpolation between the closest ranks (the "type 7" quantile).
+fn quantile_of_sorted(sorted: &[f64], q: f64) -> f64 {
+    let pos = q * (sorted.len() - 1) as f64;
+    let (lo, hi) = (pos.floor() as usize, pos.ceil() as usize);
+    sorted[lo] + (sorted[hi] - sorted[lo]) * (pos - lo as f64)
+}
+
+/// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, good enough to pick
+/// resampling indices, and the same on every platform.
+struct SplitMix64(u64);
+
+impl SplitMix64 {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n` (n small: the modulo bias is below 2^-50).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_clear_gain_has_an_interval_above_one() {
+        let accel = [10.0, 10.2, 9.9, 10.1, 10.0];
+        let noaesni = [5.0, 5.1, 4.9, 5.0, 5.05];
+        let r = RatioInterval::bootstrap(&accel, &noaesni, Pairing::Independent, 1).unwrap();
+        assert_eq!(r.point, 2.0);
+        assert!(r.low > 1.9 && r.low <= 2.0, "{r:?}");
+        assert!(r.high >= 2.0 && r.high < 2.1, "{r:?}");
+        assert_eq!(r.verdict, Verdict::Higher);
+        assert_eq!(r.display(), format!("2.00x [{:.2}-{:.2}]", r.low, r.high));
+        let flipped = RatioInterval::bootstrap(&noaesni, &accel, Pairing::Independent, 1).unwrap();
+        assert_eq!(flipped.verdict, Verdict::Lower);
+    }
+
+    #[test]
+    fn an_interval_spanning_one_is_no_clear_difference() {
+        let a = [100.0, 92.0, 108.0, 97.0, 104.0];
+        let b = [99.0, 106.0, 94.0, 101.0, 95.0];
+        let r = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 7).unwrap();
+        assert!(r.low < 1.0 && r.high > 1.0, "{r:?}");
+        assert_eq!(r.verdict, Verdict::NoClearDifference);
+        assert!(!r.is_clear());
+        assert!(
+            r.display().ends_with(", no clear difference"),
+            "{}",
+            r.display()
+        );
+    }
+
+    #[test]
+    fn the_same_seed_gives_the_same_interval_and_another_seed_nearly_so() {
+        let a = [10.0, 11.0, 9.5, 10.4, 10.9, 9.8, 10.2];
+        let b = [8.0, 8.8, 7.9, 8.3, 8.1, 8.6, 8.2];
+        let one = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 42).unwrap();
+        let again = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 42).unwrap();
+        assert_eq!(one, again);
+        let other = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 43).unwrap();
+        assert!((one.low - other.low).abs() < 0.03, "{one:?} {other:?}");
+        assert!((one.high - other.high).abs() < 0.03, "{one:?} {other:?}");
+    }
+
+    #[test]
+    fn pairing_cancels_drift_shared_by_a_pair() {
+        // The machine slows down over the run; each round of a and b moves together.
+        let drift = [1.0, 0.9, 0.8, 0.7, 0.6, 0.5];
+        let a: Vec<f64> = drift.iter().map(|d| 10.5 * d).collect();
+        let b: Vec<f64> = drift.iter().map(|d| 10.0 * d).collect();
+        let paired = RatioInterval::bootstrap(&a, &b, Pairing::Paired, 3).unwrap();
+        let apart = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 3).unwrap();
+        // Every pair says 1.05: paired sees it; apart, the drift swamps it.
+        assert_eq!(paired.verdict, Verdict::Higher, "{paired:?}");
+        assert!((paired.high - paired.low) < 0.2, "{paired:?}");
+        assert_eq!(apart.verdict, Verdict::NoClearDifference, "{apart:?}");
+    }
+
+    #[test]
+    fn too_few_or_unusable_rounds_give_no_interval() {
+        assert!(
+            RatioInterval::bootstrap(&[1.0, 2.0], &[1.0, 2.0, 3.0], Pairing::Independent, 1)
+                .is_none()
+        );
+        assert!(RatioInterval::bootstrap(
+            &[1.0, 2.0, f64::NAN],
+            &[1.0, 2.0, 3.0],
+            Pairing::Independent,
+            1
+        )
+        .is_none());
+        assert!(RatioInterval::bootstrap(
+            &[1.0, 2.0, 3.0],
+            &[0.0, 2.0, 3.0],
+            Pairing::Independent,
+            1
+        )
+        .is_none());
+        assert!(RatioInterval::bootstrap(
+            &[1.0, 2.0, 3.0],
+            &[1.0, 2.0, 3.0, 4.0],
+            Pairing::Paired,
+            1
+        )
+        .is_none());
+    }
+
+    #[test]
+    fn a_ratio_of_ratios_divides_out_the_control() {
+        // Machine B is 1.5x A on AES and 1.5x A on the control: no difference in
+        // acceleration, whatever the CPU speed.
+        let aes_a = [100.0, 102.0, 98.0, 101.0, 99.0];
+        let aes_b: Vec<f64> = aes_a.iter().map(|v| v * 1.5).collect();
+        let ctl_a = [10.0, 10.1, 9.9, 10.05, 9.95];
+        let ctl_b: Vec<f64> = ctl_a.iter().map(|v| v * 1.5).collect();
+        let f = RatioInterval::bootstrap_of(
+            &[&aes_b, &aes_a, &ctl_b, &ctl_a],
+            |m| (m[0] / m[1]) / (m[2] / m[3]),
+            5,
+        )
+        .unwrap();
+        assert!((f.point - 1.0).abs() < 1e-12);
+        assert_eq!(f.verdict, Verdict::NoClearDifference);
+        // With twice the AES gain on B, the factor is clearly 2.
+        let aes_b2: Vec<f64> = aes_a.iter().map(|v| v * 3.0).collect();
+        let g = RatioInterval::bootstrap_of(
+            &[&aes_b2, &aes_a, &ctl_b, &ctl_a],
+            |m| (m[0] / m[1]) / (m[2] / m[3]),
+            5,
+        )
+        .unwrap();
+        assert_eq!(g.verdict, Verdict::Higher);
+        assert!(g.low > 1.9 && g.high < 2.1, "{g:?}");
+        // The two-set case agrees with bootstrap's independent resampling.
+        let two = RatioInterval::bootstrap_of(&[&aes_b, &aes_a], |m| m[0] / m[1], 5).unwrap();
+        assert!((two.point - 1.5).abs() < 1e-12);
+        assert!(RatioInterval::bootstrap_of(&[&aes_b[..2], &aes_a], |m| m[0] / m[1], 5).is_none());
+    }
+
+    #[test]
+    fn the_interval_always_holds_the_point() {
+        let a = [3.0, 1.0, 2.0];
+        let b = [1.0, 1.0, 1.0];
+        let r = RatioInterval::bootstrap(&a, &b, Pairing::Independent, 9).unwrap();
+        assert!(r.low <= r.point && r.point <= r.high);
+        assert_eq!(r.rounds, (3, 3));
+    }
+}

@@ -1,0 +1,307 @@
+//! Acceleration variants as the record keeps them: how each was set up, what its
+//! effect probes measured in the variant's own process, and the verdict on whether
+//! the variant did what it means.
+//!
+//! A variant is judged by effect, not by the bits of its mask: a short treatment
+//! probe (AES-128-GCM) must fall by [`TREATMENT_FACTOR`] and each control probe
+//! (ChaCha20-Poly1305, 3DES) must stay within [`PROBE_CONTROL_TOLERANCE`] of accel's
+//! (METHODOLOGY.md, "Variants are judged by effect"). The judging itself is the app's
+//! (`variant::judge`); this module holds the data and the few readings every
+//! renderer needs, so that no layer's report can present a ratio from a variant that
+//! did not take effect.
+
+use serde::{Deserialize, Serialize};
+
+/// A masking variant took effect only if its treatment probe ran at least this many
+/// times slower than accel's. AES-NI against its software fallback is 10x or more on
+/// every x86 CPU with AES-NI we have seen (14x for Debian's 3.0.19 and 33x for 3.6.3
+/// here); a mask that missed the path the library takes moves it by 1.0-2.5x.
+pub const TREATMENT_FACTOR: f64 = 3.0;
+
+/// A control probe stayed put if its rate is within this fraction of accel's. The
+/// probes are tens of milliseconds of one thread's CPU time, so a busy machine moves
+/// them less than wall-clock figures but more than a long measurement; a mask that
+/// reaches a control's code (the second word zeroed: ChaCha20 loses AVX-512) moves it
+/// by 1.5x or more.
+pub const PROBE_CONTROL_TOLERANCE: f64 = 0.25;
+
+/// What a probe is for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ProbeRole {
+    /// The code the variant means to change (AES-GCM: AES and GHASH).
+    Treatment,
+    /// Code the variant must leave alone (ChaCha20-Poly1305, 3DES).
+    Control,
+}
+
+/// One probe: a short measurement of one cipher in the variant's process.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeFigure {
+    /// Cipher, in the catalogue's spelling (`aes-128-gcm`).
+    pub cipher: String,
+    /// Treatment or control.
+    pub role: ProbeRole,
+    /// Bytes per operation (one message: nonce, 13 bytes of AAD, payload, tag).
+    pub size_bytes: u64,
+    /// Encrypted bytes per second of the measuring thread's CPU time: the median of
+    /// the rounds.
+    pub bytes_per_cpu_sec: f64,
+    /// Each round's rate, in the order measured (rounds of the probes interleave).
+    pub rounds_bytes_per_cpu_sec: Vec<f64>,
+}
+
+/// What one variant's process measured before its real work, and what it runs.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Probes {
+    /// `OpenSSL_version(OPENSSL_VERSION)` of the library that process loaded.
+    pub library_version: String,
+    /// `OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS)` in that process.
+    pub cpu_settings: String,
+    /// Which process measured: `speed worker`, `tunnel gateway`, or the probe child
+    /// started with another program's environment (`__variant-probe with nginx's
+    /// environment`).
+    pub measured_in: String,
+    /// The probes, treatment first.
+    pub figures: Vec<ProbeFigure>,
+}
+
+impl Probes {
+    /// The figure of a cipher, if probed.
+    pub fn figure(&self, cipher: &str) -> Option<&ProbeFigure> {
+        self.figures.iter().find(|f| f.cipher == cipher)
+    }
+}
+
+/// A check made on the real process when the probes ran in a stand-in child (nginx's
+/// workers, the `openssl` CLI): that it runs under the same environment.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProcessCheck {
+    /// What was compared (`OPENSSL_ia32cap in /proc/<pid>/environ of nginx's 2
+    /// workers`, `openssl info -cpusettings`).
+    pub what: String,
+    /// It matched the probe child's environment or settings.
+    pub passed: bool,
+    /// What was found.
+    pub detail: String,
+}
+
+/// One probe compared between accel and the variant.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct ProbeRatio {
+    /// Cipher.
+    pub cipher: String,
+    /// Treatment or control.
+    pub role: ProbeRole,
+    /// accel's rate, bytes per CPU second.
+    pub accel_bytes_per_cpu_sec: f64,
+    /// The variant's rate.
+    pub variant_bytes_per_cpu_sec: f64,
+    /// accel / variant: how many times slower the variant ran (1.0: no change).
+    pub slowdown: f64,
+    /// Outside the control tolerance (either way).
+    pub moved: bool,
+}
+
+/// The verdict on a variant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Verdict {
+    /// accel: the library's defaults (the variable removed), the baseline of the others.
+    Baseline,
+    /// A masking variant whose treatment fell enough while the controls held; or a
+    /// user mask that changed the vector (the ratios say what moved).
+    TookEffect,
+    /// The treatment did not fall enough: the mask missed the path the library takes.
+    TreatmentDidNotMove,
+    /// The treatment fell, but a control moved too: the mask changed more than AES.
+    ControlMoved,
+    /// A user mask that left the vector as accel's.
+    Unchanged,
+    /// Not judged: a probe or a check could not run (the reason says which).
+    Unjudged,
+}
+
+impl Verdict {
+    /// Whether ratios from the variant may be presented.
+    pub fn took_effect(self) -> bool {
+        matches!(self, Verdict::Baseline | Verdict::TookEffect)
+    }
+}
+
+/// The judgement of a variant by its probes.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Effect {
+    /// The verdict.
+    pub verdict: Verdict,
+    /// One sentence for a person: the figures behind the verdict.
+    pub reason: String,
+    /// Each probe against accel's (empty for accel itself).
+    pub ratios: Vec<ProbeRatio>,
+    /// The treatment factor used ([`TREATMENT_FACTOR`]).
+    pub treatment_factor: f64,
+    /// The control tolerance used ([`PROBE_CONTROL_TOLERANCE`]).
+    pub control_tolerance: f64,
+    /// When a mask meant to turn AES off did not: the mask that does for this library
+    /// version.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub working_mask: Option<String>,
+    /// When the first judgement found a control moved (or the treatment in the grey
+    /// zone) and accel and the variant were probed again back to back: what the first
+    /// judgement said. The verdict, reason and ratios above are the re-measurement's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first_judgement: Option<String>,
+}
+
+/// How an acceleration variant was set up, and whether it took effect.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct VariantRecord {
+    /// `accel`, `noaesni` or `ia32cap:MASK`.
+    pub name: String,
+    /// `OPENSSL_ia32cap` given to the child process (None: unset).
+    pub ia32cap_env: Option<String>,
+    /// The vector the child's OpenSSL reported using.
+    pub cpu_settings: String,
+    /// Effective AES-NI bit.
+    pub aesni: bool,
+    /// Effective PCLMULQDQ bit.
+    pub pclmulqdq: bool,
+    /// The variant did what it means, judged by effect ([`Effect`]) where probes were
+    /// measured; records written before the probes existed judged the bits.
+    pub took_effect: bool,
+    /// What the variant's process measured before its real work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub probes: Option<Probes>,
+    /// The judgement of the probes against accel's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub effect: Option<Effect>,
+    /// The check on the real process, where the probes ran in a stand-in child.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub process_check: Option<ProcessCheck>,
+}
+
+impl VariantRecord {
+    /// Why the variant's figures cannot be compared with accel's, in a few words, or
+    /// None if they can: what a table puts in place of a ratio.
+    pub fn not_applicable(&self) -> Option<String> {
+        (!self.took_effect).then(|| format!("n/a: {} did not take effect", self.name))
+    }
+
+    /// The reason and, if known, the mask that would work: one line for a person.
+    pub fn explanation(&self) -> String {
+        let mut out = match &self.effect {
+            Some(e) => e.reason.clone(),
+            None if self.took_effect => "as intended".to_string(),
+            None => format!("OpenSSL reported {}", self.cpu_settings),
+        };
+        if let Some(check) = self.process_check.as_ref().filter(|c| !c.passed) {
+            out.push_str(&format!("; {}: {}", check.what, check.detail));
+        }
+        if let Some(mask) = self.effect.as_ref().and_then(|e| e.working_mask.as_ref()) {
+            out.push_str(&format!("; the mask that works here: ia32cap:{mask}"));
+        }
+        if let Some(first) = self
+            .effect
+            .as_ref()
+            .and_then(|e| e.first_judgement.as_ref())
+        {
+            out.push_str(&format!(
+                " (measured again back to back with accel; the first probes said: {first})"
+            ));
+        }
+        out
+    }
+}
+
+/// The record of a variant by name among a layer's records; the first one that did
+/// not take effect if several have the name (a layer with one record per server).
+pub fn find<'a>(
+    records: impl IntoIterator<Item = &'a VariantRecord>,
+    name: &str,
+) -> Option<&'a VariantRecord> {
+    let mut first = None;
+    for r in records.into_iter().filter(|r| r.name == name) {
+        if !r.took_effect {
+            return Some(r);
+        }
+        first.get_or_insert(r);
+    }
+    first
+}
+
+/// The first of the named variants that did not take effect among `records`: the one
+/// whose failure makes a ratio between them not a finding.
+pub fn ineffective<'a>(
+    records: impl IntoIterator<Item = &'a VariantRecord> + Clone,
+    names: &[&str],
+) -> Option<&'a VariantRecord> {
+    names
+        .iter()
+        .filter_map(|n| find(records.clone(), n))
+        .find(|r| !r.took_effect)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record(name: &str, took_effect: bool) -> VariantRecord {
+        VariantRecord {
+            name: name.into(),
+            ia32cap_env: None,
+            cpu_settings: String::new(),
+            aesni: true,
+            pclmulqdq: true,
+            took_effect,
+            probes: None,
+            effect: None,
+            process_check: None,
+        }
+    }
+
+    #[test]
+    fn a_record_without_probes_reads_as_before() {
+        let old = r#"{"name":"noaesni","ia32cap_env":"~0x200000200000000:~0x0",
+            "cpu_settings":"OPENSSL_ia32cap=0x1:0x2","aesni":false,"pclmulqdq":false,
+            "took_effect":true}"#;
+        let r: VariantRecord = serde_json::from_str(old).unwrap();
+        assert!(r.took_effect && r.probes.is_none() && r.effect.is_none());
+        assert_eq!(r.not_applicable(), None);
+    }
+
+    #[test]
+    fn an_ineffective_variant_is_found_among_several_servers() {
+        let records = [
+            record("accel", true),
+            record("noaesni", true),
+            record("noaesni", false),
+        ];
+        assert!(!find(&records, "noaesni").unwrap().took_effect);
+        assert_eq!(
+            ineffective(&records, &["accel", "noaesni"])
+                .unwrap()
+                .not_applicable()
+                .unwrap(),
+            "n/a: noaesni did not take effect"
+        );
+        assert!(ineffective(&records[..2], &["accel", "noaesni"]).is_none());
+    }
+
+    #[test]
+    fn the_explanation_names_the_mask_that_works() {
+        let mut r = record("noaesni", false);
+        r.effect = Some(Effect {
+            verdict: Verdict::TreatmentDidNotMove,
+            reason: "aes-128-gcm ran at 1.02x of accel".into(),
+            ratios: vec![],
+            treatment_factor: TREATMENT_FACTOR,
+            control_tolerance: PROBE_CONTROL_TOLERANCE,
+            working_mask: Some("~0x200000200000000:~0x60000000000:~0:~0:~0".into()),
+            first_judgement: None,
+        });
+        assert_eq!(
+            r.explanation(),
+            "aes-128-gcm ran at 1.02x of accel; the mask that works here: ia32cap:~0x200000200000000:~0x60000000000:~0:~0:~0"
+        );
+    }
+}

@@ -1,0 +1,1014 @@
+//! The acceleration variant, the idea every layer shares: what it is
+//! ([`VariantKind`]), its name in records, the `OPENSSL_ia32cap` mask it runs under
+//! for a given library version ([`mask`]), parsing a `--variants` list, and whether it
+//! took effect.
+//!
+//! Whether a variant took effect is decided by effect, in every run: the variant's
+//! process measures a treatment probe and control probes ([`crate::effect`]) and
+//! [`judge`], a pure function of those figures, accel's, the vector the library
+//! reported and the CPU's flags, says whether the treatment fell and the controls
+//! held. The functions below `judge` gather the facts (a probe child, `/proc/cpuinfo`,
+//! `openssl info -cpusettings`, `/proc/<pid>/environ`) and call it.
+//!
+//! The layers take variants from here; none of them owns the idea.
+
+pub mod mask;
+
+use crate::supervisor::Spawn;
+use anyhow::{bail, Context, Result};
+use cipherbench_model::env::Ia32Cap;
+use cipherbench_model::variant::{
+    Effect, ProbeFigure, ProbeRatio, ProbeRole, Probes, ProcessCheck, VariantRecord, Verdict,
+    PROBE_CONTROL_TOLERANCE, TREATMENT_FACTOR,
+};
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+/// What a variant changes in the library under test. New ways to switch an
+/// implementation (an OpenSSL provider, an engine) are new kinds here.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum VariantKind {
+    /// The library's default paths (`OPENSSL_ia32cap` removed from the environment).
+    Accel,
+    /// Every AES and GHASH hardware path off ([`mask::noaesni_mask`]), everything
+    /// else as detected.
+    NoAesni,
+    /// A user-given `OPENSSL_ia32cap` value (`ia32cap:MASK`), checked by
+    /// [`mask::parse`].
+    Ia32Cap(String),
+}
+
+/// An acceleration variant: the kind, and through it the environment its
+/// processes run under.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// What the variant changes.
+    pub kind: VariantKind,
+}
+
+impl Variant {
+    /// The library's default paths.
+    pub fn accel() -> Variant {
+        Variant {
+            kind: VariantKind::Accel,
+        }
+    }
+
+    /// Every AES and GHASH hardware path masked, everything else as detected.
+    pub fn noaesni() -> Variant {
+        Variant {
+            kind: VariantKind::NoAesni,
+        }
+    }
+
+    /// Parses `accel`, `noaesni` or `ia32cap:MASK`; a mask OpenSSL would not read as
+    /// written is refused with the reason.
+    pub fn parse(text: &str) -> Result<Variant> {
+        match text.trim() {
+            "accel" => Ok(Variant::accel()),
+            "noaesni" => Ok(Variant::noaesni()),
+            t => match t.strip_prefix("ia32cap:") {
+                Some(m) => {
+                    mask::parse(m)?;
+                    Ok(Variant {
+                        kind: VariantKind::Ia32Cap(m.to_string()),
+                    })
+                }
+                None => bail!(
+                    "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as {})",
+                    mask::NOAESNI_FIVE_FIELDS
+                ),
+            },
+        }
+    }
+
+    /// The name in records and on screen: `accel`, `noaesni`, or `ia32cap:MASK`.
+    pub fn name(&self) -> String {
+        match &self.kind {
+            VariantKind::Accel => "accel".into(),
+            VariantKind::NoAesni => "noaesni".into(),
+            VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
+        }
+    }
+
+    /// The `OPENSSL_ia32cap` the variant's processes run under with the library whose
+    /// `OpenSSL_version()` is `library_version` (None: removed, the library's
+    /// defaults). Pure.
+    pub fn mask(&self, library_version: &str) -> Option<String> {
+        match &self.kind {
+            VariantKind::Accel => None,
+            VariantKind::NoAesni => Some(mask::noaesni_mask(library_version).to_string()),
+            VariantKind::Ia32Cap(mask) => Some(mask.clone()),
+        }
+    }
+
+    /// Whether this is the library's default (the baseline of every ratio).
+    pub fn is_accel(&self) -> bool {
+        self.kind == VariantKind::Accel
+    }
+
+    /// Whether the variant means to turn AES off, so that it is judged as `noaesni`
+    /// is: a user mask counts if it clears AES-NI.
+    fn masks_aes(&self) -> bool {
+        match &self.kind {
+            VariantKind::Accel => false,
+            VariantKind::NoAesni => true,
+            VariantKind::Ia32Cap(m) => mask::parse(m).is_ok_and(|m| m.clears_aesni()),
+        }
+    }
+}
+
+/// Parses a comma-separated variant list.
+pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
+    let v: Vec<Variant> = text.split(',').map(Variant::parse).collect::<Result<_>>()?;
+    Ok(v)
+}
+
+/// What [`judge`] decides from, gathered by the caller.
+#[derive(Debug, Clone, Copy)]
+pub struct Facts<'a> {
+    /// The vector the variant's OpenSSL reported (`OPENSSL_info(CPU_SETTINGS)` in its
+    /// process); empty if it could not be read.
+    pub settings: &'a str,
+    /// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
+    pub cpu_has_aes: bool,
+    /// The `OPENSSL_ia32cap` the variant's processes were given.
+    pub mask: Option<&'a str>,
+    /// What the variant's process measured (None: no probe ran).
+    pub probes: Option<&'a Probes>,
+    /// What accel's process measured in the same layer.
+    pub accel_probes: Option<&'a Probes>,
+    /// The check of the real process, where the probes ran in a stand-in child.
+    pub process_check: Option<&'a ProcessCheck>,
+}
+
+/// Decides whether a variant did what it means, from its probes against accel's.
+/// Pure: every fact comes in through `facts`.
+///
+/// - accel is the baseline: it must run without `OPENSSL_ia32cap` and see AES-NI
+///   exactly when the CPU has it.
+/// - A variant that turns AES off (`noaesni`, or a user mask that clears AES-NI) took
+///   effect if the treatment (AES-128-GCM) ran at least [`TREATMENT_FACTOR`] times
+///   slower than accel's and every control stayed within
+///   [`PROBE_CONTROL_TOLERANCE`]. Otherwise the record names the mask that works for
+///   the library's version.
+/// - Any other user mask took effect if the vector changed; the ratios say which
+///   probes moved.
+pub fn judge(variant: &Variant, facts: &Facts) -> VariantRecord {
+    let cap = Ia32Cap::parse_settings(facts.settings);
+    let aesni = cap.is_some_and(|c| c.has(Ia32Cap::AESNI));
+    let pclmulqdq = cap.is_some_and(|c| c.has(Ia32Cap::PCLMULQDQ));
+    let effect = effect_of(variant, facts, cap, aesni);
+    VariantRecord {
+        name: variant.name(),
+        ia32cap_env: facts.mask.map(str::to_string),
+        cpu_settings: facts.settings.to_string(),
+        aesni,
+        pclmulqdq,
+        took_effect: effect.verdict.took_effect(),
+        probes: facts.probes.cloned(),
+        effect: Some(effect),
+        process_check: facts.process_check.cloned(),
+    }
+}
+
+fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool) -> Effect {
+    let verdict = |verdict: Verdict, reason: String| Effect {
+        verdict,
+        reason,
+        ratios: Vec::new(),
+        treatment_factor: TREATMENT_FACTOR,
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    };
+    if let Some(check) = facts.process_check.filter(|c| !c.passed) {
+        return verdict(
+            Verdict::Unjudged,
+            format!(
+                "the probes ran in a stand-in process, and the real one does not run under the same environment ({}: {})",
+                check.what, check.detail
+            ),
+        );
+    }
+    if variant.is_accel() {
+        return match cap {
+            None => verdict(
+                Verdict::Unjudged,
+                format!("OpenSSL's vector could not be read ('{}')", facts.settings),
+            ),
+            Some(_) if facts.settings.contains("env:") => verdict(
+                Verdict::Unjudged,
+                format!(
+                    "accel's process still had OPENSSL_ia32cap set ({})",
+                    facts.settings
+                ),
+            ),
+            Some(_) if aesni != facts.cpu_has_aes => verdict(
+                Verdict::Unjudged,
+                format!(
+                    "OpenSSL's AES-NI bit ({}) differs from the CPU's flag ({})",
+                    on_off(aesni),
+                    on_off(facts.cpu_has_aes)
+                ),
+            ),
+            Some(_) => verdict(
+                Verdict::Baseline,
+                "the library's defaults (OPENSSL_ia32cap removed)".into(),
+            ),
+        };
+    }
+    let (Some(probes), Some(accel)) = (facts.probes, facts.accel_probes) else {
+        let missing = if facts.probes.is_none() {
+            "no effect probe ran in the variant's process"
+        } else {
+            "accel's effect probe is missing"
+        };
+        return verdict(Verdict::Unjudged, missing.into());
+    };
+    let ratios = ratios(probes, accel);
+    let working = mask::noaesni_mask(&probes.library_version);
+    let mut effect = if variant.masks_aes() {
+        judge_masking(&ratios, facts, working)
+    } else {
+        judge_other(
+            &ratios,
+            cap,
+            facts.accel_probes.map(|a| a.cpu_settings.as_str()),
+        )
+    };
+    effect.ratios = ratios;
+    effect
+}
+
+/// Each probe of the variant against accel's.
+fn ratios(probes: &Probes, accel: &Probes) -> Vec<ProbeRatio> {
+    probes
+        .figures
+        .iter()
+        .filter_map(|f| {
+            let a = accel.figure(&f.cipher)?;
+            (f.bytes_per_cpu_sec > 0.0 && a.bytes_per_cpu_sec > 0.0).then(|| {
+                let relative = f.bytes_per_cpu_sec / a.bytes_per_cpu_sec;
+                ProbeRatio {
+                    cipher: f.cipher.clone(),
+                    role: f.role,
+                    accel_bytes_per_cpu_sec: a.bytes_per_cpu_sec,
+                    variant_bytes_per_cpu_sec: f.bytes_per_cpu_sec,
+                    slowdown: 1.0 / relative,
+                    moved: (relative - 1.0).abs() > PROBE_CONTROL_TOLERANCE,
+                }
+            })
+        })
+        .collect()
+}
+
+fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect {
+    let mut effect = Effect {
+        verdict: Verdict::TookEffect,
+        reason: String::new(),
+        ratios: Vec::new(),
+        treatment_factor: TREATMENT_FACTOR,
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    };
+    let Some(treatment) = ratios.iter().find(|r| r.role == ProbeRole::Treatment) else {
+        effect.verdict = Verdict::Unjudged;
+        effect.reason = "the treatment probe (aes-128-gcm) did not run".into();
+        return effect;
+    };
+    let controls: Vec<&ProbeRatio> = ratios
+        .iter()
+        .filter(|r| r.role == ProbeRole::Control)
+        .collect();
+    let control_text = controls
+        .iter()
+        .map(|c| format!("{} {:.2}x", c.cipher, 1.0 / c.slowdown))
+        .collect::<Vec<_>>()
+        .join(", ");
+    let moved: Vec<&&ProbeRatio> = controls.iter().filter(|c| c.moved).collect();
+    let suggest = facts.mask != Some(working);
+    if treatment.slowdown < TREATMENT_FACTOR {
+        effect.verdict = Verdict::TreatmentDidNotMove;
+        effect.reason = if !facts.cpu_has_aes {
+            format!(
+                "{} ran at {:.2}x of accel's speed: this CPU has no AES-NI, so there is no hardware path to mask",
+                treatment.cipher,
+                1.0 / treatment.slowdown
+            )
+        } else if suggest {
+            format!(
+                "{} ran at {:.2}x of accel's speed (it must fall {TREATMENT_FACTOR:.0}x or more): the mask missed the AES-GCM path this library takes",
+                treatment.cipher,
+                1.0 / treatment.slowdown
+            )
+        } else {
+            format!(
+                "{} ran at {:.2}x of accel's speed (it must fall {TREATMENT_FACTOR:.0}x or more) even with every AES and GHASH bit masked: this library takes an AES path that OPENSSL_ia32cap does not gate (a provider or engine?)",
+                treatment.cipher,
+                1.0 / treatment.slowdown
+            )
+        };
+    } else if !moved.is_empty() {
+        effect.verdict = Verdict::ControlMoved;
+        effect.reason = format!(
+            "{} fell {:.1}x, but the control{} moved ({control_text} of accel; ±{:.0} % allowed): the mask changed more than AES",
+            treatment.cipher,
+            treatment.slowdown,
+            if moved.len() == 1 { "" } else { "s" },
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
+    } else {
+        effect.reason = format!(
+            "{} fell {:.1}x (≥ {TREATMENT_FACTOR:.0}x needed); controls {control_text} of accel (±{:.0} % allowed)",
+            treatment.cipher,
+            treatment.slowdown,
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
+    }
+    if effect.verdict != Verdict::TookEffect && suggest && facts.cpu_has_aes {
+        effect.working_mask = Some(working.to_string());
+    }
+    effect
+}
+
+fn judge_other(
+    ratios: &[ProbeRatio],
+    cap: Option<Ia32Cap>,
+    accel_settings: Option<&str>,
+) -> Effect {
+    let accel = accel_settings.and_then(Ia32Cap::parse_settings);
+    let moved: Vec<String> = ratios
+        .iter()
+        .filter(|r| r.moved)
+        .map(|r| format!("{} {:.2}x", r.cipher, 1.0 / r.slowdown))
+        .collect();
+    let moved_text = if moved.is_empty() {
+        format!(
+            "no probe moved beyond ±{:.0} %",
+            PROBE_CONTROL_TOLERANCE * 100.0
+        )
+    } else {
+        format!("probes that moved: {}", moved.join(", "))
+    };
+    let (verdict, reason) = match (cap, accel) {
+        (Some(c), Some(a)) if c == a => (
+            Verdict::Unchanged,
+            format!("the vector is accel's: the mask changed nothing ({moved_text})"),
+        ),
+        (Some(_), Some(_)) => (
+            Verdict::TookEffect,
+            format!("the vector differs from accel's; {moved_text} of accel's speed"),
+        ),
+        _ => (
+            Verdict::Unjudged,
+            "the vector could not be read to compare with accel's".to_string(),
+        ),
+    };
+    Effect {
+        verdict,
+        reason,
+        ratios: Vec::new(),
+        treatment_factor: TREATMENT_FACTOR,
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    }
+}
+
+/// Whether a judgement rests on figures a busy machine can produce: a control that
+/// moved (3DES's table lookups lose 25-30 % of their CPU rate when other programs
+/// share the caches, which a probe a few seconds earlier may not have met), or a
+/// treatment near the factor. Such a judgement is measured again, accel and the
+/// variant back to back ([`Baseline::judge`]).
+pub fn needs_confirmation(record: &VariantRecord) -> bool {
+    let Some(effect) = &record.effect else {
+        return false;
+    };
+    let treatment = effect
+        .ratios
+        .iter()
+        .find(|r| r.role == ProbeRole::Treatment)
+        .map_or(1.0, |r| r.slowdown);
+    match effect.verdict {
+        Verdict::ControlMoved => true,
+        Verdict::TreatmentDidNotMove => treatment >= 1.5,
+        Verdict::TookEffect => treatment < TREATMENT_FACTOR * 1.5,
+        _ => false,
+    }
+}
+
+/// Combines probe sets measured under one environment: per cipher, the median of the
+/// sets' figures, and the rounds of all of them.
+fn combine(sets: &[Probes], measured_in: &str) -> Option<Probes> {
+    let first = sets.first()?;
+    let figures = first
+        .figures
+        .iter()
+        .map(|f| {
+            let all: Vec<&ProbeFigure> = sets.iter().filter_map(|s| s.figure(&f.cipher)).collect();
+            let mut rates: Vec<f64> = all.iter().map(|g| g.bytes_per_cpu_sec).collect();
+            rates.sort_by(f64::total_cmp);
+            let n = rates.len();
+            let median = if n % 2 == 1 {
+                rates[n / 2]
+            } else {
+                (rates[n / 2 - 1] + rates[n / 2]) / 2.0
+            };
+            ProbeFigure {
+                cipher: f.cipher.clone(),
+                role: f.role,
+                size_bytes: f.size_bytes,
+                bytes_per_cpu_sec: median,
+                rounds_bytes_per_cpu_sec: all
+                    .iter()
+                    .flat_map(|g| g.rounds_bytes_per_cpu_sec.iter().copied())
+                    .collect(),
+            }
+        })
+        .collect();
+    Some(Probes {
+        library_version: first.library_version.clone(),
+        cpu_settings: first.cpu_settings.clone(),
+        measured_in: measured_in.to_string(),
+        figures,
+    })
+}
+
+fn on_off(b: bool) -> &'static str {
+    if b {
+        "on"
+    } else {
+        "off"
+    }
+}
+
+/// The facts every variant of one layer is judged against, gathered once at the
+/// layer's start: the library the children load (its version picks the `noaesni`
+/// mask) and accel's probes in a child with accel's environment.
+#[derive(Debug, Clone)]
+pub struct Baseline {
+    /// accel's probes, from `cipherbench __variant-probe` without `OPENSSL_ia32cap`.
+    pub probes: Probes,
+    /// Whether the CPU has AES.
+    pub cpu_has_aes: bool,
+}
+
+impl Baseline {
+    /// Measures accel's probes in a child with accel's environment.
+    pub fn measure() -> Result<Baseline> {
+        let probes = crate::effect::run_child(
+            crate::effect::child_command(false)?.ia32cap(None),
+            "__variant-probe with accel's environment",
+        )
+        .context("measuring accel's effect probes")?;
+        Ok(Baseline {
+            probes,
+            cpu_has_aes: cpu_has_aes(),
+        })
+    }
+
+    /// The `OpenSSL_version()` the children load.
+    pub fn library_version(&self) -> &str {
+        &self.probes.library_version
+    }
+
+    /// The mask a variant's children run under.
+    pub fn mask(&self, variant: &Variant) -> Option<String> {
+        variant.mask(self.library_version())
+    }
+
+    /// Judges a variant from what its process reported, against this layer's accel:
+    /// the accel record already `known` if there is one (its own process's probes),
+    /// else the baseline child's. A judgement a busy machine could have produced
+    /// ([`needs_confirmation`]) is measured again: accel and the variant in
+    /// `__variant-probe` children with their environments, alternating, twice each,
+    /// and judged on those; the first judgement is kept in the record.
+    pub fn judge(
+        &self,
+        variant: &Variant,
+        probes: Option<&Probes>,
+        known: &[VariantRecord],
+        process_check: Option<&ProcessCheck>,
+    ) -> VariantRecord {
+        let accel_probes = known
+            .iter()
+            .find(|v| v.name == "accel")
+            .and_then(|v| v.probes.as_ref())
+            .unwrap_or(&self.probes);
+        let first = self.judge_with(variant, probes, accel_probes, process_check);
+        if variant.is_accel() || !needs_confirmation(&first) {
+            return first;
+        }
+        let Some((accel, mine)) = self.paired(variant) else {
+            return first;
+        };
+        let mut second = self.judge_with(variant, Some(&mine), &accel, process_check);
+        if let Some(effect) = second.effect.as_mut() {
+            effect.first_judgement = first.effect.as_ref().map(|e| {
+                format!(
+                    "{}, from the probes of the {} against accel's",
+                    e.reason,
+                    probes.map_or("variant", |p| p.measured_in.as_str())
+                )
+            });
+        }
+        // The record keeps the variant's own probes (its process, its library).
+        second.probes = first.probes;
+        second
+    }
+
+    fn judge_with(
+        &self,
+        variant: &Variant,
+        probes: Option<&Probes>,
+        accel_probes: &Probes,
+        process_check: Option<&ProcessCheck>,
+    ) -> VariantRecord {
+        let settings = probes.map(|p| p.cpu_settings.as_str()).unwrap_or_default();
+        let mask = self.mask(variant);
+        judge(
+            variant,
+            &Facts {
+                settings,
+                cpu_has_aes: self.cpu_has_aes,
+                mask: mask.as_deref(),
+                probes,
+                accel_probes: Some(accel_probes),
+                process_check,
+            },
+        )
+    }
+
+    /// accel and the variant probed alternately, twice each, in `__variant-probe`
+    /// children with their environments: (accel, variant), each the median of two.
+    fn paired(&self, variant: &Variant) -> Option<(Probes, Probes)> {
+        let mask = self.mask(variant);
+        let run = |m: Option<&str>| {
+            crate::effect::child_command(false)
+                .and_then(|spawn| crate::effect::run_child(spawn.ia32cap(m), "paired"))
+                .ok()
+        };
+        let mut accel = Vec::new();
+        let mut mine = Vec::new();
+        for _ in 0..2 {
+            accel.push(run(None)?);
+            mine.push(run(mask.as_deref())?);
+        }
+        Some((
+            combine(
+                &accel,
+                "__variant-probe with accel's environment, back to back",
+            )?,
+            combine(
+                &mine,
+                "__variant-probe with the variant's environment, back to back with accel",
+            )?,
+        ))
+    }
+}
+
+/// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
+pub fn cpu_has_aes() -> bool {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| crate::probe::cpuinfo::parse(&t).flags.contains("aes"))
+        .unwrap_or(false)
+}
+
+/// Records for variants whose real process cannot run the probe (nginx, the
+/// `openssl` CLI): each measured by a `cipherbench __variant-probe` child with the
+/// environment that process gets, by variant name. accel is measured first (and
+/// even when not asked for), as the others are judged against it.
+pub fn stand_in_records(
+    variants: &[Variant],
+    baseline: &Baseline,
+    stands_in_for: &str,
+) -> BTreeMap<String, VariantRecord> {
+    let mut known: Vec<VariantRecord> = Vec::new();
+    let mut ordered: Vec<Variant> = variants.to_vec();
+    ordered.sort_by_key(|v| !v.is_accel());
+    if !ordered.iter().any(Variant::is_accel) {
+        ordered.insert(0, Variant::accel());
+    }
+    let mut out = BTreeMap::new();
+    for v in &ordered {
+        let mask = baseline.mask(v);
+        let probes = crate::effect::child_command(false).and_then(|spawn| {
+            crate::effect::run_child(
+                spawn.ia32cap(mask.as_deref()),
+                &format!("__variant-probe with {stands_in_for}'s environment"),
+            )
+        });
+        let record = match probes {
+            Ok(p) => baseline.judge(v, Some(&p), &known, None),
+            Err(e) => {
+                let mut r = baseline.judge(v, None, &known, None);
+                if let Some(effect) = r.effect.as_mut() {
+                    effect.reason = format!("the effect probe failed: {e:#}");
+                }
+                r
+            }
+        };
+        known.push(record.clone());
+        if variants.contains(v) {
+            out.insert(v.name(), record);
+        }
+    }
+    out
+}
+
+/// A stand-in record checked against the real process: judged again with `check`.
+pub fn with_check(
+    baseline: &Baseline,
+    variant: &Variant,
+    record: &VariantRecord,
+    known: &[VariantRecord],
+    check: ProcessCheck,
+) -> VariantRecord {
+    baseline.judge(variant, record.probes.as_ref(), known, Some(&check))
+}
+
+/// Checks that `openssl info -cpusettings`, run with the variant's environment,
+/// reports what the probe child reported: the CLI loads the same library and reads
+/// the same variable.
+pub fn check_openssl_cli(mask: Option<&str>, record: &VariantRecord) -> ProcessCheck {
+    let what = "openssl info -cpusettings with the same environment".to_string();
+    let settings = Spawn::new("openssl")
+        .args(["info", "-cpusettings"])
+        .ia32cap(mask)
+        .output(Duration::from_secs(10))
+        .and_then(|o| o.success("openssl info -cpusettings"))
+        .map(|o| o.stdout.trim().to_string());
+    match settings {
+        Ok(s) if s == record.cpu_settings => ProcessCheck {
+            what,
+            passed: true,
+            detail: format!("same vector: {s}"),
+        },
+        Ok(s) => ProcessCheck {
+            what,
+            passed: false,
+            detail: format!(
+                "the CLI reports {s}, the probe child {}: the CLI loads another library",
+                record.cpu_settings
+            ),
+        },
+        Err(e) => ProcessCheck {
+            what,
+            passed: false,
+            detail: format!("{e:#}"),
+        },
+    }
+}
+
+/// Checks that every process in `pids` runs with `OPENSSL_ia32cap` as `mask` says
+/// (set to it, or absent): the environment the probe child had. Read from each
+/// process ([`crate::host::env_var_of`]).
+pub fn check_environ(what: &str, pids: &[u32], mask: Option<&str>) -> ProcessCheck {
+    let mut found = Vec::new();
+    let mut passed = !pids.is_empty();
+    for &pid in pids {
+        match crate::host::env_var_of(pid, "OPENSSL_ia32cap") {
+            Ok((v, source)) => {
+                passed &= v.as_deref() == mask;
+                found.push(format!(
+                    "{pid}: {}{}",
+                    v.as_deref().unwrap_or("unset"),
+                    match source {
+                        crate::host::EnvSource::Environ => "",
+                        crate::host::EnvSource::Memory => " (in its memory)",
+                    }
+                ));
+            }
+            Err(e) => {
+                passed = false;
+                found.push(format!("{pid}: unreadable ({e})"));
+            }
+        }
+    }
+    ProcessCheck {
+        what: format!("OPENSSL_ia32cap of {what}"),
+        passed,
+        detail: format!(
+            "expected {}; found {}",
+            mask.unwrap_or("unset"),
+            if found.is_empty() {
+                "no process".to_string()
+            } else {
+                found.join(", ")
+            }
+        ),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ACCEL: &str = "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb";
+    const NOAESNI: &str = "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x1b4159def1bf27eb env:~0x200000200000000:~0x60000000000";
+    const OLD_MASK: &str =
+        "OPENSSL_ia32cap=0xfdfa32014f8bffff:0x1b415fdef1bf27eb env:~0x200000200000000:~0x0";
+
+    fn probes(settings: &str, gcm: f64, chacha: f64, des: f64) -> Probes {
+        let figure = |cipher: &str, role, rate: f64| ProbeFigure {
+            cipher: cipher.into(),
+            role,
+            size_bytes: 16384,
+            bytes_per_cpu_sec: rate,
+            rounds_bytes_per_cpu_sec: vec![rate; 3],
+        };
+        Probes {
+            library_version: "OpenSSL 3.6.3 9 Jun 2026".into(),
+            cpu_settings: settings.into(),
+            measured_in: "test".into(),
+            figures: vec![
+                figure("aes-128-gcm", ProbeRole::Treatment, gcm),
+                figure("chacha20-poly1305", ProbeRole::Control, chacha),
+                figure("des-ede3-cbc", ProbeRole::Control, des),
+            ],
+        }
+    }
+
+    fn judged(
+        variant: &Variant,
+        mask: Option<&str>,
+        mine: &Probes,
+        accel: &Probes,
+    ) -> VariantRecord {
+        judge(
+            variant,
+            &Facts {
+                settings: &mine.cpu_settings,
+                cpu_has_aes: true,
+                mask,
+                probes: Some(mine),
+                accel_probes: Some(accel),
+                process_check: None,
+            },
+        )
+    }
+
+    fn accel_probes() -> Probes {
+        probes(ACCEL, 11e9, 3.7e9, 31e6)
+    }
+
+    #[test]
+    fn parses_variants_and_refuses_unknown_ones() {
+        let v = parse_variants("accel,noaesni,ia32cap:~0x0:~0x60000000000").unwrap();
+        assert_eq!(v[0].mask("OpenSSL 3.6.3"), None);
+        assert_eq!(
+            v[1].mask("OpenSSL 3.0.19 27 Jan 2026").as_deref(),
+            Some("~0x200000200000000:~0x60000000000")
+        );
+        assert_eq!(
+            v[1].mask("OpenSSL 3.6.3 9 Jun 2026").as_deref(),
+            Some("~0x200000200000000:~0x60000000000:~0:~0:~0")
+        );
+        assert_eq!(v[2].mask("any").as_deref(), Some("~0x0:~0x60000000000"));
+        let err = parse_variants("fast").unwrap_err().to_string();
+        assert!(err.contains("unknown variant 'fast'"), "{err}");
+    }
+
+    #[test]
+    fn refuses_a_mask_openssl_would_misread_in_one_line() {
+        for bad in [
+            "ia32cap:zz",
+            "ia32cap:",
+            "ia32cap:~0x1g:~0",
+            "ia32cap:~0::~0",
+        ] {
+            let err = format!("{:#}", Variant::parse(bad).unwrap_err());
+            assert!(err.starts_with("invalid OPENSSL_ia32cap mask"), "{err}");
+            assert!(err.contains("e.g. ia32cap:~0x200000200000000"), "{err}");
+            assert!(!err.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn names_variants_as_records_always_have() {
+        let v = parse_variants("accel, noaesni ,ia32cap:~0x0:~0x60000000000").unwrap();
+        let names: Vec<String> = v.iter().map(Variant::name).collect();
+        assert_eq!(names, ["accel", "noaesni", "ia32cap:~0x0:~0x60000000000"]);
+        assert!(v[0].is_accel() && !v[1].is_accel() && !v[2].is_accel());
+    }
+
+    #[test]
+    fn a_masking_variant_whose_treatment_fell_and_controls_held_took_effect() {
+        let accel = accel_probes();
+        let mine = probes(NOAESNI, 0.33e9, 3.8e9, 30e6);
+        let r = judged(
+            &Variant::noaesni(),
+            Some(mask::NOAESNI_FIVE_FIELDS),
+            &mine,
+            &accel,
+        );
+        assert!(r.took_effect, "{r:?}");
+        let e = r.effect.unwrap();
+        assert_eq!(e.verdict, Verdict::TookEffect);
+        assert!(e.reason.contains("aes-128-gcm fell 33.3x"), "{}", e.reason);
+        assert_eq!(e.ratios.len(), 3);
+        assert_eq!(e.working_mask, None);
+        assert!(!r.aesni && !r.pclmulqdq);
+    }
+
+    #[test]
+    fn a_treatment_that_did_not_move_is_flagged_with_the_mask_that_works() {
+        // The old mask on 3.6.3: the VAES path keeps AES-GCM at full speed.
+        let accel = accel_probes();
+        let mine = probes(OLD_MASK, 10.8e9, 3.7e9, 31e6);
+        let v = Variant::parse("ia32cap:~0x200000200000000:~0x0").unwrap();
+        let r = judged(&v, Some("~0x200000200000000:~0x0"), &mine, &accel);
+        assert!(!r.took_effect);
+        let e = r.effect.as_ref().unwrap();
+        assert_eq!(e.verdict, Verdict::TreatmentDidNotMove);
+        assert_eq!(
+            e.working_mask.as_deref(),
+            Some("~0x200000200000000:~0x60000000000:~0:~0:~0")
+        );
+        assert!(
+            r.explanation().contains("missed the AES-GCM path"),
+            "{}",
+            r.explanation()
+        );
+        // 2.5x is not enough either.
+        let half = probes(OLD_MASK, 4.4e9, 3.7e9, 31e6);
+        assert!(!judged(&Variant::noaesni(), None, &half, &accel).took_effect);
+    }
+
+    #[test]
+    fn a_control_that_moved_is_flagged() {
+        // The second word zeroed: AES falls, and ChaCha20 loses AVX-512 too.
+        let accel = accel_probes();
+        let mine = probes(NOAESNI, 0.33e9, 0.9e9, 31e6);
+        let r = judged(
+            &Variant::parse("ia32cap:~0x200000200000000").unwrap(),
+            Some("~0x200000200000000"),
+            &mine,
+            &accel,
+        );
+        let e = r.effect.unwrap();
+        assert!(!r.took_effect);
+        assert_eq!(e.verdict, Verdict::ControlMoved);
+        assert!(e.reason.contains("chacha20-poly1305 0.24x"), "{}", e.reason);
+        assert!(e.working_mask.is_some());
+        // 3DES moving alone is enough.
+        let des = probes(NOAESNI, 0.33e9, 3.7e9, 20e6);
+        assert!(!judged(&Variant::noaesni(), None, &des, &accel).took_effect);
+        // Within the tolerance is not a move.
+        let ok = probes(NOAESNI, 0.33e9, 3.7e9 * 0.8, 31e6 * 1.2);
+        assert!(judged(&Variant::noaesni(), None, &ok, &accel).took_effect);
+    }
+
+    #[test]
+    fn a_cpu_without_aes_has_nothing_to_mask() {
+        let accel = probes("OPENSSL_ia32cap=0xfdfa32014f8bffff:0x0", 0.3e9, 1.0e9, 30e6);
+        let r = judge(
+            &Variant::noaesni(),
+            &Facts {
+                settings: &accel.cpu_settings,
+                cpu_has_aes: false,
+                mask: Some(mask::NOAESNI_FIVE_FIELDS),
+                probes: Some(&accel),
+                accel_probes: Some(&accel),
+                process_check: None,
+            },
+        );
+        assert!(!r.took_effect);
+        assert!(r.explanation().contains("no AES-NI"), "{}", r.explanation());
+        assert_eq!(r.effect.unwrap().working_mask, None);
+    }
+
+    #[test]
+    fn other_user_masks_took_effect_if_the_vector_changed_and_say_what_moved() {
+        let accel = accel_probes();
+        let vaes_off =
+            "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b4159def1bf27eb env:~0:~0x60000000000:~0:~0:~0";
+        let mine = probes(vaes_off, 4.5e9, 3.7e9, 31e6);
+        let v = Variant::parse("ia32cap:~0:~0x60000000000:~0:~0:~0").unwrap();
+        let r = judged(&v, Some("~0:~0x60000000000:~0:~0:~0"), &mine, &accel);
+        assert!(r.took_effect);
+        assert!(
+            r.explanation().contains("aes-128-gcm 0.41x"),
+            "{}",
+            r.explanation()
+        );
+        let same = probes(ACCEL, 11e9, 3.7e9, 31e6);
+        let r = judged(
+            &Variant::parse("ia32cap:~0:~0").unwrap(),
+            Some("~0:~0"),
+            &same,
+            &accel,
+        );
+        assert!(!r.took_effect);
+        assert_eq!(r.effect.unwrap().verdict, Verdict::Unchanged);
+    }
+
+    #[test]
+    fn a_moved_control_or_a_grey_treatment_is_measured_again_and_a_clear_one_is_not() {
+        let accel = accel_probes();
+        let judged_noaesni = |p: &Probes| judged(&Variant::noaesni(), None, p, &accel);
+        // 3DES 1.30x on a busy machine: measured again.
+        assert!(needs_confirmation(&judged_noaesni(&probes(
+            NOAESNI, 0.33e9, 3.7e9, 40e6
+        ))));
+        // 2.2x: between no effect and the factor.
+        assert!(needs_confirmation(&judged_noaesni(&probes(
+            NOAESNI, 5e9, 3.7e9, 31e6
+        ))));
+        // 3.5x: took effect, but close to the factor.
+        assert!(needs_confirmation(&judged_noaesni(&probes(
+            NOAESNI, 3.1e9, 3.7e9, 31e6
+        ))));
+        // Clear either way: 33x with the controls put, or 1.02x.
+        assert!(!needs_confirmation(&judged_noaesni(&probes(
+            NOAESNI, 0.33e9, 3.7e9, 31e6
+        ))));
+        assert!(!needs_confirmation(&judged_noaesni(&probes(
+            OLD_MASK, 10.8e9, 3.7e9, 31e6
+        ))));
+    }
+
+    #[test]
+    fn probe_sets_combine_into_their_median_with_every_round() {
+        let sets = [
+            probes(ACCEL, 10e9, 3.0e9, 20e6),
+            probes(ACCEL, 12e9, 4.0e9, 30e6),
+        ];
+        let c = combine(&sets, "both").unwrap();
+        assert_eq!(c.figure("aes-128-gcm").unwrap().bytes_per_cpu_sec, 11e9);
+        assert_eq!(
+            c.figure("des-ede3-cbc")
+                .unwrap()
+                .rounds_bytes_per_cpu_sec
+                .len(),
+            6
+        );
+        assert_eq!(c.measured_in, "both");
+        assert!(combine(&[], "none").is_none());
+    }
+
+    #[test]
+    fn accel_is_the_baseline_only_without_a_mask_and_with_the_cpu_s_aes_ni() {
+        let accel = accel_probes();
+        let r = judged(&Variant::accel(), None, &accel, &accel);
+        assert!(r.took_effect && r.aesni && r.pclmulqdq);
+        assert_eq!(r.effect.unwrap().verdict, Verdict::Baseline);
+        let leaked = probes(OLD_MASK, 11e9, 3.7e9, 31e6);
+        assert!(!judged(&Variant::accel(), None, &leaked, &accel).took_effect);
+        let without_aes_in_cpu = judge(
+            &Variant::accel(),
+            &Facts {
+                settings: ACCEL,
+                cpu_has_aes: false,
+                mask: None,
+                probes: Some(&accel),
+                accel_probes: Some(&accel),
+                process_check: None,
+            },
+        );
+        assert!(!without_aes_in_cpu.took_effect);
+    }
+
+    #[test]
+    fn a_variant_without_probes_or_with_a_failed_process_check_is_not_taken() {
+        let accel = accel_probes();
+        let none = judge(
+            &Variant::noaesni(),
+            &Facts {
+                settings: NOAESNI,
+                cpu_has_aes: true,
+                mask: None,
+                probes: None,
+                accel_probes: Some(&accel),
+                process_check: None,
+            },
+        );
+        assert!(!none.took_effect);
+        assert_eq!(none.effect.unwrap().verdict, Verdict::Unjudged);
+        let mine = probes(NOAESNI, 0.33e9, 3.7e9, 31e6);
+        let check = ProcessCheck {
+            what: "OPENSSL_ia32cap in /proc/<pid>/environ of nginx's workers".into(),
+            passed: false,
+            detail: "expected ~0; found 12: unset".into(),
+        };
+        let r = judge(
+            &Variant::noaesni(),
+            &Facts {
+                settings: NOAESNI,
+                cpu_has_aes: true,
+                mask: None,
+                probes: Some(&mine),
+                accel_probes: Some(&accel),
+                process_check: Some(&check),
+            },
+        );
+        assert!(!r.took_effect);
+        assert!(
+            r.explanation().contains("found 12: unset"),
+            "{}",
+            r.explanation()
+        );
+    }
+}
