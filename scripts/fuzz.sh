@@ -14,7 +14,7 @@
 #                   (review and commit it)
 #   --max-time S    bound on each target's run (default 7200); a run it cuts is
 #                   reported as short of N
-#   TARGET          esp_open esp_receive stream_open report sizes ia32cap (default: all)
+#   TARGET          esp_open esp_receive stream_open report sizes ia32cap mask (default: all)
 #
 # Engine: libFuzzer (cargo-fuzz, coverage-guided) where a nightly toolchain exists;
 # cargo-fuzz is installed from crates.io if missing. Without nightly it says so and
@@ -26,12 +26,12 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-all=(esp_open esp_receive stream_open report sizes ia32cap)
+all=(esp_open esp_receive stream_open report sizes ia32cap mask)
 # -max_len per target; keep in step with TARGETS in crates/cipherbench-fuzz/src/lib.rs.
-declare -A max_len=([esp_open]=2048 [esp_receive]=4096 [stream_open]=4096 [report]=4096 [sizes]=256 [ia32cap]=256)
+declare -A max_len=([esp_open]=2048 [esp_receive]=4096 [stream_open]=4096 [report]=4096 [sizes]=256 [ia32cap]=256 [mask]=256)
 # --merge keeps only inputs up to this long (the committed corpus stays small): the
 # report's renderers are reached by short structure-mode inputs.
-declare -A seed_len=([esp_open]=1024 [esp_receive]=1024 [stream_open]=1024 [report]=256 [sizes]=256 [ia32cap]=256)
+declare -A seed_len=([esp_open]=1024 [esp_receive]=1024 [stream_open]=1024 [report]=256 [sizes]=256 [ia32cap]=256 [mask]=256)
 
 runs=10000000 seed=1 stable=0 merge=0 max_time=7200 targets=()
 whole() { [[ "$2" =~ ^[0-9]+$ ]] || { echo "fuzz.sh: $1 needs a whole number, got '$2'" >&2; exit 2; }; }

@@ -21,6 +21,7 @@ pub mod driver;
 pub mod esp_open;
 pub mod esp_receive;
 pub mod ia32cap;
+pub mod mask;
 pub mod report;
 pub mod sizes;
 pub mod stream_open;
@@ -28,7 +29,7 @@ pub mod stream_open;
 /// One fuzz target: its name (the seed folder's and libFuzzer binary's) and its check.
 #[derive(Clone, Copy)]
 pub struct Target {
-    /// `esp_open`, `esp_receive`, `stream_open`, `report`, `sizes`, `ia32cap`.
+    /// `esp_open`, `esp_receive`, `stream_open`, `report`, `sizes`, `ia32cap`, `mask`.
     pub name: &'static str,
     /// Feeds one input to the code under test and asserts its properties.
     pub check: fn(&[u8]),
@@ -37,7 +38,7 @@ pub struct Target {
 }
 
 /// Every target, in the order `scripts/fuzz.sh` runs them.
-pub const TARGETS: [Target; 6] = [
+pub const TARGETS: [Target; 7] = [
     Target {
         name: "esp_open",
         check: esp_open::check,
@@ -66,6 +67,11 @@ pub const TARGETS: [Target; 6] = [
     Target {
         name: "ia32cap",
         check: ia32cap::check,
+        max_len: 256,
+    },
+    Target {
+        name: "mask",
+        check: mask::check,
         max_len: 256,
     },
 ];

@@ -64,3 +64,8 @@ fn every_target_has_a_seed_folder() {
         assert!(dir.is_dir(), "{} has no seeds", t.name);
     }
 }
+
+#[test]
+fn mask_accepts_only_what_openssl_reads_as_written_on_seeds_and_mutants() {
+    smoke("mask");
+}
