@@ -1,10 +1,6 @@
 //! Target `ia32cap`: `Ia32Cap::parse_settings`, which reads OpenSSL's effective
 //! capability vector out of `openssl info -cpusettings` (the evidence every variant's
-//! "took effect" judgement rests on).
-//!
-//! TODO(issue 14 item 7): fuzz the `ia32cap:MASK` validator of
-//! `crates/cipherbench/src/variant.rs` here once it lands (being rewritten): only the
-//! forms OpenSSL accepts pass, and a mask that passes prints back to itself.
+//! "took effect" judgement rests on). The `ia32cap:MASK` validator is target `mask`.
 //!
 //! Input: byte 0 picks the mode. Even: bytes 1..17 are two words and the rest a
 //! suffix; `OPENSSL_ia32cap=0x<w0>:0x<w1>` followed by ` env:<suffix>` (and by
