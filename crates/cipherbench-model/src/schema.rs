@@ -184,6 +184,29 @@ mod tests {
     }
 
     #[test]
+    fn reads_every_float_exactly_so_a_saved_record_loads_unchanged() {
+        // Found by fuzzing (target `report`): without serde_json's `float_roundtrip`
+        // its fast parser misread this by two ULPs, so a run.json loaded and saved
+        // (resume, report) changed its numbers in the last digits every time.
+        for text in [
+            "9080068.596017705",
+            "0.1",
+            "1e-300",
+            "1.7976931348623157e308",
+        ] {
+            let read: f64 = serde_json::from_str(text).unwrap();
+            assert_eq!(read, text.parse::<f64>().unwrap(), "{text}");
+            assert_eq!(
+                serde_json::to_string(&read)
+                    .unwrap()
+                    .parse::<f64>()
+                    .unwrap(),
+                read
+            );
+        }
+    }
+
+    #[test]
     fn a_malformed_file_says_the_parser_error_once() {
         let err = RunRecord::from_json("not json").unwrap_err();
         // A source would be printed again by every `{:#}` chain.

@@ -296,9 +296,10 @@ pub struct ThreadLoad {
 }
 
 impl GatewayRun {
-    /// Every inbound drop.
+    /// Every inbound drop (saturating: a run.json may hold any counts, and rendering
+    /// it must not overflow).
     pub fn drops_total(&self) -> u64 {
-        self.drops.values().sum()
+        self.drops.values().fold(0, |sum, &n| sum.saturating_add(n))
     }
 
     /// Datagrams received that got no outcome: `received - (opened + drops +

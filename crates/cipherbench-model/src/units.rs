@@ -121,11 +121,14 @@ impl fmt::Display for ByteSize {
             ("KiB", ByteSize::KIB),
         ] {
             if n >= size {
-                if n.is_multiple_of(size) {
-                    return write!(f, "{} {unit}", n / size);
+                let (whole, rest) = (n / size, n % size);
+                if rest == 0 {
+                    return write!(f, "{whole} {unit}");
                 }
-                if (n * 10).is_multiple_of(size) {
-                    return write!(f, "{:.1} {unit}", n as f64 / size as f64);
+                // Integers only: `n * 10` overflows above 1.8e18, and an f64 holds 53
+                // bits, so either would print a size that parses back to another.
+                if (rest * 10).is_multiple_of(size) {
+                    return write!(f, "{whole}.{} {unit}", rest * 10 / size);
                 }
             }
         }
@@ -224,6 +227,29 @@ mod tests {
         assert_eq!(ByteSize(16384).to_string(), "16 KiB");
         assert_eq!(ByteSize(3 << 19).to_string(), "1.5 MiB");
         assert_eq!(ByteSize(1000).to_string(), "1000 B");
+    }
+
+    #[test]
+    fn displays_sizes_near_u64_max_exactly() {
+        // Found by fuzzing (target `sizes`): the tenths were printed through f64 and
+        // `n * 10` wrapped, so these displayed as sizes that parse to other numbers.
+        for n in [
+            18446513405199729152,
+            u64::MAX,
+            u64::MAX - 511,
+            (1 << 63) + 512,
+        ] {
+            let shown = ByteSize(n).to_string();
+            assert_eq!(
+                shown.replace(' ', "").parse::<ByteSize>(),
+                Ok(ByteSize(n)),
+                "{shown}"
+            );
+        }
+        assert_eq!(
+            ByteSize(18446513405199729152).to_string(),
+            "18014173247265360.5 KiB"
+        );
     }
 
     #[test]

@@ -147,8 +147,12 @@ pub fn text(t: &TunnelResults) -> String {
         .points
         .iter()
         .flat_map(|p| &p.runs)
-        .map(|r| r.sender.drops_total() + r.receiver.drops_total())
-        .sum();
+        .map(|r| {
+            r.sender
+                .drops_total()
+                .saturating_add(r.receiver.drops_total())
+        })
+        .fold(0, u64::saturating_add);
     let runs: usize = t.points.iter().map(|p| p.runs.len()).sum();
     out.push_str(&format!(
         "byte check: {} of {runs} runs agree with the gateways' counters; ESP drops: {drops}; {}\n",
@@ -174,7 +178,11 @@ fn not_esp(t: &TunnelResults) -> (u64, u64, i128) {
         .flat_map(|p| &p.runs)
         .flat_map(|r| [&r.sender, &r.receiver]);
     gateways.fold((0, 0, 0), |(k, n, u), g| {
-        (k + g.nat_keepalives, n + g.non_esp, u + g.unaccounted())
+        (
+            k.saturating_add(g.nat_keepalives),
+            n.saturating_add(g.non_esp),
+            u + g.unaccounted(),
+        )
     })
 }
 
@@ -239,14 +247,14 @@ pub fn csv(t: &TunnelResults) -> String {
                 busiest(&r.receiver),
                 r.sender.sealed_packets,
                 r.receiver.opened_packets,
-                r.sender.drops_total() + r.receiver.drops_total(),
+                r.sender.drops_total().saturating_add(r.receiver.drops_total()),
                 r.receiver.socket_drops,
                 r.sender.tun_queue_drops,
                 r.byte_check.ok,
-                r.saturation.side,
+                field(&r.saturation.side),
                 opt(p.underlay_share),
-                r.sender.nat_keepalives + r.receiver.nat_keepalives,
-                r.sender.non_esp + r.receiver.non_esp,
+                r.sender.nat_keepalives.saturating_add(r.receiver.nat_keepalives),
+                r.sender.non_esp.saturating_add(r.receiver.non_esp),
                 r.sender.unaccounted() + r.receiver.unaccounted(),
             ));
         }
@@ -347,8 +355,12 @@ pub fn html(t: &TunnelResults) -> String {
             .iter()
             .flatten()
             .flat_map(|p| &p.runs)
-            .map(|r| r.sender.drops_total() + r.receiver.drops_total())
-            .sum();
+            .map(|r| {
+                r.sender
+                    .drops_total()
+                    .saturating_add(r.receiver.drops_total())
+            })
+            .fold(0, u64::saturating_add);
         let side = |p: Option<&TunnelPoint>| {
             p.and_then(|p| p.runs.last())
                 .map(|r| {
@@ -390,10 +402,12 @@ pub fn html(t: &TunnelResults) -> String {
                 .collect();
             // Not drops, but received and counted: say so where drops are.
             let (keepalives, non_esp) = (
-                r.sender.nat_keepalives + r.receiver.nat_keepalives,
-                r.sender.non_esp + r.receiver.non_esp,
+                r.sender
+                    .nat_keepalives
+                    .saturating_add(r.receiver.nat_keepalives),
+                r.sender.non_esp.saturating_add(r.receiver.non_esp),
             );
-            if keepalives + non_esp > 0 {
+            if keepalives > 0 || non_esp > 0 {
                 reasons.push(format!(
                     "(not ESP: {keepalives} NAT keepalives, {non_esp} IKE)"
                 ));

@@ -114,3 +114,48 @@ fn datagrams_that_are_not_esp_are_shown_where_drops_are_and_gaps_are_flagged() {
         "{html}"
     );
 }
+
+#[test]
+fn a_saturation_side_with_a_comma_is_quoted_in_the_csv() {
+    // Found by fuzzing (target `report`): the side was written bare, so a run.json
+    // holding "a,b" there gave that row one column more than the header.
+    let mut t = fixture();
+    t.points[0].runs[0].saturation.side = "a,b".into();
+    let csv = tunnel::csv(&t);
+    let row = csv
+        .lines()
+        .find(|l| l.contains("\"a,b\""))
+        .expect("the side, quoted");
+    let header = csv.lines().next().unwrap();
+    let unquoted = row.replace("\"a,b\"", "x");
+    assert_eq!(
+        unquoted.split(',').count(),
+        header.split(',').count(),
+        "{row}"
+    );
+}
+
+#[test]
+fn counters_near_u64_max_render_without_overflow() {
+    // Found by fuzzing (target `report`, debug assertions on): drops, keepalives and
+    // non-ESP counts were summed with `+`, which panics in a debug build and wraps in
+    // a release one for a run.json holding such counts.
+    let mut t = fixture();
+    for p in &mut t.points {
+        for r in &mut p.runs {
+            for g in [&mut r.sender, &mut r.receiver] {
+                g.nat_keepalives = u64::MAX;
+                g.non_esp = u64::MAX;
+                for n in g.drops.values_mut() {
+                    *n = u64::MAX;
+                }
+            }
+        }
+    }
+    let g = &t.points[0].runs[0].sender;
+    assert!(g.drops.is_empty() || g.drops_total() == u64::MAX);
+    let csv = tunnel::csv(&t);
+    assert!(csv.contains(&u64::MAX.to_string()), "{csv}");
+    assert!(tunnel::text(&t).contains("NAT keepalives"));
+    assert!(tunnel::html(&t).contains("not ESP"));
+}

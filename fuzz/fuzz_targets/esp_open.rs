@@ -1,0 +1,6 @@
+//! libFuzzer entry for target `esp_open`: the check and its properties live in
+//! `cipherbench_fuzz::esp_open` (crates/cipherbench-fuzz), shared with the stable driver.
+
+#![no_main]
+
+libfuzzer_sys::fuzz_target!(|data: &[u8]| cipherbench_fuzz::esp_open::check(data));
