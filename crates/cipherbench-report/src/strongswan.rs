@@ -191,17 +191,11 @@ pub fn html(t: &TunnelResults) -> String {
         return String::new();
     };
     let mut out = format!(
-        "<h3 id=\"tunnel-strongswan\">{} beside cipherbench's gateways</h3><p>{}. ESP via {}. {}. IKEv2 with a pre-shared key ({}), UDP encapsulation forced; the same namespaces, iperf3 runs and loss search as the gateways above.</p>",
+        "<h3 id=\"tunnel-strongswan\">{} beside cipherbench's gateways</h3><p>{}. ESP via {}. {}. IKEv2 with a pre-shared key drawn for each pair of charons, UDP encapsulation forced; the same namespaces, iperf3 runs and loss search as the gateways above. Hover a backend for charon's plugin list.</p>",
         escape(LABEL),
         escape(&s.version),
         escape(&s.esp_path),
         escape(&s.kernel_xfrm),
-        escape(
-            s.points
-                .first()
-                .map(|p| p.plugins.as_str())
-                .unwrap_or("no points")
-        )
     );
     let rows = rows(s);
     let mut transforms: Vec<String> = Vec::new();
@@ -292,7 +286,8 @@ pub fn html(t: &TunnelResults) -> String {
         };
         let any = tcp.or(udp);
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {}</td><td class=\"l\">{}</td><td>{}</td></tr>",
+            "<tr><td class=\"l\"><span title=\"charon.load = {}\">{}</span></td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {}</td><td class=\"l\">{}</td><td>{}</td></tr>",
+            escape(any.map(|p| p.plugins.as_str()).unwrap_or_default()),
             escape(backend),
             escape(transform),
             crate::variants::html_name(&s.variants, variant),

@@ -146,10 +146,15 @@ pub fn kernel_xfrm(names: &Names) -> String {
         ],
     );
     match added {
-        Err(e) => format!(
-            "this kernel has no xfrm ESP (ip xfrm state add: {}): strongSwan runs with kernel-libipsec, ESP in userspace over TUN",
-            last_line(&format!("{e:#}"))
-        ),
+        Err(e) => {
+            let said = format!("{e:#}");
+            // The command's own words, after the quoted command line.
+            let why = said.rsplit("): ").next().unwrap_or(&said);
+            format!(
+                "this kernel has no xfrm ESP (ip xfrm state add: {}): strongSwan runs with kernel-libipsec, ESP in userspace over TUN",
+                last_line(why).trim_end_matches('.')
+            )
+        }
         Ok(_) => {
             let _ = topology::command("ip", &["-n", ns, "xfrm", "state", "flush"]);
             "this kernel has xfrm ESP, but cipherbench measures strongSwan with kernel-libipsec only (userspace ESP over TUN); kernel IPsec is not measured".to_string()
@@ -408,7 +413,9 @@ impl Charon {
         let threads = thread_times(pid);
         Ok(Snapshot {
             monotonic_ns: crate::host::monotonic_ns(),
-            cpu_ns: crate::host::process_times(pid).map_or(0, |t| t.0),
+            // /proc/PID/schedstat is the main thread's alone: the process is the
+            // sum of its threads (charon's pool threads live as long as it does).
+            cpu_ns: threads.iter().map(|t| t.1).sum(),
             threads,
             sa,
             veth: link_counters(&self.netns, topology::VETH)?,
