@@ -59,41 +59,37 @@ impl Backend {
 
     /// charon's plugin list: the crypto plugins of the backend plus what every
     /// charon here needs. With an explicit list nothing else loads, so `kdf` (IKEv2's
-    /// prf+ and key derivation since 5.9.6) must be named. Every plugin but
-    /// `kernel-netlink` is marked critical (`!`): a missing one stops charon with a
-    /// message instead of failing IKE later for want of an algorithm.
-    /// `kernel-netlink` provides addresses and routes, and also an xfrm IPsec
-    /// backend that fails to load where the kernel has no xfrm ESP; kernel-libipsec
-    /// stands in for that part.
+    /// prf+ and key derivation since 5.9.6) must be named, and `sha1` (charon's own
+    /// SA managers hash with it) where `openssl` is absent. The backend's cipher
+    /// plugins and the daemon's own are marked critical (`!`): a missing one stops
+    /// charon with a message instead of failing IKE later for want of an
+    /// algorithm. The helpers are not: `hmac` also offers HMAC-MD5, which needs an
+    /// MD5 nobody here loads, and `kernel-netlink` also offers an xfrm IPsec
+    /// backend that fails where the kernel has no xfrm ESP (kernel-libipsec stands
+    /// in for it; kernel-netlink's addresses and routes are what is used).
     pub fn plugins(self) -> String {
         let crypto: &[&str] = match self {
-            Backend::Openssl => &["openssl"],
-            Backend::Aesni => &["aesni", "sha2", "hmac", "chapoly", "curve25519"],
-            Backend::C => &["aes", "gcm", "sha2", "hmac", "chapoly", "curve25519"],
+            Backend::Openssl => &["openssl!"],
+            Backend::Aesni => &["aesni!", "sha1", "sha2", "hmac", "chapoly", "curve25519"],
+            Backend::C => &[
+                "aes!",
+                "gcm!",
+                "sha1",
+                "sha2",
+                "hmac",
+                "chapoly",
+                "curve25519",
+            ],
         };
-        let common = [
-            "random",
-            "nonce",
-            "kdf",
-            "kernel-libipsec",
-            "kernel-netlink",
-            "socket-default",
-            "vici",
-        ];
-        let mut all: Vec<&str> = Vec::new();
-        all.extend(common[..3].iter());
+        let mut all: Vec<&str> = vec!["random!", "nonce!", "kdf!"];
         all.extend(crypto.iter());
-        all.extend(common[3..].iter());
-        all.iter()
-            .map(|p| {
-                if *p == "kernel-netlink" {
-                    p.to_string()
-                } else {
-                    format!("{p}!")
-                }
-            })
-            .collect::<Vec<_>>()
-            .join(" ")
+        all.extend([
+            "kernel-libipsec!",
+            "kernel-netlink",
+            "socket-default!",
+            "vici!",
+        ]);
+        all.join(" ")
     }
 }
 
@@ -321,13 +317,14 @@ mod tests {
             ] {
                 assert!(list.split(' ').any(|p| p == needed), "{b:?}: {list}");
             }
-            assert!(
-                list.split(' ')
-                    .all(|p| p.ends_with('!') || p == "kernel-netlink"),
-                "{list}"
-            );
+            assert!(list.split(' ').any(|p| p == "kernel-netlink"), "{list}");
         }
         assert!(Backend::Openssl.plugins().contains("openssl!"));
+        assert!(Backend::Aesni.plugins().contains("aesni!"));
+        assert!(Backend::C.plugins().contains("aes! gcm!"));
+        for b in [Backend::Aesni, Backend::C] {
+            assert!(b.plugins().split(' ').any(|p| p == "sha1"), "{b:?}");
+        }
         assert!(!Backend::Aesni.plugins().contains("openssl"));
         assert!(!Backend::C.plugins().contains("openssl"));
         assert!(!Backend::C.plugins().contains("aesni"));

@@ -345,22 +345,26 @@ impl Charon {
         }
     }
 
-    /// What charon said that explains a failure: its log's last two error-looking
-    /// lines (or its last line), else its stderr.
+    /// What charon said that explains a failure: the first and the last
+    /// error-looking lines of its log (the cause and the outcome), or its last
+    /// line, else its stderr.
     pub fn why(&self) -> String {
         let log = std::fs::read_to_string(self.dir.join("charon.log")).unwrap_or_default();
-        let mut interesting: Vec<&str> = log
+        let errors: Vec<&str> = log
             .lines()
-            .rev()
             .filter(|l| {
                 let l = l.to_ascii_lowercase();
-                ["fail", "error", "unable", "critical", "no ", "not "]
-                    .iter()
-                    .any(|w| l.contains(w))
+                [
+                    "fail", "error", "unable", "critical", "unmet", "no ", "not ",
+                ]
+                .iter()
+                .any(|w| l.contains(w))
             })
-            .take(2)
             .collect();
-        interesting.reverse();
+        let mut interesting: Vec<&str> = errors.first().into_iter().copied().collect();
+        if let Some(last) = errors.last().filter(|_| errors.len() > 1) {
+            interesting.push(last);
+        }
         if interesting.is_empty() {
             interesting.extend(log.lines().next_back());
         }
@@ -405,7 +409,9 @@ impl Charon {
         Ok(config::parse_list_sas(&self.swanctl(&["--list-sas"])?))
     }
 
-    fn snapshot(&self) -> Result<Snapshot> {
+    fn snapshot(&mut self) -> Result<Snapshot> {
+        // A dead charon is named as such, not as a vici socket that refuses.
+        self.check_alive()?;
         let sa = self
             .child_sa()?
             .with_context(|| format!("the {} charon has no CHILD_SA installed", self.side))?;
@@ -535,8 +541,9 @@ const FRAME_OVERHEAD: u64 = analysis::ETHERNET_IPV4_UDP;
 
 /// One charon's activity between two snapshots, in the own gateways' terms: the
 /// CHILD_SA's counters are what it sealed and opened (inner packets, as libipsec
-/// counts them), the veth's what crossed the underlay (ESP-in-UDP and the odd IKE
-/// message), its TUN device's what it read and wrote. charon counts no ESP drops by
+/// counts them), the veth's what crossed the underlay (ESP-in-UDP, and a few
+/// packets of IKE, ARP and neighbour discovery), its TUN device's what it read and
+/// wrote. charon counts no ESP drops by
 /// reason, so `drops` stays empty and datagrams are not accounted one by one.
 fn charon_run(
     side: &str,
