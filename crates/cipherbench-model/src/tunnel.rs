@@ -539,6 +539,47 @@ mod tests {
         "cpu_cores_used":0.5,"threads":[]}"#;
 
     #[test]
+    fn a_config_without_stacks_is_the_own_gateways_and_is_written_as_before() {
+        let mut config = TunnelConfig {
+            transforms: vec!["aes128-gcm".into()],
+            variants: vec!["accel".into()],
+            variant_side: VariantSide::Both,
+            underlay_rate: None,
+            tunnel_mtu: 1400,
+            length_bytes: Some(1220),
+            udp_window_bytes: None,
+            duration_ns: 1,
+            omit_ns: 0,
+            udp_probe_ns: 1,
+            udp_target_loss: 0.05,
+            udp_loss_tolerance: 0.025,
+            udp_max_probes: 4,
+            repeats: 1,
+            batch: 64,
+            offload: true,
+            udp_offload: true,
+            pinning: Pinning::default(),
+            addresses: Addresses {
+                underlay_sender: "a".into(),
+                underlay_receiver: "b".into(),
+                inner_sender: "c".into(),
+                inner_receiver: "d".into(),
+            },
+            stacks: Stack::own_only(),
+            strongswan_backends: Vec::new(),
+        };
+        let json = serde_json::to_value(&config).unwrap();
+        assert!(json.get("stacks").is_none() && json.get("strongswan_backends").is_none());
+        let back: TunnelConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back, config);
+        config.stacks = vec![Stack::Own, Stack::Strongswan];
+        config.strongswan_backends = vec!["openssl".into()];
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["stacks"], serde_json::json!(["own", "strongswan"]));
+        assert_eq!(serde_json::from_value::<TunnelConfig>(json).unwrap(), config);
+    }
+
+    #[test]
     fn old_records_load_and_show_what_they_did_not_account_for() {
         let mut g: GatewayRun = serde_json::from_str(OLD).unwrap();
         assert_eq!((g.nat_keepalives, g.non_esp), (0, 0));
