@@ -576,7 +576,10 @@ mod tests {
         config.strongswan_backends = vec!["openssl".into()];
         let json = serde_json::to_value(&config).unwrap();
         assert_eq!(json["stacks"], serde_json::json!(["own", "strongswan"]));
-        assert_eq!(serde_json::from_value::<TunnelConfig>(json).unwrap(), config);
+        assert_eq!(
+            serde_json::from_value::<TunnelConfig>(json).unwrap(),
+            config
+        );
     }
 
     #[test]
