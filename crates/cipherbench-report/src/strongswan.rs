@@ -71,8 +71,13 @@ fn cpu(p: Option<&StrongswanPoint>) -> String {
 
 fn saturated(p: Option<&StrongswanPoint>) -> String {
     p.and_then(|p| p.point.runs.last())
-        .map(|r| r.saturation.side.replace('_', " "))
+        .map(|r| charon_words(&r.saturation.side.replace('_', " ")))
         .unwrap_or_else(|| "-".into())
+}
+
+/// The analysis names the sides as gateways; here they are charons.
+fn charon_words(text: &str) -> String {
+    text.replace("gateway", "charon")
 }
 
 fn loss(p: Option<&StrongswanPoint>) -> Option<f64> {
@@ -278,8 +283,8 @@ pub fn html(t: &TunnelResults) -> String {
                 .map(|r| {
                     format!(
                         "<span title=\"{}\">{}</span>",
-                        escape(&r.saturation.evidence),
-                        escape(&r.saturation.side.replace('_', " "))
+                        escape(&charon_words(&r.saturation.evidence)),
+                        escape(&charon_words(&r.saturation.side.replace('_', " ")))
                     )
                 })
                 .unwrap_or_else(|| "–".into())
