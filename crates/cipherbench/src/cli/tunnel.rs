@@ -150,6 +150,16 @@ pub enum StackArg {
     Strongswan,
 }
 
+impl StackArg {
+    /// The model's stack.
+    pub fn stack(self) -> Stack {
+        match self {
+            StackArg::Own => Stack::Own,
+            StackArg::Strongswan => Stack::Strongswan,
+        }
+    }
+}
+
 /// A protocol on the command line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum ProtocolArg {
@@ -276,10 +286,7 @@ impl TunnelArgs {
         plan.udp_offload &= !self.no_udp_offload;
         plan.pin &= !self.no_pin;
         plan.underlay &= !self.no_underlay;
-        plan.stacks = dedup(self.stack.iter().map(|s| match s {
-            StackArg::Own => Stack::Own,
-            StackArg::Strongswan => Stack::Strongswan,
-        }));
+        plan.stacks = dedup(self.stack.iter().map(|s| s.stack()));
         if let Some(list) = &self.strongswan_backends {
             plan.strongswan_backends = dedup(
                 list.split(',')
