@@ -440,7 +440,13 @@ fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_pan
 fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
     let case = Case::new("speed-two");
     let res = case.res();
-    let mut first = Run::spawn(case.cmd().args(speed_args(&res)));
+    // The first run lasts about 10 s of its own time (6 points of 10 samples), so
+    // that it still holds the directory when the second, started after it took the
+    // lock, gets there on a loaded machine.
+    let mut long = speed_args(&res);
+    let at = long.iter().position(|a| a == "--samples").unwrap();
+    long[at + 1] = "10".into();
+    let mut first = Run::spawn(case.cmd().args(&long));
     first.wait_for("the first run's lock", LAYER_START, || {
         std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
     });
