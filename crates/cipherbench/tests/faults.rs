@@ -1,7 +1,8 @@
 //! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM, a
 //! closed stdout/stderr and two runs on one results directory, at chosen and at
-//! random points of each layer (speed, file, seal from a pipe, tls sweep and ramp,
-//! tunnel). Each test asserts what a careful operator expects afterwards: no
+//! random points of each layer (speed, file with gpg's agent, seal from a pipe,
+//! tls sweep and ramp, tunnel) and of `run`, which drives them all and resumes.
+//! Each test asserts what a careful operator expects afterwards: no
 //! process of the run (every descendant seen while it ran, the keepers included,
 //! and anything working under the test's directory), no namespace named after it,
 //! no port it listened on, nothing in its own `TMPDIR`, a results directory that
@@ -962,14 +963,15 @@ fn gpg_found() -> bool {
     })
 }
 
-/// A file run of gpg alone, long enough to be caught with its agent running.
-fn gpg_file_args(res: &Path) -> Vec<String> {
+/// A file run of `tools` (gpg among them), long enough to be caught with gpg's
+/// agent running.
+fn gpg_file_args(res: &Path, tools: &str) -> Vec<String> {
     let mut v: Vec<String> = [
         "file",
         "--size",
         "4MiB",
         "--tools",
-        "gpg",
+        tools,
         "--cache",
         "warm",
         "--repetitions",
@@ -994,19 +996,22 @@ fn wait_for_gpg_agent(run: &mut Run, case: &Case) {
 }
 
 #[test]
-fn a_file_run_of_gpg_killed_by_sigkill_takes_gpgs_agent_along() {
+fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_along() {
     if !gpg_found() {
         eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
         return;
     }
     let case = Case::new("gpg-kill");
     let res = case.res();
-    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res)));
+    // Every tool the host has (a missing one is skipped with a note), so the
+    // point drawn may fall in any of them; gpg's agent starts before the first.
+    let tools = "cp,openssl-aes-256-cbc,openssl-aes-256-ctr,age,gpg,cipherbench";
+    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res, tools)));
     wait_for_gpg_agent(&mut run, &case);
     std::thread::sleep(random_point(
-        "gpg SIGKILL",
+        "file SIGKILL",
         Duration::from_millis(0),
-        Duration::from_millis(1500),
+        Duration::from_millis(4000),
     ));
     run.signal(libc::SIGKILL);
     run.end("gpg SIGKILL");
@@ -1022,7 +1027,7 @@ fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
     }
     let case = Case::new("gpg-int");
     let res = case.res();
-    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res)));
+    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res, "gpg")));
     wait_for_gpg_agent(&mut run, &case);
     run.signal(libc::SIGINT);
     let (status, err) = run.end("gpg SIGINT");
@@ -1060,31 +1065,81 @@ fn completed(res: &Path) -> (Vec<String>, String, String) {
     (r.completed_layers, speed, file)
 }
 
+/// The scratch directories of file layers in a results directory.
+fn file_scratch(res: &Path) -> Vec<String> {
+    names_in(res)
+        .into_iter()
+        .filter(|n| n.starts_with("cipherbench-file-"))
+        .collect()
+}
+
+/// The lines of `err` saying what the sweep at start removed.
+fn removal_notes(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
+        .collect()
+}
+
 #[test]
-fn run_sigkill_in_the_tunnel_layer_leaves_no_process_and_the_resumed_run_keeps_what_it_measured() {
+fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes_keeping_what_it_measured(
+) {
     if !tunnel_possible() || !nginx_found() {
         return;
     }
     let case = Case::new("run-kill");
     let res = case.res();
+
+    // 1. Killed in the file layer, its scratch (the input file) in the results
+    // directory.
+    let mut run = Run::spawn(case.cmd().args(run_args(&res)));
+    run.wait_for("the file layer", LAYER_START, || {
+        !file_scratch(&res).is_empty()
+    });
+    std::thread::sleep(random_point(
+        "run SIGKILL in file",
+        Duration::from_millis(0),
+        Duration::from_millis(300),
+    ));
+    run.signal(libc::SIGKILL);
+    run.end("run SIGKILL in file");
+    assert_no_process_left(&case, &run, "run SIGKILL in file");
+    let (layers, speed, _) = completed(&res);
+    assert_eq!(layers[0], "speed", "saved before the kill: {layers:?}");
+    let scratch = file_scratch(&res);
+
+    // 2. The same command resumes; killed again, in the tunnel layer.
     let mut run = Run::spawn(case.cmd().args(run_args(&res)));
     let pid = run.pid();
     run.wait_for("the tunnel layer", LAYER_START, || {
         namespaces_of(pid).len() == 2
     });
     std::thread::sleep(random_point(
-        "run SIGKILL",
+        "run SIGKILL in tunnel",
         Duration::from_millis(0),
         Duration::from_millis(1500),
     ));
     run.signal(libc::SIGKILL);
-    run.end("run SIGKILL");
-    assert_no_process_left(&case, &run, "run SIGKILL");
-    let (layers, speed, file) = completed(&res);
+    let (_, err) = run.end("run SIGKILL in tunnel");
+    assert_no_process_left(&case, &run, "run SIGKILL in tunnel");
+    assert!(err.contains("resuming the unfinished run"), "{err}");
+    assert!(
+        err.contains("speed: measured by the run being resumed, skipped"),
+        "{err}"
+    );
+    if !scratch.is_empty() {
+        let notes = removal_notes(&err);
+        assert!(
+            notes.len() == 1 && notes[0].contains("file-layer scratch directory"),
+            "{err}"
+        );
+    }
+    let (layers, speed_again, file) = completed(&res);
     assert_eq!(layers, ["speed", "file", "tls"], "saved before the kill");
+    assert_eq!(speed_again, speed, "the speed layer was kept as measured");
     let stale = namespaces_of(pid);
-    // The same command resumes: it says what it removed, keeps the three layers
-    // measured, and measures the tunnel.
+
+    // 3. Resumed again: it removes the stale namespaces in one line, keeps three
+    // layers as measured, measures the tunnel, and leaves nothing.
     let out = case.cmd().args(run_args(&res)).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -1097,10 +1152,7 @@ fn run_sigkill_in_the_tunnel_layer_leaves_no_process_and_the_resumed_run_keeps_w
             "{err}"
         );
     }
-    let notes: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
-        .collect();
+    let notes = removal_notes(&err);
     assert_eq!(notes.len(), 1, "{err}");
     for ns in &stale {
         assert!(notes[0].contains(ns.as_str()), "{}", notes[0]);
@@ -1115,11 +1167,7 @@ fn run_sigkill_in_the_tunnel_layer_leaves_no_process_and_the_resumed_run_keeps_w
     assert!(r.finished_at.is_some() && !r.interrupted && r.tunnel.is_some());
     assert_eq!(namespaces_of(pid), Vec::<String>::new());
     assert_eq!(case.tmp_entries(), Vec::<String>::new());
-    let scratch: Vec<String> = names_in(&res)
-        .into_iter()
-        .filter(|n| n.starts_with("cipherbench-file-"))
-        .collect();
-    assert_eq!(scratch, Vec::<String>::new());
+    assert_eq!(file_scratch(&res), Vec::<String>::new());
 }
 
 #[test]
@@ -1145,9 +1193,5 @@ fn run_ctrl_c_twice_in_the_tls_layer_exits_130_keeps_what_it_measured_and_leaves
     assert!(r.speed.is_some_and(|s| !s.points.is_empty()));
     assert!(r.file.is_some());
     assert!(res.join("report.html").exists());
-    let scratch: Vec<String> = names_in(&res)
-        .into_iter()
-        .filter(|n| n.starts_with("cipherbench-file-"))
-        .collect();
-    assert_eq!(scratch, Vec::<String>::new());
+    assert_eq!(file_scratch(&res), Vec::<String>::new());
 }
