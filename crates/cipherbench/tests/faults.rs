@@ -147,9 +147,14 @@ impl Run {
         self.seen.lock().unwrap().iter().copied().collect()
     }
 
-    /// Waits for the run to end within [`PROMPT`]; its status and stderr.
+    /// Waits for a stopped run to end within [`PROMPT`]; its status and stderr.
     fn end(&mut self, what: &str) -> (ExitStatus, String) {
-        let deadline = Instant::now() + PROMPT;
+        self.end_within(what, PROMPT)
+    }
+
+    /// Waits for the run to end within `within`; its status and stderr.
+    fn end_within(&mut self, what: &str, within: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + within;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
@@ -441,12 +446,12 @@ fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_pan
 fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
     let case = Case::new("speed-two");
     let res = case.res();
-    // The first run lasts about 10 s of its own time (6 points of 10 samples), so
+    // The first run lasts about 6 s of its own time (6 points of 6 samples), so
     // that it still holds the directory when the second, started after it took the
     // lock, gets there on a loaded machine.
     let mut long = speed_args(&res);
     let at = long.iter().position(|a| a == "--samples").unwrap();
-    long[at + 1] = "10".into();
+    long[at + 1] = "6".into();
     let mut first = Run::spawn(case.cmd().args(&long));
     first.wait_for("the first run's lock", LAYER_START, || {
         std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
@@ -466,7 +471,8 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         line.contains(&format!("in use by cipherbench pid {}", first.pid())),
         "{line}"
     );
-    let (status, err) = first.end("the first run");
+    // Not stopped: it ends by itself, when it has measured its points.
+    let (status, err) = first.end_within("the first run", LAYER_START);
     assert!(status.success(), "{err}");
     let r = record(&res);
     let ciphers: BTreeSet<String> = r

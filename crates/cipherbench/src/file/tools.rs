@@ -12,8 +12,9 @@
 //! kit starts that agent itself, under a keeper, before any timed run
 //! ([`Kit::prepare`]); gpg finds it on its home's socket and starts none.
 
+use crate::interrupt;
 use crate::supervisor::{self, Child, Spawn};
-use anyhow::{anyhow, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_model::file::SyncMode;
 use cipherbench_model::speed::Direction;
 use std::os::unix::fs::PermissionsExt;
@@ -215,6 +216,8 @@ impl Kit {
             std::fs::create_dir_all(&kit.gnupg_home)?;
             std::fs::set_permissions(&kit.gnupg_home, std::fs::Permissions::from_mode(0o700))?;
             if let Err(e) = kit.start_gpg_agent() {
+                // Stopped by Ctrl-C: the run stops, gpg has not failed.
+                interrupt::check()?;
                 failed.push((ToolId::Gpg, format!("{e:#}")));
             }
         }
@@ -247,22 +250,34 @@ impl Kit {
             .args(["--daemon", "--no-detach", "sleep", "infinity"])
             .start()?;
         let what = format!("gpg-agent listening on {}", socket.display());
+        let mut ended = None;
         supervisor::wait_until(&what, Duration::from_secs(30), || {
-            if let Some(status) = agent.try_wait()? {
-                anyhow::bail!("gpg-agent ended ({status}): {}", agent.stderr_tail());
-            }
-            Ok(std::fs::symlink_metadata(&socket).is_ok())
+            ended = agent.try_wait()?;
+            Ok(ended.is_some()
+                || interrupt::requested()
+                || std::fs::symlink_metadata(&socket).is_ok())
         })?;
+        interrupt::check()?;
+        if let Some(status) = ended {
+            bail!("gpg-agent ended ({status}): {}", agent.stderr_tail());
+        }
         self.gpg_agent = Some(agent);
         // gpg asks the agent for its S2K count, which the agent calibrates on the
         // first request by hashing for a while (2 s measured on a loaded 2-core
-        // guest): asked here, so that no timed run pays it.
-        Spawn::new("gpg-connect-agent")
+        // guest, longer the busier the machine): asked here, so that no timed run
+        // pays it; a Ctrl-C meanwhile stops the asking.
+        let mut ask = Spawn::new("gpg-connect-agent")
             .args(["--homedir"])
             .args([&self.gnupg_home])
             .args(["--no-autostart", "GETINFO s2k_count", "/bye"])
-            .output(Duration::from_secs(60))?
-            .success("gpg-connect-agent GETINFO s2k_count")?;
+            .start()?;
+        let (status, _) = ask.wait_with_usage(Duration::from_secs(120), interrupt::requested)?;
+        if !status.success() {
+            bail!(
+                "gpg-connect-agent GETINFO s2k_count failed ({status}): {}",
+                ask.stderr_tail()
+            );
+        }
         Ok(())
     }
 
