@@ -959,14 +959,16 @@ fn tunnel_sigterm_exits_130_says_so_and_leaves_no_namespace_or_process() {
 // ---- file tools that start helpers: gpg and its agent ----
 
 fn gpg_found() -> bool {
-    ["gpg", "gpg-agent", "gpgconf"].iter().all(|p| {
-        Command::new(p)
-            .arg("--version")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .status()
-            .is_ok_and(|s| s.success())
-    })
+    ["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"]
+        .iter()
+        .all(|p| {
+            Command::new(p)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
 }
 
 /// A file run of `tools` (gpg among them), long enough to be caught with gpg's

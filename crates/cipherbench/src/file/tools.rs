@@ -104,7 +104,7 @@ impl ToolId {
             ToolId::Cp => &["cp"],
             ToolId::OpensslCbc | ToolId::OpensslCtr => &["openssl"],
             ToolId::Age => &["age", "age-keygen"],
-            ToolId::Gpg => &["gpg", "gpgconf"],
+            ToolId::Gpg => &["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"],
             ToolId::Cipherbench | ToolId::CipherbenchChacha => &[],
         }
     }
