@@ -1,7 +1,8 @@
 //! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM, a
 //! closed stdout/stderr and two runs on one results directory, at chosen and at
-//! random points of each layer (speed, file, seal from a pipe, tls sweep and ramp,
-//! tunnel). Each test asserts what a careful operator expects afterwards: no
+//! random points of each layer (speed, file with gpg's agent, seal from a pipe,
+//! tls sweep and ramp, tunnel) and of `run`, which drives them all and resumes.
+//! Each test asserts what a careful operator expects afterwards: no
 //! process of the run (every descendant seen while it ran, the keepers included,
 //! and anything working under the test's directory), no namespace named after it,
 //! no port it listened on, nothing in its own `TMPDIR`, a results directory that
@@ -23,6 +24,10 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
 /// How long a stopped run may take to end, and its processes to go.
 const PROMPT: Duration = Duration::from_secs(15);
+/// How long a run may take to reach the point a test stops it at. Generous: the
+/// suite shares the machine with builds and other tests, and only a run that
+/// never gets there waits this long.
+const LAYER_START: Duration = Duration::from_secs(600);
 
 /// A test's own directory: `tmp/` is the runs' `TMPDIR`, `res/` a results directory.
 struct Case(PathBuf);
@@ -142,9 +147,14 @@ impl Run {
         self.seen.lock().unwrap().iter().copied().collect()
     }
 
-    /// Waits for the run to end within [`PROMPT`]; its status and stderr.
+    /// Waits for a stopped run to end within [`PROMPT`]; its status and stderr.
     fn end(&mut self, what: &str) -> (ExitStatus, String) {
-        let deadline = Instant::now() + PROMPT;
+        self.end_within(what, PROMPT)
+    }
+
+    /// Waits for the run to end within `within`; its status and stderr.
+    fn end_within(&mut self, what: &str, within: Duration) -> (ExitStatus, String) {
+        let deadline = Instant::now() + within;
         let status = loop {
             if let Some(status) = self.child.try_wait().unwrap() {
                 break status;
@@ -316,7 +326,7 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
     let case = Case::new("speed-kill");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
-    run.wait_for("speed's lock", Duration::from_secs(20), || {
+    run.wait_for("speed's lock", LAYER_START, || {
         res.join(".cipherbench.lock").exists()
     });
     std::thread::sleep(random_point(
@@ -357,9 +367,7 @@ fn speed_ctrl_c_twice_exits_130_and_leaves_nothing() {
     let case = Case::new("speed-int2");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
-    run.wait_for("a saved point", Duration::from_secs(30), || {
-        has_speed_point(&res)
-    });
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
     run.signal(libc::SIGINT);
     std::thread::sleep(Duration::from_millis(100));
     run.signal(libc::SIGINT);
@@ -377,9 +385,7 @@ fn speed_three_quick_signals_exit_130_at_once_and_say_so() {
     let case = Case::new("speed-int3");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
-    run.wait_for("a saved point", Duration::from_secs(30), || {
-        has_speed_point(&res)
-    });
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
     for signal in [libc::SIGINT, libc::SIGTERM, libc::SIGINT] {
         run.signal(signal);
     }
@@ -421,9 +427,7 @@ fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_pan
     // Some progress has been written: read it, then close the pipe.
     let mut first = [0u8; 16];
     reader.read_exact(&mut first).unwrap();
-    run.wait_for("a saved point", Duration::from_secs(30), || {
-        has_speed_point(&res)
-    });
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
     drop(reader);
     run.signal(libc::SIGINT);
     let (status, _) = run.end("closed pipe");
@@ -442,8 +446,14 @@ fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_pan
 fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
     let case = Case::new("speed-two");
     let res = case.res();
-    let mut first = Run::spawn(case.cmd().args(speed_args(&res)));
-    first.wait_for("the first run's lock", Duration::from_secs(20), || {
+    // The first run lasts about 6 s of its own time (6 points of 6 samples), so
+    // that it still holds the directory when the second, started after it took the
+    // lock, gets there on a loaded machine.
+    let mut long = speed_args(&res);
+    let at = long.iter().position(|a| a == "--samples").unwrap();
+    long[at + 1] = "6".into();
+    let mut first = Run::spawn(case.cmd().args(&long));
+    first.wait_for("the first run's lock", LAYER_START, || {
         std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
     });
     let mut other = speed_args(&res);
@@ -461,7 +471,8 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         line.contains(&format!("in use by cipherbench pid {}", first.pid())),
         "{line}"
     );
-    let (status, err) = first.end("the first run");
+    // Not stopped: it ends by itself, when it has measured its points.
+    let (status, err) = first.end_within("the first run", LAYER_START);
     assert!(status.success(), "{err}");
     let r = record(&res);
     let ciphers: BTreeSet<String> = r
@@ -480,9 +491,7 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
     let case = Case::new("speed-advice");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
-    run.wait_for("a saved point", Duration::from_secs(30), || {
-        has_speed_point(&res)
-    });
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
     run.signal(libc::SIGINT);
     let (status, _) = run.end("speed SIGINT");
     assert_eq!(status.code(), Some(130));
@@ -545,7 +554,7 @@ fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() 
             .into_iter()
             .any(|n| n.starts_with("cipherbench-file-"))
     };
-    run.wait_for("the scratch directory", Duration::from_secs(30), scratch);
+    run.wait_for("the scratch directory", LAYER_START, scratch);
     std::thread::sleep(random_point(
         "file SIGKILL",
         Duration::from_millis(50),
@@ -672,10 +681,11 @@ fn nginx_ports(case: &Case) -> Vec<u16> {
     ports
 }
 
-/// Waits until nginx (a master and at least one worker) works in the workspace.
+/// Waits until nginx (a master and at least one worker) works in the workspace:
+/// within [`LAYER_START`] (a `run` gets there after two layers).
 fn wait_for_nginx(run: &mut Run, case: &Case) -> Vec<u16> {
     let dir = case.0.join("tmp");
-    run.wait_for("nginx", Duration::from_secs(60), || {
+    run.wait_for("nginx", LAYER_START, || {
         processes_under(&dir)
             .iter()
             .filter(|p| p.contains("nginx"))
@@ -875,7 +885,7 @@ fn tunnel_args() -> Vec<&'static str> {
 fn wait_for_namespaces(run: &mut Run) {
     let pid = run.pid();
     let seen = Arc::clone(&run.seen);
-    run.wait_for("the tunnel's gateways", Duration::from_secs(40), || {
+    run.wait_for("the tunnel's gateways", LAYER_START, || {
         namespaces_of(pid).len() == 2
             && seen.lock().unwrap().iter().any(|(p, _)| {
                 std::fs::read(format!("/proc/{p}/cmdline"))
@@ -929,4 +939,267 @@ fn tunnel_ctrl_c_twice_exits_130_and_leaves_no_namespace_or_process() {
     let (status, err) = run.end("tunnel SIGINT twice");
     assert_eq!(status.code(), Some(130), "{err}");
     assert_nothing_left(&case, &run, &[], "tunnel SIGINT twice");
+}
+
+#[test]
+fn tunnel_sigterm_exits_130_says_so_and_leaves_no_namespace_or_process() {
+    if !tunnel_possible() {
+        return;
+    }
+    let case = Case::new("tun-term");
+    let mut run = Run::spawn(case.cmd().args(tunnel_args()));
+    wait_for_namespaces(&mut run);
+    run.signal(libc::SIGTERM);
+    let (status, err) = run.end("tunnel SIGTERM");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(err.contains("SIGTERM"), "{err}");
+    assert_nothing_left(&case, &run, &[], "tunnel SIGTERM");
+}
+
+// ---- file tools that start helpers: gpg and its agent ----
+
+fn gpg_found() -> bool {
+    ["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"]
+        .iter()
+        .all(|p| {
+            Command::new(p)
+                .arg("--version")
+                .stdout(Stdio::null())
+                .stderr(Stdio::null())
+                .status()
+                .is_ok_and(|s| s.success())
+        })
+}
+
+/// A file run of `tools` (gpg among them), long enough to be caught with gpg's
+/// agent running.
+fn gpg_file_args(res: &Path, tools: &str) -> Vec<String> {
+    let mut v: Vec<String> = [
+        "file",
+        "--size",
+        "4MiB",
+        "--tools",
+        tools,
+        "--cache",
+        "warm",
+        "--repetitions",
+        "8",
+        "--results",
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    v.push(res.display().to_string());
+    v
+}
+
+/// Waits until gpg's agent runs on the run's private GnuPG home.
+fn wait_for_gpg_agent(run: &mut Run, case: &Case) {
+    let dir = case.0.clone();
+    run.wait_for("gpg's agent", LAYER_START, || {
+        processes_under(&dir)
+            .iter()
+            .any(|p| p.contains("gpg-agent"))
+    });
+}
+
+#[test]
+fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_along() {
+    if !gpg_found() {
+        eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
+        return;
+    }
+    let case = Case::new("gpg-kill");
+    let res = case.res();
+    // Every tool the host has (a missing one is skipped with a note), so the
+    // point drawn may fall in any of them; gpg's agent starts before the first.
+    let tools = "cp,openssl-aes-256-cbc,openssl-aes-256-ctr,age,gpg,cipherbench";
+    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res, tools)));
+    wait_for_gpg_agent(&mut run, &case);
+    std::thread::sleep(random_point(
+        "file SIGKILL",
+        Duration::from_millis(0),
+        Duration::from_millis(4000),
+    ));
+    run.signal(libc::SIGKILL);
+    run.end("gpg SIGKILL");
+    // Without a next run: the agent is gone with the run, not left to a sweep.
+    assert_no_process_left(&case, &run, "gpg SIGKILL");
+}
+
+#[test]
+fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
+    if !gpg_found() {
+        eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
+        return;
+    }
+    let case = Case::new("gpg-int");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(gpg_file_args(&res, "gpg")));
+    wait_for_gpg_agent(&mut run, &case);
+    run.signal(libc::SIGINT);
+    let (status, err) = run.end("gpg SIGINT");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert_nothing_left(&case, &run, &[], "gpg SIGINT");
+    let scratch: Vec<String> = names_in(&res)
+        .into_iter()
+        .filter(|n| n.starts_with("cipherbench-file-"))
+        .collect();
+    assert_eq!(
+        scratch,
+        Vec::<String>::new(),
+        "the scratch with the GnuPG home"
+    );
+}
+
+// ---- run: every layer in turn into one results directory ----
+
+fn run_args(res: &Path) -> Vec<String> {
+    vec![
+        "run".into(),
+        "--preset".into(),
+        "tiny".into(),
+        "--results".into(),
+        res.display().to_string(),
+    ]
+}
+
+/// What run.json holds of the layers a killed or interrupted run completed, as
+/// JSON text (compared before and after a resume: kept, not measured again).
+fn completed(res: &Path) -> (Vec<String>, String, String) {
+    let r = record(res);
+    let speed = serde_json::to_string(&r.speed).unwrap();
+    let file = serde_json::to_string(&r.file).unwrap();
+    (r.completed_layers, speed, file)
+}
+
+/// The scratch directories of file layers in a results directory.
+fn file_scratch(res: &Path) -> Vec<String> {
+    names_in(res)
+        .into_iter()
+        .filter(|n| n.starts_with("cipherbench-file-"))
+        .collect()
+}
+
+/// The lines of `err` saying what the sweep at start removed.
+fn removal_notes(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
+        .collect()
+}
+
+#[test]
+fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes_keeping_what_it_measured(
+) {
+    if !tunnel_possible() || !nginx_found() {
+        return;
+    }
+    let case = Case::new("run-kill");
+    let res = case.res();
+
+    // 1. Killed in the file layer, its scratch (the input file) in the results
+    // directory.
+    let mut run = Run::spawn(case.cmd().args(run_args(&res)));
+    run.wait_for("the file layer", LAYER_START, || {
+        !file_scratch(&res).is_empty()
+    });
+    std::thread::sleep(random_point(
+        "run SIGKILL in file",
+        Duration::from_millis(0),
+        Duration::from_millis(300),
+    ));
+    run.signal(libc::SIGKILL);
+    run.end("run SIGKILL in file");
+    assert_no_process_left(&case, &run, "run SIGKILL in file");
+    let (layers, speed, _) = completed(&res);
+    assert_eq!(layers[0], "speed", "saved before the kill: {layers:?}");
+    let scratch = file_scratch(&res);
+
+    // 2. The same command resumes; killed again, in the tunnel layer.
+    let mut run = Run::spawn(case.cmd().args(run_args(&res)));
+    let pid = run.pid();
+    run.wait_for("the tunnel layer", LAYER_START, || {
+        namespaces_of(pid).len() == 2
+    });
+    std::thread::sleep(random_point(
+        "run SIGKILL in tunnel",
+        Duration::from_millis(0),
+        Duration::from_millis(1500),
+    ));
+    run.signal(libc::SIGKILL);
+    let (_, err) = run.end("run SIGKILL in tunnel");
+    assert_no_process_left(&case, &run, "run SIGKILL in tunnel");
+    assert!(err.contains("resuming the unfinished run"), "{err}");
+    assert!(
+        err.contains("speed: measured by the run being resumed, skipped"),
+        "{err}"
+    );
+    if !scratch.is_empty() {
+        let notes = removal_notes(&err);
+        assert!(
+            notes.len() == 1 && notes[0].contains("file-layer scratch directory"),
+            "{err}"
+        );
+    }
+    let (layers, speed_again, file) = completed(&res);
+    assert_eq!(layers, ["speed", "file", "tls"], "saved before the kill");
+    assert_eq!(speed_again, speed, "the speed layer was kept as measured");
+    let stale = namespaces_of(pid);
+
+    // 3. Resumed again: it removes the stale namespaces in one line, keeps three
+    // layers as measured, measures the tunnel, and leaves nothing.
+    let out = case.cmd().args(run_args(&res)).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{err}");
+    assert!(err.contains("resuming the unfinished run"), "{err}");
+    for layer in ["speed", "file", "tls"] {
+        assert!(
+            err.contains(&format!(
+                "{layer}: measured by the run being resumed, skipped"
+            )),
+            "{err}"
+        );
+    }
+    let notes = removal_notes(&err);
+    assert_eq!(notes.len(), 1, "{err}");
+    for ns in &stale {
+        assert!(notes[0].contains(ns.as_str()), "{}", notes[0]);
+    }
+    let after = completed(&res);
+    assert_eq!(after.0, ["speed", "file", "tls", "tunnel"]);
+    assert!(
+        after.1 == speed && after.2 == file,
+        "the kept layers changed"
+    );
+    let r = record(&res);
+    assert!(r.finished_at.is_some() && !r.interrupted && r.tunnel.is_some());
+    assert_eq!(namespaces_of(pid), Vec::<String>::new());
+    assert_eq!(case.tmp_entries(), Vec::<String>::new());
+    assert_eq!(file_scratch(&res), Vec::<String>::new());
+}
+
+#[test]
+fn run_ctrl_c_twice_in_the_tls_layer_exits_130_keeps_what_it_measured_and_leaves_nothing() {
+    if !nginx_found() {
+        eprintln!("skipping: nginx is not installed");
+        return;
+    }
+    let case = Case::new("run-int2");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(run_args(&res)));
+    let ports = wait_for_nginx(&mut run, &case);
+    run.signal(libc::SIGINT);
+    std::thread::sleep(Duration::from_millis(100));
+    run.signal(libc::SIGINT);
+    let (status, err) = run.end("run SIGINT twice");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(!err.contains("panicked"), "{err}");
+    assert_nothing_left(&case, &run, &ports, "run SIGINT twice");
+    let r = record(&res);
+    assert!(r.interrupted);
+    assert_eq!(r.completed_layers, ["speed", "file"]);
+    assert!(r.speed.is_some_and(|s| !s.points.is_empty()));
+    assert!(r.file.is_some());
+    assert!(res.join("report.html").exists());
+    assert_eq!(file_scratch(&res), Vec::<String>::new());
 }

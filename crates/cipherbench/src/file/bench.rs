@@ -274,8 +274,8 @@ fn time_run(
 ) -> Result<FileSample> {
     let name = spawn.name();
     // Direct: no keeper between us and the tool, so the time and wait4's figures
-    // are the tool's alone (none of the timed tools forks; gpg's agent, which gpg
-    // starts, is stopped by the kit, or swept by the next run).
+    // are the tool's alone (none of the timed tools forks: gpg's agent, which gpg
+    // would start, already runs under a keeper of the kit's).
     let spawn = spawn.direct();
     let started = Instant::now();
     let mut child = spawn.start()?;

@@ -6,9 +6,15 @@
 //! Every tool reads a file and writes a file; none is given a secret on its command
 //! line (openssl and gpg read the passphrase from a file, age an identity file,
 //! cipherbench a key file). Commands are argument vectors for the supervisor.
+//!
+//! gpg is the one tool that starts a helper: its agent, which it would launch as a
+//! daemon (its own session, re-parented to init) that outlives a killed run. The
+//! kit starts that agent itself, under a keeper, before any timed run
+//! ([`Kit::prepare`]); gpg finds it on its home's socket and starts none.
 
-use crate::supervisor::Spawn;
-use anyhow::{anyhow, Context, Result};
+use crate::interrupt;
+use crate::supervisor::{self, Child, Spawn};
+use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_model::file::SyncMode;
 use cipherbench_model::speed::Direction;
 use std::os::unix::fs::PermissionsExt;
@@ -98,7 +104,7 @@ impl ToolId {
             ToolId::Cp => &["cp"],
             ToolId::OpensslCbc | ToolId::OpensslCtr => &["openssl"],
             ToolId::Age => &["age", "age-keygen"],
-            ToolId::Gpg => &["gpg", "gpgconf"],
+            ToolId::Gpg => &["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"],
             ToolId::Cipherbench | ToolId::CipherbenchChacha => &[],
         }
     }
@@ -166,7 +172,8 @@ pub struct Kit {
     age_identity: PathBuf,
     age_recipients: PathBuf,
     gnupg_home: PathBuf,
-    gpg_used: bool,
+    /// gpg's agent, under a keeper: it dies with cipherbench, however that ends.
+    gpg_agent: Option<Child>,
 }
 
 impl Kit {
@@ -189,7 +196,7 @@ impl Kit {
             age_identity: secrets.join("age-identity.txt"),
             age_recipients: secrets.join("age-recipients.txt"),
             gnupg_home: secrets.join("gnupg"),
-            gpg_used: false,
+            gpg_agent: None,
         };
         // A random passphrase: 24 bytes as hex.
         let mut raw = [0u8; 24];
@@ -208,9 +215,70 @@ impl Kit {
         if tools.contains(&ToolId::Gpg) {
             std::fs::create_dir_all(&kit.gnupg_home)?;
             std::fs::set_permissions(&kit.gnupg_home, std::fs::Permissions::from_mode(0o700))?;
-            kit.gpg_used = true;
+            if let Err(e) = kit.start_gpg_agent() {
+                // Stopped by Ctrl-C: the run stops, gpg has not failed.
+                interrupt::check()?;
+                failed.push((ToolId::Gpg, format!("{e:#}")));
+            }
         }
         Ok((kit, failed))
+    }
+
+    /// Starts gpg's agent on the private home, in the foreground of a keeper.
+    /// Left to gpg, the agent would be a daemon in its own session, re-parented to
+    /// init: a SIGKILLed cipherbench would leave it running (until the next run's
+    /// sweep). `gpg-agent --daemon --no-detach PROGRAM` (documented in
+    /// gpg-agent(1)) runs PROGRAM with the agent as its child, in its process group,
+    /// and ends the agent when PROGRAM ends; PROGRAM here waits forever, so the
+    /// agent lives exactly as long as the kit or, if cipherbench is killed, its
+    /// keeper. Its start, and its calibration of the S2K count, are thereby
+    /// outside every timed run.
+    fn start_gpg_agent(&mut self) -> Result<()> {
+        let socket = Spawn::new("gpgconf")
+            .args(["--homedir"])
+            .args([&self.gnupg_home])
+            .args(["--list-dirs", "agent-socket"])
+            .output(Duration::from_secs(30))?
+            .success("gpgconf --list-dirs")?
+            .stdout
+            .trim()
+            .to_string();
+        let socket = PathBuf::from(socket);
+        let mut agent = Spawn::new("gpg-agent")
+            .args(["--homedir"])
+            .args([&self.gnupg_home])
+            .args(["--daemon", "--no-detach", "sleep", "infinity"])
+            .start()?;
+        let what = format!("gpg-agent listening on {}", socket.display());
+        let mut ended = None;
+        supervisor::wait_until(&what, Duration::from_secs(30), || {
+            ended = agent.try_wait()?;
+            Ok(ended.is_some()
+                || interrupt::requested()
+                || std::fs::symlink_metadata(&socket).is_ok())
+        })?;
+        interrupt::check()?;
+        if let Some(status) = ended {
+            bail!("gpg-agent ended ({status}): {}", agent.stderr_tail());
+        }
+        self.gpg_agent = Some(agent);
+        // gpg asks the agent for its S2K count, which the agent calibrates on the
+        // first request by hashing for a while (2 s measured on a loaded 2-core
+        // guest, longer the busier the machine): asked here, so that no timed run
+        // pays it; a Ctrl-C meanwhile stops the asking.
+        let mut ask = Spawn::new("gpg-connect-agent")
+            .args(["--homedir"])
+            .args([&self.gnupg_home])
+            .args(["--no-autostart", "GETINFO s2k_count", "/bye"])
+            .start()?;
+        let (status, _) = ask.wait_with_usage(Duration::from_secs(120), interrupt::requested)?;
+        if !status.success() {
+            bail!(
+                "gpg-connect-agent GETINFO s2k_count failed ({status}): {}",
+                ask.stderr_tail()
+            );
+        }
+        Ok(())
     }
 
     fn prepare_age(&self) -> Result<()> {
@@ -319,15 +387,10 @@ impl Kit {
         }
     }
 
-    /// Stops anything the tools left running (gpg's agent).
+    /// Stops what the tools need running (gpg's agent, and with it its keeper).
     pub fn shutdown(&mut self) {
-        if self.gpg_used {
-            self.gpg_used = false;
-            let _ = Spawn::new("gpgconf")
-                .args(["--homedir"])
-                .args([&self.gnupg_home])
-                .args(["--kill", "all"])
-                .output(Duration::from_secs(10));
+        if let Some(mut agent) = self.gpg_agent.take() {
+            agent.stop();
         }
     }
 }
