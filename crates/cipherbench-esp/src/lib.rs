@@ -44,7 +44,7 @@ pub use counters::{Accounting, Counters, DropCounts, DropReason, SetCounters};
 pub use derive::{derive_sa_pair, Role, SaPair};
 pub use inbound::{Inbound, InboundSet};
 pub use replay::{ReplayCheck, ReplayWindow};
-pub use sa::{InboundSa, Lifetime, OutboundSa, SaError, SaParams, SealError};
+pub use sa::{InboundSa, Lifetime, OutboundSa, SaError, SaParams, SealError, SequenceCounter};
 pub use transform::{Transform, TransformError};
 
 /// RFC 4303 §2: SPI (4) + sequence number (4), in front of every ESP packet.
@@ -87,5 +87,7 @@ mod tests {
         assert_send::<super::OutboundSa>();
         assert_send::<super::InboundSa>();
         assert_send::<super::InboundSet>();
+        fn assert_sync<T: Sync>() {}
+        assert_sync::<super::SequenceCounter>();
     }
 }

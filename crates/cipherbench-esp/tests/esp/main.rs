@@ -9,6 +9,7 @@
 
 mod accounting;
 mod common;
+mod concurrent;
 mod drops;
 mod harness;
 mod kat;
