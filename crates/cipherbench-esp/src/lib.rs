@@ -35,6 +35,7 @@ pub mod engine;
 mod inbound;
 mod inner;
 pub mod keylog;
+pub mod pipeline;
 mod replay;
 mod sa;
 mod transform;
@@ -44,7 +45,9 @@ pub use counters::{Accounting, Counters, DropCounts, DropReason, SetCounters};
 pub use derive::{derive_sa_pair, Role, SaPair};
 pub use inbound::{Inbound, InboundSet};
 pub use replay::{ReplayCheck, ReplayWindow};
-pub use sa::{InboundSa, Lifetime, OutboundSa, SaError, SaParams, SealError, SequenceCounter};
+pub use sa::{
+    InboundSa, Lifetime, OutboundSa, Reserved, SaError, SaParams, SealError, SequenceCounter,
+};
 pub use transform::{Transform, TransformError};
 
 /// RFC 4303 §2: SPI (4) + sequence number (4), in front of every ESP packet.

@@ -218,6 +218,24 @@ impl SequenceCounter {
         self.next.load(Ordering::Relaxed)
     }
 
+    /// Takes `n` consecutive numbers at once (fewer if the counter runs out first;
+    /// `None` once [`MAX_SEQUENCE`] has been taken). A pipeline's single reader
+    /// reserves each batch's numbers in arrival order, so that packets sealed by
+    /// parallel workers still leave with increasing numbers; every number is still
+    /// handed out once, because the range is taken with one read-modify-write.
+    pub fn reserve(&self, n: u64) -> Option<Reserved> {
+        let first = self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                (next <= MAX_SEQUENCE && n > 0).then(|| (next + n).min(MAX_SEQUENCE + 1))
+            })
+            .ok()?;
+        Some(Reserved {
+            next: first,
+            end: (first + n).min(MAX_SEQUENCE + 1),
+        })
+    }
+
     /// Takes the next number, or `None` once [`MAX_SEQUENCE`] has been taken. One
     /// read-modify-write on one atomic: all takes are totally ordered, so two threads
     /// never get the same number (ordering against other memory is not needed).
@@ -227,6 +245,33 @@ impl SequenceCounter {
                 (n <= MAX_SEQUENCE).then_some(n + 1)
             })
             .ok()
+    }
+}
+
+/// Sequence numbers taken from an SA's counter ahead of sealing
+/// ([`OutboundSa::reserve`]), used up by [`OutboundSa::seal_reserved`] in order. Not
+/// `Clone`: each number can be used once, like a number taken by [`OutboundSa::seal`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reserved {
+    next: u64,
+    end: u64,
+}
+
+impl Reserved {
+    /// Numbers left.
+    pub fn remaining(&self) -> u64 {
+        self.end - self.next
+    }
+
+    /// The number the next sealed packet will carry, if any is left.
+    pub fn peek(&self) -> Option<u64> {
+        (self.next < self.end).then_some(self.next)
+    }
+
+    fn take(&mut self) -> Option<u64> {
+        let n = self.peek()?;
+        self.next += 1;
+        Some(n)
     }
 }
 
@@ -309,11 +354,40 @@ impl OutboundSa {
         self.transform.sealed_len(inner_len)
     }
 
+    /// Takes `n` consecutive sequence numbers from the SA's counter for
+    /// [`OutboundSa::seal_reserved`] (fewer near exhaustion; `None` once exhausted).
+    pub fn reserve(&self, n: u64) -> Option<Reserved> {
+        self.sequence.reserve(n)
+    }
+
     /// RFC 4303 §3.3: wraps the inner IP packet into an ESP packet in
     /// `out[..returned length]`. The next header (4 or 41) comes from the inner
     /// packet's version nibble.
     pub fn seal(&mut self, inner: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
-        let result = self.seal_checked(inner, out);
+        self.seal_counted(inner, out, None)
+    }
+
+    /// [`OutboundSa::seal`] with the next number of `numbers` (taken from this SA's
+    /// counter by [`OutboundSa::reserve`], on this worker or another of the same SA).
+    /// A refused packet uses no number unless the crypto itself failed; a range
+    /// used up is [`SealError::SequenceExhausted`] for the packet, which the caller
+    /// avoids by reserving as many numbers as it has packets.
+    pub fn seal_reserved(
+        &mut self,
+        numbers: &mut Reserved,
+        inner: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, SealError> {
+        self.seal_counted(inner, out, Some(numbers))
+    }
+
+    fn seal_counted(
+        &mut self,
+        inner: &[u8],
+        out: &mut [u8],
+        numbers: Option<&mut Reserved>,
+    ) -> Result<usize, SealError> {
+        let result = self.seal_checked(inner, out, numbers);
         match result {
             Ok(_) => {
                 self.counters.sealed_packets += 1;
@@ -324,9 +398,18 @@ impl OutboundSa {
         result
     }
 
-    fn seal_checked(&mut self, inner: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
+    fn seal_checked(
+        &mut self,
+        inner: &[u8],
+        out: &mut [u8],
+        numbers: Option<&mut Reserved>,
+    ) -> Result<usize, SealError> {
         let next_header = inner::next_header(inner).ok_or(SealError::MalformedInner)?;
-        if self.sequence.peek() > MAX_SEQUENCE {
+        let exhausted = match &numbers {
+            Some(reserved) => reserved.peek().is_none(),
+            None => self.sequence.peek() > MAX_SEQUENCE,
+        };
+        if exhausted {
             return Err(SealError::SequenceExhausted { spi: self.spi });
         }
         if self
@@ -345,10 +428,11 @@ impl OutboundSa {
         }
         // Consumed before the crypto runs, so even a failed attempt never lets a
         // sequence number (and with it an AEAD nonce) be used twice.
-        let sequence = self
-            .sequence
-            .take()
-            .ok_or(SealError::SequenceExhausted { spi: self.spi })?;
+        let sequence = match numbers {
+            Some(reserved) => reserved.take(),
+            None => self.sequence.take(),
+        }
+        .ok_or(SealError::SequenceExhausted { spi: self.spi })?;
 
         let (authenticated, icv) = out[..total].split_at_mut(total - transform.icv_len());
         let (header, rest) = authenticated.split_at_mut(ESP_HEADER_LEN);

@@ -105,6 +105,7 @@ fn pair_logging(
             mtu: 1400,
             sender_cpus: vec![],
             receiver_cpus: vec![],
+            threads: 1,
             replay_window: 1024,
             sender_peer: peer,
             esp_keylog: esp_keylog.map(Path::to_path_buf),

@@ -298,6 +298,9 @@ impl Preset {
             offload: true,
             udp_offload: true,
             pin: true,
+            gateway_threads: crate::tunnel::default_gateway_threads(crate::host::cores()),
+            gateway_threads_from: format!("default for {} cores", crate::host::cores()),
+            iperf3_parallel: 1,
             esp_keylog: None,
         };
         match self {

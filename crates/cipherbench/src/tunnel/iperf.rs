@@ -174,6 +174,9 @@ pub struct ClientRun {
     pub window_bytes: Option<u64>,
     /// `-A client,server`.
     pub affinity: Option<(usize, usize)>,
+    /// `-P`: parallel streams (1: none). A UDP rate is the total, split evenly
+    /// (iperf3 applies `-b` to each stream).
+    pub parallel: usize,
 }
 
 impl ClientRun {
@@ -194,9 +197,13 @@ impl ClientRun {
         if let Some(l) = self.length_bytes {
             a.extend(["-l".into(), l.to_string()]);
         }
+        if self.parallel > 1 {
+            a.extend(["-P".into(), self.parallel.to_string()]);
+        }
         if self.protocol == Protocol::Udp {
-            // Whole bits per second: iperf3 reads the number as is.
-            let rate = self.rate_bits_per_sec.unwrap_or(1e6).round().max(1.0);
+            // Whole bits per second: iperf3 reads the number as is, per stream.
+            let total = self.rate_bits_per_sec.unwrap_or(1e6);
+            let rate = (total / self.parallel.max(1) as f64).round().max(1.0);
             a.extend(["-u".into(), "-b".into(), format!("{rate:.0}")]);
         }
         if let Some(w) = self.window_bytes {
@@ -475,6 +482,7 @@ mod tests {
             rate_bits_per_sec: None,
             window_bytes: None,
             affinity: None,
+            parallel: 1,
         };
         assert_eq!(
             run.iperf3_args().join(" "),
@@ -487,6 +495,12 @@ mod tests {
         assert_eq!(
             run.iperf3_args().join(" "),
             "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -u -b 180000000 -w 4194304 -A 0,1 -J --get-server-output"
+        );
+        // -P 4: the UDP rate is the total, a quarter per stream.
+        run.parallel = 4;
+        assert_eq!(
+            run.iperf3_args().join(" "),
+            "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -P 4 -u -b 45000000 -w 4194304 -A 0,1 -J --get-server-output"
         );
     }
 

@@ -76,6 +76,12 @@ pub struct TunnelPlan {
     pub udp_offload: bool,
     /// Pin gateways and iperf3 to cores.
     pub pin: bool,
+    /// Crypto workers per direction in each gateway (1: the two-thread path).
+    pub gateway_threads: usize,
+    /// How `gateway_threads` was chosen, for run.json.
+    pub gateway_threads_from: String,
+    /// iperf3 `-P`.
+    pub iperf3_parallel: usize,
     /// Where the gateways log their SAs for Wireshark (`--esp-keylog`): an absolute
     /// path checked by [`gateway::keylog::check`]. Not part of the results.
     pub esp_keylog: Option<PathBuf>,
@@ -124,37 +130,13 @@ impl TunnelPlan {
         Duration::from_secs(self.combinations().len() as u64 * per_combination + underlay + 2)
     }
 
-    /// The cores: with enough of them, each gateway and each iperf3 end gets its
-    /// own; on two, each gateway gets one and iperf3 shares with the gateway in its
-    /// namespace (seed 004 kept the load generators off the gateways; one machine
-    /// of two cores cannot).
+    /// The cores: with enough of them, each gateway gets as many as it has workers
+    /// (at least two) and each iperf3 end one of its own; with four or five, one
+    /// each; on two, each gateway gets one and iperf3 shares with the gateway in
+    /// its namespace (seed 004 kept the load generators off the gateways; one
+    /// machine of two cores cannot).
     pub fn pinning(&self) -> Pinning {
-        let cores = crate::host::cores();
-        if !self.pin || cores < 2 {
-            return Pinning::default();
-        }
-        if cores >= 6 {
-            Pinning {
-                sender_gateway: vec![0, 1],
-                receiver_gateway: vec![2, 3],
-                iperf3_client: Some(4),
-                iperf3_server: Some(5),
-            }
-        } else if cores >= 4 {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(2),
-                iperf3_server: Some(3),
-            }
-        } else {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(0),
-                iperf3_server: Some(1),
-            }
-        }
+        pinning(crate::host::cores(), self.pin, self.gateway_threads)
     }
 
     fn config(&self) -> TunnelConfig {
@@ -181,12 +163,53 @@ impl TunnelPlan {
             offload: self.offload,
             udp_offload: self.udp_offload,
             pinning: self.pinning(),
+            gateway_threads: self.gateway_threads,
+            gateway_threads_from: Some(self.gateway_threads_from.clone()),
+            iperf3_parallel: self.iperf3_parallel,
             addresses: Addresses {
                 underlay_sender: topology::UNDERLAY_SENDER.into(),
                 underlay_receiver: topology::UNDERLAY_RECEIVER.into(),
                 inner_sender: topology::INNER_SENDER.into(),
                 inner_receiver: topology::INNER_RECEIVER.into(),
             },
+        }
+    }
+}
+
+/// The default number of gateway workers per direction on a machine of `cores`:
+/// what is left once both iperf3 ends have a core, shared by the two gateways
+/// (1, the two-thread path, on fewer than six cores; 7 on 16; capped at 16).
+pub fn default_gateway_threads(cores: usize) -> usize {
+    (cores.saturating_sub(2) / 2).clamp(1, 16)
+}
+
+/// [`TunnelPlan::pinning`] for a machine of `cores`.
+pub fn pinning(cores: usize, pin: bool, gateway_threads: usize) -> Pinning {
+    if !pin || cores < 2 {
+        return Pinning::default();
+    }
+    let per_gateway = gateway_threads.max(2);
+    if cores >= 2 * per_gateway + 2 {
+        let g = per_gateway;
+        Pinning {
+            sender_gateway: (0..g).collect(),
+            receiver_gateway: (g..2 * g).collect(),
+            iperf3_client: Some(2 * g),
+            iperf3_server: Some(2 * g + 1),
+        }
+    } else if cores >= 4 {
+        Pinning {
+            sender_gateway: vec![0],
+            receiver_gateway: vec![1],
+            iperf3_client: Some(2),
+            iperf3_server: Some(3),
+        }
+    } else {
+        Pinning {
+            sender_gateway: vec![0],
+            receiver_gateway: vec![1],
+            iperf3_client: Some(0),
+            iperf3_server: Some(1),
         }
     }
 }
@@ -250,6 +273,7 @@ impl Lab {
             rate_bits_per_sec: None,
             window_bytes: None,
             affinity: None,
+            parallel: 1,
         }
     }
 
@@ -334,6 +358,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 None
             },
             affinity,
+            parallel: plan.iperf3_parallel,
             ..lab.client(server, protocol, seconds)
         };
 
@@ -413,7 +438,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             mtu: plan.mtu as usize,
             sender_cpus: pinning.sender_gateway.clone(),
             receiver_cpus: pinning.receiver_gateway.clone(),
-            replay_window: 1024,
+            threads: plan.gateway_threads,
+            replay_window: gateway::parallel::min_replay_window(plan.gateway_threads, plan.batch)
+                .max(1024),
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
