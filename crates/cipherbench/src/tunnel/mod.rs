@@ -762,3 +762,53 @@ fn tunnel_point(
         runs,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_gateway_workers_leave_a_core_to_each_iperf3_end() {
+        assert_eq!(default_gateway_threads(1), 1);
+        assert_eq!(default_gateway_threads(2), 1);
+        assert_eq!(default_gateway_threads(5), 1);
+        assert_eq!(default_gateway_threads(6), 2);
+        assert_eq!(default_gateway_threads(16), 7);
+        assert_eq!(default_gateway_threads(128), 16);
+        for cores in 2..=128 {
+            let n = default_gateway_threads(cores);
+            let p = pinning(cores, true, n);
+            // Nothing shares a core where there are enough, and nothing is placed
+            // on a core the machine does not have.
+            let mut used: Vec<usize> = p
+                .sender_gateway
+                .iter()
+                .chain(&p.receiver_gateway)
+                .copied()
+                .chain(p.iperf3_client)
+                .chain(p.iperf3_server)
+                .collect();
+            assert!(used.iter().all(|&c| c < cores), "{cores}: {p:?}");
+            if cores >= 6 {
+                assert!(p.sender_gateway.len() >= n, "{cores}: {p:?}");
+                used.sort_unstable();
+                used.dedup();
+                assert_eq!(used.len(), 2 * p.sender_gateway.len() + 2, "{cores}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn two_cores_keep_todays_placement_whatever_the_workers() {
+        for n in [1, 2, 8] {
+            let p = pinning(2, true, n);
+            assert_eq!((p.sender_gateway, p.receiver_gateway), (vec![0], vec![1]));
+            assert_eq!((p.iperf3_client, p.iperf3_server), (Some(0), Some(1)));
+        }
+        assert_eq!(pinning(16, false, 7), Pinning::default());
+        let p = pinning(16, true, 7);
+        assert_eq!(p.sender_gateway, (0..7).collect::<Vec<_>>());
+        assert_eq!(p.receiver_gateway, (7..14).collect::<Vec<_>>());
+        assert_eq!((p.iperf3_client, p.iperf3_server), (Some(14), Some(15)));
+    }
+}
