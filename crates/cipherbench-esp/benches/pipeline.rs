@@ -13,12 +13,15 @@
 //!
 //! Run: `cargo bench -p cipherbench-esp --bench pipeline` (`-- seal` or `-- open` to
 //! pick one direction); the speed-up is the `workers/1` time over the `workers/N`
-//! time in one run. With fewer free cores than workers + 2 (producer and consumer
-//! are cheap here, but the machine's other load is not), the ratio says so.
+//! time in one run. After criterion's groups, a scaling table runs 1 and 2 workers
+//! for about two seconds each and prints the wall-clock speed-up beside the CPU
+//! time per batch: on a machine shared with other load, the wall-clock ratio is
+//! the scheduler's share, while the CPU ratio says what a free core per worker
+//! would give.
 
 use cipherbench_esp::pipeline::{self, Hooks};
 use cipherbench_esp::{derive_sa_pair, InboundSa, OutboundSa, Reserved, Role, Transform};
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
 
 const INNER: usize = 1400;
@@ -245,4 +248,98 @@ criterion_group! {
         .measurement_time(Duration::from_secs(4));
     targets = bench
 }
-criterion_main!(benches);
+
+/// This process's CPU time so far (every thread, the finished ones included),
+/// from `/proc/self/stat` in clock ticks of 10 ms.
+fn process_cpu() -> Duration {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // Fields after the command's closing parenthesis; utime and stime are the 12th
+    // and 13th of them (fields 14 and 15 of proc(5)).
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let ticks: u64 = rest
+        .split_whitespace()
+        .skip(11)
+        .take(2)
+        .filter_map(|f| f.parse::<u64>().ok())
+        .sum();
+    Duration::from_millis(ticks * 10)
+}
+
+/// The scaling table: for each transform and direction, 1 and 2 workers each run
+/// for about two seconds; wall-clock speed-up, and CPU time per batch, whose ratio
+/// says what the pipeline would give with a free core per worker (on a shared
+/// machine the wall-clock speed-up is the scheduler's share, the CPU per batch is
+/// not).
+fn scaling() {
+    let inputs: Vec<Vec<u8>> = (0..BATCH).map(|i| ipv4(INNER, i as u8)).collect();
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    println!(
+        "\npipeline scaling, batches of {BATCH} x {INNER} B, loadavg before: {}",
+        load.trim()
+    );
+    println!(
+        "{:<18} {:<5} {:>7} {:>10} {:>14} {:>9} {:>12}",
+        "transform", "dir", "workers", "MB/s wall", "CPU us/batch", "speed-up", "CPU ratio"
+    );
+    for t in TRANSFORMS {
+        let pair = derive_sa_pair(&[0x42; 32], "bench", t, Role::Initiator).expect("derivation");
+        let mut sender = OutboundSa::new(pair.outbound).expect("valid SA");
+        let sealed: Vec<Vec<Vec<u8>>> = (0..OPEN_ROUND)
+            .map(|_| {
+                inputs
+                    .iter()
+                    .map(|inner| {
+                        let mut wire = vec![0u8; t.sealed_len(INNER)];
+                        sender.seal(inner, &mut wire).expect("seal");
+                        wire
+                    })
+                    .collect()
+            })
+            .collect();
+        for dir in ["seal", "open"] {
+            let run = |workers: usize, batches: u64| match dir {
+                "seal" => seal_batches(t, &inputs, workers, batches),
+                _ => open_batches(t, &sealed, Some(workers), batches),
+            };
+            // Size the run to about two seconds on one worker.
+            let probe = run(1, 256).as_secs_f64().max(1e-6);
+            let batches = ((2.0 / probe) * 256.0).clamp(256.0, 1e6) as u64;
+            let mut first: Option<(f64, f64)> = None;
+            for workers in worker_counts() {
+                let cpu0 = process_cpu();
+                let wall = run(workers, batches).as_secs_f64();
+                let cpu = (process_cpu() - cpu0).as_secs_f64();
+                let mb_s = (batches as usize * BATCH * INNER) as f64 / wall / 1e6;
+                let cpu_per_batch = cpu / batches as f64 * 1e6;
+                let (speed_up, cpu_ratio) = match first {
+                    None => {
+                        first = Some((wall, cpu_per_batch));
+                        (1.0, 1.0)
+                    }
+                    Some((w1, c1)) => (w1 / wall, c1 / cpu_per_batch),
+                };
+                println!(
+                    "{:<18} {:<5} {:>7} {:>10.0} {:>14.1} {:>8.2}x {:>11.2}",
+                    t.name(),
+                    dir,
+                    workers,
+                    mb_s,
+                    cpu_per_batch,
+                    speed_up,
+                    cpu_ratio
+                );
+            }
+        }
+    }
+    println!("(speed-up: wall time of 1 worker over N; CPU ratio: CPU per batch of 1 worker over N, 1.00 = no overhead, so N x the ratio is the speed-up with a free core per worker)");
+}
+
+fn main() {
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+    // Only under `cargo bench` (which passes --bench), not when `cargo test` runs
+    // the benches once as tests.
+    if std::env::args().any(|a| a == "--bench") {
+        scaling();
+    }
+}

@@ -17,7 +17,10 @@
 //! - [`ReplayWindow`]: the RFC 4303 §3.4.3 sliding window (RFC 6479 bitmap);
 //! - [`udp`]: RFC 3948 port, non-ESP marker and NAT keepalive;
 //! - [`keylog`]: an SA as a record of Wireshark's ESP SA table, for independent
-//!   decryption of a capture.
+//!   decryption of a capture;
+//! - [`pipeline`]: the ordered parallel pipeline that lets one SA's workers seal or
+//!   open on several cores while its packets keep their order
+//!   ([`OutboundSa::reserve`] numbers them in arrival order).
 //!
 //! The crypto goes through `cipherbench-crypto` (OpenSSL EVP), so the acceleration
 //! variants (`OPENSSL_ia32cap` in the process environment) apply here as in every
