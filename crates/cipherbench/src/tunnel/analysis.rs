@@ -23,7 +23,14 @@ pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
 pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
     let (min, max) = match iperf.protocol {
         Protocol::Udp => {
-            let received = received_datagrams(iperf);
+            // Every datagram carries exactly `-l` bytes of payload, so the server's
+            // payload says how many it read, exactly. (`sent - lost` would not: a
+            // datagram sent after the last one the server saw is neither received
+            // nor lost to iperf3, and added 28 bytes it never read.)
+            let received = iperf
+                .received_bytes_total
+                .checked_div(iperf.length_bytes)
+                .unwrap_or_else(|| received_datagrams(iperf));
             let sent = iperf.packets.unwrap_or(0);
             (
                 iperf.received_bytes_total + UDP_HEADERS * received,
@@ -333,6 +340,19 @@ mod tests {
         assert!(!byte_check(&run, &gateway(900_000, 900_000 * 1248, 0.5)).ok);
         // Far more than was ever sent (delivered twice): flagged.
         assert!(!byte_check(&run, &gateway(2_000_000, 2_000_000 * 1248, 0.5)).ok);
+    }
+
+    #[test]
+    fn udp_datagrams_the_server_never_saw_do_not_raise_the_lower_bound() {
+        // 200 datagrams left the client after the last one the server read: iperf3
+        // counts them neither received nor lost, so `sent - lost` overstates what
+        // the server read by 200, and 28 bytes each (5.6 KB) of headers.
+        let mut run = iperf(Protocol::Udp);
+        run.packets = Some(1_000_200);
+        let exact = 950_000 * (1220 + 28);
+        let check = byte_check(&run, &gateway(950_000, exact, 0.5));
+        assert!(check.ok, "{check:?}");
+        assert_eq!(check.expected_min, exact);
     }
 
     #[test]

@@ -610,13 +610,10 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
     }
     if let Some(search) = &point.search {
         if search.outcome == cipherbench_model::tunnel::SearchOutcome::SenderLimited {
-            session.record.warn(
-                "tunnel",
-                "load_generator_saturated",
-                format!(
-                    "{what}: the iperf3 client could not send fast enough to reach the target loss: the figure is the load generator's limit, not the tunnel's"
-                ),
-            );
+            let (kind, why) = sender_limited(point);
+            session
+                .record
+                .warn("tunnel", kind, format!("{what}: {why}"));
         }
     }
     if point.protocol == Protocol::Tcp
@@ -645,6 +642,43 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
                 point.interval_bits_per_sec.rel_spread * 100.0
             ),
         );
+    }
+}
+
+/// Why a UDP search ended with the client sending less than asked, from its last
+/// run: (warning kind, sentence). A datagram the iperf3 client writes into the
+/// tunnel stays charged to its socket until the sending gateway reads it from the
+/// TUN queue, so when that gateway reads slower than asked the client's writes
+/// block: it sends less with no loss and little CPU, and the rate found is the
+/// tunnel's sending side (`sender_backpressure`). Only a client busy near a whole
+/// core is the load generator's own limit (`load_generator_saturated`).
+pub fn sender_limited(point: &TunnelPoint) -> (&'static str, String) {
+    let Some(run) = point.runs.last() else {
+        return (
+            "load_generator_saturated",
+            "the iperf3 client could not send fast enough to reach the target loss".into(),
+        );
+    };
+    let client = run.iperf.cpu_client_percent.unwrap_or(100.0);
+    let gateway = run.sender.busiest_thread();
+    let asked = run.iperf.target_bits_per_sec.unwrap_or(0.0) / 1e6;
+    let sent = run.iperf.sender_bits_per_sec / 1e6;
+    if client >= 80.0 {
+        (
+            "load_generator_saturated",
+            format!(
+                "the iperf3 client sent {sent:.0} of {asked:.0} Mbit/s asked at {client:.0} % of a core: the figure is the load generator's limit, not the tunnel's (try --parallel or fewer gateway cores)"
+            ),
+        )
+    } else {
+        (
+            "sender_backpressure",
+            format!(
+                "the iperf3 client sent {sent:.0} of {asked:.0} Mbit/s asked using only {client:.0} % of a core: its writes were held back by the sending gateway ({} at {:.2} of a core), so the figure is the tunnel's sending side, without loss; on a shared machine a client starved of CPU looks the same",
+                gateway.map_or("?", |t| t.name.as_str()),
+                gateway.map_or(0.0, |t| t.cpu_cores_used)
+            ),
+        )
     }
 }
 
