@@ -157,7 +157,8 @@ pub fn run_tx(path: TxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
     let tun_fd = path.tun.as_raw_fd();
     let (vnet_hdr, mtu, udp_gso) = (path.vnet_hdr, path.mtu, path.udp_gso);
     let mut total = TxCounters::default();
-    let (tun, sa, socket) = (&path.tun, &path.sa, &path.socket);
+    // `Read` is implemented for `&File`: the reader needs no `&mut` to the queue.
+    let (mut tun, sa, socket) = (&path.tun, &path.sa, &path.socket);
     pipeline::run(
         jobs,
         states,
@@ -177,7 +178,7 @@ pub fn run_tx(path: TxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
                 && used + MAX_READ <= job.arena.len()
                 && packets + SLOT_MARGIN <= TX_SLOTS
             {
-                let len = match (&mut &*tun).read(&mut job.arena[used..used + MAX_READ]) {
+                let len = match tun.read(&mut job.arena[used..used + MAX_READ]) {
                     Ok(len) => len,
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                     // WouldBlock: the queue is empty (other errors end the round too).
@@ -328,7 +329,6 @@ pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
                     at += VNET_HDR_LEN + len;
                 }
             }
-            worker.counters.receive_calls = 0;
             lock(&shared.open_workers)[worker.index] = (worker.sas.accounting(), worker.counters);
         },
         |job| {
