@@ -112,7 +112,10 @@ pub fn parse(json: &str, command: Vec<String>) -> Result<IperfRun, IperfError> {
     Ok(IperfRun {
         protocol,
         command,
-        target_bits_per_sec: num(test, &["target_bitrate"]).filter(|&b| b > 0.0),
+        // iperf3 reports `-b` per stream; the run's target is every stream's.
+        target_bits_per_sec: num(test, &["target_bitrate"])
+            .filter(|&b| b > 0.0)
+            .map(|b| b * num(test, &["num_streams"]).unwrap_or(1.0).max(1.0)),
         length_bytes: int(test, &["blksize"]).unwrap_or(0),
         tcp_mss_bytes: int(&v["start"], &["tcp_mss_default"]),
         seconds: num(received, &["seconds"])
@@ -434,6 +437,17 @@ mod tests {
         assert_eq!(r.received_bytes, 209_905_880);
         assert_eq!(r.received_bytes % 1220, 0);
         assert_eq!(received_datagrams(&r), 245_812 - 73_727);
+        // The server read the payload of 172,054 datagrams, 31 fewer than sent -
+        // lost: datagrams after the last one it saw are neither received nor lost
+        // to iperf3 (why the byte check counts payload / length).
+        assert_eq!(r.received_bytes / 1220, 172_054);
+        // With -P the target is the streams' sum (iperf3 reports -b per stream).
+        let two = UDP.replacen("\"num_streams\":\t1", "\"num_streams\":\t2", 1);
+        assert_ne!(two, UDP);
+        assert_eq!(
+            parse(&two, vec![]).unwrap().target_bits_per_sec,
+            Some(2.4e9)
+        );
         assert_eq!(r.received_bytes_total, r.received_bytes);
         assert!((r.receiver_bits_per_sec - 838_031_260.6).abs() < 1.0);
         assert_eq!(r.out_of_order, Some(0));
