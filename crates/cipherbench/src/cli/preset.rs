@@ -302,6 +302,9 @@ impl Preset {
             gateway_threads_from: format!("default for {} cores", crate::host::cores()),
             iperf3_parallel: 1,
             esp_keylog: None,
+            stacks: cipherbench_model::tunnel::Stack::own_only(),
+            strongswan_backends: vec![crate::tunnel::strongswan::config::Backend::Openssl],
+            charon: None,
         };
         match self {
             Preset::Quick => {}
