@@ -189,6 +189,18 @@ pub struct Counters {
     pub drops: DropCounts,
 }
 
+impl Counters {
+    /// Adds another worker's counters of the same SA (saturating).
+    pub fn add(&mut self, other: &Counters) {
+        self.sealed_packets = self.sealed_packets.saturating_add(other.sealed_packets);
+        self.sealed_bytes = self.sealed_bytes.saturating_add(other.sealed_bytes);
+        self.seal_refused = self.seal_refused.saturating_add(other.seal_refused);
+        self.opened_packets = self.opened_packets.saturating_add(other.opened_packets);
+        self.opened_bytes = self.opened_bytes.saturating_add(other.opened_bytes);
+        self.drops.add(&other.drops);
+    }
+}
+
 /// What an [`crate::InboundSet`] counts itself: every UDP payload handed to
 /// [`crate::InboundSet::receive_udp`], and those that never reached an SA.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -234,6 +246,17 @@ impl Accounting {
             .saturating_add(self.drops.total())
             .saturating_add(self.nat_keepalives)
             .saturating_add(self.non_esp)
+    }
+
+    /// Adds another worker's accounting (saturating): the sum of the workers of
+    /// one gateway is the gateway's, and keeps `unaccounted` 0 if each is.
+    pub fn add(&mut self, other: &Accounting) {
+        self.received = self.received.saturating_add(other.received);
+        self.opened_packets = self.opened_packets.saturating_add(other.opened_packets);
+        self.opened_bytes = self.opened_bytes.saturating_add(other.opened_bytes);
+        self.drops.add(&other.drops);
+        self.nat_keepalives = self.nat_keepalives.saturating_add(other.nat_keepalives);
+        self.non_esp = self.non_esp.saturating_add(other.non_esp);
     }
 
     /// `received - accounted`: 0 when every payload has exactly one outcome;

@@ -55,6 +55,21 @@ impl InboundSet {
         Ok(())
     }
 
+    /// The same SAs for another thread (see [`InboundSa::worker`]): each SA's one
+    /// replay window shared, cipher contexts and counters of the worker's own. The
+    /// set's [`InboundSet::accounting`] then counts what this worker was given; a
+    /// gateway sums its workers' ([`Accounting::add`]).
+    pub fn worker(&self) -> Result<InboundSet, SaError> {
+        Ok(InboundSet {
+            sas: self
+                .sas
+                .iter()
+                .map(InboundSa::worker)
+                .collect::<Result<_, _>>()?,
+            counters: SetCounters::default(),
+        })
+    }
+
     /// Removes and returns the SA with this SPI (its keys are wiped when dropped).
     pub fn remove(&mut self, spi: u32) -> Option<InboundSa> {
         let at = self.sas.iter().position(|sa| sa.spi() == spi)?;

@@ -17,7 +17,10 @@
 //! - [`ReplayWindow`]: the RFC 4303 §3.4.3 sliding window (RFC 6479 bitmap);
 //! - [`udp`]: RFC 3948 port, non-ESP marker and NAT keepalive;
 //! - [`keylog`]: an SA as a record of Wireshark's ESP SA table, for independent
-//!   decryption of a capture.
+//!   decryption of a capture;
+//! - [`pipeline`]: the ordered parallel pipeline that lets one SA's workers seal or
+//!   open on several cores while its packets keep their order
+//!   ([`OutboundSa::reserve`] numbers them in arrival order).
 //!
 //! The crypto goes through `cipherbench-crypto` (OpenSSL EVP), so the acceleration
 //! variants (`OPENSSL_ia32cap` in the process environment) apply here as in every
@@ -35,6 +38,7 @@ pub mod engine;
 mod inbound;
 mod inner;
 pub mod keylog;
+pub mod pipeline;
 mod replay;
 mod sa;
 mod transform;
@@ -44,7 +48,9 @@ pub use counters::{Accounting, Counters, DropCounts, DropReason, SetCounters};
 pub use derive::{derive_sa_pair, Role, SaPair};
 pub use inbound::{Inbound, InboundSet};
 pub use replay::{ReplayCheck, ReplayWindow};
-pub use sa::{InboundSa, Lifetime, OutboundSa, SaError, SaParams, SealError};
+pub use sa::{
+    InboundSa, Lifetime, OutboundSa, Reserved, SaError, SaParams, SealError, SequenceCounter,
+};
 pub use transform::{Transform, TransformError};
 
 /// RFC 4303 §2: SPI (4) + sequence number (4), in front of every ESP packet.
@@ -87,5 +93,7 @@ mod tests {
         assert_send::<super::OutboundSa>();
         assert_send::<super::InboundSa>();
         assert_send::<super::InboundSet>();
+        fn assert_sync<T: Sync>() {}
+        assert_sync::<super::SequenceCounter>();
     }
 }

@@ -16,6 +16,9 @@
 //! Neither direction allocates per packet, reads a clock or does I/O. Key material is
 //! held only in the engines (see [`crate::engine`]) and wiped when an SA is dropped.
 
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
 use cipherbench_crypto::secret::SecretBytes;
 use cipherbench_crypto::CryptoError;
 use serde::{Deserialize, Serialize};
@@ -189,13 +192,99 @@ impl From<CryptoError> for SealError {
     }
 }
 
-/// The sending side of an SA.
+/// An outbound SA's sequence counter (RFC 4303 §3.3.3), one per SA however many
+/// workers seal for it: every number from the start to [`MAX_SEQUENCE`] is handed out
+/// exactly once across all threads, and none after (no wrap, no ESN), so no AEAD
+/// nonce is ever used twice.
+#[derive(Debug)]
+pub struct SequenceCounter {
+    next: AtomicU64,
+}
+
+impl SequenceCounter {
+    /// A counter whose first number is `next` (1 for a new SA).
+    pub fn starting_at(next: u64) -> Result<SequenceCounter, SaError> {
+        if next == 0 || next > MAX_SEQUENCE + 1 {
+            return Err(SaError::Sequence(next));
+        }
+        Ok(SequenceCounter {
+            next: AtomicU64::new(next),
+        })
+    }
+
+    /// The number the next [`take`](Self::take) returns (past [`MAX_SEQUENCE`] once
+    /// exhausted).
+    pub fn peek(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
+    }
+
+    /// Takes `n` consecutive numbers at once (fewer if the counter runs out first;
+    /// `None` once [`MAX_SEQUENCE`] has been taken). A pipeline's single reader
+    /// reserves each batch's numbers in arrival order, so that packets sealed by
+    /// parallel workers still leave with increasing numbers; every number is still
+    /// handed out once, because the range is taken with one read-modify-write.
+    pub fn reserve(&self, n: u64) -> Option<Reserved> {
+        let first = self
+            .next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |next| {
+                (next <= MAX_SEQUENCE && n > 0).then(|| (next + n).min(MAX_SEQUENCE + 1))
+            })
+            .ok()?;
+        Some(Reserved {
+            next: first,
+            end: (first + n).min(MAX_SEQUENCE + 1),
+        })
+    }
+
+    /// Takes the next number, or `None` once [`MAX_SEQUENCE`] has been taken. One
+    /// read-modify-write on one atomic: all takes are totally ordered, so two threads
+    /// never get the same number (ordering against other memory is not needed).
+    pub fn take(&self) -> Option<u64> {
+        self.next
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                (n <= MAX_SEQUENCE).then_some(n + 1)
+            })
+            .ok()
+    }
+}
+
+/// Sequence numbers taken from an SA's counter ahead of sealing
+/// ([`OutboundSa::reserve`]), used up by [`OutboundSa::seal_reserved`] in order. Not
+/// `Clone`: each number can be used once, like a number taken by [`OutboundSa::seal`].
+#[derive(Debug, PartialEq, Eq)]
+pub struct Reserved {
+    next: u64,
+    end: u64,
+}
+
+impl Reserved {
+    /// Numbers left.
+    pub fn remaining(&self) -> u64 {
+        self.end - self.next
+    }
+
+    /// The number the next sealed packet will carry, if any is left.
+    pub fn peek(&self) -> Option<u64> {
+        (self.next < self.end).then_some(self.next)
+    }
+
+    fn take(&mut self) -> Option<u64> {
+        let n = self.peek()?;
+        self.next += 1;
+        Some(n)
+    }
+}
+
+/// The sending side of an SA. [`OutboundSa::worker`] gives another thread its own
+/// cipher context on the same SA: one sequence counter, shared.
 pub struct OutboundSa {
     spi: u32,
     transform: Transform,
     engine: Engine,
-    /// The sequence number the next packet gets (RFC 4303 §3.3.3: starts at 1).
-    next_sequence: u64,
+    /// Kept (zeroed on drop) to key the cipher contexts of further workers.
+    keymat: SecretBytes,
+    /// The SA's sequence counter, shared by its workers (RFC 4303 §3.3.3: starts at 1).
+    sequence: Arc<SequenceCounter>,
     lifetime: Lifetime,
     counters: Counters,
 }
@@ -211,15 +300,30 @@ impl OutboundSa {
     /// has already sent, which would reuse AEAD nonces.
     pub fn starting_at(params: SaParams, next_sequence: u64) -> Result<OutboundSa, SaError> {
         params.validate()?;
-        if next_sequence == 0 || next_sequence > MAX_SEQUENCE + 1 {
-            return Err(SaError::Sequence(next_sequence));
-        }
+        let sequence = Arc::new(SequenceCounter::starting_at(next_sequence)?);
         Ok(OutboundSa {
             spi: params.spi,
             transform: params.transform,
             engine: Engine::new(params.transform, params.keymat.expose())?,
-            next_sequence,
+            keymat: params.keymat,
+            sequence,
             lifetime: params.lifetime,
+            counters: Counters::default(),
+        })
+    }
+
+    /// Another sender on the same SA for another thread: its own cipher context and
+    /// counters, the SA's one sequence counter. The lifetime is checked against each
+    /// worker's own counters (a worker of an SA with a packet or byte limit may send
+    /// up to that limit on its own).
+    pub fn worker(&self) -> Result<OutboundSa, SaError> {
+        Ok(OutboundSa {
+            spi: self.spi,
+            transform: self.transform,
+            engine: Engine::new(self.transform, self.keymat.expose())?,
+            keymat: self.keymat.clone(),
+            sequence: Arc::clone(&self.sequence),
+            lifetime: self.lifetime,
             counters: Counters::default(),
         })
     }
@@ -237,7 +341,7 @@ impl OutboundSa {
     /// The sequence number the next packet will carry (past [`MAX_SEQUENCE`] once
     /// exhausted).
     pub fn next_sequence(&self) -> u64 {
-        self.next_sequence
+        self.sequence.peek()
     }
 
     /// The counters.
@@ -250,11 +354,40 @@ impl OutboundSa {
         self.transform.sealed_len(inner_len)
     }
 
+    /// Takes `n` consecutive sequence numbers from the SA's counter for
+    /// [`OutboundSa::seal_reserved`] (fewer near exhaustion; `None` once exhausted).
+    pub fn reserve(&self, n: u64) -> Option<Reserved> {
+        self.sequence.reserve(n)
+    }
+
     /// RFC 4303 §3.3: wraps the inner IP packet into an ESP packet in
     /// `out[..returned length]`. The next header (4 or 41) comes from the inner
     /// packet's version nibble.
     pub fn seal(&mut self, inner: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
-        let result = self.seal_checked(inner, out);
+        self.seal_counted(inner, out, None)
+    }
+
+    /// [`OutboundSa::seal`] with the next number of `numbers` (taken from this SA's
+    /// counter by [`OutboundSa::reserve`], on this worker or another of the same SA).
+    /// A refused packet uses no number unless the crypto itself failed; a range
+    /// used up is [`SealError::SequenceExhausted`] for the packet, which the caller
+    /// avoids by reserving as many numbers as it has packets.
+    pub fn seal_reserved(
+        &mut self,
+        numbers: &mut Reserved,
+        inner: &[u8],
+        out: &mut [u8],
+    ) -> Result<usize, SealError> {
+        self.seal_counted(inner, out, Some(numbers))
+    }
+
+    fn seal_counted(
+        &mut self,
+        inner: &[u8],
+        out: &mut [u8],
+        numbers: Option<&mut Reserved>,
+    ) -> Result<usize, SealError> {
+        let result = self.seal_checked(inner, out, numbers);
         match result {
             Ok(_) => {
                 self.counters.sealed_packets += 1;
@@ -265,9 +398,18 @@ impl OutboundSa {
         result
     }
 
-    fn seal_checked(&mut self, inner: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
+    fn seal_checked(
+        &mut self,
+        inner: &[u8],
+        out: &mut [u8],
+        numbers: Option<&mut Reserved>,
+    ) -> Result<usize, SealError> {
         let next_header = inner::next_header(inner).ok_or(SealError::MalformedInner)?;
-        if self.next_sequence > MAX_SEQUENCE {
+        let exhausted = match &numbers {
+            Some(reserved) => reserved.peek().is_none(),
+            None => self.sequence.peek() > MAX_SEQUENCE,
+        };
+        if exhausted {
             return Err(SealError::SequenceExhausted { spi: self.spi });
         }
         if self
@@ -286,8 +428,11 @@ impl OutboundSa {
         }
         // Consumed before the crypto runs, so even a failed attempt never lets a
         // sequence number (and with it an AEAD nonce) be used twice.
-        let sequence = self.next_sequence;
-        self.next_sequence += 1;
+        let sequence = match numbers {
+            Some(reserved) => reserved.take(),
+            None => self.sequence.take(),
+        }
+        .ok_or(SealError::SequenceExhausted { spi: self.spi })?;
 
         let (authenticated, icv) = out[..total].split_at_mut(total - transform.icv_len());
         let (header, rest) = authenticated.split_at_mut(ESP_HEADER_LEN);
@@ -367,12 +512,17 @@ fn read_u32(bytes: &[u8], at: usize) -> u32 {
     u32::from_be_bytes([bytes[at], bytes[at + 1], bytes[at + 2], bytes[at + 3]])
 }
 
-/// The receiving side of an SA.
+/// The receiving side of an SA. [`InboundSa::worker`] gives another thread its own
+/// cipher context on the same SA: one replay window, shared.
 pub struct InboundSa {
     spi: u32,
     transform: Transform,
     engine: Engine,
-    window: ReplayWindow,
+    /// Kept (zeroed on drop) to key the cipher contexts of further workers.
+    keymat: SecretBytes,
+    /// One window per SA (RFC 4303 §3.4.3) whatever the number of workers; held only
+    /// for the check and the update, never across the crypto.
+    window: Arc<Mutex<ReplayWindow>>,
     lifetime: Lifetime,
     counters: Counters,
 }
@@ -385,10 +535,44 @@ impl InboundSa {
             spi: params.spi,
             transform: params.transform,
             engine: Engine::new(params.transform, params.keymat.expose())?,
-            window: ReplayWindow::new(params.replay_window),
+            keymat: params.keymat,
+            window: Arc::new(Mutex::new(ReplayWindow::new(params.replay_window))),
             lifetime: params.lifetime,
             counters: Counters::default(),
         })
+    }
+
+    /// Another receiver on the same SA for another thread: its own cipher context and
+    /// counters, the SA's one replay window. The lifetime is checked against each
+    /// worker's own counters.
+    pub fn worker(&self) -> Result<InboundSa, SaError> {
+        Ok(InboundSa {
+            spi: self.spi,
+            transform: self.transform,
+            engine: Engine::new(self.transform, self.keymat.expose())?,
+            keymat: self.keymat.clone(),
+            window: Arc::clone(&self.window),
+            lifetime: self.lifetime,
+            counters: Counters::default(),
+        })
+    }
+
+    fn lock_window(&self) -> MutexGuard<'_, ReplayWindow> {
+        // The window's methods do not panic midway, so a poisoned lock (a worker that
+        // panicked elsewhere) still guards a consistent window.
+        self.window.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// §3.4.3 for concurrent workers: checks the window again under the lock and
+    /// slides it. Two workers may both pass the first check with the same sequence
+    /// number; only the first to get here accepts it, the other drops it as a replay.
+    fn accept(&self, sequence: u64) -> Result<(), DropReason> {
+        let mut window = self.lock_window();
+        if let ReplayCheck::Drop(reason) = window.check(sequence) {
+            return Err(reason);
+        }
+        window.update(sequence);
+        Ok(())
     }
 
     /// The SPI.
@@ -406,9 +590,9 @@ impl InboundSa {
         &self.counters
     }
 
-    /// The anti-replay window.
-    pub fn window(&self) -> &ReplayWindow {
-        &self.window
+    /// A copy of the anti-replay window as it is now (shared with the SA's workers).
+    pub fn window(&self) -> ReplayWindow {
+        self.lock_window().clone()
     }
 
     /// RFC 4303 §3.4: checks and decrypts an ESP packet, writing the inner IP packet to
@@ -458,7 +642,7 @@ impl InboundSa {
             return Err(DropReason::SaExpired);
         }
         let sequence = u64::from(read_u32(esp, 4));
-        if let ReplayCheck::Drop(reason) = self.window.check(sequence) {
+        if let ReplayCheck::Drop(reason) = self.lock_window().check(sequence) {
             return Err(reason);
         }
 
@@ -501,12 +685,12 @@ impl InboundSa {
         if authenticated {
             // §3.4.3: the ICV verified, so the packet is the peer's: slide the window
             // even if its contents turn out to be malformed.
-            self.window.update(sequence);
+            self.accept(sequence).inspect_err(|_| payload.fill(0))?;
         }
         let inner_len = parse_trailer(payload).inspect_err(|_| payload.fill(0))?;
         if !authenticated {
             // The null baseline has no ICV: only a packet accepted in full moves it.
-            self.window.update(sequence);
+            self.accept(sequence).inspect_err(|_| payload.fill(0))?;
         }
         Ok(inner_len)
     }

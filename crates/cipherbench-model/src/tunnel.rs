@@ -54,10 +54,16 @@ impl VariantSide {
     }
 }
 
+fn one() -> usize {
+    1
+}
+
 /// Where processes ran (`None`: not pinned, the scheduler chose).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Pinning {
-    /// Cores of the sending gateway's TUN-to-UDP and UDP-to-TUN threads.
+    /// Cores of the sending gateway's threads: with one gateway thread the first
+    /// runs TUN-to-UDP, the second (or the first again) UDP-to-TUN; with several,
+    /// every thread may run on any of them.
     pub sender_gateway: Vec<usize>,
     /// Cores of the receiving gateway's threads.
     pub receiver_gateway: Vec<usize>,
@@ -122,6 +128,18 @@ pub struct TunnelConfig {
     pub udp_offload: bool,
     /// Cores.
     pub pinning: Pinning,
+    /// Crypto workers per direction in each gateway: 1 is the two-thread data path
+    /// (one TUN-to-UDP, one UDP-to-TUN thread), N >= 2 an ordered pipeline of N
+    /// workers in each direction (runs before this field existed had 1).
+    #[serde(default = "one")]
+    pub gateway_threads: usize,
+    /// How that number was chosen: `--gateway-threads`, or the default for the
+    /// cores this machine gave the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub gateway_threads_from: Option<String>,
+    /// iperf3 `-P`: parallel streams of each run (their sum is the figure).
+    #[serde(default = "one")]
+    pub iperf3_parallel: usize,
     /// Addresses.
     pub addresses: Addresses,
     /// The IPsec stacks measured, in order: cipherbench's own gateways and/or
@@ -560,6 +578,9 @@ mod tests {
             offload: true,
             udp_offload: true,
             pinning: Pinning::default(),
+            gateway_threads: 1,
+            gateway_threads_from: None,
+            iperf3_parallel: 1,
             addresses: Addresses {
                 underlay_sender: "a".into(),
                 underlay_receiver: "b".into(),

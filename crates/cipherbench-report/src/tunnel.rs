@@ -4,7 +4,7 @@
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
-use cipherbench_model::tunnel::{Protocol, TunnelPoint, TunnelResults};
+use cipherbench_model::tunnel::{GatewayRun, Protocol, TunnelPoint, TunnelResults};
 
 fn mbit(bits_per_sec: f64) -> String {
     format!("{:.0}", bits_per_sec / 1e6)
@@ -39,7 +39,7 @@ fn rows(t: &TunnelResults) -> Vec<(String, String)> {
 fn setup_line(t: &TunnelResults) -> String {
     let c = &t.config;
     format!(
-        "ESP in UDP 4500 between two network namespaces over veth{}; tunnel MTU {}; iperf3 {} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
+        "ESP in UDP 4500 between two network namespaces over veth{}; tunnel MTU {}; iperf3 {}{} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
         c.underlay_rate
             .as_ref()
             .map(|r| format!(" (tbf {r})"))
@@ -48,6 +48,11 @@ fn setup_line(t: &TunnelResults) -> String {
         c.length_bytes
             .map(|l| format!("-l {l}"))
             .unwrap_or_else(|| "default -l".into()),
+        if c.iperf3_parallel > 1 {
+            format!(" -P {}", c.iperf3_parallel)
+        } else {
+            String::new()
+        },
         c.duration_ns / 1_000_000_000,
         if c.repeats > 1 {
             format!(" x{}", c.repeats)
@@ -142,6 +147,7 @@ pub fn text(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; underlay = TCP share of the underlay alone; CPU = gateway cores used during the TCP run)\n");
+    out.push_str(&threads_block(t));
     let bad: usize = t
         .points
         .iter()
@@ -172,6 +178,55 @@ pub fn text(t: &TunnelResults) -> String {
         out.push_str(&crate::variants::line(v));
     }
     out.push_str(&crate::strongswan::text(t));
+    out
+}
+
+/// One gateway's threads as `name cores`, a pipeline's pool of workers as one
+/// entry with each worker's share (`seal 0.41/0.40`).
+pub fn thread_loads(g: &GatewayRun) -> String {
+    let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
+    for t in &g.threads {
+        let stage = t.name.split_once('/').map_or(t.name.as_str(), |(s, _)| s);
+        match stages.iter_mut().find(|(name, _)| name == stage) {
+            Some((_, loads)) => loads.push(t.cpu_cores_used),
+            None => stages.push((stage.to_string(), vec![t.cpu_cores_used])),
+        }
+    }
+    stages
+        .iter()
+        .map(|(name, loads)| {
+            let loads: Vec<String> = loads.iter().map(|l| format!("{l:.2}")).collect();
+            format!("{name} {}", loads.join("/"))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// Per-thread CPU of both gateways in each row's TCP run (or its UDP run without
+/// TCP), so a saturated thread or pool is visible at every point.
+fn threads_block(t: &TunnelResults) -> String {
+    let c = &t.config;
+    let mut out = format!(
+        "gateway threads (cores used; {} crypto worker{} per direction, {}):\n",
+        c.gateway_threads,
+        if c.gateway_threads == 1 { "" } else { "s" },
+        c.gateway_threads_from.as_deref().unwrap_or("as recorded")
+    );
+    for (transform, variant) in rows(t) {
+        let point = t
+            .point(&transform, &variant, Protocol::Tcp)
+            .or_else(|| t.point(&transform, &variant, Protocol::Udp));
+        let Some(run) = point.and_then(|p| p.runs.last()) else {
+            continue;
+        };
+        out.push_str(&format!(
+            "  {transform} {} {}: sender {} | receiver {}\n",
+            crate::variants::text_name(&t.variants, &variant),
+            point.map_or("", |p| p.protocol.as_str()),
+            thread_loads(&run.sender),
+            thread_loads(&run.receiver)
+        ));
+    }
     out
 }
 

@@ -159,3 +159,44 @@ fn counters_near_u64_max_render_without_overflow() {
     assert!(tunnel::text(&t).contains("NAT keepalives"));
     assert!(tunnel::html(&t).contains("not ESP"));
 }
+
+#[test]
+fn the_table_shows_each_gateway_threads_cpu_with_a_pool_of_workers_on_one_entry() {
+    let mut t = fixture();
+    // A record from before the field existed reads as one worker per direction.
+    assert_eq!(t.config.gateway_threads, 1);
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains("gateway threads (cores used; 1 crypto worker per direction"),
+        "{text}"
+    );
+    let run = &t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap().runs[0];
+    let busiest = run.sender.busiest_thread().unwrap();
+    let shown = format!("{} {:.2}", busiest.name, busiest.cpu_cores_used);
+    assert!(text.contains(&shown), "{shown} not in\n{text}");
+
+    t.config.gateway_threads = 2;
+    t.config.gateway_threads_from = Some("--gateway-threads".into());
+    t.config.iperf3_parallel = 4;
+    let point = t
+        .points
+        .iter_mut()
+        .find(|p| {
+            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
+        })
+        .unwrap();
+    let mut worker = point.runs[0].sender.threads[0].clone();
+    worker.name = "seal/0".into();
+    worker.cpu_cores_used = 0.41;
+    let mut other = worker.clone();
+    other.name = "seal/1".into();
+    other.cpu_cores_used = 0.4;
+    point.runs[0].sender.threads.extend([worker, other]);
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains("2 crypto workers per direction, --gateway-threads"),
+        "{text}"
+    );
+    assert!(text.contains("seal 0.41/0.40"), "{text}");
+    assert!(text.contains("iperf3 -l 1220 -P 4"), "{text}");
+}

@@ -50,6 +50,31 @@ pub fn pin_to_core(core: usize) -> io::Result<()> {
     Ok(())
 }
 
+/// Restricts the calling thread to a set of CPUs (the scheduler balances it
+/// among them): how the workers of a gateway pipeline share the gateway's cores.
+/// Callers ignore the error as for [`pin_to_core`].
+pub fn pin_to_cores(cores: &[usize]) -> io::Result<()> {
+    if cores.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidInput,
+            "an empty CPU set",
+        ));
+    }
+    // SAFETY: as in pin_to_core: a zeroed set, bounds-checked CPU_SET, and an
+    // affinity call on the calling thread only.
+    let ret = unsafe {
+        let mut set: libc::cpu_set_t = std::mem::zeroed();
+        for &core in cores {
+            libc::CPU_SET(core, &mut set);
+        }
+        libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set)
+    };
+    if ret < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
 /// Restricts a whole process (every thread it has now, as `taskset -a -p` does) to
 /// `cpus`: how a placement is applied to a program started by the supervisor (nginx,
 /// iperf3), whose threads and children made later inherit it. Fails for an empty
@@ -132,6 +157,14 @@ impl ThreadClock {
             return Err(io::Error::from_raw_os_error(ret));
         }
         Ok(ThreadClock(id))
+    }
+
+    /// The calling thread's clock, readable from the other threads afterwards.
+    pub fn current() -> io::Result<ThreadClock> {
+        // SAFETY: pthread_self has no preconditions and names the calling thread,
+        // which is live for the call.
+        let me = unsafe { libc::pthread_self() };
+        ThreadClock::of(me)
     }
 
     /// CPU time used so far, in nanoseconds.

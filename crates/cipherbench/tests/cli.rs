@@ -386,6 +386,18 @@ fn bad_tunnel_flags_are_refused_before_anything_starts() {
         (&["--length", "12"][..], "--length"),
         (&["--mtu", "9000"][..], "--mtu"),
         (&["--target-loss", "90"][..], "--target-loss"),
+        (
+            &["--gateway-threads", "0"][..],
+            "--gateway-threads must be between 1 and 64",
+        ),
+        (
+            &["--gateway-threads", "65"][..],
+            "--gateway-threads must be between 1 and 64",
+        ),
+        (
+            &["--parallel", "0"][..],
+            "--parallel must be between 1 and 128",
+        ),
     ] {
         let out = bin()
             .arg("tunnel")

@@ -92,6 +92,17 @@ fn pair_logging(
     peer: Option<SocketAddrV4>,
     esp_keylog: Option<&Path>,
 ) -> GatewayPair {
+    pair_with(lab, transform, label, peer, esp_keylog, 1)
+}
+
+fn pair_with(
+    lab: &Lab,
+    transform: Transform,
+    label: &str,
+    peer: Option<SocketAddrV4>,
+    esp_keylog: Option<&Path>,
+    threads: usize,
+) -> GatewayPair {
     GatewayPair::start(
         lab.names(),
         &PairOptions {
@@ -105,7 +116,9 @@ fn pair_logging(
             mtu: 1400,
             sender_cpus: vec![],
             receiver_cpus: vec![],
-            replay_window: 1024,
+            threads,
+            replay_window: cipherbench::tunnel::gateway::parallel::min_replay_window(threads, 64)
+                .max(1024),
             sender_peer: peer,
             esp_keylog: esp_keylog.map(Path::to_path_buf),
         },
@@ -201,6 +214,95 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
             receiver.rx
         );
         assert!(receiver.rx.coalesced > 0, "{transform}: {:?}", receiver.rx);
+    }
+    lab.stop().expect("teardown");
+}
+
+/// The names of a process's threads, from `/proc/PID/task/*/comm`.
+fn thread_names(pid: u32) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(format!("/proc/{pid}/task"))
+        .expect("reading the gateway's tasks")
+        .filter_map(|e| std::fs::read_to_string(e.ok()?.path().join("comm")).ok())
+        .map(|n| n.trim().to_string())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
+    let _serial = serial();
+    let Some(lab) = lab("gateways_run_the_workers_asked_for", &[]) else {
+        return;
+    };
+    for transform in [Transform::ChaCha20Poly1305, Transform::Aes128Gcm] {
+        let mut gateways = pair_with(
+            &lab,
+            transform,
+            &format!("threads/{transform}"),
+            None,
+            None,
+            3,
+        );
+        // The kernel's own list of each gateway's threads: both pipelines with
+        // three workers each, besides the reader threads and the main thread.
+        for pid in [gateways.sender.pid(), gateways.receiver.pid()] {
+            let names = thread_names(pid);
+            for expected in [
+                "tun->udp", "seal/0", "seal/1", "seal/2", "seal-out", "udp->tun", "open/0",
+                "open/1", "open/2", "open-out",
+            ] {
+                assert!(
+                    names.iter().any(|n| n == expected),
+                    "{transform}: no {expected} thread in {names:?}"
+                );
+            }
+            assert_eq!(names.iter().filter(|n| n.starts_with("seal/")).count(), 3);
+            assert_eq!(names.len(), 11, "{transform}: {names:?}");
+        }
+
+        let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 2);
+        let run = measured_run(&tcp, &mut gateways, lab.names(), None).expect("a TCP run");
+        let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
+        assert!(i.received_bytes_total > 1_000_000, "{transform}: {i:?}");
+        assert!(run.byte_check.ok, "{transform} tcp: {:?}", run.byte_check);
+        assert_eq!(
+            s.drops_total() + r.drops_total(),
+            0,
+            "{transform} tcp drops"
+        );
+        assert!(
+            s.sealed_packets.abs_diff(r.opened_packets) <= 4,
+            "{transform}: {s:?} {r:?}"
+        );
+        // Every worker's CPU is in the run's figures, and the data went through them.
+        for (gateway, pool) in [(s, "seal/"), (r, "open/")] {
+            let workers: Vec<_> = gateway
+                .threads
+                .iter()
+                .filter(|t| t.name.starts_with(pool))
+                .collect();
+            assert_eq!(workers.len(), 3, "{transform}: {:?}", gateway.threads);
+            assert!(
+                workers.iter().any(|t| t.cpu_cores_used > 0.01),
+                "{transform}: {:?}",
+                gateway.threads
+            );
+        }
+
+        // One UDP flow through both pipelines: iperf3 sees its datagrams in order.
+        let run = udp_run(&lab, &mut gateways, 2, 50e6);
+        let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
+        assert!(received_datagrams(i) > 5_000, "{transform} udp: {i:?}");
+        assert!(run.byte_check.ok, "{transform} udp: {:?}", run.byte_check);
+        assert_eq!(
+            s.drops_total() + r.drops_total(),
+            0,
+            "{transform} udp drops"
+        );
+        assert_eq!(i.out_of_order, Some(0), "{transform}: datagrams reordered");
+        assert!(analysis::unaccounted(r).is_none(), "{transform}: {r:?}");
+        gateways.stop().expect("both gateways stop cleanly");
     }
     lab.stop().expect("teardown");
 }

@@ -72,6 +72,15 @@ pub struct TunnelArgs {
     /// Gateway: datagrams per recvmmsg/sendmmsg.
     #[arg(long)]
     pub batch: Option<usize>,
+    /// Gateway: crypto workers per direction in each gateway, sealing and opening
+    /// one SA in parallel behind an ordered hand-off (1: one thread per direction;
+    /// default: what the cores allow once both iperf3 ends have one, recorded in
+    /// run.json).
+    #[arg(long, value_name = "N")]
+    pub gateway_threads: Option<usize>,
+    /// iperf3 -P: parallel streams per run (the figure is their sum).
+    #[arg(long, value_name = "N")]
+    pub parallel: Option<usize>,
     /// Gateway: no TUN offloads (one system call per packet on the TUN side).
     #[arg(long)]
     pub no_offload: bool,
@@ -281,6 +290,20 @@ impl TunnelArgs {
                 bail!("--batch must be between 1 and 1024");
             }
             plan.batch = b;
+        }
+        if let Some(n) = self.gateway_threads {
+            let max = tunnel::gateway::MAX_THREADS;
+            if !(1..=max).contains(&n) {
+                bail!("--gateway-threads must be between 1 and {max}");
+            }
+            plan.gateway_threads = n;
+            plan.gateway_threads_from = "--gateway-threads".into();
+        }
+        if let Some(p) = self.parallel {
+            if !(1..=128).contains(&p) {
+                bail!("--parallel must be between 1 and 128 (iperf3 -P)");
+            }
+            plan.iperf3_parallel = p;
         }
         plan.offload &= !self.no_offload;
         plan.udp_offload &= !self.no_udp_offload;

@@ -23,7 +23,14 @@ pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
 pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
     let (min, max) = match iperf.protocol {
         Protocol::Udp => {
-            let received = received_datagrams(iperf);
+            // Every datagram carries exactly `-l` bytes of payload, so the server's
+            // payload says how many it read, exactly. (`sent - lost` would not: a
+            // datagram sent after the last one the server saw is neither received
+            // nor lost to iperf3, and added 28 bytes it never read.)
+            let received = iperf
+                .received_bytes_total
+                .checked_div(iperf.length_bytes)
+                .unwrap_or_else(|| received_datagrams(iperf));
             let sent = iperf.packets.unwrap_or(0);
             (
                 iperf.received_bytes_total + UDP_HEADERS * received,
@@ -87,11 +94,28 @@ pub const ETHERNET_IPV4_UDP: u64 = 42;
 /// A thread at this share of a core or more counts as saturated.
 pub const SATURATED: f64 = 0.85;
 
-/// How close a gateway is to running out of CPU: its busiest thread's share of a
+/// How close a gateway is to running out of CPU: its busiest stage's share of a
 /// core, or, when all its threads are pinned to one core, the whole process's share
-/// of that core (the threads then compete for it).
+/// of that core (the threads then compete for it). A stage is one thread, or a
+/// pipeline's pool of workers (`seal/0`, `seal/1`, ...), whose load is their mean:
+/// a pool is full only when every worker is busy, since any idle worker would take
+/// the next job.
 fn busiest(g: &GatewayRun) -> f64 {
-    let thread = g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used);
+    let mut stages: Vec<(&str, f64, usize)> = Vec::new();
+    for t in &g.threads {
+        let stage = t.name.split_once('/').map_or(t.name.as_str(), |(s, _)| s);
+        match stages.iter_mut().find(|(name, _, _)| *name == stage) {
+            Some((_, sum, n)) => {
+                *sum += t.cpu_cores_used;
+                *n += 1;
+            }
+            None => stages.push((stage, t.cpu_cores_used, 1)),
+        }
+    }
+    let thread = stages
+        .iter()
+        .map(|(_, sum, n)| sum / *n as f64)
+        .fold(0.0, f64::max);
     let first = g.threads.first().and_then(|t| t.pinned_cpu);
     let one_core = first.is_some() && g.threads.iter().all(|t| t.pinned_cpu == first);
     if one_core {
@@ -319,6 +343,19 @@ mod tests {
     }
 
     #[test]
+    fn udp_datagrams_the_server_never_saw_do_not_raise_the_lower_bound() {
+        // 200 datagrams left the client after the last one the server read: iperf3
+        // counts them neither received nor lost, so `sent - lost` overstates what
+        // the server read by 200, and 28 bytes each (5.6 KB) of headers.
+        let mut run = iperf(Protocol::Udp);
+        run.packets = Some(1_000_200);
+        let exact = 950_000 * (1220 + 28);
+        let check = byte_check(&run, &gateway(950_000, exact, 0.5));
+        assert!(check.ok, "{check:?}");
+        assert_eq!(check.expected_min, exact);
+    }
+
+    #[test]
     fn tcp_bytes_reconcile_with_segment_headers() {
         let mut run = iperf(Protocol::Tcp);
         run.sent_bytes_total = 1_000_000_000;
@@ -418,6 +455,46 @@ mod tests {
         ];
         assert_eq!(
             saturation(&run, &pinned, &gateway(0, 0, 0.5), None).side,
+            "sender_gateway"
+        );
+    }
+
+    fn load(name: &str, cpu_cores_used: f64) -> ThreadLoad {
+        ThreadLoad {
+            name: name.into(),
+            cpu_cores_used,
+            pinned_cpu: None,
+        }
+    }
+
+    #[test]
+    fn a_pool_of_workers_is_saturated_only_when_all_of_them_are_busy() {
+        let mut run = iperf(Protocol::Tcp);
+        run.lost_packets = None;
+        run.packets = None;
+        // One worker near a full core, the other half idle: the pool has room.
+        let mut pool = gateway(0, 0, 1.6);
+        pool.threads = vec![
+            load("tun->udp", 0.3),
+            load("seal/0", 0.9),
+            load("seal/1", 0.5),
+            load("seal-out", 0.2),
+        ];
+        assert_eq!(
+            saturation(&run, &pool, &gateway(0, 0, 0.4), None).side,
+            "cores"
+        );
+        // Both busy: the sealing stage is the limit.
+        pool.threads[2].cpu_cores_used = 0.9;
+        assert_eq!(
+            saturation(&run, &pool, &gateway(0, 0, 0.4), None).side,
+            "sender_gateway"
+        );
+        // A single reader at a full core is the limit whatever the pool does.
+        pool.threads[2].cpu_cores_used = 0.2;
+        pool.threads[0].cpu_cores_used = 0.95;
+        assert_eq!(
+            saturation(&run, &pool, &gateway(0, 0, 0.4), None).side,
             "sender_gateway"
         );
     }

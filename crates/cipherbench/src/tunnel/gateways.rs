@@ -169,7 +169,9 @@ pub struct PairOptions {
     pub sender_cpus: Vec<usize>,
     /// Cores for the receiver's threads.
     pub receiver_cpus: Vec<usize>,
-    /// Anti-replay window.
+    /// Crypto workers per direction (1: the two-thread path).
+    pub threads: usize,
+    /// Anti-replay window (wide enough for the workers' jobs in flight).
     pub replay_window: u32,
     /// Where the sender sends ESP (normally the receiver's underlay address; a
     /// test puts a relay there).
@@ -227,6 +229,7 @@ impl GatewayPair {
             cpus: cpus.to_vec(),
             socket_buffer_bytes: 8 << 20,
             replay_window: options.replay_window,
+            threads: options.threads,
             mtu: options.mtu,
             esp_keylog: options.esp_keylog.clone(),
         };

@@ -112,7 +112,10 @@ pub fn parse(json: &str, command: Vec<String>) -> Result<IperfRun, IperfError> {
     Ok(IperfRun {
         protocol,
         command,
-        target_bits_per_sec: num(test, &["target_bitrate"]).filter(|&b| b > 0.0),
+        // iperf3 reports `-b` per stream; the run's target is every stream's.
+        target_bits_per_sec: num(test, &["target_bitrate"])
+            .filter(|&b| b > 0.0)
+            .map(|b| b * num(test, &["num_streams"]).unwrap_or(1.0).max(1.0)),
         length_bytes: int(test, &["blksize"]).unwrap_or(0),
         tcp_mss_bytes: int(&v["start"], &["tcp_mss_default"]),
         seconds: num(received, &["seconds"])
@@ -174,6 +177,9 @@ pub struct ClientRun {
     pub window_bytes: Option<u64>,
     /// `-A client,server`.
     pub affinity: Option<(usize, usize)>,
+    /// `-P`: parallel streams (1: none). A UDP rate is the total, split evenly
+    /// (iperf3 applies `-b` to each stream).
+    pub parallel: usize,
 }
 
 impl ClientRun {
@@ -194,9 +200,13 @@ impl ClientRun {
         if let Some(l) = self.length_bytes {
             a.extend(["-l".into(), l.to_string()]);
         }
+        if self.parallel > 1 {
+            a.extend(["-P".into(), self.parallel.to_string()]);
+        }
         if self.protocol == Protocol::Udp {
-            // Whole bits per second: iperf3 reads the number as is.
-            let rate = self.rate_bits_per_sec.unwrap_or(1e6).round().max(1.0);
+            // Whole bits per second: iperf3 reads the number as is, per stream.
+            let total = self.rate_bits_per_sec.unwrap_or(1e6);
+            let rate = (total / self.parallel.max(1) as f64).round().max(1.0);
             a.extend(["-u".into(), "-b".into(), format!("{rate:.0}")]);
         }
         if let Some(w) = self.window_bytes {
@@ -427,6 +437,17 @@ mod tests {
         assert_eq!(r.received_bytes, 209_905_880);
         assert_eq!(r.received_bytes % 1220, 0);
         assert_eq!(received_datagrams(&r), 245_812 - 73_727);
+        // The server read the payload of 172,054 datagrams, 31 fewer than sent -
+        // lost: datagrams after the last one it saw are neither received nor lost
+        // to iperf3 (why the byte check counts payload / length).
+        assert_eq!(r.received_bytes / 1220, 172_054);
+        // With -P the target is the streams' sum (iperf3 reports -b per stream).
+        let two = UDP.replacen("\"num_streams\":\t1", "\"num_streams\":\t2", 1);
+        assert_ne!(two, UDP);
+        assert_eq!(
+            parse(&two, vec![]).unwrap().target_bits_per_sec,
+            Some(2.4e9)
+        );
         assert_eq!(r.received_bytes_total, r.received_bytes);
         assert!((r.receiver_bits_per_sec - 838_031_260.6).abs() < 1.0);
         assert_eq!(r.out_of_order, Some(0));
@@ -475,6 +496,7 @@ mod tests {
             rate_bits_per_sec: None,
             window_bytes: None,
             affinity: None,
+            parallel: 1,
         };
         assert_eq!(
             run.iperf3_args().join(" "),
@@ -487,6 +509,12 @@ mod tests {
         assert_eq!(
             run.iperf3_args().join(" "),
             "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -u -b 180000000 -w 4194304 -A 0,1 -J --get-server-output"
+        );
+        // -P 4: the UDP rate is the total, a quarter per stream.
+        run.parallel = 4;
+        assert_eq!(
+            run.iperf3_args().join(" "),
+            "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -P 4 -u -b 45000000 -w 4194304 -A 0,1 -J --get-server-output"
         );
     }
 

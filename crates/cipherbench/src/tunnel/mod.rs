@@ -77,6 +77,12 @@ pub struct TunnelPlan {
     pub udp_offload: bool,
     /// Pin gateways and iperf3 to cores.
     pub pin: bool,
+    /// Crypto workers per direction in each gateway (1: the two-thread path).
+    pub gateway_threads: usize,
+    /// How `gateway_threads` was chosen, for run.json.
+    pub gateway_threads_from: String,
+    /// iperf3 `-P`.
+    pub iperf3_parallel: usize,
     /// Where the gateways log their SAs for Wireshark (`--esp-keylog`): an absolute
     /// path checked by [`gateway::keylog::check`]. Not part of the results.
     pub esp_keylog: Option<PathBuf>,
@@ -147,37 +153,13 @@ impl TunnelPlan {
         }
     }
 
-    /// The cores: with enough of them, each gateway and each iperf3 end gets its
-    /// own; on two, each gateway gets one and iperf3 shares with the gateway in its
-    /// namespace (seed 004 kept the load generators off the gateways; one machine
-    /// of two cores cannot).
+    /// The cores: with enough of them, each gateway gets as many as it has workers
+    /// (at least two) and each iperf3 end one of its own; with four or five, one
+    /// each; on two, each gateway gets one and iperf3 shares with the gateway in
+    /// its namespace (seed 004 kept the load generators off the gateways; one
+    /// machine of two cores cannot).
     pub fn pinning(&self) -> Pinning {
-        let cores = crate::host::cores();
-        if !self.pin || cores < 2 {
-            return Pinning::default();
-        }
-        if cores >= 6 {
-            Pinning {
-                sender_gateway: vec![0, 1],
-                receiver_gateway: vec![2, 3],
-                iperf3_client: Some(4),
-                iperf3_server: Some(5),
-            }
-        } else if cores >= 4 {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(2),
-                iperf3_server: Some(3),
-            }
-        } else {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(0),
-                iperf3_server: Some(1),
-            }
-        }
+        pinning(crate::host::cores(), self.pin, self.gateway_threads)
     }
 
     fn config(&self) -> TunnelConfig {
@@ -204,6 +186,9 @@ impl TunnelPlan {
             offload: self.offload,
             udp_offload: self.udp_offload,
             pinning: self.pinning(),
+            gateway_threads: self.gateway_threads,
+            gateway_threads_from: Some(self.gateway_threads_from.clone()),
+            iperf3_parallel: self.iperf3_parallel,
             addresses: Addresses {
                 underlay_sender: topology::UNDERLAY_SENDER.into(),
                 underlay_receiver: topology::UNDERLAY_RECEIVER.into(),
@@ -219,6 +204,44 @@ impl TunnelPlan {
             } else {
                 Vec::new()
             },
+        }
+    }
+}
+
+/// The default number of gateway workers per direction on a machine of `cores`:
+/// what is left once both iperf3 ends have a core, shared by the two gateways
+/// (1, the two-thread path, on fewer than six cores; 7 on 16; capped at 16).
+pub fn default_gateway_threads(cores: usize) -> usize {
+    (cores.saturating_sub(2) / 2).clamp(1, 16)
+}
+
+/// [`TunnelPlan::pinning`] for a machine of `cores`.
+pub fn pinning(cores: usize, pin: bool, gateway_threads: usize) -> Pinning {
+    if !pin || cores < 2 {
+        return Pinning::default();
+    }
+    let per_gateway = gateway_threads.max(2);
+    if cores >= 2 * per_gateway + 2 {
+        let g = per_gateway;
+        Pinning {
+            sender_gateway: (0..g).collect(),
+            receiver_gateway: (g..2 * g).collect(),
+            iperf3_client: Some(2 * g),
+            iperf3_server: Some(2 * g + 1),
+        }
+    } else if cores >= 4 {
+        Pinning {
+            sender_gateway: vec![0],
+            receiver_gateway: vec![1],
+            iperf3_client: Some(2),
+            iperf3_server: Some(3),
+        }
+    } else {
+        Pinning {
+            sender_gateway: vec![0],
+            receiver_gateway: vec![1],
+            iperf3_client: Some(0),
+            iperf3_server: Some(1),
         }
     }
 }
@@ -282,6 +305,7 @@ impl Lab {
             rate_bits_per_sec: None,
             window_bytes: None,
             affinity: None,
+            parallel: 1,
         }
     }
 
@@ -372,6 +396,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 None
             },
             affinity,
+            parallel: plan.iperf3_parallel,
             ..lab.client(server, protocol, seconds)
         };
 
@@ -451,7 +476,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             mtu: plan.mtu as usize,
             sender_cpus: pinning.sender_gateway.clone(),
             receiver_cpus: pinning.receiver_gateway.clone(),
-            replay_window: 1024,
+            threads: plan.gateway_threads,
+            replay_window: gateway::parallel::min_replay_window(plan.gateway_threads, plan.batch)
+                .max(1024),
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
@@ -624,13 +651,10 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
     }
     if let Some(search) = &point.search {
         if search.outcome == cipherbench_model::tunnel::SearchOutcome::SenderLimited {
-            session.record.warn(
-                "tunnel",
-                "load_generator_saturated",
-                format!(
-                    "{what}: the iperf3 client could not send fast enough to reach the target loss: the figure is the load generator's limit, not the tunnel's"
-                ),
-            );
+            let (kind, why) = sender_limited(point);
+            session
+                .record
+                .warn("tunnel", kind, format!("{what}: {why}"));
         }
     }
     if point.protocol == Protocol::Tcp
@@ -659,6 +683,43 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
                 point.interval_bits_per_sec.rel_spread * 100.0
             ),
         );
+    }
+}
+
+/// Why a UDP search ended with the client sending less than asked, from its last
+/// run: (warning kind, sentence). A datagram the iperf3 client writes into the
+/// tunnel stays charged to its socket until the sending gateway reads it from the
+/// TUN queue, so when that gateway reads slower than asked the client's writes
+/// block: it sends less with no loss and little CPU, and the rate found is the
+/// tunnel's sending side (`sender_backpressure`). Only a client busy near a whole
+/// core is the load generator's own limit (`load_generator_saturated`).
+pub fn sender_limited(point: &TunnelPoint) -> (&'static str, String) {
+    let Some(run) = point.runs.last() else {
+        return (
+            "load_generator_saturated",
+            "the iperf3 client could not send fast enough to reach the target loss".into(),
+        );
+    };
+    let client = run.iperf.cpu_client_percent.unwrap_or(100.0);
+    let gateway = run.sender.busiest_thread();
+    let asked = run.iperf.target_bits_per_sec.unwrap_or(0.0) / 1e6;
+    let sent = run.iperf.sender_bits_per_sec / 1e6;
+    if client >= 80.0 {
+        (
+            "load_generator_saturated",
+            format!(
+                "the iperf3 client sent {sent:.0} of {asked:.0} Mbit/s asked at {client:.0} % of a core: the figure is the load generator's limit, not the tunnel's (try --parallel or fewer gateway cores)"
+            ),
+        )
+    } else {
+        (
+            "sender_backpressure",
+            format!(
+                "the iperf3 client sent {sent:.0} of {asked:.0} Mbit/s asked using only {client:.0} % of a core: its writes were held back by the sending gateway ({} at {:.2} of a core), so the figure is the tunnel's sending side, without loss; on a shared machine a client starved of CPU looks the same",
+                gateway.map_or("?", |t| t.name.as_str()),
+                gateway.map_or(0.0, |t| t.cpu_cores_used)
+            ),
+        )
     }
 }
 
@@ -774,5 +835,55 @@ fn tunnel_point(
         throughput_bits_per_sec: throughput,
         interval_bits_per_sec: Summary::of_or_empty(&intervals),
         runs,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_default_gateway_workers_leave_a_core_to_each_iperf3_end() {
+        assert_eq!(default_gateway_threads(1), 1);
+        assert_eq!(default_gateway_threads(2), 1);
+        assert_eq!(default_gateway_threads(5), 1);
+        assert_eq!(default_gateway_threads(6), 2);
+        assert_eq!(default_gateway_threads(16), 7);
+        assert_eq!(default_gateway_threads(128), 16);
+        for cores in 2..=128 {
+            let n = default_gateway_threads(cores);
+            let p = pinning(cores, true, n);
+            // Nothing shares a core where there are enough, and nothing is placed
+            // on a core the machine does not have.
+            let mut used: Vec<usize> = p
+                .sender_gateway
+                .iter()
+                .chain(&p.receiver_gateway)
+                .copied()
+                .chain(p.iperf3_client)
+                .chain(p.iperf3_server)
+                .collect();
+            assert!(used.iter().all(|&c| c < cores), "{cores}: {p:?}");
+            if cores >= 6 {
+                assert!(p.sender_gateway.len() >= n, "{cores}: {p:?}");
+                used.sort_unstable();
+                used.dedup();
+                assert_eq!(used.len(), 2 * p.sender_gateway.len() + 2, "{cores}: {p:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn two_cores_keep_todays_placement_whatever_the_workers() {
+        for n in [1, 2, 8] {
+            let p = pinning(2, true, n);
+            assert_eq!((p.sender_gateway, p.receiver_gateway), (vec![0], vec![1]));
+            assert_eq!((p.iperf3_client, p.iperf3_server), (Some(0), Some(1)));
+        }
+        assert_eq!(pinning(16, false, 7), Pinning::default());
+        let p = pinning(16, true, 7);
+        assert_eq!(p.sender_gateway, (0..7).collect::<Vec<_>>());
+        assert_eq!(p.receiver_gateway, (7..14).collect::<Vec<_>>());
+        assert_eq!((p.iperf3_client, p.iperf3_server), (Some(14), Some(15)));
     }
 }

@@ -4,7 +4,9 @@
 //!
 //! It joins its network namespace, attaches a queue of the TUN device, binds UDP
 //! 4500, keys one SA per direction from the run's secret, and runs two threads:
-//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]). The main thread handles
+//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]); with `threads` N >= 2,
+//! each of them feeds an ordered pipeline of N workers ([`parallel`]) that seal or
+//! open one SA in parallel and keep the packets in order. The main thread handles
 //! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
 //! stops, and a snapshot is written once a second and at exit ([`stats`]).
 //!
@@ -18,18 +20,19 @@
 
 pub mod keylog;
 pub mod offload;
+pub mod parallel;
 pub mod pump;
 pub mod stats;
 pub mod sys;
 
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::secret::SecretBytes;
+use cipherbench_esp::pipeline::Stage;
 use cipherbench_esp::{derive_sa_pair, InboundSa, InboundSet, OutboundSa, Role, Transform};
 use serde::{Deserialize, Serialize};
 use stats::{GatewayStats, ThreadCpu};
 use std::io::{Read, Write};
 use std::net::SocketAddrV4;
-use std::os::unix::thread::JoinHandleExt;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -73,11 +76,22 @@ pub struct GatewayConfig {
     pub replay_window: u32,
     /// The tunnel MTU.
     pub mtu: usize,
+    /// Crypto workers per direction (`tunnel --gateway-threads`): 1 runs the
+    /// two-thread data path, N >= 2 the ordered pipelines with N workers each.
+    #[serde(default = "one")]
+    pub threads: usize,
     /// The ESP key log to append the outbound SA to (`tunnel --esp-keylog`), an
     /// absolute path the runner has prepared.
     #[serde(default)]
     pub esp_keylog: Option<PathBuf>,
 }
+
+fn one() -> usize {
+    1
+}
+
+/// The most crypto workers per direction a gateway takes.
+pub const MAX_THREADS: usize = 64;
 
 /// Decodes lower- or upper-case hex.
 pub fn from_hex(text: &str) -> Option<Vec<u8>> {
@@ -139,6 +153,23 @@ fn run(config: GatewayConfig) -> Result<()> {
     if config.batch == 0 || config.batch > 1024 {
         bail!("batch must be 1 to 1024, not {}", config.batch);
     }
+    if config.threads == 0 || config.threads > MAX_THREADS {
+        bail!(
+            "gateway threads must be 1 to {MAX_THREADS}, not {}",
+            config.threads
+        );
+    }
+    if config.threads > 1 {
+        let needed = parallel::min_replay_window(config.threads, config.batch);
+        if config.replay_window < needed {
+            bail!(
+                "an anti-replay window of {} packets is narrower than the {needed} that {} workers with batches of {} can have in flight",
+                config.replay_window,
+                config.threads,
+                config.batch
+            );
+        }
+    }
 
     let tun = sys::attach_tun(&config.tun, config.offload)
         .with_context(|| format!("attaching to TUN device {}", config.tun))?;
@@ -170,32 +201,69 @@ fn run(config: GatewayConfig) -> Result<()> {
         mtu: config.mtu,
         udp_gro: config.udp_offload,
     };
-    let tx_cpu = config.cpus.first().copied();
-    let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();
-    let tx = spawn_worker("tun->udp", tx_cpu, &shared, move |s| {
-        pump::run_tx(tx_path, s)
-    })?;
-    let rx = spawn_worker("udp->tun", rx_cpu, &shared, move |s| {
-        pump::run_rx(rx_path, s)
-    })?;
-    let clocks = [
-        (
-            tx.thread().name().unwrap_or("tx").to_string(),
-            tx_cpu,
-            crate::host::ThreadClock::of(tx.as_pthread_t()).ok(),
-        ),
-        (
-            rx.thread().name().unwrap_or("rx").to_string(),
-            rx_cpu,
-            crate::host::ThreadClock::of(rx.as_pthread_t()).ok(),
-        ),
-    ];
+    let (tx, rx) = if config.threads == 1 {
+        // One core each where there are two: the two directions apart.
+        let tx_cpu = config.cpus.first().copied();
+        let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();
+        let tx = spawn_worker("tun->udp", Placement::Core(tx_cpu), &shared, move |s| {
+            pump::run_tx(tx_path, s)
+        })?;
+        let rx = spawn_worker("udp->tun", Placement::Core(rx_cpu), &shared, move |s| {
+            pump::run_rx(rx_path, s)
+        })?;
+        (tx, rx)
+    } else {
+        // Every thread of both pipelines may run on any of the gateway's cores:
+        // the scheduler puts the busy ones apart.
+        let workers = config.threads;
+        let tx_cpus = config.cpus.clone();
+        let tx = spawn_worker(
+            "tun->udp",
+            Placement::Set(&config.cpus),
+            &shared,
+            move |s| {
+                let on_start = |_: Stage| place(Placement::Set(&tx_cpus), s);
+                parallel::run_tx(tx_path, workers, s, &on_start)
+            },
+        )?;
+        let rx_cpus = config.cpus.clone();
+        let rx = spawn_worker(
+            "udp->tun",
+            Placement::Set(&config.cpus),
+            &shared,
+            move |s| {
+                let on_start = |_: Stage| place(Placement::Set(&rx_cpus), s);
+                parallel::run_rx(rx_path, workers, s, &on_start)
+            },
+        )?;
+        (tx, rx)
+    };
+
+    // Every thread registers itself as it starts: wait for all of them (the
+    // pipelines' too) before the first snapshot, so that each thread's CPU time is
+    // in every snapshot the runner compares.
+    let expected = if config.threads == 1 {
+        2
+    } else {
+        2 * (config.threads + 2)
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while pump::lock(&shared.threads).len() < expected && std::time::Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
+    }
 
     let mut snapshot = 0u64;
     let take = |snapshot: &mut u64| -> GatewayStats {
         *snapshot += 1;
-        let (outbound, tx) = *shared.tx.lock().unwrap_or_else(|p| p.into_inner());
-        let (inbound, rx) = *shared.rx.lock().unwrap_or_else(|p| p.into_inner());
+        let (outbound, inbound, tx, rx) = shared.totals();
+        let threads = pump::lock(&shared.threads)
+            .iter()
+            .map(|(name, cpu, clock)| ThreadCpu {
+                name: name.clone(),
+                cpu_ns: clock.read_ns(),
+                pinned_cpu: *cpu,
+            })
+            .collect();
         GatewayStats {
             snapshot: *snapshot,
             monotonic_ns: crate::host::monotonic_ns(),
@@ -210,14 +278,7 @@ fn run(config: GatewayConfig) -> Result<()> {
                 .and_then(|t| stats::socket_drops(&t, inode))
                 .unwrap_or(0),
             process_cpu_ns: crate::host::process_cpu_ns(),
-            threads: clocks
-                .iter()
-                .map(|(name, cpu, clock)| ThreadCpu {
-                    name: name.clone(),
-                    cpu_ns: clock.map(|c| c.read_ns()).unwrap_or(0),
-                    pinned_cpu: *cpu,
-                })
-                .collect(),
+            threads,
         }
     };
     take(&mut snapshot)
@@ -275,20 +336,50 @@ fn say(line: &str) -> Result<()> {
     Ok(())
 }
 
+/// Where a data-path thread runs.
+#[derive(Clone, Copy)]
+enum Placement<'a> {
+    /// On this core (or anywhere with None).
+    Core(Option<usize>),
+    /// Anywhere in this set (anywhere if empty).
+    Set(&'a [usize]),
+}
+
+/// Places the calling thread and registers it for the per-thread CPU figures.
+fn place(placement: Placement<'_>, shared: &pump::Shared) {
+    // Pinning is an optimisation: a failure (a core outside our cpuset) leaves the
+    // thread where the scheduler put it.
+    let pinned = match placement {
+        Placement::Core(Some(cpu)) => crate::host::pin_to_core(cpu).ok().map(|_| cpu),
+        Placement::Set(cpus) if cpus.len() == 1 => {
+            crate::host::pin_to_core(cpus[0]).ok().map(|_| cpus[0])
+        }
+        Placement::Set(cpus) if !cpus.is_empty() => {
+            let _ = crate::host::pin_to_cores(cpus);
+            None
+        }
+        _ => None,
+    };
+    shared.register_thread(pinned);
+}
+
 fn spawn_worker(
     name: &str,
-    cpu: Option<usize>,
+    placement: Placement<'_>,
     shared: &Arc<pump::Shared>,
     work: impl FnOnce(&pump::Shared) + Send + 'static,
 ) -> Result<std::thread::JoinHandle<()>> {
     let shared = Arc::clone(shared);
+    let placement = match placement {
+        Placement::Core(cpu) => (cpu, Vec::new()),
+        Placement::Set(cpus) => (None, cpus.to_vec()),
+    };
     std::thread::Builder::new()
         .name(name.to_string())
         .spawn(move || {
-            if let Some(cpu) = cpu {
-                // Pinning is an optimisation: a failure (a core outside our cpuset)
-                // leaves the thread where the scheduler put it.
-                let _ = crate::host::pin_to_core(cpu);
+            match &placement {
+                (Some(cpu), _) => place(Placement::Core(Some(*cpu)), &shared),
+                (None, cpus) => place(Placement::Set(cpus), &shared),
             }
             work(&shared)
         })

@@ -31,6 +31,15 @@ pub struct Shared {
     /// The UDP-to-TUN thread's latest counters, published together so that a
     /// snapshot's `udp_packets` and accounting agree.
     pub rx: Mutex<(Accounting, RxCounters)>,
+    /// With several gateway threads ([`super::parallel`]): each seal worker's SA
+    /// counters, one slot per worker, summed by a snapshot.
+    pub seal_workers: Mutex<Vec<Counters>>,
+    /// Each open worker's accounting and the datagrams it was given, published
+    /// together (per worker, they agree as `rx` does).
+    pub open_workers: Mutex<Vec<(Accounting, RxCounters)>>,
+    /// Every data-path thread, registered by the thread itself as it starts: its
+    /// name, pinned core, and CPU clock.
+    pub threads: Mutex<Vec<(String, Option<usize>, crate::host::ThreadClock)>>,
 }
 
 impl Shared {
@@ -41,12 +50,44 @@ impl Shared {
             wakeup: Wakeup::new()?,
             tx: Mutex::new(Default::default()),
             rx: Mutex::new(Default::default()),
+            seal_workers: Mutex::new(Vec::new()),
+            open_workers: Mutex::new(Vec::new()),
+            threads: Mutex::new(Vec::new()),
         })
     }
 
-    fn stopping(&self) -> bool {
+    /// Registers the calling thread for the per-thread CPU figures.
+    pub fn register_thread(&self, pinned: Option<usize>) {
+        let name = std::thread::current().name().unwrap_or("?").to_string();
+        if let Ok(clock) = crate::host::ThreadClock::current() {
+            lock(&self.threads).push((name, pinned, clock));
+        }
+    }
+
+    /// Everything published so far, summed over threads: (outbound SA counters,
+    /// inbound accounting, TUN-to-UDP counts, UDP-to-TUN counts).
+    pub fn totals(&self) -> (Counters, Accounting, TxCounters, RxCounters) {
+        let (mut outbound, tx) = *lock(&self.tx);
+        let (mut inbound, mut rx) = *lock(&self.rx);
+        for c in lock(&self.seal_workers).iter() {
+            outbound.add(c);
+        }
+        for (a, r) in lock(&self.open_workers).iter() {
+            inbound.add(a);
+            rx.add(r);
+        }
+        (outbound, inbound, tx, rx)
+    }
+
+    pub(super) fn stopping(&self) -> bool {
         self.stop.load(Ordering::Relaxed)
     }
+}
+
+/// Locks a mutex of [`Shared`]; a poisoned lock only means another thread
+/// panicked mid-publish of plain counters, which are still usable.
+pub(super) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
 }
 
 /// Room for one ESP-in-UDP datagram: the tunnel MTU plus the most ESP adds, rounded
@@ -84,19 +125,13 @@ struct TxState {
 
 impl TxState {
     fn flush(&mut self, socket: &UdpSocket) {
-        if self.filled == 0 {
-            return;
-        }
-        let (sent, refused, calls, shared) = if self.udp_gso {
-            self.batch.send_gso(socket, self.filled)
-        } else {
-            let (sent, refused) = self.batch.send(socket, self.filled);
-            (sent, refused, 1, 0)
-        };
-        self.counters.send_calls += calls;
-        self.counters.gso_datagrams += shared;
-        self.counters.udp_packets += sent as u64;
-        self.counters.send_errors += refused;
+        send_batch(
+            &mut self.batch,
+            socket,
+            self.filled,
+            self.udp_gso,
+            &mut self.counters,
+        );
         self.filled = 0;
     }
 
@@ -117,6 +152,30 @@ impl TxState {
             self.filled += 1;
         }
     }
+}
+
+/// Sends slots `0..filled` of a sealed batch (with GSO if asked), counting the
+/// calls and what was sent and refused.
+pub(super) fn send_batch(
+    batch: &mut Batch,
+    socket: &UdpSocket,
+    filled: usize,
+    udp_gso: bool,
+    counters: &mut TxCounters,
+) {
+    if filled == 0 {
+        return;
+    }
+    let (sent, refused, calls, shared) = if udp_gso {
+        batch.send_gso(socket, filled)
+    } else {
+        let (sent, refused) = batch.send(socket, filled);
+        (sent, refused, 1, 0)
+    };
+    counters.send_calls += calls;
+    counters.gso_datagrams += shared;
+    counters.udp_packets += sent as u64;
+    counters.send_errors += refused;
 }
 
 /// The TUN-to-UDP loop: read what the kernel routed into the tunnel (until the
@@ -262,7 +321,7 @@ pub fn run_rx(mut path: RxPath, shared: &Shared) {
 
 /// Writes one opened inner packet (at `out[VNET_HDR_LEN..][..len]`) to the TUN
 /// device, or hands it to the coalescer, flushing what must go before it.
-fn deliver(
+pub(super) fn deliver(
     tun: &mut File,
     coalescer: &mut Option<Coalescer>,
     out: &[u8],
@@ -294,7 +353,7 @@ fn deliver(
     }
 }
 
-fn write_tun(tun: &mut File, bytes: &[u8], counters: &mut RxCounters) {
+pub(super) fn write_tun(tun: &mut File, bytes: &[u8], counters: &mut RxCounters) {
     // A TUN write takes one whole packet or fails: a short count is an error.
     match tun.write(bytes) {
         Ok(n) if n == bytes.len() => counters.tun_writes += 1,

@@ -13,11 +13,13 @@ use std::path::Path;
 /// One thread's CPU time.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ThreadCpu {
-    /// `tun->udp` (seal and send) or `udp->tun` (receive and open).
+    /// `tun->udp` (seal and send) or `udp->tun` (receive and open); with several
+    /// gateway threads also the pipelines' `seal/I`, `seal-out`, `open/I` and
+    /// `open-out` (see [`super::parallel`]).
     pub name: String,
     /// CPU time so far.
     pub cpu_ns: u64,
-    /// The core it is pinned to, if any.
+    /// The core it is pinned to, if any (None for a thread allowed on a set).
     pub pinned_cpu: Option<usize>,
 }
 
@@ -66,6 +68,36 @@ pub struct RxCounters {
     pub gro_datagrams: u64,
     /// Writes the TUN device refused.
     pub tun_write_errors: u64,
+}
+
+impl TxCounters {
+    /// Adds another thread's counts (a pipeline's jobs, summed by its consumer).
+    pub fn add(&mut self, o: &TxCounters) {
+        self.tun_reads += o.tun_reads;
+        self.inner_packets += o.inner_packets;
+        self.segmented_reads += o.segmented_reads;
+        self.offload_errors += o.offload_errors;
+        self.oversize += o.oversize;
+        self.udp_packets += o.udp_packets;
+        self.udp_bytes += o.udp_bytes;
+        self.send_calls += o.send_calls;
+        self.send_errors += o.send_errors;
+        self.gso_datagrams += o.gso_datagrams;
+    }
+}
+
+impl RxCounters {
+    /// Adds another thread's counts (a pipeline's workers count the datagrams they
+    /// opened, its consumer the TUN writes).
+    pub fn add(&mut self, o: &RxCounters) {
+        self.udp_packets += o.udp_packets;
+        self.udp_bytes += o.udp_bytes;
+        self.receive_calls += o.receive_calls;
+        self.tun_writes += o.tun_writes;
+        self.coalesced += o.coalesced;
+        self.gro_datagrams += o.gro_datagrams;
+        self.tun_write_errors += o.tun_write_errors;
+    }
 }
 
 /// A snapshot of one gateway.

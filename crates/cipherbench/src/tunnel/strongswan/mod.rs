@@ -895,6 +895,8 @@ fn measure_into(
             None
         },
         affinity,
+        // The same iperf3 command as through our gateways, -P included.
+        parallel: plan.iperf3_parallel,
         ..lab.client(topology::INNER_RECEIVER, protocol, seconds)
     };
     for (index, (backend, transform, variant)) in combinations(plan).into_iter().enumerate() {

@@ -1,0 +1,274 @@
+//! An ordered parallel pipeline: one producer, N workers, one consumer, and jobs
+//! leave in the order they entered. This is how one SA's packets are sealed or
+//! opened on several cores without reordering a flow: the same shape as
+//! wireguard-go's encryption queue beside its per-peer sequential queue, and the
+//! kernel's `pcrypt` (parallel workers, then a serial step in submission order).
+//!
+//! ```text
+//!   producer ──(seq, job)──> work queue ──> worker 0..N ──(seq, job)──> consumer
+//!      ^   (the caller's thread)              (parallel)      reorders by seq,
+//!      └───────────────── free jobs <──────────────────────── consumes in order
+//! ```
+//!
+//! A fixed pool of `jobs` circulates, so nothing is allocated per job and at most
+//! `jobs.len()` are in flight: a slow consumer holds the producer back instead of
+//! queueing without bound. Jobs are batches (a gateway's job is up to a system
+//! call's worth of packets), so the locks here are taken once per batch, not per
+//! packet. Sequence-sensitive work (an ESP sequence number) belongs in the
+//! producer, which runs in arrival order: see [`crate::OutboundSa::reserve`].
+//!
+//! No sockets, no clock: the caller's closures do the I/O. A panic in any stage
+//! closes the pipeline (the others drain and stop) and is re-raised by [`run`].
+
+use std::collections::VecDeque;
+use std::sync::mpsc;
+use std::sync::{Condvar, Mutex, MutexGuard};
+use std::thread;
+
+/// Which thread of the pipeline is starting, for [`Hooks::on_start`] (pinning a
+/// core, registering the thread's CPU clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    /// Worker `i` (0-based).
+    Worker(usize),
+    /// The in-order consumer.
+    Consumer,
+}
+
+/// How the pipeline names its threads and what each does first.
+pub struct Hooks<'a> {
+    /// Thread names: `NAME/i` for worker i, `NAME-out` for the consumer (Linux
+    /// keeps the first 15 bytes).
+    pub name: &'a str,
+    /// Called on each new thread before it takes its first job.
+    pub on_start: &'a (dyn Fn(Stage) + Sync),
+}
+
+/// A multi-consumer queue of jobs for the workers; closed by the producer.
+struct WorkQueue<T> {
+    state: Mutex<(VecDeque<T>, bool)>,
+    ready: Condvar,
+}
+
+impl<T> WorkQueue<T> {
+    fn new(capacity: usize) -> WorkQueue<T> {
+        WorkQueue {
+            state: Mutex::new((VecDeque::with_capacity(capacity), false)),
+            ready: Condvar::new(),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, (VecDeque<T>, bool)> {
+        // Nothing panics while holding the lock, so a poisoned one is consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn push(&self, item: T) {
+        self.lock().0.push_back(item);
+        self.ready.notify_one();
+    }
+
+    /// The next job; `None` once closed and empty.
+    fn pop(&self) -> Option<T> {
+        let mut state = self.lock();
+        loop {
+            if let Some(item) = state.0.pop_front() {
+                return Some(item);
+            }
+            if state.1 {
+                return None;
+            }
+            state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+        }
+    }
+
+    fn close(&self) {
+        self.lock().1 = true;
+        self.ready.notify_all();
+    }
+}
+
+/// Closes the work queue when dropped, including on unwinding, so that no worker
+/// waits for a job that will never come.
+struct CloseOnDrop<'a, T>(&'a WorkQueue<T>);
+
+impl<T> Drop for CloseOnDrop<'_, T> {
+    fn drop(&mut self) {
+        self.0.close();
+    }
+}
+
+/// Runs the pipeline until `produce` returns false, then drains it: every job
+/// produced is worked and consumed, in order, before `run` returns the workers'
+/// states.
+///
+/// - `jobs`: the pool that circulates (at least one; two per worker keeps every
+///   worker busy while the consumer works).
+/// - `workers`: one state per worker thread (its own SA worker, counters).
+/// - `produce`: on the calling thread, fills a free job; false stops the pipeline
+///   (that job is dropped).
+/// - `work`: on a worker, in parallel with the other workers.
+/// - `consume`: on the consumer thread, strictly in the order `produce` filled.
+///
+/// # Panics
+/// Re-raises a panic of any stage, after the others have stopped; panics with no
+/// worker or no job.
+pub fn run<J, W, P, F, C>(
+    jobs: Vec<J>,
+    workers: Vec<W>,
+    hooks: &Hooks<'_>,
+    mut produce: P,
+    work: F,
+    mut consume: C,
+) -> Vec<W>
+where
+    J: Send,
+    W: Send,
+    P: FnMut(&mut J) -> bool,
+    F: Fn(&mut W, &mut J) + Sync,
+    C: FnMut(&mut J) + Send,
+{
+    assert!(!workers.is_empty(), "a pipeline needs a worker");
+    assert!(!jobs.is_empty(), "a pipeline needs a job");
+    let depth = jobs.len();
+    let (free_tx, free_rx) = mpsc::channel::<J>();
+    for job in jobs {
+        // The receiver is alive in this scope.
+        let _ = free_tx.send(job);
+    }
+    let queue = WorkQueue::<(u64, J)>::new(depth);
+    let (done_tx, done_rx) = mpsc::channel::<(u64, J)>();
+    thread::scope(|scope| {
+        let close = CloseOnDrop(&queue);
+        let handles: Vec<_> = workers
+            .into_iter()
+            .enumerate()
+            .map(|(i, mut state)| {
+                let (queue, work, done_tx) = (&queue, &work, done_tx.clone());
+                thread::Builder::new()
+                    .name(format!("{}/{i}", hooks.name))
+                    .spawn_scoped(scope, move || {
+                        // A panicking worker closes the queue: the others finish
+                        // what is queued, the consumer stops at the gap, and the
+                        // producer finds no free job.
+                        let _close = CloseOnDrop(queue);
+                        (hooks.on_start)(Stage::Worker(i));
+                        while let Some((seq, mut job)) = queue.pop() {
+                            work(&mut state, &mut job);
+                            if done_tx.send((seq, job)).is_err() {
+                                break;
+                            }
+                        }
+                        state
+                    })
+                    .expect("spawning a pipeline worker")
+            })
+            .collect();
+        drop(done_tx);
+        let consumer = thread::Builder::new()
+            .name(format!("{}-out", hooks.name))
+            .spawn_scoped(scope, move || {
+                (hooks.on_start)(Stage::Consumer);
+                // In flight are at most `depth` jobs with consecutive numbers from
+                // `next`, so `seq % depth` never holds two at once.
+                let mut held: Vec<Option<J>> = (0..depth).map(|_| None).collect();
+                let mut next = 0u64;
+                for (seq, job) in done_rx {
+                    held[(seq % depth as u64) as usize] = Some(job);
+                    while let Some(mut job) = held[(next % depth as u64) as usize].take() {
+                        consume(&mut job);
+                        next += 1;
+                        // Refused once the producer has stopped: drain without
+                        // recycling.
+                        let _ = free_tx.send(job);
+                    }
+                }
+            })
+            .expect("spawning the pipeline's consumer");
+        let mut seq = 0u64;
+        while let Ok(mut job) = free_rx.recv() {
+            if !produce(&mut job) {
+                break;
+            }
+            queue.push((seq, job));
+            seq += 1;
+        }
+        drop(close);
+        let states: Vec<W> = handles
+            .into_iter()
+            .map(|h| h.join().unwrap_or_else(|p| std::panic::resume_unwind(p)))
+            .collect();
+        if let Err(p) = consumer.join() {
+            std::panic::resume_unwind(p);
+        }
+        states
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+
+    fn hooks<'a>(on_start: &'a (dyn Fn(Stage) + Sync)) -> Hooks<'a> {
+        Hooks {
+            name: "test",
+            on_start,
+        }
+    }
+
+    #[test]
+    fn consumes_in_production_order_although_workers_finish_out_of_order() {
+        let started = AtomicUsize::new(0);
+        let on_start = |_: Stage| {
+            started.fetch_add(1, Ordering::Relaxed);
+        };
+        let mut produced = 0u64;
+        let mut seen = Vec::new();
+        let states = run(
+            vec![0u64; 6],
+            vec![0usize; 3],
+            &hooks(&on_start),
+            |job| {
+                *job = produced;
+                produced += 1;
+                produced <= 200
+            },
+            |count, job| {
+                // Even jobs take longer: later odd ones overtake them.
+                if *job % 2 == 0 {
+                    thread::sleep(std::time::Duration::from_micros(200));
+                }
+                *count += 1;
+            },
+            |job| seen.push(*job),
+        );
+        assert_eq!(seen, (0..200).collect::<Vec<_>>());
+        assert_eq!(states.iter().sum::<usize>(), 200);
+        assert_eq!(
+            started.load(Ordering::Relaxed),
+            4,
+            "three workers, one consumer"
+        );
+    }
+
+    #[test]
+    fn a_panicking_worker_stops_the_pipeline_and_is_reraised() {
+        let outcome = std::panic::catch_unwind(|| {
+            let mut n = 0u32;
+            run(
+                vec![0u32; 4],
+                vec![(); 2],
+                &hooks(&|_| {}),
+                |job| {
+                    n += 1;
+                    *job = n;
+                    true
+                },
+                |_, job| assert!(*job != 50, "worker fails on job 50"),
+                |_| {},
+            )
+        });
+        assert!(outcome.is_err());
+    }
+}
