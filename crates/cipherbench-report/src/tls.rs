@@ -802,6 +802,8 @@ mod tests {
             valid: true,
             invalid_reason: None,
             probes: Vec::new(),
+            generator_cpu_per_thread: Vec::new(),
+            search: None,
         }
     }
 
@@ -828,6 +830,7 @@ mod tests {
                     point("AES128-SHA", "accel", 2.5),
                     point("AES128-GCM-SHA256", "noaesni", 1.5),
                 ],
+                skipped_cores: Vec::new(),
             }),
             ramp: Some(RampResults {
                 config: RampConfig {
