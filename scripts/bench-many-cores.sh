@@ -125,7 +125,7 @@ sweep_part() {
   for x in "${list[@]}"; do cores+=("$x"); ((x >= N)) && break; done
   $PRIO "$BIN" -q tls sweep --cores "$(join "${cores[@]}")" --suites "$SUITE" --sizes "$SIZE" --variants accel \
     --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
-  local run; run=$(ls -t "$OUT"/sweep/*/run.json 2>/dev/null | head -1)
+  local run=$OUT/sweep/run.json; [[ -s $run ]] || run=
   [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return; }
   python3 - "$run" >> "$OUT/many-cores.md" <<'EOF'
 import json, sys

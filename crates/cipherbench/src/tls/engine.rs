@@ -17,7 +17,7 @@
 //! queued: on loopback the server's `write` pays for waking the reader, once per
 //! segment if the reader sleeps in between, and a generator that wakes 256 times per
 //! 16 MiB made nginx spend about 25 % more CPU per response than wrk did (issue 12;
-//! METHODOLOGY.md, "The load generator's wake-ups"). The
+//! METHODOLOGY.md, "The load generator", wake-ups). The
 //! engine never prints and never touches the results: it returns a [`Report`].
 
 use super::http::{self, Parsed};
