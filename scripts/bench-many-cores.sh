@@ -92,7 +92,7 @@ t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), ro
       done
     done
     cleanup
-    python3 - "$OUT/rounds-$s-$g" "$s" "$g" "$conc" "$SECS" >> "$OUT/many-cores.md" <<'EOF'
+    python3 - "$OUT/rounds-$s-$g" "$s" "$g" "$conc" "$SECS" <<'EOF' | tee -a "$OUT/many-cores.md"
 import sys, statistics as st
 f, s, g, conc, secs = sys.argv[1], *sys.argv[2:]
 rows = [l.split() for l in open(f)]
@@ -109,7 +109,6 @@ go = col("ours", 3)
 rpc = [rp / (gc * int(g)) for rp, gc in zip(o, go) if gc > 0]
 line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
 print(line)
-print(line, file=sys.stderr)
 EOF
   done
 }
@@ -127,7 +126,7 @@ sweep_part() {
     --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
   local run=$OUT/sweep/run.json; [[ -s $run ]] || run=
   [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return; }
-  python3 - "$run" >> "$OUT/many-cores.md" <<'EOF'
+  python3 - "$run" <<'EOF' | tee -a "$OUT/many-cores.md"
 import json, sys
 r = json.load(open(sys.argv[1]))
 s = r["tls"]["sweep"]
