@@ -406,7 +406,11 @@ pub struct RampRun {
     pub server_cpu: Option<ServerCpu>,
     /// Generator CPU, fraction of its cores.
     pub generator_cpu: f64,
-    /// Generator saturated: the counts describe the generator, not the server.
+    /// Each generator thread's CPU, fraction of its core, in CPU order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_cpu_per_thread: Vec<f64>,
+    /// Generator saturated (the mean or one thread): the counts describe the
+    /// generator, not the server.
     pub generator_saturated: bool,
 }
 

@@ -413,12 +413,12 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
 /// `tls.csv`: one row per sweep point.
 pub fn csv_sweep(s: &SweepResults) -> String {
     let mut out = String::from(
-        "suite,protocol,negotiated_suite,size_bytes,cores,variant,concurrency,window_ns,throughput_bytes_per_sec,throughput_bits_per_sec,rel_spread,requests_per_sec,requests,errors,latency_p50_ns,latency_p99_ns,latency_max_ns,first_byte_p50_ns,first_byte_p99_ns,first_byte_max_ns,handshake_p50_ns,handshake_p99_ns,nginx_cpu_total,nginx_cpu_peak,nginx_cpu_per_worker,generator_cpu,generator_saturated,server_requests,requests_sent,valid\n",
+        "suite,protocol,negotiated_suite,size_bytes,cores,variant,concurrency,window_ns,throughput_bytes_per_sec,throughput_bits_per_sec,rel_spread,requests_per_sec,requests,errors,latency_p50_ns,latency_p99_ns,latency_max_ns,first_byte_p50_ns,first_byte_p99_ns,first_byte_max_ns,handshake_p50_ns,handshake_p99_ns,nginx_cpu_total,nginx_cpu_peak,nginx_cpu_per_worker,generator_cpu,generator_saturated,server_requests,requests_sent,valid,generator_cpu_per_thread,limit,search_started_at\n",
     );
     for p in &s.points {
         let cpu = p.server_cpu.as_ref();
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{:.0},{:.0},{:.4},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{:.0},{:.0},{:.4},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}\n",
             field(&p.suite),
             field(&p.protocol),
             field(p.negotiated_suite.as_deref().unwrap_or("")),
@@ -455,7 +455,17 @@ pub fn csv_sweep(s: &SweepResults) -> String {
             p.generator_saturated,
             p.server_requests.map(|n| n.to_string()).unwrap_or_default(),
             p.requests_sent,
-            p.valid
+            p.valid,
+            p.generator_cpu_per_thread
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(";"),
+            p.search.as_ref().map_or("", |x| limit_name(x.limit)),
+            p.search
+                .as_ref()
+                .map(|x| x.started_at.to_string())
+                .unwrap_or_default()
         ));
     }
     out
@@ -1013,6 +1023,7 @@ mod tests {
                     ],
                     server_cpu: None,
                     generator_cpu: 0.01,
+                    generator_cpu_per_thread: Vec::new(),
                     generator_saturated: false,
                 }],
             }),
