@@ -274,7 +274,7 @@ fn note_skipped(
     for s in &skipped {
         session
             .progress
-            .point(&format!("--cores {}: skipped: {}", s.cores, s.reason));
+            .note(&format!("--cores {}: skipped: {}", s.cores, s.reason));
     }
     let tls = super::results(session);
     let sweep = tls.sweep.get_or_insert_with(|| SweepResults {
