@@ -192,6 +192,50 @@ pub struct Probe {
     pub within_limit: bool,
     /// The generator's CPU use (fraction of its cores).
     pub generator_cpu: f64,
+    /// Each generator thread's CPU use (fraction of its core), in CPU order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_cpu_per_thread: Vec<f64>,
+    /// nginx's CPU use over the probe (fraction of its cores), if known.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<f64>,
+}
+
+/// What held a point's throughput where it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Limit {
+    /// nginx's workers were busy on their cores: the figure is the server's.
+    Server,
+    /// A generator thread was near saturation: the figure is the generator's.
+    Generator,
+    /// More clients broke the time-to-first-byte limit (or failed).
+    Latency,
+    /// Neither side was busy and more clients gained nothing: something else (the
+    /// loopback, memory, another program) held it.
+    Undetermined,
+    /// The concurrency was given (`--concurrency`), not searched.
+    Fixed,
+}
+
+/// Why the search chose a point's concurrency, and what limited it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SearchOutcome {
+    /// The concurrency the probes started at (the previous core count's choice, by
+    /// the monotonicity rule, or 1).
+    pub started_at: usize,
+    /// What stopped the doubling.
+    pub limit: Limit,
+    /// One sentence for the reader.
+    pub explanation: String,
+}
+
+/// A core count the sweep could not measure on this machine, and why.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SkippedCores {
+    /// nginx cores asked for.
+    pub cores: usize,
+    /// Why not.
+    pub reason: String,
 }
 
 /// The result for one suite x size x core count x variant: the highest throughput
@@ -262,6 +306,10 @@ pub struct SweepPoint {
     pub server_cpu: Option<ServerCpu>,
     /// The generator's CPU time / (window x generator threads).
     pub generator_cpu: f64,
+    /// Each generator thread's CPU time / window, in CPU order: one saturated thread
+    /// shows even when the mean does not.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_cpu_per_thread: Vec<f64>,
     /// Generator threads (each on its own core).
     pub generator_threads: usize,
     /// The generator was near saturation: the point measures the generator, not the
@@ -273,6 +321,9 @@ pub struct SweepPoint {
     pub invalid_reason: Option<String>,
     /// The search that chose the concurrency, in order.
     pub probes: Vec<Probe>,
+    /// Why the search chose this concurrency and what limited the point.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchOutcome>,
 }
 
 impl SweepPoint {
@@ -355,7 +406,11 @@ pub struct RampRun {
     pub server_cpu: Option<ServerCpu>,
     /// Generator CPU, fraction of its cores.
     pub generator_cpu: f64,
-    /// Generator saturated: the counts describe the generator, not the server.
+    /// Each generator thread's CPU, fraction of its core, in CPU order.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub generator_cpu_per_thread: Vec<f64>,
+    /// Generator saturated (the mean or one thread): the counts describe the
+    /// generator, not the server.
     pub generator_saturated: bool,
 }
 
@@ -375,6 +430,9 @@ pub struct SweepResults {
     pub config: SweepConfig,
     /// One per suite x size x core count x variant.
     pub points: Vec<SweepPoint>,
+    /// Core counts asked for that this machine could not measure.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub skipped_cores: Vec<SkippedCores>,
 }
 
 impl SweepResults {

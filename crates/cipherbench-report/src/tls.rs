@@ -6,7 +6,7 @@
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Line, LineChart, Series};
-use cipherbench_model::tls::{RampResults, SweepPoint, SweepResults, TlsResults};
+use cipherbench_model::tls::{Limit, RampResults, SweepPoint, SweepResults, TlsResults};
 use cipherbench_model::units::{format_bits_per_sec, ByteSize};
 use cipherbench_model::variant::VariantRecord;
 
@@ -307,6 +307,30 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 }
             ));
         }
+        if s.points.iter().any(|p| p.search.is_some()) {
+            out.push_str("what limited each point (generator CPU per thread):\n");
+            for p in &s.points {
+                if let Some(x) = &p.search {
+                    out.push_str(&format!(
+                        "  {} {} x{} {}: {} [{}]; {}\n",
+                        p.suite,
+                        ByteSize(p.size_bytes),
+                        p.cores,
+                        p.variant,
+                        limit_name(x.limit),
+                        p.generator_cpu_per_thread
+                            .iter()
+                            .map(|c| format!("{:.0} %", c * 100.0))
+                            .collect::<Vec<_>>()
+                            .join(", "),
+                        x.explanation
+                    ));
+                }
+            }
+        }
+        for k in &s.skipped_cores {
+            out.push_str(&format!("  x{}: not measured: {}\n", k.cores, k.reason));
+        }
         let pairs = gcm_cbc_pairs(s, &records);
         if !pairs.is_empty() {
             out.push_str(
@@ -389,12 +413,12 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
 /// `tls.csv`: one row per sweep point.
 pub fn csv_sweep(s: &SweepResults) -> String {
     let mut out = String::from(
-        "suite,protocol,negotiated_suite,size_bytes,cores,variant,concurrency,window_ns,throughput_bytes_per_sec,throughput_bits_per_sec,rel_spread,requests_per_sec,requests,errors,latency_p50_ns,latency_p99_ns,latency_max_ns,first_byte_p50_ns,first_byte_p99_ns,first_byte_max_ns,handshake_p50_ns,handshake_p99_ns,nginx_cpu_total,nginx_cpu_peak,nginx_cpu_per_worker,generator_cpu,generator_saturated,server_requests,requests_sent,valid\n",
+        "suite,protocol,negotiated_suite,size_bytes,cores,variant,concurrency,window_ns,throughput_bytes_per_sec,throughput_bits_per_sec,rel_spread,requests_per_sec,requests,errors,latency_p50_ns,latency_p99_ns,latency_max_ns,first_byte_p50_ns,first_byte_p99_ns,first_byte_max_ns,handshake_p50_ns,handshake_p99_ns,nginx_cpu_total,nginx_cpu_peak,nginx_cpu_per_worker,generator_cpu,generator_saturated,server_requests,requests_sent,valid,generator_cpu_per_thread,limit,search_started_at\n",
     );
     for p in &s.points {
         let cpu = p.server_cpu.as_ref();
         out.push_str(&format!(
-            "{},{},{},{},{},{},{},{},{:.0},{:.0},{:.4},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{}\n",
+            "{},{},{},{},{},{},{},{},{:.0},{:.0},{:.4},{:.2},{},{},{},{},{},{},{},{},{},{},{},{},{},{:.3},{},{},{},{},{},{},{}\n",
             field(&p.suite),
             field(&p.protocol),
             field(p.negotiated_suite.as_deref().unwrap_or("")),
@@ -431,7 +455,17 @@ pub fn csv_sweep(s: &SweepResults) -> String {
             p.generator_saturated,
             p.server_requests.map(|n| n.to_string()).unwrap_or_default(),
             p.requests_sent,
-            p.valid
+            p.valid,
+            p.generator_cpu_per_thread
+                .iter()
+                .map(|c| format!("{c:.3}"))
+                .collect::<Vec<_>>()
+                .join(";"),
+            p.search.as_ref().map_or("", |x| limit_name(x.limit)),
+            p.search
+                .as_ref()
+                .map(|x| x.started_at.to_string())
+                .unwrap_or_default()
         ));
     }
     out
@@ -605,6 +639,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             "<figcaption>After seed 003's Figure 7: maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
         ));
     }
+    out.push_str(&by_cores_section(s, &series_keys, records));
     let pairs = gcm_cbc_pairs(s, records);
     if !pairs.is_empty() {
         out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">ratio of throughputs</th><th>value</th><th>spread</th></tr>");
@@ -626,10 +661,10 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         }
         out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more.</p>");
     }
-    out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
+    out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} % ({})</td><td class=\"l\">{}</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
@@ -652,6 +687,15 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
                 .map(|c| format!("{:.0} %", c.runqueue_wait * 100.0))
                 .unwrap_or_else(|| "-".into()),
             p.generator_cpu * 100.0,
+            p.generator_cpu_per_thread
+                .iter()
+                .map(|c| format!("{:.0} %", c * 100.0))
+                .collect::<Vec<_>>()
+                .join(", "),
+            p.search
+                .as_ref()
+                .map(|x| escape(&format!("{}: {}", limit_name(x.limit), x.explanation)))
+                .unwrap_or_else(|| "-".into()),
             reasons(&p.errors_by_reason),
             p.server_requests.map(|n| n.to_string()).unwrap_or_else(|| "-".into()),
             p.requests_sent,
@@ -659,6 +703,109 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         ));
     }
     out.push_str("</table></div></details>");
+    out
+}
+
+fn limit_name(l: Limit) -> &'static str {
+    match l {
+        Limit::Server => "nginx",
+        Limit::Generator => "generator",
+        Limit::Latency => "latency limit",
+        Limit::Undetermined => "neither",
+        Limit::Fixed => "fixed",
+    }
+}
+
+/// Seed 003's core-count figure: Gbit/s by nginx cores at the largest file size, and
+/// the per-core efficiency (Gbit/s per core under test), with what limited each point
+/// and the core counts this machine could not measure.
+fn by_cores_section(
+    s: &SweepResults,
+    series_keys: &[(String, String)],
+    records: &[VariantRecord],
+) -> String {
+    let Some(size) = s.points.iter().map(|p| p.size_bytes).max() else {
+        return String::new();
+    };
+    let mut cores: Vec<usize> = s.points.iter().map(|p| p.cores).collect();
+    cores.extend(s.skipped_cores.iter().map(|k| k.cores));
+    cores.sort_unstable();
+    cores.dedup();
+    if cores.len() < 2 {
+        return String::new();
+    }
+    let categories: Vec<String> = cores.iter().map(|c| format!("{c} core(s)")).collect();
+    let series = |value: fn(&SweepPoint) -> f64| -> Vec<Series> {
+        series_keys
+            .iter()
+            .map(|(suite, variant)| Series {
+                name: if crate::variants::ineffective(records, variant).is_some() {
+                    format!("{suite} {variant} (did not take effect)")
+                } else {
+                    format!("{suite} {variant}")
+                },
+                values: cores
+                    .iter()
+                    .map(|&c| s.point(suite, size, c, variant).map(value))
+                    .collect(),
+            })
+            .collect()
+    };
+    let mut out = String::new();
+    let charts = [
+        BarChart {
+            id: "fig-tls-by-cores".into(),
+            title: format!("nginx throughput by cores under test, {}", ByteSize(size)),
+            description: "The highest throughput in Gbit/s nginx sustained within the latency limit, by the number of cores its workers had; a missing bar is a core count not measured.".into(),
+            categories: categories.clone(),
+            series: series(|p| p.bits_per_sec() / 1e9),
+            y_label: "Gbit/s (10^9 bit/s)".into(),
+            reference: None,
+            format: |v| format!("{v:.2}"),
+        },
+        BarChart {
+            id: "fig-tls-per-core".into(),
+            title: format!("Per-core efficiency, {}", ByteSize(size)),
+            description: "The same throughput divided by the cores under test: flat means linear scaling; a rise with more cores means a smaller point was held by something other than nginx (its limit is in the table).".into(),
+            categories,
+            series: series(|p| p.bits_per_sec() / 1e9 / p.cores.max(1) as f64),
+            y_label: "Gbit/s per core".into(),
+            reference: None,
+            format: |v| format!("{v:.2}"),
+        },
+    ];
+    for chart in charts {
+        out.push_str("<figure>");
+        out.push_str(&chart.render());
+        out.push_str("<figcaption>After seed 003: throughput by core count (2, 4, 8 and 16 cores there), and what one core of it is worth.</figcaption></figure>");
+    }
+    out.push_str("<div class=\"scroll\"><table id=\"table-tls-by-cores\"><tr><th class=\"l\">suite, variant</th><th>cores</th><th>Gbit/s</th><th>per core</th><th>clients (probes from)</th><th class=\"l\">limit</th><th>nginx CPU</th><th>generator CPU per thread</th></tr>");
+    for (suite, variant) in series_keys {
+        for &c in &cores {
+            if let Some(p) = s.point(suite, size, c, variant) {
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{} {}</td><td>{c}</td><td>{:.2}</td><td>{:.2}</td><td>{} ({})</td><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
+                    escape(suite),
+                    crate::variants::html_name(records, variant),
+                    p.bits_per_sec() / 1e9,
+                    p.bits_per_sec() / 1e9 / c.max(1) as f64,
+                    p.concurrency,
+                    p.search.as_ref().map_or("-".into(), |x| x.started_at.to_string()),
+                    p.search.as_ref().map_or("-", |x| limit_name(x.limit)),
+                    p.server_cpu.as_ref().map_or("-".into(), |x| format!("{:.0} %", x.total * 100.0)),
+                    p.generator_cpu_per_thread.iter().map(|x| format!("{:.0} %", x * 100.0)).collect::<Vec<_>>().join(", "),
+                ));
+            }
+        }
+    }
+    for k in &s.skipped_cores {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">all</td><td>{}</td><td colspan=\"6\" class=\"l\">not measured: {}</td></tr>",
+            k.cores,
+            escape(&k.reason)
+        ));
+    }
+    out.push_str("</table></div>");
     out
 }
 
@@ -802,6 +949,8 @@ mod tests {
             valid: true,
             invalid_reason: None,
             probes: Vec::new(),
+            generator_cpu_per_thread: Vec::new(),
+            search: None,
         }
     }
 
@@ -828,6 +977,7 @@ mod tests {
                     point("AES128-SHA", "accel", 2.5),
                     point("AES128-GCM-SHA256", "noaesni", 1.5),
                 ],
+                skipped_cores: Vec::new(),
             }),
             ramp: Some(RampResults {
                 config: RampConfig {
@@ -873,6 +1023,7 @@ mod tests {
                     ],
                     server_cpu: None,
                     generator_cpu: 0.01,
+                    generator_cpu_per_thread: Vec::new(),
                     generator_saturated: false,
                 }],
             }),
@@ -919,6 +1070,42 @@ mod tests {
         assert!(html.contains("<th class=\"l\">Attempted</th><td>50</td>"));
         assert!(html.contains("id=\"table-tls-capacity\""));
         assert!(html.contains("cores for 25 Gbit/s"));
+    }
+
+    #[test]
+    fn draws_throughput_and_per_core_efficiency_by_cores_with_the_skipped_counts() {
+        let mut r = results();
+        // No figure by cores for one core count.
+        assert!(!section(&r, None).contains("fig-tls-by-cores"));
+        let sweep = r.sweep.as_mut().unwrap();
+        let mut p4 = point("AES128-GCM-SHA256", "accel", 20.0);
+        p4.cores = 4;
+        p4.generator_cpu_per_thread = vec![0.4, 0.95];
+        p4.search = Some(cipherbench_model::tls::SearchOutcome {
+            started_at: 8,
+            limit: Limit::Generator,
+            explanation: "the generator saturated".into(),
+        });
+        sweep.points.push(p4);
+        sweep
+            .skipped_cores
+            .push(cipherbench_model::tls::SkippedCores {
+                cores: 8,
+                reason: "no CPU left for the generator".into(),
+            });
+        let html = section(&r, None);
+        for id in ["fig-tls-by-cores", "fig-tls-per-core", "table-tls-by-cores"] {
+            assert!(html.contains(&format!("id=\"{id}\"")), "{id}");
+        }
+        // 20 Gbit/s on 4 cores: 5.00 per core; its limit and per-thread CPU shown.
+        assert!(
+            html.contains(
+                "<td>4</td><td>20.00</td><td>5.00</td><td>2 (8)</td><td class=\"l\">generator</td>"
+            ),
+            "{html}"
+        );
+        assert!(html.contains("40 %, 95 %"));
+        assert!(html.contains("not measured: no CPU left for the generator"));
     }
 
     #[test]

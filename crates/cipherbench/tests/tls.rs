@@ -257,6 +257,90 @@ fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
 }
 
 #[test]
+fn a_core_sweep_measures_the_counts_that_fit_and_says_why_the_others_were_not() {
+    let dir = scratch("cores");
+    let results = dir.join("results");
+    // nginx on every CPU this process has leaves none for the generator: skipped,
+    // said, and the command still measures --cores 1 against a real nginx.
+    let all = std::thread::available_parallelism()
+        .unwrap()
+        .get()
+        .to_string();
+    let cores = format!("1,{all}");
+    let out = bin(&dir)
+        .args([
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-GCM-SHA256",
+            "--sizes",
+            "1MiB",
+        ])
+        .args([
+            "--variants",
+            "accel",
+            "--cores",
+            &cores,
+            "--window",
+            "600ms",
+        ])
+        .args([
+            "--probe",
+            "250ms",
+            "--warmup",
+            "100ms",
+            "--max-concurrency",
+            "4",
+        ])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&results);
+    let sweep = r.tls.expect("tls results").sweep.expect("sweep results");
+    assert_eq!(sweep.points.len(), 1);
+    let p = &sweep.points[0];
+    assert_eq!(p.cores, 1);
+    assert_eq!(p.errors, 0, "{:?}", p.errors_by_reason);
+    assert_eq!(p.server_requests, Some(p.requests_sent), "{p:?}");
+    // Every generator thread's CPU, in the point and in each probe.
+    assert_eq!(p.generator_cpu_per_thread.len(), p.generator_threads);
+    assert!(p
+        .generator_cpu_per_thread
+        .iter()
+        .all(|&c| c > 0.0 && c <= 1.05));
+    assert!(
+        p.probes
+            .iter()
+            .all(|q| q.generator_cpu_per_thread.len() == p.generator_threads
+                && q.server_cpu.is_some())
+    );
+    // Why these clients, and which side was the limit.
+    let search = p.search.as_ref().expect("the search's outcome");
+    assert_eq!(search.started_at, 1);
+    assert!(
+        search
+            .explanation
+            .contains(&format!("{} clients", p.concurrency)),
+        "{search:?}"
+    );
+    assert_eq!(sweep.skipped_cores.len(), 1);
+    assert_eq!(sweep.skipped_cores[0].cores.to_string(), all);
+    assert!(sweep.skipped_cores[0].reason.contains("leaves none"));
+    assert!(
+        r.warnings.iter().any(|w| w.kind == "cores_skipped"),
+        "{:?}",
+        r.warnings
+    );
+    assert!(stderr(&out).contains("skipped"), "{}", stderr(&out));
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("id=\"fig-tls-by-cores\"") && html.contains("not measured"));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
 fn bad_input_is_one_line_and_leaves_nothing_behind() {
     let dir = scratch("bad");
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();

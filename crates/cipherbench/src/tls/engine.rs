@@ -11,7 +11,13 @@
 //!
 //! Each generator thread is pinned to its own core and runs an edge-triggered epoll
 //! loop (mio) over non-blocking sockets; OpenSSL is driven through its non-blocking
-//! API. A thread measures its own CPU time, so a saturated generator is detected. The
+//! API. A thread measures its own CPU time, so a saturated generator is detected (and
+//! each thread's share is reported, so one saturated thread shows). While a large
+//! body streams in from a loopback server, a socket signals readiness only once
+//! [`RECEIVE_LOWAT`] bytes are queued: on loopback the server's `write` pays for waking the reader, once per
+//! segment if the reader sleeps in between, and a generator that wakes 256 times per
+//! 16 MiB made nginx spend about 25 % more CPU per response than wrk did (issue 12;
+//! METHODOLOGY.md, "The load generator", wake-ups). The
 //! engine never prints and never touches the results: it returns a [`Report`].
 
 use super::http::{self, Parsed};
@@ -30,11 +36,19 @@ use openssl::ssl::{
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
+use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Bytes read from a socket at once for OpenSSL's small reads, and the size of the
 /// application's read buffer.
 const SOCKET_BUFFER: usize = 64 * 1024;
+/// While more than this (plus [`LOWAT_MARGIN`]) of a body is still to come, its socket
+/// wakes the generator only when this many bytes are queued (SO_RCVLOWAT).
+pub const RECEIVE_LOWAT: usize = 256 * 1024;
+/// Ciphertext OpenSSL may already hold (read-ahead, one record and a bit) plus TLS
+/// overhead: the low-water mark is dropped to 1 byte while no more than this beyond
+/// it remains, so a mark is never waiting for bytes that will not come.
+const LOWAT_MARGIN: usize = 64 * 1024;
 /// How often in-flight requests are checked against the timeout.
 const TIMEOUT_CHECK: Duration = Duration::from_millis(5);
 /// Longest sleep in the event loop, so Ctrl-C and window edges are seen promptly.
@@ -262,6 +276,10 @@ pub struct Report {
     pub negotiated: Option<(String, String)>,
     /// Generator CPU time within the window, all threads.
     pub cpu_ns: u64,
+    /// The same per thread, in the order of the CPUs given.
+    pub thread_cpu_ns: Vec<u64>,
+    /// Responses read with the receive mark set (paced wake-ups), whole run.
+    pub paced: u64,
     /// Generator threads.
     pub threads: usize,
     /// Window start and end.
@@ -284,6 +302,12 @@ impl Report {
     /// Generator CPU as a fraction of its cores.
     pub fn generator_cpu(&self) -> f64 {
         self.cpu_ns as f64 / (self.window.as_nanos() as f64 * self.threads.max(1) as f64)
+    }
+
+    /// Each generator thread's CPU as a fraction of its core.
+    pub fn generator_cpu_per_thread(&self) -> Vec<f64> {
+        let w = self.window.as_nanos().max(1) as f64;
+        self.thread_cpu_ns.iter().map(|&c| c as f64 / w).collect()
     }
 }
 
@@ -374,6 +398,8 @@ pub fn run(client: &Client, spec: &Spec) -> Result<Report> {
         max_first_byte: m.max_first_byte,
         negotiated: m.negotiated,
         cpu_ns: m.cpu_ns,
+        thread_cpu_ns: m.thread_cpu_ns,
+        paced: m.paced,
         threads,
         window_start,
         window_end,
@@ -399,6 +425,8 @@ struct ThreadReport {
     max_first_byte: Duration,
     negotiated: Option<(String, String)>,
     cpu_ns: u64,
+    thread_cpu_ns: Vec<u64>,
+    paced: u64,
     window_edges: (Instant, Instant),
     interrupted: bool,
 }
@@ -423,6 +451,8 @@ impl ThreadReport {
             max_first_byte: Duration::ZERO,
             negotiated: None,
             cpu_ns: 0,
+            thread_cpu_ns: Vec::new(),
+            paced: 0,
             window_edges,
             interrupted: false,
         }
@@ -457,6 +487,8 @@ impl ThreadReport {
             self.negotiated = o.negotiated;
         }
         self.cpu_ns += o.cpu_ns;
+        self.thread_cpu_ns.extend(o.thread_cpu_ns);
+        self.paced += o.paced;
         self.interrupted |= o.interrupted;
     }
 }
@@ -469,6 +501,18 @@ struct Sock {
     buf: Box<[u8]>,
     pos: usize,
     end: usize,
+}
+
+/// The SO_RCVLOWAT for a body with `left` plaintext bytes still to read: the ciphertext
+/// still to arrive on the socket is at least `left` less what OpenSSL already holds
+/// (under [`LOWAT_MARGIN`]), so a mark of [`RECEIVE_LOWAT`] is always reached while more
+/// than both remain; near the end it is back to 1 byte.
+fn lowat_for(left: u64) -> usize {
+    if left > (RECEIVE_LOWAT + LOWAT_MARGIN) as u64 {
+        RECEIVE_LOWAT
+    } else {
+        1
+    }
 }
 
 /// A read at least this large bypasses [`Sock`]'s buffer.
@@ -522,6 +566,8 @@ struct Conn {
     connected: Option<Instant>,
     handshaked: Option<Instant>,
     first_byte: Option<Instant>,
+    /// The socket's SO_RCVLOWAT now (1 is the kernel's default).
+    lowat: usize,
 }
 
 impl Conn {
@@ -538,6 +584,7 @@ impl Conn {
             connected: None,
             handshaked: None,
             first_byte: None,
+            lowat: 1,
         }
     }
 }
@@ -568,6 +615,10 @@ struct Worker<'a> {
     buffers: Vec<Box<[u8]>>,
     scratch: Vec<u8>,
     session: Option<SslSession>,
+    /// Pace wake-ups with SO_RCVLOWAT: only to a loopback server, whose CPU pays for
+    /// them (over a network the server does not, and the mark's window clamp under
+    /// receive-buffer autotuning could cap a long path's throughput).
+    pace: bool,
     report: ThreadReport,
 }
 
@@ -610,6 +661,7 @@ impl<'a> Worker<'a> {
             buffers: Vec::new(),
             scratch: vec![0u8; SOCKET_BUFFER],
             session: None,
+            pace: spec.target.addr.ip().is_loopback(),
             report: ThreadReport::new(buckets, (window_start, window_end)),
         })
     }
@@ -713,6 +765,7 @@ impl<'a> Worker<'a> {
         }
         let end_cpu = cpu_at_end.unwrap_or_else(host::thread_cpu_ns);
         self.report.cpu_ns = end_cpu.saturating_sub(cpu_at_start.unwrap_or(end_cpu));
+        self.report.thread_cpu_ns = vec![self.report.cpu_ns];
         if schedule.is_some() {
             // The open loop's span is the whole run, stragglers included.
             self.report.window_edges = (self.t0, Instant::now());
@@ -894,7 +947,24 @@ impl<'a> Worker<'a> {
                     let n = match tls.ssl_read(&mut self.scratch) {
                         Ok(0) => return self.eof(conn),
                         Ok(n) => n,
-                        Err(e) if want(&e) => return Step::Pending,
+                        Err(e) if want(&e) => {
+                            if self.pace && matches!(conn.phase, Phase::Body) {
+                                let left = conn.body_expected.saturating_sub(conn.body_read);
+                                let mark = lowat_for(left);
+                                if mark != conn.lowat {
+                                    // Best effort: without the mark the request still
+                                    // completes, only with more wake-ups.
+                                    let fd = tls.get_ref().tcp.as_raw_fd();
+                                    if host::set_receive_lowat(fd, mark).is_ok() {
+                                        if conn.lowat == 1 && mark > 1 {
+                                            self.report.paced += 1;
+                                        }
+                                        conn.lowat = mark;
+                                    }
+                                }
+                            }
+                            return Step::Pending;
+                        }
                         Err(e) if e.code() == ErrorCode::ZERO_RETURN => return self.eof(conn),
                         Err(e) if e.code() == ErrorCode::SYSCALL && e.io_error().is_none() => {
                             return self.eof(conn)
@@ -1178,6 +1248,7 @@ mod tests {
     /// unresponsive (not accepting) during `stall` after it starts.
     struct TinyServer {
         addr: SocketAddr,
+        body: usize,
         served: std::sync::Arc<std::sync::atomic::AtomicU64>,
         stop: std::sync::Arc<std::sync::atomic::AtomicBool>,
         handle: Option<std::thread::JoinHandle<()>>,
@@ -1187,6 +1258,10 @@ mod tests {
 
     impl TinyServer {
         fn start(stall: Option<(Duration, Duration)>) -> TinyServer {
+            TinyServer::start_sized(stall, BODY)
+        }
+
+        fn start_sized(stall: Option<(Duration, Duration)>, body: usize) -> TinyServer {
             use openssl::ssl::SslAcceptor;
             use std::sync::atomic::Ordering;
             let key = crate::tls::cert::key(crate::tls::suite::KeyType::Rsa2048).unwrap();
@@ -1229,16 +1304,17 @@ mod tests {
                     }
                     s2.fetch_add(1, Ordering::SeqCst);
                     let mut response = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\nConnection: close\r\n\r\n"
+                        "HTTP/1.1 200 OK\r\nContent-Length: {body}\r\nConnection: close\r\n\r\n"
                     )
                     .into_bytes();
-                    response.extend_from_slice(&[7u8; BODY]);
+                    response.resize(response.len() + body, 7u8);
                     let _ = tls.write_all(&response);
                     let _ = tls.shutdown();
                 }
             });
             TinyServer {
                 addr,
+                body,
                 served,
                 stop,
                 handle: Some(handle),
@@ -1250,7 +1326,7 @@ mod tests {
                 addr: self.addr,
                 host: "127.0.0.1".into(),
                 path: "/f/100".into(),
-                expected_len: Some(BODY as u64),
+                expected_len: Some(self.body as u64),
             }
         }
     }
@@ -1318,6 +1394,7 @@ mod tests {
     #[test]
     fn a_closed_loop_run_counts_what_the_server_served() {
         let server = TinyServer::start(None);
+        // 100-byte bodies never touch the receive mark.
         let client = Client::new(&gcm(), false).unwrap();
         let report = run(
             &client,
@@ -1335,6 +1412,7 @@ mod tests {
         assert_eq!(report.ok_total, served);
         assert_eq!(report.body_bytes, served * BODY as u64);
         assert!(report.window_bytes > 0 && report.window_bytes <= report.body_bytes);
+        assert_eq!(report.paced, 0);
     }
 
     #[test]
@@ -1358,6 +1436,45 @@ mod tests {
             report.failures
         );
         assert!(fetch_once(&client, &server.target(), Duration::from_secs(2)).is_err());
+    }
+
+    #[test]
+    fn the_receive_mark_never_waits_past_the_end_of_a_body() {
+        // Small bodies never change the kernel's default.
+        assert_eq!(lowat_for(0), 1);
+        assert_eq!(lowat_for(100 * 1024), 1);
+        assert_eq!(lowat_for((RECEIVE_LOWAT + LOWAT_MARGIN) as u64), 1);
+        // A large remainder: the mark, and what must still arrive exceeds it by
+        // more than OpenSSL can hold back (one 16 KiB record plus its header and tag).
+        for left in [
+            (RECEIVE_LOWAT + LOWAT_MARGIN + 1) as u64,
+            16 << 20,
+            u64::MAX,
+        ] {
+            let mark = lowat_for(left);
+            assert_eq!(mark, RECEIVE_LOWAT);
+            assert!(left.saturating_sub(16 * 1024 + 5 + 256) > mark as u64);
+        }
+    }
+
+    #[test]
+    fn a_large_body_is_read_whole_with_the_receive_mark_set() {
+        // 3 MiB through a real TLS server: the mark is set and lowered again before
+        // the end, and every byte arrives (a mark waiting past the end would time out).
+        let server = TinyServer::start_sized(None, 3 << 20);
+        let client = Client::new(&gcm(), false).unwrap();
+        let mut s = spec(server.target(), Arrivals::Closed { concurrency: 2 });
+        s.timeout = Duration::from_secs(3);
+        let report = run(&client, &s).unwrap();
+        assert!(report.ok_total > 0, "{:?}", report.failures);
+        assert_eq!(report.failed, 0, "{:?}", report.failures);
+        assert_eq!(report.body_bytes, report.ok_total * (3 << 20));
+        // The mark was set (the kernel accepted it) while bodies streamed in. (Not
+        // necessarily on every response: one whose bytes always arrived ahead of the
+        // reader never waited, so never needed it.)
+        assert!(report.paced > 0, "{} of {}", report.paced, report.ok_total);
+        assert_eq!(report.thread_cpu_ns.len(), 1);
+        assert_eq!(report.generator_cpu_per_thread().len(), 1);
     }
 
     #[test]

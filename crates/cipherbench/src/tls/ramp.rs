@@ -206,6 +206,11 @@ fn one(
     });
     let after = server.and_then(Server::requests);
     let generator_cpu = r.generator_cpu();
+    let generator_cpu_per_thread = r.generator_cpu_per_thread();
+    let generator_saturated = generator_cpu > super::sweep::GENERATOR_SATURATED
+        || generator_cpu_per_thread
+            .iter()
+            .any(|&c| c > super::sweep::GENERATOR_SATURATED);
     Ok(RampRun {
         suite: suite.to_string(),
         negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
@@ -238,7 +243,8 @@ fn one(
             .collect(),
         server_cpu,
         generator_cpu,
-        generator_saturated: generator_cpu > super::sweep::GENERATOR_SATURATED,
+        generator_cpu_per_thread,
+        generator_saturated,
     })
 }
 
@@ -250,19 +256,21 @@ fn record_run(
 ) -> Result<()> {
     let what = format!("{} {} {}", run.suite, ByteSize(run.size_bytes), run.variant);
     session.progress.point(&format!(
-        "ramp {what}: {} attempted, {} successful, {} unsuccessful, latency p99 {:.1} ms",
+        "ramp {what}: {} attempted, {} successful, {} unsuccessful, latency p99 {:.1} ms, generator {} per thread",
         run.attempted,
         run.successful,
         run.unsuccessful,
-        run.latency.p99_ns as f64 / 1e6
+        run.latency.p99_ns as f64 / 1e6,
+        super::sweep::per_thread(&run.generator_cpu_per_thread)
     ));
     if run.generator_saturated {
         session.record.warn(
             "tls",
             "generator_saturated",
             format!(
-                "ramp {what}: the load generator used {:.0} % of its cores; its counts may describe the generator, not nginx",
-                run.generator_cpu * 100.0
+                "ramp {what}: the load generator used {:.0} % of its cores (threads {}); its counts may describe the generator, not nginx",
+                run.generator_cpu * 100.0,
+                super::sweep::per_thread(&run.generator_cpu_per_thread)
             ),
         );
     }
