@@ -664,7 +664,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
     out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} % ({})</td><td class=\"l\">{}</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %{}</td><td class=\"l\">{}</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
@@ -687,11 +687,18 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
                 .map(|c| format!("{:.0} %", c.runqueue_wait * 100.0))
                 .unwrap_or_else(|| "-".into()),
             p.generator_cpu * 100.0,
-            p.generator_cpu_per_thread
-                .iter()
-                .map(|c| format!("{:.0} %", c * 100.0))
-                .collect::<Vec<_>>()
-                .join(", "),
+            if p.generator_cpu_per_thread.is_empty() {
+                String::new()
+            } else {
+                format!(
+                    " ({})",
+                    p.generator_cpu_per_thread
+                        .iter()
+                        .map(|c| format!("{:.0} %", c * 100.0))
+                        .collect::<Vec<_>>()
+                        .join(", ")
+                )
+            },
             p.search
                 .as_ref()
                 .map(|x| escape(&format!("{}: {}", limit_name(x.limit), x.explanation)))
