@@ -390,6 +390,20 @@ pub fn ratio_rows(variants: &[String]) -> Vec<(String, String, String)> {
             rows.push((format!("@{tag}/base"), a, "accel".to_string()));
         }
     }
+    // A provider or engine variant against its library's accel: the module's gain,
+    // per cipher unless its work on the cipher fell back.
+    for v in variants {
+        let (kind, tag) = split_variant_name(v);
+        if kind.starts_with("provider:") || kind.starts_with("engine:") {
+            let a = match tag {
+                Some(t) => format!("accel@{t}"),
+                None => "accel".to_string(),
+            };
+            if has(&a) {
+                rows.push((format!("{v}/accel"), v.clone(), a));
+            }
+        }
+    }
     rows
 }
 
@@ -430,7 +444,7 @@ fn ratio_row(
             && p.direction == direction
             && p.threads == threads
     });
-    if let Some(na) = variants::not_applicable(&results.variants, &[top, bottom]) {
+    if let Some(na) = variants::not_applicable_for(&results.variants, &[top, bottom], cipher) {
         return measured.then(|| format!(" {na}"));
     }
     let mut row = String::new();

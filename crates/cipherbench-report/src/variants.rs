@@ -51,6 +51,22 @@ pub fn not_applicable(records: &[VariantRecord], names: &[&str]) -> Option<Strin
     variant::ineffective(records, names).and_then(VariantRecord::not_applicable)
 }
 
+/// What stands in place of a ratio of `cipher` between `names`: one of them did
+/// not take effect, or its work on `cipher` fell back to the default provider
+/// (`n/a: fallback: default provider served chacha20-poly1305`).
+pub fn not_applicable_for(
+    records: &[VariantRecord],
+    names: &[&str],
+    cipher: &str,
+) -> Option<String> {
+    not_applicable(records, names).or_else(|| {
+        names
+            .iter()
+            .filter_map(|n| variant::find(records, n))
+            .find_map(|r| r.not_applicable_for(cipher))
+    })
+}
+
 /// A variant's name in a terminal table: `noaesni!` if it did not take effect.
 pub fn text_name(records: &[VariantRecord], name: &str) -> String {
     if ineffective(records, name).is_some() {
@@ -95,7 +111,11 @@ pub fn line(v: &VariantRecord) -> String {
         (None, true) => format!("{} (as intended)", v.cpu_settings),
         (_, false) => format!("DID NOT TAKE EFFECT: {}", v.explanation()),
     };
-    format!("variant {:<8} {mask}{verdict}\n", v.name)
+    let implementation = v
+        .implementation_line()
+        .map(|l| format!("\n  implementation: {l}"))
+        .unwrap_or_default();
+    format!("variant {:<8} {mask}{verdict}{implementation}\n", v.name)
 }
 
 /// The variants of a layer as an HTML table: mask, where the probes ran, the probes
@@ -149,11 +169,32 @@ pub fn html_table(records: &[VariantRecord]) -> String {
             } else {
                 "<span class=\"bad\">no</span>"
             },
-            escape(&v.explanation())
+            match v.implementation_line() {
+                Some(l) => format!(
+                    "{}<br>implementation: {}",
+                    escape(&v.explanation()),
+                    implementation_html(&l)
+                ),
+                None => escape(&v.explanation()),
+            }
         ));
     }
     out.push_str("</table></div>");
     out
+}
+
+/// An implementation line in HTML, each fallback in red.
+fn implementation_html(line: &str) -> String {
+    line.split("; ")
+        .map(|part| {
+            if part.starts_with("fallback:") {
+                format!("<span class=\"bad\">{}</span>", escape(part))
+            } else {
+                escape(part)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -171,6 +212,8 @@ mod tests {
             probes: None,
             effect: None,
             process_check: None,
+            expected: None,
+            provider_calls: None,
         }
     }
 

@@ -93,6 +93,7 @@ pub fn measure_these(
                 rounds_bytes_per_cpu_sec: rounds,
             })
             .collect(),
+        implementation: Some(crate::variant::implementation::here()),
     })
 }
 

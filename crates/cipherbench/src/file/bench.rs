@@ -458,6 +458,7 @@ impl Bench<'_> {
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
             .ia32cap(mask.as_deref())
+            .envs(sc.variant.environment())
             .loader(loader);
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();

@@ -158,6 +158,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     let points = plan.points();
     let total = plan.total_points();
     let baseline = Baseline::measure(&plan.variants)?;
+    for v in &plan.variants {
+        v.reset_counter();
+    }
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
     // affects both variants of a cipher alike, and their order turns from one cipher
@@ -205,7 +208,23 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         session.save()?;
         outcome?;
     }
+    // A provider's tally covers every worker of its variant.
+    for v in &plan.variants {
+        if let Some(record) = results.variants.iter_mut().find(|r| r.name == v.name()) {
+            v.note_counter(record);
+        }
+    }
+    session.record.speed = Some(results.clone());
     for v in &results.variants {
+        for c in &plan.ciphers {
+            if let Some(f) = v.fallback(c.name()) {
+                session.record.warn(
+                    "speed",
+                    "variant_fallback",
+                    format!("variant {}: {f}", v.name),
+                );
+            }
+        }
         if !v.took_effect {
             session.record.warn(
                 "speed",
@@ -351,6 +370,7 @@ fn run_worker(
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
         .ia32cap(baseline.mask(variant).as_deref())
+        .envs(variant.environment())
         .loader(variant.library.loader())
         .piped_stdin()
         .piped_stdout()
@@ -513,7 +533,13 @@ fn check_openssl(
         );
         let mask = baseline.mask(variant);
         let loader = variant.library.loader();
-        let rate = match openssl_speed::run(&args, mask.as_deref(), loader, plan.check_seconds) {
+        let rate = match openssl_speed::run(
+            &args,
+            mask.as_deref(),
+            &variant.environment(),
+            loader,
+            plan.check_seconds,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(

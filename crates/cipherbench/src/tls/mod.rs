@@ -348,6 +348,8 @@ pub(crate) fn external_record(
             probes: None,
             effect: None,
             process_check: None,
+            expected: None,
+            provider_calls: None,
         },
         config: format!("https://{}{}", url.host, url.path),
     }
