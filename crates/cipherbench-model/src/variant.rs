@@ -306,8 +306,9 @@ impl VariantRecord {
     /// What stands in place of a ratio of `cipher` with this variant: the variant
     /// did not take effect, or its work on `cipher` fell back.
     pub fn not_applicable_for(&self, cipher: &str) -> Option<String> {
-        self.not_applicable()
-            .or_else(|| self.fallback(cipher).map(|f| format!("n/a: {f}")))
+        self.fallback(cipher)
+            .map(|f| format!("n/a: {f}"))
+            .or_else(|| self.not_applicable())
     }
 
     /// For a provider or engine variant: who served each cipher its process
@@ -354,7 +355,7 @@ impl VariantRecord {
         }
         if let Some(c) = &self.provider_calls {
             parts.push(format!(
-                "{} provider calls, {} contexts, {} bytes (the provider's own tally)",
+                "{} provider calls, {} contexts, {} bytes (the provider's own tally, the effect probe's AES-128-GCM included)",
                 c.calls, c.contexts, c.bytes
             ));
         }

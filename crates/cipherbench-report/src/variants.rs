@@ -59,12 +59,11 @@ pub fn not_applicable_for(
     names: &[&str],
     cipher: &str,
 ) -> Option<String> {
-    not_applicable(records, names).or_else(|| {
-        names
-            .iter()
-            .filter_map(|n| variant::find(records, n))
-            .find_map(|r| r.not_applicable_for(cipher))
-    })
+    names
+        .iter()
+        .filter_map(|n| variant::find(records, n))
+        .find_map(|r| r.fallback(cipher).map(|f| format!("n/a: {f}")))
+        .or_else(|| not_applicable(records, names))
 }
 
 /// A variant's name in a terminal table: `noaesni!` if it did not take effect.

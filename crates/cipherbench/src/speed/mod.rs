@@ -212,6 +212,8 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     for v in &plan.variants {
         if let Some(record) = results.variants.iter_mut().find(|r| r.name == v.name()) {
             v.note_counter(record);
+            let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
+            crate::variant::judge_layer_fallback(record, &ciphers);
         }
     }
     session.record.speed = Some(results.clone());

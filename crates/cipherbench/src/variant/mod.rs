@@ -563,6 +563,40 @@ fn judge_other(
     }
 }
 
+/// Judges a provider or engine variant's record against what its layer asked for:
+/// if every one of `ciphers` fell back to the default provider, the variant's work
+/// in this layer was accel's, so it did not take effect here (whatever else its
+/// provider serves). The record's list of who served what keeps the layer's
+/// ciphers only. Other variants are left as they are. Pure.
+pub fn judge_layer_fallback(record: &mut VariantRecord, ciphers: &[&str]) {
+    if record.expected.is_none() || ciphers.is_empty() {
+        return;
+    }
+    // The record speaks of the layer's work: the ciphers it asked for.
+    if let Some(imp) = record
+        .probes
+        .as_mut()
+        .and_then(|p| p.implementation.as_mut())
+    {
+        imp.served.retain(|s| ciphers.contains(&s.cipher.as_str()));
+    }
+    if !record.took_effect {
+        return;
+    }
+    let fallbacks: Vec<String> = ciphers.iter().filter_map(|c| record.fallback(c)).collect();
+    if fallbacks.len() < ciphers.len() {
+        return;
+    }
+    record.took_effect = false;
+    if let Some(effect) = record.effect.as_mut() {
+        effect.verdict = Verdict::Fallback;
+        effect.reason = format!(
+            "{}: the layer's work ran on the default provider, not the variant's",
+            fallbacks.join("; ")
+        );
+    }
+}
+
 /// Whether a judgement rests on figures a busy machine can produce: a control that
 /// moved (3DES's table lookups lose 25-30 % of their CPU rate when other programs
 /// share the caches, which a probe a few seconds earlier may not have met), or a
