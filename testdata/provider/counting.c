@@ -1,12 +1,12 @@
 /*
  * cipherbench's counting test provider: an OpenSSL 3 provider that serves
- * AES-128-GCM, and nothing else, by handing every call to the default provider's
- * own AES-128-GCM implementation, and counts the calls.
+ * AES-128-GCM and AES-256-GCM, and nothing else, by handing every call to the
+ * default provider's own implementation of each, and counts the calls.
  *
  * It exists so that the tests can exercise both answers of "which implementation
  * ran" for real (METHODOLOGY.md, "Provider and engine variants"): asked for
- * AES-128-GCM, a process under this provider runs it here (and the count rises);
- * asked for ChaCha20-Poly1305, the fetch falls back to the default provider.
+ * AES-GCM, a process under this provider runs it here (and the count rises); asked
+ * for ChaCha20-Poly1305, the fetch falls back to the default provider.
  *
  * Counting: if CIPHERBENCH_PROVIDER_COUNTER names a file, every process that loads
  * the provider maps it shared and adds to four 64-bit counters at its start (magic,
@@ -18,7 +18,7 @@
  * crates/cipherbench/tests/common/provider.rs). Load it with an OPENSSL_CONF such as
  * testdata/provider/counting.cnf.in.
  *
- * Delegation: the default provider's AES-128-GCM dispatch table is found with
+ * Delegation: the default provider's dispatch table of each algorithm is found with
  * OSSL_PROVIDER_query_operation on the first context (not at provider init, where
  * the library is still loading its configuration), and each of our functions calls
  * its counterpart with the default provider's provider context. The algorithm's
@@ -80,30 +80,44 @@ static void map_counter(void)
     __atomic_store_n(&shared_counts[C_MAGIC], COUNTER_MAGIC, __ATOMIC_RELAXED);
 }
 
-/* The default provider's AES-128-GCM, found on first use. */
-static pthread_once_t resolved = PTHREAD_ONCE_INIT;
-static void *deflt_provctx;
-static OSSL_FUNC_cipher_newctx_fn *d_newctx;
-static OSSL_FUNC_cipher_freectx_fn *d_freectx;
-static OSSL_FUNC_cipher_dupctx_fn *d_dupctx;
-static OSSL_FUNC_cipher_encrypt_init_fn *d_einit;
-static OSSL_FUNC_cipher_decrypt_init_fn *d_dinit;
-static OSSL_FUNC_cipher_update_fn *d_update;
-static OSSL_FUNC_cipher_final_fn *d_final;
-static OSSL_FUNC_cipher_cipher_fn *d_cipher;
-static OSSL_FUNC_cipher_get_ctx_params_fn *d_get_ctx_params;
-static OSSL_FUNC_cipher_set_ctx_params_fn *d_set_ctx_params;
-static OSSL_FUNC_cipher_gettable_ctx_params_fn *d_gettable_ctx_params;
-static OSSL_FUNC_cipher_settable_ctx_params_fn *d_settable_ctx_params;
+/*
+ * The default provider's implementation of each algorithm we serve, found on first
+ * use. One slot per algorithm; the functions below are made per slot by SERVE().
+ */
+struct target {
+    const char *name;    /* the first of the default provider's names */
+    size_t keylen;
+    pthread_once_t once;
+    void *provctx;
+    OSSL_FUNC_cipher_newctx_fn *newctx;
+    OSSL_FUNC_cipher_freectx_fn *freectx;
+    OSSL_FUNC_cipher_dupctx_fn *dupctx;
+    OSSL_FUNC_cipher_encrypt_init_fn *einit;
+    OSSL_FUNC_cipher_decrypt_init_fn *dinit;
+    OSSL_FUNC_cipher_update_fn *update;
+    OSSL_FUNC_cipher_final_fn *final;
+    OSSL_FUNC_cipher_cipher_fn *cipher;
+    OSSL_FUNC_cipher_get_ctx_params_fn *get_ctx_params;
+    OSSL_FUNC_cipher_set_ctx_params_fn *set_ctx_params;
+    OSSL_FUNC_cipher_gettable_ctx_params_fn *gettable_ctx_params;
+    OSSL_FUNC_cipher_settable_ctx_params_fn *settable_ctx_params;
+};
 
-static int names_aes_128_gcm(const char *names)
+static struct target targets[] = {
+    { "AES-128-GCM", 16, PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      NULL, NULL, NULL, NULL, NULL, NULL },
+    { "AES-256-GCM", 32, PTHREAD_ONCE_INIT, NULL, NULL, NULL, NULL, NULL, NULL, NULL,
+      NULL, NULL, NULL, NULL, NULL, NULL },
+};
+
+static int names_match(const char *names, const char *name)
 {
     /* A colon-separated list such as "AES-128-GCM:id-aes128-GCM:2.16...". */
-    size_t n = strlen("AES-128-GCM");
-    return strncmp(names, "AES-128-GCM", n) == 0 && (names[n] == ':' || names[n] == '\0');
+    size_t n = strlen(name);
+    return strncmp(names, name, n) == 0 && (names[n] == ':' || names[n] == '\0');
 }
 
-static void resolve(void)
+static void resolve(struct target *t)
 {
     OSSL_PROVIDER *deflt = OSSL_PROVIDER_load(libctx, "default");
     const OSSL_ALGORITHM *alg;
@@ -114,125 +128,138 @@ static void resolve(void)
         return;
     alg = OSSL_PROVIDER_query_operation(deflt, OSSL_OP_CIPHER, &no_cache);
     for (; alg != NULL && alg->algorithm_names != NULL; alg++)
-        if (names_aes_128_gcm(alg->algorithm_names))
+        if (names_match(alg->algorithm_names, t->name))
             break;
     if (alg == NULL || alg->algorithm_names == NULL)
         return;
     for (f = alg->implementation; f->function_id != 0; f++) {
         switch (f->function_id) {
-        case OSSL_FUNC_CIPHER_NEWCTX: d_newctx = OSSL_FUNC_cipher_newctx(f); break;
-        case OSSL_FUNC_CIPHER_FREECTX: d_freectx = OSSL_FUNC_cipher_freectx(f); break;
-        case OSSL_FUNC_CIPHER_DUPCTX: d_dupctx = OSSL_FUNC_cipher_dupctx(f); break;
-        case OSSL_FUNC_CIPHER_ENCRYPT_INIT: d_einit = OSSL_FUNC_cipher_encrypt_init(f); break;
-        case OSSL_FUNC_CIPHER_DECRYPT_INIT: d_dinit = OSSL_FUNC_cipher_decrypt_init(f); break;
-        case OSSL_FUNC_CIPHER_UPDATE: d_update = OSSL_FUNC_cipher_update(f); break;
-        case OSSL_FUNC_CIPHER_FINAL: d_final = OSSL_FUNC_cipher_final(f); break;
-        case OSSL_FUNC_CIPHER_CIPHER: d_cipher = OSSL_FUNC_cipher_cipher(f); break;
+        case OSSL_FUNC_CIPHER_NEWCTX: t->newctx = OSSL_FUNC_cipher_newctx(f); break;
+        case OSSL_FUNC_CIPHER_FREECTX: t->freectx = OSSL_FUNC_cipher_freectx(f); break;
+        case OSSL_FUNC_CIPHER_DUPCTX: t->dupctx = OSSL_FUNC_cipher_dupctx(f); break;
+        case OSSL_FUNC_CIPHER_ENCRYPT_INIT: t->einit = OSSL_FUNC_cipher_encrypt_init(f); break;
+        case OSSL_FUNC_CIPHER_DECRYPT_INIT: t->dinit = OSSL_FUNC_cipher_decrypt_init(f); break;
+        case OSSL_FUNC_CIPHER_UPDATE: t->update = OSSL_FUNC_cipher_update(f); break;
+        case OSSL_FUNC_CIPHER_FINAL: t->final = OSSL_FUNC_cipher_final(f); break;
+        case OSSL_FUNC_CIPHER_CIPHER: t->cipher = OSSL_FUNC_cipher_cipher(f); break;
         case OSSL_FUNC_CIPHER_GET_CTX_PARAMS:
-            d_get_ctx_params = OSSL_FUNC_cipher_get_ctx_params(f); break;
+            t->get_ctx_params = OSSL_FUNC_cipher_get_ctx_params(f); break;
         case OSSL_FUNC_CIPHER_SET_CTX_PARAMS:
-            d_set_ctx_params = OSSL_FUNC_cipher_set_ctx_params(f); break;
+            t->set_ctx_params = OSSL_FUNC_cipher_set_ctx_params(f); break;
         case OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS:
-            d_gettable_ctx_params = OSSL_FUNC_cipher_gettable_ctx_params(f); break;
+            t->gettable_ctx_params = OSSL_FUNC_cipher_gettable_ctx_params(f); break;
         case OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS:
-            d_settable_ctx_params = OSSL_FUNC_cipher_settable_ctx_params(f); break;
+            t->settable_ctx_params = OSSL_FUNC_cipher_settable_ctx_params(f); break;
         default: break;
         }
     }
-    deflt_provctx = OSSL_PROVIDER_get0_provider_ctx(deflt);
+    t->provctx = OSSL_PROVIDER_get0_provider_ctx(deflt);
     /* The reference is kept: the table must outlive every context. */
 }
 
-static int ready(void)
+static void resolve0(void) { resolve(&targets[0]); }
+static void resolve1(void) { resolve(&targets[1]); }
+static void (*const resolvers[])(void) = { resolve0, resolve1 };
+
+static struct target *ready(int i)
 {
-    pthread_once(&resolved, resolve);
-    return d_newctx != NULL && d_freectx != NULL && d_update != NULL && d_final != NULL;
+    struct target *t = &targets[i];
+
+    pthread_once(&t->once, resolvers[i]);
+    return t->newctx != NULL && t->freectx != NULL && t->update != NULL && t->final != NULL
+        ? t : NULL;
 }
 
-static void *gcm_newctx(void *provctx)
+static void *c_newctx(int i)
 {
-    (void)provctx;
-    if (!ready())
+    struct target *t = ready(i);
+
+    if (t == NULL)
         return NULL;
     count(C_CONTEXTS, 1);
     count(C_CALLS, 1);
-    return d_newctx(deflt_provctx);
+    return t->newctx(t->provctx);
 }
 
-static void gcm_freectx(void *vctx)
+static void c_freectx(int i, void *vctx)
 {
-    if (vctx != NULL && ready())
-        d_freectx(vctx);
+    struct target *t = ready(i);
+
+    if (vctx != NULL && t != NULL)
+        t->freectx(vctx);
 }
 
-static void *gcm_dupctx(void *vctx)
-{
-    count(C_CALLS, 1);
-    return d_dupctx != NULL ? d_dupctx(vctx) : NULL;
-}
-
-static int gcm_einit(void *vctx, const unsigned char *key, size_t keylen,
-                     const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+static void *c_dupctx(int i, void *vctx)
 {
     count(C_CALLS, 1);
-    return d_einit(vctx, key, keylen, iv, ivlen, params);
+    return targets[i].dupctx != NULL ? targets[i].dupctx(vctx) : NULL;
 }
 
-static int gcm_dinit(void *vctx, const unsigned char *key, size_t keylen,
-                     const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
+static int c_einit(int i, void *vctx, const unsigned char *key, size_t keylen,
+                   const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
 {
     count(C_CALLS, 1);
-    return d_dinit(vctx, key, keylen, iv, ivlen, params);
+    return targets[i].einit(vctx, key, keylen, iv, ivlen, params);
 }
 
-static int gcm_update(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                      const unsigned char *in, size_t inl)
+static int c_dinit(int i, void *vctx, const unsigned char *key, size_t keylen,
+                   const unsigned char *iv, size_t ivlen, const OSSL_PARAM params[])
 {
     count(C_CALLS, 1);
-    count(C_BYTES, inl);
-    return d_update(vctx, out, outl, outsize, in, inl);
+    return targets[i].dinit(vctx, key, keylen, iv, ivlen, params);
 }
 
-static int gcm_final(void *vctx, unsigned char *out, size_t *outl, size_t outsize)
-{
-    count(C_CALLS, 1);
-    return d_final(vctx, out, outl, outsize);
-}
-
-static int gcm_cipher(void *vctx, unsigned char *out, size_t *outl, size_t outsize,
-                      const unsigned char *in, size_t inl)
+static int c_update(int i, void *vctx, unsigned char *out, size_t *outl, size_t outsize,
+                    const unsigned char *in, size_t inl)
 {
     count(C_CALLS, 1);
     count(C_BYTES, inl);
-    return d_cipher != NULL ? d_cipher(vctx, out, outl, outsize, in, inl) : 0;
+    return targets[i].update(vctx, out, outl, outsize, in, inl);
 }
 
-static int gcm_get_ctx_params(void *vctx, OSSL_PARAM params[])
+static int c_final(int i, void *vctx, unsigned char *out, size_t *outl, size_t outsize)
 {
-    return d_get_ctx_params(vctx, params);
+    count(C_CALLS, 1);
+    return targets[i].final(vctx, out, outl, outsize);
 }
 
-static int gcm_set_ctx_params(void *vctx, const OSSL_PARAM params[])
+static int c_cipher(int i, void *vctx, unsigned char *out, size_t *outl, size_t outsize,
+                    const unsigned char *in, size_t inl)
 {
-    return d_set_ctx_params(vctx, params);
+    count(C_CALLS, 1);
+    count(C_BYTES, inl);
+    return targets[i].cipher != NULL
+        ? targets[i].cipher(vctx, out, outl, outsize, in, inl) : 0;
 }
 
-static const OSSL_PARAM *gcm_gettable_ctx_params(void *cctx, void *provctx)
+static int c_get_ctx_params(int i, void *vctx, OSSL_PARAM params[])
 {
-    (void)provctx;
-    return ready() && d_gettable_ctx_params != NULL
-        ? d_gettable_ctx_params(cctx, deflt_provctx) : NULL;
+    return targets[i].get_ctx_params(vctx, params);
 }
 
-static const OSSL_PARAM *gcm_settable_ctx_params(void *cctx, void *provctx)
+static int c_set_ctx_params(int i, void *vctx, const OSSL_PARAM params[])
 {
-    (void)provctx;
-    return ready() && d_settable_ctx_params != NULL
-        ? d_settable_ctx_params(cctx, deflt_provctx) : NULL;
+    return targets[i].set_ctx_params(vctx, params);
 }
 
-/* AES-128-GCM's constants, as the default provider gives them. */
-static int gcm_get_params(OSSL_PARAM params[])
+static const OSSL_PARAM *c_gettable_ctx_params(int i, void *cctx)
+{
+    struct target *t = ready(i);
+
+    return t != NULL && t->gettable_ctx_params != NULL
+        ? t->gettable_ctx_params(cctx, t->provctx) : NULL;
+}
+
+static const OSSL_PARAM *c_settable_ctx_params(int i, void *cctx)
+{
+    struct target *t = ready(i);
+
+    return t != NULL && t->settable_ctx_params != NULL
+        ? t->settable_ctx_params(cctx, t->provctx) : NULL;
+}
+
+/* An AES-GCM's constants, as the default provider gives them. */
+static int c_get_params(int i, OSSL_PARAM params[])
 {
     OSSL_PARAM *p;
 
@@ -240,7 +267,7 @@ static int gcm_get_params(OSSL_PARAM params[])
         && !OSSL_PARAM_set_uint(p, 6 /* EVP_CIPH_GCM_MODE */))
         return 0;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_KEYLEN)) != NULL
-        && !OSSL_PARAM_set_size_t(p, 16))
+        && !OSSL_PARAM_set_size_t(p, targets[i].keylen))
         return 0;
     if ((p = OSSL_PARAM_locate(params, OSSL_CIPHER_PARAM_IVLEN)) != NULL
         && !OSSL_PARAM_set_size_t(p, 12))
@@ -285,27 +312,60 @@ static const OSSL_PARAM *gcm_gettable_params(void *provctx)
     return gcm_gettable;
 }
 
-static const OSSL_DISPATCH gcm_functions[] = {
-    { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))gcm_newctx },
-    { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))gcm_freectx },
-    { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))gcm_dupctx },
-    { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))gcm_einit },
-    { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))gcm_dinit },
-    { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))gcm_update },
-    { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))gcm_final },
-    { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))gcm_cipher },
-    { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))gcm_get_params },
-    { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))gcm_get_ctx_params },
-    { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))gcm_set_ctx_params },
-    { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))gcm_gettable_params },
-    { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))gcm_gettable_ctx_params },
-    { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))gcm_settable_ctx_params },
-    { 0, NULL }
-};
+/* The dispatch functions of slot I, each handing over to the slot's c_* function. */
+#define SERVE(I)                                                                      \
+    static void *newctx##I(void *provctx) { (void)provctx; return c_newctx(I); }     \
+    static void freectx##I(void *v) { c_freectx(I, v); }                              \
+    static void *dupctx##I(void *v) { return c_dupctx(I, v); }                        \
+    static int einit##I(void *v, const unsigned char *k, size_t kl,                   \
+                        const unsigned char *iv, size_t ivl, const OSSL_PARAM p[])    \
+    { return c_einit(I, v, k, kl, iv, ivl, p); }                                      \
+    static int dinit##I(void *v, const unsigned char *k, size_t kl,                   \
+                        const unsigned char *iv, size_t ivl, const OSSL_PARAM p[])    \
+    { return c_dinit(I, v, k, kl, iv, ivl, p); }                                      \
+    static int update##I(void *v, unsigned char *o, size_t *ol, size_t os,            \
+                         const unsigned char *in, size_t inl)                         \
+    { return c_update(I, v, o, ol, os, in, inl); }                                    \
+    static int final##I(void *v, unsigned char *o, size_t *ol, size_t os)             \
+    { return c_final(I, v, o, ol, os); }                                              \
+    static int cipher##I(void *v, unsigned char *o, size_t *ol, size_t os,            \
+                         const unsigned char *in, size_t inl)                         \
+    { return c_cipher(I, v, o, ol, os, in, inl); }                                    \
+    static int get_params##I(OSSL_PARAM p[]) { return c_get_params(I, p); }           \
+    static int get_ctx_params##I(void *v, OSSL_PARAM p[])                             \
+    { return c_get_ctx_params(I, v, p); }                                             \
+    static int set_ctx_params##I(void *v, const OSSL_PARAM p[])                       \
+    { return c_set_ctx_params(I, v, p); }                                             \
+    static const OSSL_PARAM *gettable_ctx_params##I(void *c, void *provctx)           \
+    { (void)provctx; return c_gettable_ctx_params(I, c); }                            \
+    static const OSSL_PARAM *settable_ctx_params##I(void *c, void *provctx)           \
+    { (void)provctx; return c_settable_ctx_params(I, c); }                            \
+    static const OSSL_DISPATCH functions##I[] = {                                     \
+        { OSSL_FUNC_CIPHER_NEWCTX, (void (*)(void))newctx##I },                       \
+        { OSSL_FUNC_CIPHER_FREECTX, (void (*)(void))freectx##I },                     \
+        { OSSL_FUNC_CIPHER_DUPCTX, (void (*)(void))dupctx##I },                       \
+        { OSSL_FUNC_CIPHER_ENCRYPT_INIT, (void (*)(void))einit##I },                  \
+        { OSSL_FUNC_CIPHER_DECRYPT_INIT, (void (*)(void))dinit##I },                  \
+        { OSSL_FUNC_CIPHER_UPDATE, (void (*)(void))update##I },                       \
+        { OSSL_FUNC_CIPHER_FINAL, (void (*)(void))final##I },                         \
+        { OSSL_FUNC_CIPHER_CIPHER, (void (*)(void))cipher##I },                       \
+        { OSSL_FUNC_CIPHER_GET_PARAMS, (void (*)(void))get_params##I },               \
+        { OSSL_FUNC_CIPHER_GET_CTX_PARAMS, (void (*)(void))get_ctx_params##I },       \
+        { OSSL_FUNC_CIPHER_SET_CTX_PARAMS, (void (*)(void))set_ctx_params##I },       \
+        { OSSL_FUNC_CIPHER_GETTABLE_PARAMS, (void (*)(void))gcm_gettable_params },    \
+        { OSSL_FUNC_CIPHER_GETTABLE_CTX_PARAMS, (void (*)(void))gettable_ctx_params##I }, \
+        { OSSL_FUNC_CIPHER_SETTABLE_CTX_PARAMS, (void (*)(void))settable_ctx_params##I }, \
+        { 0, NULL }                                                                   \
+    };
+
+SERVE(0)
+SERVE(1)
 
 static const OSSL_ALGORITHM ciphers[] = {
     { "AES-128-GCM:id-aes128-GCM:2.16.840.1.101.3.4.1.6", "cipherbench.counting=yes",
-      gcm_functions, "AES-128-GCM served by the default provider, counted" },
+      functions0, "AES-128-GCM served by the default provider, counted" },
+    { "AES-256-GCM:id-aes256-GCM:2.16.840.1.101.3.4.1.46", "cipherbench.counting=yes",
+      functions1, "AES-256-GCM served by the default provider, counted" },
     { NULL, NULL, NULL, NULL }
 };
 

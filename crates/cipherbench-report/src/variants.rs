@@ -31,6 +31,16 @@ pub fn of_record(record: &RunRecord) -> Vec<(&'static str, Vec<VariantRecord>)> 
                 one_each.extend(variant::find(&servers, &r.name).cloned());
             }
         }
+        // A provider or engine variant: each server's own judgement (they differ by
+        // the suite's cipher: one may have run, another fallen back).
+        for r in servers.iter().filter(|r| r.expected.is_some()) {
+            if !one_each
+                .iter()
+                .any(|o| o.name == r.name && o.implementation_line() == r.implementation_line())
+            {
+                one_each.push(r.clone());
+            }
+        }
         out.push(("tls", one_each));
     }
     if let Some(t) = &record.tunnel {
@@ -72,6 +82,45 @@ pub fn text_name(records: &[VariantRecord], name: &str) -> String {
         format!("{name}!")
     } else {
         name.to_string()
+    }
+}
+
+/// Whether a row of `cipher` with variant `name` shows figures that are not what the
+/// name says: the variant did not take effect, or (a provider or engine variant)
+/// its work on this cipher fell back. A provider variant's record per server says
+/// who served that server's cipher, so a server of another cipher that fell back
+/// does not mark this one.
+fn flagged_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> bool {
+    let mine: Vec<&VariantRecord> = records.iter().filter(|r| r.name == name).collect();
+    match cipher {
+        Some(c) if mine.iter().any(|r| r.expected.is_some()) => mine.iter().any(|r| {
+            r.fallback(c).is_some()
+                || (!r.took_effect
+                    && r.effect.as_ref().map(|e| e.verdict)
+                        != Some(cipherbench_model::variant::Verdict::Fallback))
+        }),
+        _ => ineffective(records, name).is_some(),
+    }
+}
+
+/// [`text_name`] for a row of one cipher.
+pub fn text_name_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> String {
+    if flagged_for(records, name, cipher) {
+        format!("{name}!")
+    } else {
+        name.to_string()
+    }
+}
+
+/// [`html_name`] for a row of one cipher.
+pub fn html_name_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> String {
+    if flagged_for(records, name, cipher) {
+        format!(
+            "{} <span class=\"bad\">did not take effect</span>",
+            escape(name)
+        )
+    } else {
+        escape(name)
     }
 }
 
@@ -183,7 +232,7 @@ pub fn html_table(records: &[VariantRecord]) -> String {
 }
 
 /// An implementation line in HTML, each fallback in red.
-fn implementation_html(line: &str) -> String {
+pub fn implementation_html(line: &str) -> String {
     line.split("; ")
         .map(|part| {
             if part.starts_with("fallback:") {
