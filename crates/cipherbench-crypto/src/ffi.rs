@@ -441,6 +441,10 @@ pub(crate) fn active_providers() -> Vec<String> {
     out
 }
 
+/// The providers active after a configuration loaded, and each declared one that is
+/// not with OpenSSL's error.
+pub(crate) type ConfigOutcome = (Vec<String>, Vec<(String, String)>);
+
 /// Loads the configuration file at `path` into a fresh library context: the
 /// providers then active in it, and for each of `declared` that is not, OpenSSL's
 /// error when it is loaded by name. (Loading a configuration whose provider fails
@@ -449,7 +453,7 @@ pub(crate) fn active_providers() -> Vec<String> {
 pub(crate) fn config_check(
     path: &std::path::Path,
     declared: &[String],
-) -> Result<(Vec<String>, Vec<(String, String)>), String> {
+) -> Result<ConfigOutcome, String> {
     use std::os::unix::ffi::OsStrExt;
     openssl_sys::init();
     let c_path = CString::new(path.as_os_str().as_bytes())
