@@ -333,6 +333,22 @@ pub fn speed(results: &SpeedResults) -> String {
     for v in &results.variants {
         out.push_str(&variants::line(v));
     }
+    if !results.async_points.is_empty() {
+        out.push_str("\nopenssl speed -async_jobs N (single thread, per CPU second of openssl; each variant's environment):\n");
+        for a in &results.async_points {
+            let flag = variants::find_fallback(&results.variants, &a.variant, &a.cipher)
+                .map(|f| format!("  {f}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {:<22} {:<8} {:>7}  jobs {:>4}  {:>11}{flag}\n",
+                a.cipher,
+                a.variant,
+                ByteSize(a.size_bytes).to_string(),
+                a.async_jobs,
+                format_bytes_per_sec(a.bytes_per_sec),
+            ));
+        }
+    }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");
         let mut modes: Vec<&str> = Vec::new();

@@ -85,6 +85,11 @@ pub fn text_name(records: &[VariantRecord], name: &str) -> String {
     }
 }
 
+/// The fallback of `cipher` in the record of `name`, if any.
+pub fn find_fallback(records: &[VariantRecord], name: &str, cipher: &str) -> Option<String> {
+    variant::find(records, name).and_then(|r| r.fallback(cipher))
+}
+
 /// Whether a row of `cipher` with variant `name` shows figures that are not what the
 /// name says: the variant did not take effect, or (a provider or engine variant)
 /// its work on this cipher fell back. A provider variant's record per server says

@@ -48,6 +48,9 @@ pub struct SpeedPlan {
     pub samples: usize,
     /// Cross-check against `openssl speed` for single-thread points.
     pub check_openssl: bool,
+    /// `openssl speed -async_jobs N` per entry, for every variant, cipher and size
+    /// (single thread): for providers and engines that work asynchronously.
+    pub async_jobs: Vec<u32>,
     /// Seconds per `openssl speed` run.
     pub check_seconds: u32,
 }
@@ -129,6 +132,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             unavailable: Vec::new(),
             controls: Vec::new(),
             openssl_checks: Vec::new(),
+            async_points: Vec::new(),
             placement: None,
         },
     };
@@ -275,6 +279,77 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     if plan.check_openssl {
         check_openssl(plan, &baseline, &mut results, session)?;
     }
+    if !plan.async_jobs.is_empty() {
+        async_jobs(plan, &baseline, &mut results, session)?;
+    }
+    Ok(())
+}
+
+/// `--async-jobs`: `openssl speed -evp CIPHER -async_jobs N` under each variant's
+/// environment, for every cipher `openssl speed` has, size and N, one thread. A
+/// point openssl refuses is noted and skipped.
+fn async_jobs(
+    plan: &SpeedPlan,
+    baseline: &Baseline,
+    results: &mut SpeedResults,
+    session: &mut Session,
+) -> Result<()> {
+    for variant in &plan.variants {
+        let mask = baseline.mask(variant);
+        let loader = variant.library.loader();
+        for cipher in &plan.ciphers {
+            let Some((name, aead)) = cipher.openssl_speed() else {
+                continue;
+            };
+            for &size in &plan.sizes {
+                for &jobs in &plan.async_jobs {
+                    interrupt::check()?;
+                    let mut args =
+                        openssl_speed::command(name, aead, false, size, plan.check_seconds);
+                    // Before -mr, which stays last; 0 is openssl's synchronous
+                    // default, which it refuses to be given.
+                    if jobs > 0 {
+                        let at = args.len() - 1;
+                        args.splice(at..at, ["-async_jobs".to_string(), jobs.to_string()]);
+                    }
+                    let rate = match openssl_speed::run(
+                        &args,
+                        mask.as_deref(),
+                        &variant.environment(),
+                        loader,
+                        plan.check_seconds,
+                    ) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            session.progress.note(&format!(
+                                "openssl speed -async_jobs {jobs} for {} {}: {e:#}",
+                                cipher.name(),
+                                variant.name()
+                            ));
+                            continue;
+                        }
+                    };
+                    session.progress.point(&format!(
+                        "openssl speed -async_jobs {jobs} {} {} {size} B: {}",
+                        cipher.name(),
+                        variant.name(),
+                        cipherbench_model::units::format_bytes_per_sec(rate)
+                    ));
+                    let command = Spawn::new("openssl").args(&args).loader(loader).display();
+                    results.async_points.push(cipherbench_model::speed::AsyncPoint {
+                        cipher: cipher.name().to_string(),
+                        variant: variant.name(),
+                        size_bytes: size,
+                        async_jobs: jobs,
+                        command,
+                        bytes_per_sec: rate,
+                    });
+                }
+            }
+        }
+    }
+    session.record.speed = Some(results.clone());
+    session.save()?;
     Ok(())
 }
 
@@ -600,6 +675,7 @@ mod tests {
             sample: Duration::from_millis(100),
             samples: 1,
             check_openssl: false,
+            async_jobs: Vec::new(),
             check_seconds: 3,
         };
         let without = plan.estimate();
