@@ -573,6 +573,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     }
     out.push_str(&crate::variants::html_table(&s.variants));
     out.push_str(&implementation_table(s));
+    out.push_str(&async_table(s));
     if !s.controls.is_empty() {
         let held = s.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
@@ -692,6 +693,30 @@ fn implementation_table(s: &SpeedResults) -> String {
             }
             out.push_str("</tr>");
         }
+    }
+    out.push_str("</table></div>");
+    out
+}
+
+/// `--async-jobs`: openssl speed with N async jobs per variant, cipher and size.
+fn async_table(s: &SpeedResults) -> String {
+    if s.async_points.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h3>openssl speed -async_jobs</h3><p>One thread, per CPU second of openssl, under each variant's environment: what a provider or engine that works asynchronously gains from jobs in flight (0: synchronous).</p><div class=\"scroll\"><table><tr><th class=\"l\">cipher</th><th class=\"l\">variant</th><th>size</th><th>async jobs</th><th>throughput</th><th class=\"l\">implementation</th></tr>");
+    for a in &s.async_points {
+        let served = match crate::variants::find_fallback(&s.variants, &a.variant, &a.cipher) {
+            Some(f) => format!("<span class=\"bad\">{}</span>", escape(&f)),
+            None => "–".into(),
+        };
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{served}</td></tr>",
+            escape(&a.cipher),
+            escape(&a.variant),
+            escape(&ByteSize(a.size_bytes).to_string()),
+            a.async_jobs,
+            escape(&format_bytes_per_sec(a.bytes_per_sec)),
+        ));
     }
     out.push_str("</table></div>");
     out

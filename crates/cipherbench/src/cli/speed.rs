@@ -190,6 +190,18 @@ pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn async_jobs_are_a_list_of_small_numbers_each_once() {
+        assert_eq!(super::parse_async_jobs("0, 8,64,8").unwrap(), [0, 8, 64]);
+        let err = super::parse_async_jobs("8,lots").unwrap_err().to_string();
+        assert!(
+            err.starts_with("--async-jobs: 'lots' is not a number"),
+            "{err}"
+        );
+        assert!(super::parse_async_jobs("2048").is_err());
+    }
+
     use super::*;
 
     #[test]

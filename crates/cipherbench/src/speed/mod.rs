@@ -336,14 +336,16 @@ fn async_jobs(
                         cipherbench_model::units::format_bytes_per_sec(rate)
                     ));
                     let command = Spawn::new("openssl").args(&args).loader(loader).display();
-                    results.async_points.push(cipherbench_model::speed::AsyncPoint {
-                        cipher: cipher.name().to_string(),
-                        variant: variant.name(),
-                        size_bytes: size,
-                        async_jobs: jobs,
-                        command,
-                        bytes_per_sec: rate,
-                    });
+                    results
+                        .async_points
+                        .push(cipherbench_model::speed::AsyncPoint {
+                            cipher: cipher.name().to_string(),
+                            variant: variant.name(),
+                            size_bytes: size,
+                            async_jobs: jobs,
+                            command,
+                            bytes_per_sec: rate,
+                        });
                 }
             }
         }

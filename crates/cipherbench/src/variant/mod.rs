@@ -1043,6 +1043,104 @@ mod tests {
         assert_eq!(cross(&variants, &[]), variants);
     }
 
+    fn provider_variant() -> Variant {
+        Variant::of(VariantKind::Provider {
+            given: "counting.cnf".into(),
+            conf: "/etc/counting.cnf".into(),
+            counter: "/tmp/counting.count".into(),
+        })
+    }
+
+    fn served_by(gcm: &str) -> Probes {
+        let mut p = probes(ACCEL, 9e9, 3.7e9, 31e6);
+        let s =
+            |cipher: &str, algorithm: &str, provider: &str| cipherbench_model::variant::Served {
+                cipher: cipher.into(),
+                algorithm: algorithm.into(),
+                kind: "cipher".into(),
+                provider: Some(provider.into()),
+                engine: None,
+            };
+        p.implementation = Some(cipherbench_model::variant::Implementation {
+            providers: vec!["counting".into(), "default".into()],
+            served: vec![
+                s("aes-128-gcm", "AES-128-GCM", gcm),
+                s("chacha20-poly1305", "ChaCha20-Poly1305", "default"),
+            ],
+            cpu_vendor: "AuthenticAMD".into(),
+        });
+        p
+    }
+
+    #[test]
+    fn a_provider_variant_ran_where_its_provider_served_and_fell_back_elsewhere() {
+        let v = provider_variant();
+        assert_eq!(v.name(), "provider:counting.cnf");
+        assert_eq!(v.mask("OpenSSL 3.0.19"), None);
+        let env: Vec<String> = v
+            .environment()
+            .iter()
+            .map(|(k, val)| format!("{k}={}", val.to_string_lossy()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                "OPENSSL_CONF=/etc/counting.cnf",
+                "CIPHERBENCH_PROVIDER_COUNTER=/tmp/counting.count"
+            ]
+        );
+        let mine = served_by("counting");
+        let r = judged(&v, None, &mine, &accel_probes());
+        assert!(r.took_effect, "{r:?}");
+        assert_eq!(r.effect.as_ref().unwrap().verdict, Verdict::TookEffect);
+        assert_eq!(r.fallback("aes-128-gcm"), None);
+        assert_eq!(
+            r.fallback("chacha20-poly1305").as_deref(),
+            Some("fallback: default provider served chacha20-poly1305")
+        );
+        assert_eq!(
+            r.not_applicable_for("chacha20-poly1305").as_deref(),
+            Some("n/a: fallback: default provider served chacha20-poly1305")
+        );
+        // Nothing served by the provider: a fallback, not taken.
+        let none = judged(&v, None, &served_by("default"), &accel_probes());
+        assert!(!none.took_effect);
+        assert_eq!(none.effect.unwrap().verdict, Verdict::Fallback);
+        // A process that did not say is not judged.
+        let silent = judged(&v, None, &accel_probes(), &accel_probes());
+        assert_eq!(silent.effect.unwrap().verdict, Verdict::Unjudged);
+    }
+
+    #[test]
+    fn a_layer_whose_every_cipher_fell_back_did_not_take_effect_and_keeps_its_ciphers() {
+        let v = provider_variant();
+        let r = judged(&v, None, &served_by("counting"), &accel_probes());
+        let mut only_chacha = r.clone();
+        judge_layer_fallback(&mut only_chacha, &["chacha20-poly1305"]);
+        assert!(!only_chacha.took_effect);
+        assert_eq!(
+            only_chacha.effect.as_ref().unwrap().verdict,
+            Verdict::Fallback
+        );
+        let served = &only_chacha
+            .probes
+            .as_ref()
+            .unwrap()
+            .implementation
+            .as_ref()
+            .unwrap()
+            .served;
+        assert_eq!(served.len(), 1);
+        let mut both = r.clone();
+        judge_layer_fallback(&mut both, &["aes-128-gcm", "chacha20-poly1305"]);
+        assert!(both.took_effect);
+        // Other variants are left alone.
+        let mut accel = judged(&Variant::accel(), None, &accel_probes(), &accel_probes());
+        let before = accel.clone();
+        judge_layer_fallback(&mut accel, &["chacha20-poly1305"]);
+        assert_eq!(accel, before);
+    }
+
     #[test]
     fn parses_variants_and_refuses_unknown_ones() {
         let v = parse_variants("accel,noaesni,ia32cap:~0x0:~0x60000000000").unwrap();
