@@ -13,6 +13,12 @@ packages=(
   # pulling it in with extra modules); it has the SSL and stub_status modules.
   nginx iperf3 iproute2 nftables
   age gnupg wrk
+  # `tunnel --stack strongswan`: charon with kernel-libipsec (userspace ESP over
+  # TUN), swanctl to load its configuration, and the openssl/aesni/kdf plugins.
+  # Debian's strongswan-starter comes with charon; cipherbench never starts it
+  # and never reads or writes /etc/ipsec* or /etc/swanctl (see ARCHITECTURE.md).
+  strongswan-charon strongswan-swanctl libcharon-extra-plugins
+  libstrongswan-standard-plugins libstrongswan-extra-plugins
 )
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.

@@ -124,6 +124,48 @@ pub struct TunnelConfig {
     pub pinning: Pinning,
     /// Addresses.
     pub addresses: Addresses,
+    /// The IPsec stacks measured, in order: cipherbench's own gateways and/or
+    /// strongSwan. Absent from records of versions that had only their own.
+    #[serde(
+        default = "Stack::own_only",
+        skip_serializing_if = "Stack::is_own_only"
+    )]
+    pub stacks: Vec<Stack>,
+    /// strongSwan's crypto backends measured (`openssl`, `aesni`, `c`); empty
+    /// unless strongSwan ran.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub strongswan_backends: Vec<String>,
+}
+
+/// An IPsec stack the tunnel layer can measure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Stack {
+    /// cipherbench's own ESP-in-UDP gateways.
+    Own,
+    /// strongSwan's charon with kernel-libipsec: a real IKEv2 stack whose ESP runs
+    /// in userspace over a TUN device (a reference, not kernel IPsec speed).
+    Strongswan,
+}
+
+impl Stack {
+    /// The stack's name on the command line and in records.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stack::Own => "own",
+            Stack::Strongswan => "strongswan",
+        }
+    }
+
+    /// The default: cipherbench's own gateways only.
+    pub fn own_only() -> Vec<Stack> {
+        vec![Stack::Own]
+    }
+
+    /// Whether `stacks` is the default (not written, for older readers).
+    pub fn is_own_only(stacks: &[Stack]) -> bool {
+        stacks == [Stack::Own]
+    }
 }
 
 /// One iperf3 run, parsed from its `-J` output.
@@ -420,6 +462,50 @@ pub struct TunnelResults {
     pub variants: Vec<VariantRecord>,
     /// iperf3's version.
     pub iperf3_version: Option<String>,
+    /// strongSwan measured in the same topology (`--stack strongswan`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub strongswan: Option<StrongswanResults>,
+}
+
+/// strongSwan (charon with kernel-libipsec) measured in the same namespaces, with
+/// the same iperf3 runs, beside cipherbench's own gateways. Its ESP runs in
+/// userspace (libipsec reads and writes a TUN device), so it is a reference stack,
+/// not the speed of kernel IPsec.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrongswanResults {
+    /// `charon --version` (such as `Linux strongSwan U5.9.8/K6.1.0`).
+    pub version: String,
+    /// Where ESP ran: `kernel-libipsec (userspace, TUN)`.
+    pub esp_path: String,
+    /// One line on the kernel's own IPsec (xfrm), as probed in the run's namespace.
+    pub kernel_xfrm: String,
+    /// The points, per crypto backend.
+    pub points: Vec<StrongswanPoint>,
+    /// The variants of the `openssl` backend, judged by effect in a probe child
+    /// with charon's environment and checked against charon's own environment.
+    pub variants: Vec<VariantRecord>,
+}
+
+/// One strongSwan point: a crypto backend, and a transform x variant x protocol
+/// measured exactly as cipherbench's own gateways are.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct StrongswanPoint {
+    /// `openssl`, `aesni` or `c`.
+    pub backend: String,
+    /// charon's plugin list (`charon.load`).
+    pub plugins: String,
+    /// The ESP proposal asked for (`aes256-sha256`).
+    pub esp_proposal: String,
+    /// What the CHILD_SA negotiated, as `swanctl --list-sas` shows it
+    /// (`ESP:AES_CBC-256/HMAC_SHA2_256_128`).
+    pub negotiated: String,
+    /// The plugins that registered the negotiated algorithms, from
+    /// `swanctl --list-algs` (`AES_CBC[openssl]`, `HMAC_SHA2_256_128[openssl]`).
+    pub served_by: Vec<String>,
+    /// IKE_SA_INIT to an installed CHILD_SA, nanoseconds.
+    pub ike_ns: u64,
+    /// The point.
+    pub point: TunnelPoint,
 }
 
 impl TunnelResults {
@@ -452,6 +538,50 @@ mod tests {
         "opened_bytes":0,"drops":{"replayed":100,"too_old":4},"socket_drops":0,
         "tun_queue_drops":0,"io_errors":0,"tun_reads":0,"tun_writes":0,
         "cpu_cores_used":0.5,"threads":[]}"#;
+
+    #[test]
+    fn a_config_without_stacks_is_the_own_gateways_and_is_written_as_before() {
+        let mut config = TunnelConfig {
+            transforms: vec!["aes128-gcm".into()],
+            variants: vec!["accel".into()],
+            variant_side: VariantSide::Both,
+            underlay_rate: None,
+            tunnel_mtu: 1400,
+            length_bytes: Some(1220),
+            udp_window_bytes: None,
+            duration_ns: 1,
+            omit_ns: 0,
+            udp_probe_ns: 1,
+            udp_target_loss: 0.05,
+            udp_loss_tolerance: 0.025,
+            udp_max_probes: 4,
+            repeats: 1,
+            batch: 64,
+            offload: true,
+            udp_offload: true,
+            pinning: Pinning::default(),
+            addresses: Addresses {
+                underlay_sender: "a".into(),
+                underlay_receiver: "b".into(),
+                inner_sender: "c".into(),
+                inner_receiver: "d".into(),
+            },
+            stacks: Stack::own_only(),
+            strongswan_backends: Vec::new(),
+        };
+        let json = serde_json::to_value(&config).unwrap();
+        assert!(json.get("stacks").is_none() && json.get("strongswan_backends").is_none());
+        let back: TunnelConfig = serde_json::from_value(json).unwrap();
+        assert_eq!(back, config);
+        config.stacks = vec![Stack::Own, Stack::Strongswan];
+        config.strongswan_backends = vec!["openssl".into()];
+        let json = serde_json::to_value(&config).unwrap();
+        assert_eq!(json["stacks"], serde_json::json!(["own", "strongswan"]));
+        assert_eq!(
+            serde_json::from_value::<TunnelConfig>(json).unwrap(),
+            config
+        );
+    }
 
     #[test]
     fn old_records_load_and_show_what_they_did_not_account_for() {

@@ -116,6 +116,19 @@ pub fn build(record: &RunRecord) -> Ladder {
             Err(why) => ladder.missing.push((layer, why)),
         }
     }
+    // strongSwan's rung only where it ran: a reference beside the gateways' tunnel.
+    if let Some(step) = strongswan(record) {
+        match step {
+            Ok(mut s) => {
+                if g0 > 1.0 && s.gain > 0.0 {
+                    s.survives = Some(survives(s.gain, g0));
+                    s.crypto_share = Some(crypto_share(s.gain, g0));
+                }
+                ladder.steps.push(s);
+            }
+            Err(why) => ladder.missing.push((STRONGSWAN_RUNG, why)),
+        }
+    }
     ladder
 }
 
@@ -482,6 +495,63 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
             bottleneck(n)
         ),
     })
+}
+
+/// The ladder's name for strongSwan's rung.
+pub const STRONGSWAN_RUNG: &str = "tunnel (strongSwan)";
+
+/// strongSwan's aes128-gcm through its openssl backend with and without AES-NI
+/// (None if strongSwan did not run).
+fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
+    let s = record.tunnel.as_ref()?.strongswan.as_ref()?;
+    let transform = "aes128-gcm";
+    let get = |v: &str| crate::strongswan::point(s, "openssl", transform, v, Protocol::Tcp);
+    let Some((a, n)) = get("accel").zip(get("noaesni")) else {
+        return Some(Err(
+            "strongSwan's openssl backend did not measure aes128-gcm with and without AES-NI"
+                .into(),
+        ));
+    };
+    if let Err(e) = not_effective(&s.variants) {
+        return Some(Err(e));
+    }
+    let (am, nm) = (
+        a.point.throughput_bits_per_sec.median,
+        n.point.throughput_bits_per_sec.median,
+    );
+    if nm <= 0.0 {
+        return Some(Err("no throughput through strongSwan without AES-NI".into()));
+    }
+    let cpu = |p: &cipherbench_model::tunnel::StrongswanPoint| {
+        p.point
+            .runs
+            .last()
+            .map(|r| {
+                format!(
+                    "{:.2} and {:.2} cores ({} ran out first)",
+                    r.sender.cpu_cores_used,
+                    r.receiver.cpu_cores_used,
+                    r.saturation.side.replace('_', " ")
+                )
+            })
+            .unwrap_or_else(|| "unmeasured".into())
+    };
+    Some(Ok(Step {
+        layer: STRONGSWAN_RUNG,
+        what: format!(
+            "iperf3 TCP through strongSwan's {transform} ESP (charon, kernel-libipsec, openssl backend): a userspace reference stack, not kernel IPsec"
+        ),
+        accel: format_bits_per_sec(am / 8.0),
+        noaesni: format_bits_per_sec(nm / 8.0),
+        gain: am / nm,
+        survives: None,
+        crypto_share: None,
+        note: format!(
+            "The two charons used {} with AES-NI and {} without: libipsec moves one packet per TUN read and write and per socket call.",
+            cpu(a),
+            cpu(n)
+        ),
+    }))
 }
 
 /// Seconds with three significant digits: `7.31 s`, `0.0164 s`.

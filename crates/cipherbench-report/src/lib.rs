@@ -12,6 +12,7 @@ pub mod html;
 pub mod ladder;
 pub mod machine;
 pub mod markdown;
+pub mod strongswan;
 pub mod svg;
 pub mod text;
 pub mod tls;
@@ -69,6 +70,9 @@ pub fn render_csv(record: &RunRecord) -> Vec<Rendered> {
     }
     if let Some(t) = &record.tunnel {
         add("tunnel.csv", tunnel::csv(t));
+        if let Some(s) = &t.strongswan {
+            add("tunnel-strongswan.csv", strongswan::csv(s));
+        }
     }
     files
 }

@@ -233,6 +233,25 @@ pub fn summary(record: &RunRecord) -> String {
                     .unwrap_or_default()
             ));
         }
+        if let Some(s) = &t.strongswan {
+            for sp in &s.points {
+                let p = &sp.point;
+                out.push_str(&format!(
+                    "- tunnel strongSwan/{} (userspace reference) {} {} {}: {}{}\n",
+                    sp.backend,
+                    p.transform,
+                    crate::variants::text_name(&s.variants, &p.variant),
+                    p.protocol.as_str(),
+                    format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0),
+                    p.runs
+                        .last()
+                        .and_then(|r| r.iperf.lost_percent)
+                        .map(|l| format!(" at {l:.1} % loss"))
+                        .unwrap_or_default()
+                ));
+            }
+            out.push_str(&format!("- tunnel strongSwan: {}\n", s.kernel_xfrm));
+        }
     }
     if !env.libraries.is_empty() {
         out.push_str(&format!(

@@ -74,6 +74,11 @@ pub fn text(t: &TunnelResults) -> String {
             u.interval_bits_per_sec.rel_spread * 100.0
         ));
     }
+    if t.points.is_empty() && t.strongswan.is_some() {
+        // Only strongSwan ran (--stack strongswan).
+        out.push_str(&crate::strongswan::text(t));
+        return out;
+    }
     let w = rows(t)
         .iter()
         .map(|(_, v)| v.len())
@@ -166,6 +171,7 @@ pub fn text(t: &TunnelResults) -> String {
     for v in &t.variants {
         out.push_str(&crate::variants::line(v));
     }
+    out.push_str(&crate::strongswan::text(t));
     out
 }
 
@@ -267,6 +273,17 @@ pub fn html(t: &TunnelResults) -> String {
     let mut out = String::from("<h2 id=\"tunnel\">Layer 4: the IPsec tunnel</h2>");
     out.push_str(&format!("<p>{}.</p>", escape(&setup_line(t))));
     let underlay = t.underlay(Protocol::Tcp);
+    if t.points.is_empty() && t.strongswan.is_some() {
+        // Only strongSwan ran (--stack strongswan).
+        if let Some(u) = underlay {
+            out.push_str(&format!(
+                "<p>Underlay alone: TCP {} Mbit/s.</p>",
+                mbit(u.throughput_bits_per_sec.median)
+            ));
+        }
+        out.push_str(&crate::strongswan::html(t));
+        return out;
+    }
     let rows = rows(t);
     let mut transforms: Vec<String> = Vec::new();
     for (transform, _) in &rows {
@@ -435,5 +452,6 @@ pub fn html(t: &TunnelResults) -> String {
         }
     }
     out.push_str("</table></div></details>");
+    out.push_str(&crate::strongswan::html(t));
     out
 }

@@ -45,6 +45,9 @@ pub fn of_record(record: &RunRecord) -> Vec<(&'static str, Vec<VariantRecord>)> 
     }
     if let Some(t) = &record.tunnel {
         out.push(("tunnel", t.variants.clone()));
+        if let Some(s) = &t.strongswan {
+            out.push(("tunnel (strongSwan's charon)", s.variants.clone()));
+        }
     }
     out.retain(|(_, v)| !v.is_empty());
     out

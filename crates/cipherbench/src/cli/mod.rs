@@ -104,6 +104,20 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         open: Option<PathBuf>,
     },
+    /// Internal: between `ip netns exec` and strongSwan's charon: a private /run
+    /// (charon's pid file) and the CPUs, then exec.
+    #[command(name = "__charon", hide = true)]
+    Charon {
+        /// Bound over /run for charon.
+        #[arg(long)]
+        run_dir: PathBuf,
+        /// CPUs, comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        cpus: Vec<usize>,
+        /// charon and its arguments.
+        #[arg(last = true, required = true)]
+        program: Vec<String>,
+    },
     /// Internal: the effect probe, run with the environment of a process that cannot
     /// run it itself (nginx, the `openssl` CLI); prints one JSON line.
     #[command(name = "__variant-probe", hide = true)]
@@ -126,6 +140,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
+        Command::Charon {
+            run_dir,
+            cpus,
+            program,
+        } => crate::tunnel::strongswan::charon_main(&run_dir, &cpus, &program)
+            .map(|()| ExitCode::SUCCESS),
         Command::VariantProbe { treatment_only } => {
             crate::effect::child_main(treatment_only).map(|()| ExitCode::SUCCESS)
         }

@@ -302,6 +302,9 @@ impl Preset {
             udp_offload: true,
             pin: true,
             esp_keylog: None,
+            stacks: cipherbench_model::tunnel::Stack::own_only(),
+            strongswan_backends: vec![crate::tunnel::strongswan::config::Backend::Openssl],
+            charon: None,
         };
         match self {
             Preset::Quick => {}

@@ -2,9 +2,10 @@
 //! plan of every layer), and the command. The orchestration itself is
 //! [`crate::run`].
 
-use super::flags::{target_gbps, LibraryArgs};
+use super::flags::{dedup, target_gbps, LibraryArgs};
 use super::output::finish;
 use super::preset::Preset;
+use super::tunnel::StackArg;
 use crate::interrupt;
 use crate::progress::out;
 use crate::run::RunPlan;
@@ -30,6 +31,15 @@ pub struct RunArgs {
     /// The library under test, in every layer.
     #[command(flatten)]
     pub library: LibraryArgs,
+    /// IPsec stacks of the tunnel layer: own (cipherbench's gateways) and
+    /// strongswan (charon with kernel-libipsec, its openssl backend, beside them).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "own"
+    )]
+    pub stack: Vec<StackArg>,
 }
 
 impl RunArgs {
@@ -46,6 +56,7 @@ impl RunArgs {
             tls: self.preset.tls_plan()?,
             tunnel: self.preset.tunnel_plan(),
         };
+        plan.tunnel.stacks = dedup(self.stack.iter().map(|s| s.stack()));
         // Last: resolving a library starts a child under it.
         let libraries = self.library.libraries()?;
         plan.speed.variants = cross(&plan.speed.variants, &libraries);

@@ -4,11 +4,12 @@
 use super::flags::{dedup, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use super::preset::Preset;
+use crate::tunnel::strongswan::{config::Backend, LIBIPSEC_MTU};
 use crate::tunnel::{self, TunnelPlan};
 use crate::variant;
 use anyhow::{bail, Result};
 use cipherbench_esp::Transform;
-use cipherbench_model::tunnel::{Protocol, VariantSide};
+use cipherbench_model::tunnel::{Protocol, Stack, VariantSide};
 use clap::{Args, Subcommand, ValueEnum};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -94,6 +95,23 @@ pub struct TunnelArgs {
     /// The library under test (the gateways').
     #[command(flatten)]
     pub library: LibraryArgs,
+    /// IPsec stacks, comma-separated, measured in the same run: own (cipherbench's
+    /// gateways) and strongswan (charon with kernel-libipsec, a userspace reference
+    /// stack; IKEv2, PSK, UDP encapsulation forced).
+    #[arg(
+        long,
+        value_name = "LIST",
+        value_delimiter = ',',
+        default_value = "own"
+    )]
+    pub stack: Vec<StackArg>,
+    /// strongSwan's crypto backends: openssl (takes the variants), aesni, c
+    /// (default: openssl).
+    #[arg(long, value_name = "LIST")]
+    pub strongswan_backends: Option<String>,
+    /// strongSwan's charon, if not in /usr/lib/ipsec or /usr/libexec/{ipsec,strongswan}.
+    #[arg(long, value_name = "PATH")]
+    pub charon: Option<PathBuf>,
     /// Where results go.
     #[command(flatten)]
     pub output: OutputArgs,
@@ -121,6 +139,25 @@ pub enum VariantSideArg {
     Sender,
     /// The receiving gateway only.
     Receiver,
+}
+
+/// An IPsec stack on the command line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum StackArg {
+    /// cipherbench's own ESP-in-UDP gateways.
+    Own,
+    /// strongSwan (charon, kernel-libipsec).
+    Strongswan,
+}
+
+impl StackArg {
+    /// The model's stack.
+    pub fn stack(self) -> Stack {
+        match self {
+            StackArg::Own => Stack::Own,
+            StackArg::Strongswan => Stack::Strongswan,
+        }
+    }
 }
 
 /// A protocol on the command line.
@@ -249,6 +286,29 @@ impl TunnelArgs {
         plan.udp_offload &= !self.no_udp_offload;
         plan.pin &= !self.no_pin;
         plan.underlay &= !self.no_underlay;
+        plan.stacks = dedup(self.stack.iter().map(|s| s.stack()));
+        if let Some(list) = &self.strongswan_backends {
+            plan.strongswan_backends = dedup(
+                list.split(',')
+                    .map(Backend::from_name)
+                    .collect::<Result<Vec<_>>>()
+                    .map_err(|e| anyhow::anyhow!("--strongswan-backends: {e}"))?,
+            );
+        }
+        plan.charon = self.charon.clone();
+        if plan.stacks.contains(&Stack::Strongswan) {
+            if plan.mtu != LIBIPSEC_MTU {
+                bail!("--mtu {}: strongSwan's kernel-libipsec fixes its TUN MTU at {LIBIPSEC_MTU}; leave --mtu at {LIBIPSEC_MTU} with --stack strongswan, so both stacks carry the same packets", plan.mtu);
+            }
+            if plan.transforms.iter().all(|t| *t == Transform::Null)
+                && plan.stacks == [Stack::Strongswan]
+            {
+                bail!("--stack strongswan: strongSwan refuses the null transform (ESP needs encryption or integrity); give another with --transforms");
+            }
+            if self.esp_keylog.is_some() && plan.stacks == [Stack::Strongswan] {
+                bail!("--esp-keylog logs the SAs of cipherbench's own gateways; charon does not write one (use --stack own,strongswan, or drop --esp-keylog)");
+            }
+        }
         plan.esp_keylog = (self.esp_keylog.as_deref())
             .map(tunnel::gateway::keylog::check)
             .transpose()?;

@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod gateways;
 pub mod iperf;
 pub mod search;
+pub mod strongswan;
 pub mod topology;
 
 use crate::interrupt;
@@ -23,8 +24,8 @@ use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{
-    Addresses, IperfRun, Pinning, Protocol, TunnelConfig, TunnelPoint, TunnelResults, TunnelRun,
-    UdpProbe, UnderlayPoint, VariantSide,
+    Addresses, IperfRun, Pinning, Protocol, Stack, TunnelConfig, TunnelPoint, TunnelResults,
+    TunnelRun, UdpProbe, UnderlayPoint, VariantSide,
 };
 use cipherbench_model::Summary;
 use gateways::{Gateway, GatewayPair, PairOptions};
@@ -79,11 +80,20 @@ pub struct TunnelPlan {
     /// Where the gateways log their SAs for Wireshark (`--esp-keylog`): an absolute
     /// path checked by [`gateway::keylog::check`]. Not part of the results.
     pub esp_keylog: Option<PathBuf>,
+    /// The stacks to measure, in order (`--stack`).
+    pub stacks: Vec<Stack>,
+    /// strongSwan's crypto backends (`--strongswan-backends`).
+    pub strongswan_backends: Vec<strongswan::config::Backend>,
+    /// strongSwan's charon, if not where the distribution puts it (`--charon`).
+    pub charon: Option<PathBuf>,
 }
 
 impl TunnelPlan {
     fn combinations(&self) -> Vec<(Transform, Variant)> {
         let mut out = Vec::new();
+        if !self.stacks.contains(&Stack::Own) {
+            return out;
+        }
         for &t in &self.transforms {
             for (i, v) in self.variants.iter().enumerate() {
                 if t == Transform::Null && i > 0 {
@@ -97,7 +107,8 @@ impl TunnelPlan {
 
     /// Points (transform x variant x protocol), plus the underlay.
     pub fn total_points(&self) -> usize {
-        self.combinations().len() * self.protocols.len() + usize::from(self.underlay)
+        (self.combinations().len() + self.strongswan_combinations()) * self.protocols.len()
+            + usize::from(self.underlay)
     }
 
     /// A rough duration, for the estimate printed before a run.
@@ -121,7 +132,19 @@ impl TunnelPlan {
         } else {
             0
         };
-        Duration::from_secs(self.combinations().len() as u64 * per_combination + underlay + 2)
+        // A pair of charons takes about two seconds to start and negotiate.
+        let strongswan = self.strongswan_combinations() as u64 * (per_combination + 2);
+        Duration::from_secs(
+            self.combinations().len() as u64 * per_combination + strongswan + underlay + 2,
+        )
+    }
+
+    fn strongswan_combinations(&self) -> usize {
+        if self.stacks.contains(&Stack::Strongswan) {
+            strongswan::combinations(self).len()
+        } else {
+            0
+        }
     }
 
     /// The cores: with enough of them, each gateway and each iperf3 end gets its
@@ -186,6 +209,15 @@ impl TunnelPlan {
                 underlay_receiver: topology::UNDERLAY_RECEIVER.into(),
                 inner_sender: topology::INNER_SENDER.into(),
                 inner_receiver: topology::INNER_RECEIVER.into(),
+            },
+            stacks: self.stacks.clone(),
+            strongswan_backends: if self.stacks.contains(&Stack::Strongswan) {
+                self.strongswan_backends
+                    .iter()
+                    .map(|b| b.name().to_string())
+                    .collect()
+            } else {
+                Vec::new()
             },
         }
     }
@@ -271,6 +303,11 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
         mtu: plan.mtu,
         segment_on_the_wire: false,
     })?;
+    if plan.stacks.contains(&Stack::Strongswan) {
+        // Before anything is measured: a missing strongSwan is one line, and the
+        // lab goes again on the way out.
+        strongswan::find_tools(plan.charon.as_deref())?;
+    }
     // After the prerequisites (a user without root hears that first); a failure
     // here drops the lab, which removes it.
     let created_keylog = match &plan.esp_keylog {
@@ -312,6 +349,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             points: Vec::new(),
             variants: Vec::new(),
             iperf3_version: iperf::version(),
+            strongswan: None,
         },
     };
     let pinning = results.config.pinning.clone();
@@ -508,6 +546,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             session.save()?;
         }
         pair.stop()?;
+    }
+    if plan.stacks.contains(&Stack::Strongswan) {
+        strongswan::measure(plan, lab, session, &mut results, &baseline, underlay_tcp)?;
     }
     session.record.tunnel = Some(results);
     session.save()
