@@ -297,5 +297,19 @@ fn a_provider_that_does_not_load_is_refused_in_one_line_before_anything_starts()
     );
     assert!(!results.exists());
     nothing_left(&dir);
+
+    // An engine that is not there.
+    let out = speed(bin(&dir), "aes-128-gcm", "accel,engine:nosuch", &results);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("engine:nosuch: the engine does not load or initialise here")
+            && stderr.contains("nosuch.so")
+            && stderr.contains("OPENSSL_ENGINES"),
+        "{stderr}"
+    );
+    assert!(!results.exists());
+    nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -118,14 +118,25 @@ pub fn engine(id: &str) -> Result<PathBuf> {
         .output(std::time::Duration::from_secs(10))
         .with_context(|| format!("engine:{id}: running openssl engine -t {id}"))?;
     if !out.status.success() || !out.stdout.contains("[ available ]") {
-        let said = out
-            .stderr
-            .lines()
-            .chain(out.stdout.lines())
-            .map(str::trim)
-            .filter(|l| !l.is_empty())
-            .collect::<Vec<_>>()
-            .join("; ");
+        // The verdict line (`(id) name; [ unavailable ]`), else OpenSSL's first
+        // error without its thread and source prefix.
+        let said = if out.stdout.contains("[ unavailable ]") {
+            out.stdout
+                .lines()
+                .map(str::trim)
+                .filter(|l| !l.is_empty())
+                .collect::<Vec<_>>()
+                .join(" ")
+        } else {
+            let first = out.stderr.lines().map(str::trim).find(|l| !l.is_empty());
+            match first {
+                Some(l) => l
+                    .split_once(":error:")
+                    .map(|(_, rest)| rest.to_string())
+                    .unwrap_or_else(|| l.to_string()),
+                None => format!("exit {}", out.status),
+            }
+        };
         bail!(
             "engine:{id}: the engine does not load or initialise here (openssl engine -t {id}: {said}); install it, or set OPENSSL_ENGINES to its directory"
         );
