@@ -13,7 +13,7 @@
 //! to load, and an engine may switch itself off on a CPU it does not support. So
 //! each variant's own process (the speed worker, the gateway, the probe child with
 //! nginx's environment) asks its library who serves every algorithm the layers
-//! fetch ([`here`]), and `judge` calls the variant's work on a cipher a fallback
+//! fetch ([`crate::effect::implementation_here`]), and `judge` calls the variant's work on a cipher a fallback
 //! when the default provider served it (METHODOLOGY.md, "Provider and engine
 //! variants"). A provider that keeps a tally (the counting test provider,
 //! `testdata/provider/counting.c`) writes it to the file named by [`COUNTER_ENV`],
@@ -21,8 +21,7 @@
 
 use crate::lifetime::RunDir;
 use anyhow::{bail, Context, Result};
-use cipherbench_crypto::catalogue;
-use cipherbench_model::variant::{Implementation, ProviderCalls, Served};
+use cipherbench_model::variant::ProviderCalls;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
@@ -33,35 +32,6 @@ pub const COUNTER_ENV: &str = "CIPHERBENCH_PROVIDER_COUNTER";
 const COUNTER_MAGIC: u64 = 0x474e_4954_4e55_4f43;
 /// Providers that are not a variant's own: what a fetch falls back to.
 const LIBRARY_PROVIDERS: [&str; 3] = ["default", "base", "null"];
-
-/// Who serves every algorithm the layers fetch, asked of this process's library,
-/// with the providers active here and the CPU's vendor.
-pub fn here() -> Implementation {
-    let mut served = Vec::new();
-    for cipher in catalogue::ALL {
-        for &(algorithm, digest) in cipher.openssl_algorithms() {
-            let s = if digest {
-                cipherbench_crypto::info::digest_served_by(algorithm)
-            } else {
-                cipherbench_crypto::info::cipher_served_by(algorithm)
-            };
-            served.push(Served {
-                cipher: cipher.name().to_string(),
-                algorithm: algorithm.to_string(),
-                kind: if digest { "digest" } else { "cipher" }.into(),
-                provider: s.provider,
-                engine: s.engine,
-            });
-        }
-    }
-    Implementation {
-        providers: cipherbench_crypto::info::active_providers(),
-        served,
-        cpu_vendor: std::fs::read_to_string("/proc/cpuinfo")
-            .map(|t| crate::probe::cpuinfo::parse(&t).vendor)
-            .unwrap_or_default(),
-    }
-}
 
 /// A checked `provider:CONF`: the configuration's absolute path and the counter
 /// file its processes tally in.
@@ -281,7 +251,7 @@ mod tests {
 
     #[test]
     fn this_process_is_served_by_the_default_provider() {
-        let imp = here();
+        let imp = crate::effect::implementation_here();
         let gcm = imp
             .served
             .iter()
