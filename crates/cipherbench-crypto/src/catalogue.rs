@@ -102,6 +102,20 @@ impl CipherId {
         }
     }
 
+    /// The OpenSSL algorithms its operation fetches: (name, whether a digest). What
+    /// a process is asked about when it says which implementation served the cipher.
+    pub fn openssl_algorithms(self) -> &'static [(&'static str, bool)] {
+        match self {
+            CipherId::Aes128Gcm => &[("AES-128-GCM", false)],
+            CipherId::Aes256Gcm => &[("AES-256-GCM", false)],
+            CipherId::Aes128CbcHmacSha1 => &[("AES-128-CBC-HMAC-SHA1", false)],
+            CipherId::Aes256Cbc => &[("AES-256-CBC", false)],
+            CipherId::Aes256CbcHmacSha256 => &[("AES-256-CBC", false), ("SHA256", true)],
+            CipherId::ChaCha20Poly1305 => &[("ChaCha20-Poly1305", false)],
+            CipherId::DesEde3Cbc => &[("DES-EDE3-CBC", false)],
+        }
+    }
+
     /// Block alignment the payload is rounded up to (1 for stream and AEAD modes).
     pub fn alignment(self) -> usize {
         match self {

@@ -122,6 +122,13 @@ extern "C" {
     fn ERR_get_error() -> c_ulong;
     fn ERR_error_string_n(e: c_ulong, buf: *mut c_char, len: size_t);
     fn ERR_clear_error();
+    fn ERR_get_error_all(
+        file: *mut *const c_char,
+        line: *mut c_int,
+        func: *mut *const c_char,
+        data: *mut *const c_char,
+        flags: *mut c_int,
+    ) -> c_ulong;
     fn OPENSSL_info(kind: c_int) -> *const c_char;
     fn OpenSSL_version(kind: c_int) -> *const c_char;
     fn CRYPTO_memcmp(a: *const c_void, b: *const c_void, len: size_t) -> c_int;
@@ -151,6 +158,22 @@ extern "C" {
     fn EVP_DigestInit_ex2(ctx: *mut EvpMdCtx, md: *const EvpMd, params: *const OsslParam) -> c_int;
     fn EVP_DigestUpdate(ctx: *mut EvpMdCtx, data: *const c_void, len: size_t) -> c_int;
     fn EVP_DigestFinal_ex(ctx: *mut EvpMdCtx, out: *mut c_uchar, outl: *mut c_uint) -> c_int;
+
+    fn EVP_CIPHER_get0_provider(cipher: *const EvpCipher) -> *const c_void;
+    fn EVP_CIPHER_get_nid(cipher: *const EvpCipher) -> c_int;
+    fn EVP_MD_get0_provider(md: *const EvpMd) -> *const c_void;
+    fn EVP_MD_get_type(md: *const EvpMd) -> c_int;
+    fn OSSL_PROVIDER_get0_name(prov: *const c_void) -> *const c_char;
+    fn OSSL_PROVIDER_do_all(
+        libctx: *mut c_void,
+        cb: extern "C" fn(provider: *mut c_void, cbdata: *mut c_void) -> c_int,
+        cbdata: *mut c_void,
+    ) -> c_int;
+    fn OSSL_LIB_CTX_new() -> *mut c_void;
+    fn OSSL_LIB_CTX_free(ctx: *mut c_void);
+    fn OSSL_LIB_CTX_load_config(ctx: *mut c_void, config_file: *const c_char) -> c_int;
+    fn OSSL_PROVIDER_load(libctx: *mut c_void, name: *const c_char) -> *mut c_void;
+    fn OSSL_PROVIDER_unload(prov: *mut c_void) -> c_int;
 }
 
 /// Drains OpenSSL's error queue into one line (the oldest error first).
@@ -169,6 +192,56 @@ pub(crate) fn last_error() -> String {
             CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
         };
         messages.push(text);
+    }
+    if messages.is_empty() {
+        "no detail from OpenSSL".to_string()
+    } else {
+        messages.join("; ")
+    }
+}
+
+/// Like [`last_error`], with each error's detail (a file name, a provider name)
+/// where OpenSSL attached one, and the repeats dropped.
+fn last_error_detailed() -> String {
+    const ERR_TXT_STRING: c_int = 0x02;
+    let mut messages: Vec<String> = Vec::new();
+    loop {
+        let mut data: *const c_char = ptr::null();
+        let mut flags: c_int = 0;
+        // SAFETY: every out-pointer is valid or NULL (which the function allows); it
+        // pops this thread's queue; data stays valid until the next ERR call, and it
+        // is copied before.
+        let (code, detail) = unsafe {
+            let code = ERR_get_error_all(
+                ptr::null_mut(),
+                ptr::null_mut(),
+                ptr::null_mut(),
+                &mut data,
+                &mut flags,
+            );
+            let detail = if flags & ERR_TXT_STRING != 0 {
+                static_str(data).filter(|d| !d.is_empty())
+            } else {
+                None
+            };
+            (code, detail)
+        };
+        if code == 0 {
+            break;
+        }
+        let mut buf = [0 as c_char; 256];
+        // SAFETY: buf is 256 bytes and we pass its length; the result is NUL-terminated.
+        let text = unsafe {
+            ERR_error_string_n(code, buf.as_mut_ptr(), buf.len());
+            CStr::from_ptr(buf.as_ptr()).to_string_lossy().into_owned()
+        };
+        let text = match detail {
+            Some(d) => format!("{text} ({d})"),
+            None => text,
+        };
+        if !messages.contains(&text) {
+            messages.push(text);
+        }
     }
     if messages.is_empty() {
         "no detail from OpenSSL".to_string()
@@ -237,6 +310,190 @@ pub fn cpu_settings() -> Option<String> {
     openssl_sys::init();
     // SAFETY: no preconditions; returns a static string or NULL.
     static_str(unsafe { OPENSSL_info(OPENSSL_INFO_CPU_SETTINGS) })
+}
+
+/// Who serves an algorithm in this process: the provider a fetch with the default
+/// library context and properties returns (as every wrapper here fetches), and the
+/// ENGINE bound to it as its default, if any.
+pub(crate) struct Served {
+    pub(crate) provider: Option<String>,
+    pub(crate) engine: Option<String>,
+}
+
+/// Fetches `name` as a cipher (`digest` false) or a digest and asks who serves it.
+pub(crate) fn served_by(name: &str, digest: bool) -> Served {
+    openssl_sys::init();
+    let none = Served {
+        provider: None,
+        engine: None,
+    };
+    let Ok(cname) = CString::new(name) else {
+        return none;
+    };
+    // SAFETY: cname is a valid C string; NULL libctx and properties mean the defaults
+    // (the same fetch CipherCtx::new and the digest wrappers make). Each fetched
+    // object is freed once, after its provider's name (a string the provider owns
+    // for as long as it is loaded, which is the process's life here) is copied.
+    let (provider, nid) = unsafe {
+        if digest {
+            let md = EVP_MD_fetch(ptr::null_mut(), cname.as_ptr(), ptr::null());
+            if md.is_null() {
+                ERR_clear_error();
+                return none;
+            }
+            let p = provider_name(EVP_MD_get0_provider(md));
+            let nid = EVP_MD_get_type(md);
+            EVP_MD_free(md);
+            (p, nid)
+        } else {
+            let c = EVP_CIPHER_fetch(ptr::null_mut(), cname.as_ptr(), ptr::null());
+            if c.is_null() {
+                ERR_clear_error();
+                return none;
+            }
+            let p = provider_name(EVP_CIPHER_get0_provider(c));
+            let nid = EVP_CIPHER_get_nid(c);
+            EVP_CIPHER_free(c);
+            (p, nid)
+        }
+    };
+    Served {
+        provider,
+        engine: bound_engine(nid, digest),
+    }
+}
+
+/// # Safety
+/// `prov` is NULL or a provider pointer the library returned.
+unsafe fn provider_name(prov: *const c_void) -> Option<String> {
+    if prov.is_null() {
+        return None;
+    }
+    // SAFETY: prov is a live provider (caller); the name is NUL-terminated.
+    static_str(unsafe { OSSL_PROVIDER_get0_name(prov) })
+}
+
+/// The id of the ENGINE that is the default for `nid`, found through `dlsym` so that
+/// cipherbench still loads a libcrypto built without engines (`no-engine`), where
+/// the answer is None.
+fn bound_engine(nid: c_int, digest: bool) -> Option<String> {
+    if nid <= 0 {
+        return None;
+    }
+    let getter = if digest {
+        c"ENGINE_get_digest_engine"
+    } else {
+        c"ENGINE_get_cipher_engine"
+    };
+    // SAFETY: dlsym on RTLD_DEFAULT with C string literals has no preconditions.
+    let (get, id, finish) = unsafe {
+        (
+            libc::dlsym(libc::RTLD_DEFAULT, getter.as_ptr()),
+            libc::dlsym(libc::RTLD_DEFAULT, c"ENGINE_get_id".as_ptr()),
+            libc::dlsym(libc::RTLD_DEFAULT, c"ENGINE_finish".as_ptr()),
+        )
+    };
+    if get.is_null() || id.is_null() || finish.is_null() {
+        return None;
+    }
+    // SAFETY: these are libcrypto's ENGINE functions with their engine.h signatures
+    // (ENGINE *ENGINE_get_cipher_engine(int), const char *ENGINE_get_id(const ENGINE
+    // *), int ENGINE_finish(ENGINE *)); the functional reference the getter returns is
+    // released with ENGINE_finish after the id is copied.
+    unsafe {
+        let get: extern "C" fn(c_int) -> *mut c_void = std::mem::transmute(get);
+        let id: extern "C" fn(*const c_void) -> *const c_char = std::mem::transmute(id);
+        let finish: extern "C" fn(*mut c_void) -> c_int = std::mem::transmute(finish);
+        let engine = get(nid);
+        if engine.is_null() {
+            return None;
+        }
+        let name = static_str(id(engine));
+        finish(engine);
+        name
+    }
+}
+
+extern "C" fn collect_provider(provider: *mut c_void, data: *mut c_void) -> c_int {
+    // SAFETY: data is the &mut Vec<String> active_providers passes; provider is live
+    // for the callback.
+    unsafe {
+        let out = &mut *(data as *mut Vec<String>);
+        if let Some(name) = provider_name(provider) {
+            out.push(name);
+        }
+    }
+    1
+}
+
+/// The providers active in the default library context.
+pub(crate) fn active_providers() -> Vec<String> {
+    openssl_sys::init();
+    let mut out: Vec<String> = Vec::new();
+    // SAFETY: the callback only pushes to `out`, which outlives the call.
+    unsafe {
+        OSSL_PROVIDER_do_all(
+            ptr::null_mut(),
+            collect_provider,
+            (&mut out as *mut Vec<String>).cast(),
+        )
+    };
+    out
+}
+
+/// The providers active after a configuration loaded, and each declared one that is
+/// not with OpenSSL's error.
+pub(crate) type ConfigOutcome = (Vec<String>, Vec<(String, String)>);
+
+/// Loads the configuration file at `path` into a fresh library context: the
+/// providers then active in it, and for each of `declared` that is not, OpenSSL's
+/// error when it is loaded by name. (Loading a configuration whose provider fails
+/// still succeeds, in the default context at start-up too: the provider is just
+/// missing.) `Err` if the context cannot be made or the file not loaded.
+pub(crate) fn config_check(
+    path: &std::path::Path,
+    declared: &[String],
+) -> Result<ConfigOutcome, String> {
+    use std::os::unix::ffi::OsStrExt;
+    openssl_sys::init();
+    let c_path = CString::new(path.as_os_str().as_bytes())
+        .map_err(|_| format!("{} holds a NUL byte", path.display()))?;
+    // SAFETY: a new context, freed once at the end; c_path and the names are valid C
+    // strings; a provider loaded here is unloaded before the context is freed; the
+    // callback only pushes to `active`, which outlives the call.
+    unsafe {
+        ERR_clear_error();
+        let ctx = OSSL_LIB_CTX_new();
+        if ctx.is_null() {
+            return Err(last_error());
+        }
+        if OSSL_LIB_CTX_load_config(ctx, c_path.as_ptr()) != 1 {
+            let e = last_error();
+            OSSL_LIB_CTX_free(ctx);
+            return Err(e);
+        }
+        let mut active: Vec<String> = Vec::new();
+        OSSL_PROVIDER_do_all(
+            ctx,
+            collect_provider,
+            (&mut active as *mut Vec<String>).cast(),
+        );
+        let mut errors = Vec::new();
+        for name in declared.iter().filter(|d| !active.contains(d)) {
+            let Ok(c_name) = CString::new(name.as_str()) else {
+                continue;
+            };
+            let prov = OSSL_PROVIDER_load(ctx, c_name.as_ptr());
+            if prov.is_null() {
+                errors.push((name.clone(), last_error_detailed()));
+            } else {
+                OSSL_PROVIDER_unload(prov);
+                errors.push((name.clone(), "declared but not activated".into()));
+            }
+        }
+        OSSL_LIB_CTX_free(ctx);
+        Ok((active, errors))
+    }
 }
 
 /// Constant-time equality of two equal-length byte strings (false if lengths differ).

@@ -181,6 +181,24 @@ pub struct OpensslCheck {
     pub ratio: f64,
 }
 
+/// `openssl speed -evp ... -async_jobs N -mr` for one variant, cipher and size: what a
+/// provider or engine that works asynchronously gains from N jobs in flight.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct AsyncPoint {
+    /// Cipher name (ours).
+    pub cipher: String,
+    /// Variant.
+    pub variant: String,
+    /// Size.
+    pub size_bytes: u64,
+    /// `-async_jobs` (0: synchronous).
+    pub async_jobs: u32,
+    /// The command that ran (the variant's environment is the record's).
+    pub command: Vec<String>,
+    /// What openssl reported, bytes per second of its user CPU time.
+    pub bytes_per_sec: f64,
+}
+
 fn wall() -> String {
     "wall".into()
 }
@@ -201,6 +219,9 @@ pub struct SpeedResults {
     /// Cross-checks against `openssl speed`.
     #[serde(default)]
     pub openssl_checks: Vec<OpensslCheck>,
+    /// `--async-jobs`: `openssl speed -async_jobs N` per variant, cipher and size.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub async_points: Vec<AsyncPoint>,
     /// Where the worker's threads ran: thread i on the i-th CPU of the role's order
     /// (one thread per core before any sibling; `topology::spread_order`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -357,6 +378,7 @@ mod tests {
             unavailable: Vec::new(),
             controls: Vec::new(),
             openssl_checks: Vec::new(),
+            async_points: Vec::new(),
             placement: None,
         };
         r.compute_controls(&["des-ede3-cbc"]);

@@ -10,6 +10,23 @@
 use crate::speed::VariantRecord;
 use crate::stats::{Ratio, Summary};
 use serde::{Deserialize, Serialize};
+
+/// The catalogue cipher a suite's records are encrypted with (OpenSSL's or IANA's
+/// suite name), what a provider variant is judged on; None for a suite whose
+/// record cipher the catalogue lacks. Pure.
+pub fn suite_cipher(suite: &str) -> Option<&'static str> {
+    if suite.contains("CHACHA20") {
+        Some("chacha20-poly1305")
+    } else if suite.contains("AES128-GCM") || suite.contains("AES_128_GCM") {
+        Some("aes-128-gcm")
+    } else if suite.contains("AES256-GCM") || suite.contains("AES_256_GCM") {
+        Some("aes-256-gcm")
+    } else if suite == "AES128-SHA" {
+        Some("aes-128-cbc-hmac-sha1")
+    } else {
+        None
+    }
+}
 use std::collections::BTreeMap;
 
 /// Everything layer 3 measured in one run.

@@ -64,6 +64,88 @@ pub struct Probes {
     pub measured_in: String,
     /// The probes, treatment first.
     pub figures: Vec<ProbeFigure>,
+    /// Which implementation that process's library gives each algorithm the layers
+    /// fetch: asked of the library itself, in the same process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub implementation: Option<Implementation>,
+}
+
+/// The provider that serves a fetched algorithm when nothing else does: what a
+/// provider variant's work falls back to.
+pub const DEFAULT_PROVIDER: &str = "default";
+
+/// Which implementation served one OpenSSL algorithm in one process.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Served {
+    /// The catalogue cipher it is part of (`aes-256-cbc-hmac-sha256`).
+    pub cipher: String,
+    /// OpenSSL's algorithm name as fetched (`AES-256-CBC`, `SHA256`).
+    pub algorithm: String,
+    /// `cipher` or `digest`.
+    pub kind: String,
+    /// `OSSL_PROVIDER_get0_name` of the provider the fetch returned (None: the
+    /// library had no implementation).
+    pub provider: Option<String>,
+    /// The ENGINE bound to the algorithm as its default (`ENGINE_get_cipher_engine`
+    /// / `ENGINE_get_digest_engine`), which takes the work of programs that use the
+    /// legacy `EVP_aes_128_gcm()` style (libssl, nginx) in place of the provider.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub engine: Option<String>,
+}
+
+/// What one process said about its implementations.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Implementation {
+    /// The providers active in the process, in the library's order.
+    pub providers: Vec<String>,
+    /// Every fetched algorithm and who served it.
+    pub served: Vec<Served>,
+    /// The CPU's vendor (`vendor_id` of `/proc/cpuinfo`).
+    pub cpu_vendor: String,
+}
+
+/// The counting test provider's tally for one variant in one layer (its
+/// `CIPHERBENCH_PROVIDER_COUNTER` file): an independent check that the provider took
+/// work, from every process of the variant.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ProviderCalls {
+    /// Cipher contexts the provider made.
+    pub contexts: u64,
+    /// Calls into the provider's cipher functions.
+    pub calls: u64,
+    /// Bytes through its update and one-shot functions.
+    pub bytes: u64,
+}
+
+/// What a provider or engine variant expects to serve its work: the record keeps
+/// it so every renderer can tell "ran" from "fell back" per algorithm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case", tag = "kind", content = "id")]
+pub enum Expected {
+    /// Any provider but the default one (the configuration names which).
+    Provider,
+    /// The engine with this id.
+    Engine(String),
+}
+
+impl Expected {
+    /// Whether `s` was served as expected.
+    pub fn ran(&self, s: &Served) -> bool {
+        match self {
+            Expected::Provider => s.provider.as_deref().is_some_and(|p| p != DEFAULT_PROVIDER),
+            Expected::Engine(id) => s.engine.as_deref() == Some(id.as_str()),
+        }
+    }
+
+    /// Who served `s`, in a few words (`counting provider`, `default provider`,
+    /// `engine pkcs11`).
+    pub fn who(s: &Served) -> String {
+        match (&s.engine, &s.provider) {
+            (Some(e), _) => format!("engine {e}"),
+            (None, Some(p)) => format!("{p} provider"),
+            (None, None) => "no implementation".into(),
+        }
+    }
 }
 
 impl Probes {
@@ -118,6 +200,9 @@ pub enum Verdict {
     ControlMoved,
     /// A user mask that left the vector as accel's.
     Unchanged,
+    /// A provider or engine variant whose every fetched algorithm was served by the
+    /// default provider: its figures are accel's, not the module's.
+    Fallback,
     /// Not judged: a probe or a check could not run (the reason says which).
     Unjudged,
 }
@@ -178,6 +263,13 @@ pub struct VariantRecord {
     /// The check on the real process, where the probes ran in a stand-in child.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub process_check: Option<ProcessCheck>,
+    /// For a provider or engine variant: what should serve its work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expected: Option<Expected>,
+    /// For a provider variant: the counting provider's tally over the layer, where
+    /// the provider keeps one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub provider_calls: Option<ProviderCalls>,
 }
 
 impl VariantRecord {
@@ -185,6 +277,89 @@ impl VariantRecord {
     /// None if they can: what a table puts in place of a ratio.
     pub fn not_applicable(&self) -> Option<String> {
         (!self.took_effect).then(|| format!("n/a: {} did not take effect", self.name))
+    }
+
+    /// For a provider or engine variant, what served `cipher` in its process, if
+    /// not what the variant is for: `fallback: default provider served
+    /// chacha20-poly1305`. None if it ran where expected, or if the variant is not
+    /// one of those kinds or its process did not say.
+    pub fn fallback(&self, cipher: &str) -> Option<String> {
+        let expected = self.expected.as_ref()?;
+        let served: Vec<&Served> = self
+            .probes
+            .as_ref()?
+            .implementation
+            .as_ref()?
+            .served
+            .iter()
+            .filter(|s| s.cipher == cipher)
+            .collect();
+        if served.is_empty() || served.iter().any(|s| expected.ran(s)) {
+            return None;
+        }
+        Some(format!(
+            "fallback: {} served {cipher}",
+            Expected::who(served[0])
+        ))
+    }
+
+    /// What stands in place of a ratio of `cipher` with this variant: the variant
+    /// did not take effect, or its work on `cipher` fell back.
+    pub fn not_applicable_for(&self, cipher: &str) -> Option<String> {
+        self.fallback(cipher)
+            .map(|f| format!("n/a: {f}"))
+            .or_else(|| self.not_applicable())
+    }
+
+    /// For a provider or engine variant: who served each cipher its process
+    /// fetched, grouped, and the counting provider's tally: `ran: counting provider
+    /// served aes-128-gcm; fallback: default provider served aes-256-gcm,
+    /// chacha20-poly1305; 253226 provider calls, 6 contexts, 1037962894 bytes`. None
+    /// for other variants.
+    pub fn implementation_line(&self) -> Option<String> {
+        let expected = self.expected.as_ref()?;
+        let mut parts = Vec::new();
+        match self.probes.as_ref().and_then(|p| p.implementation.as_ref()) {
+            Some(imp) => {
+                // (ran, who) -> ciphers, in first-seen order.
+                let mut groups: Vec<(bool, String, Vec<&str>)> = Vec::new();
+                let mut seen: Vec<&str> = Vec::new();
+                for s in &imp.served {
+                    if seen.contains(&s.cipher.as_str()) {
+                        continue;
+                    }
+                    seen.push(&s.cipher);
+                    let parts_of: Vec<&Served> =
+                        imp.served.iter().filter(|t| t.cipher == s.cipher).collect();
+                    let by = parts_of
+                        .iter()
+                        .find(|t| expected.ran(t))
+                        .copied()
+                        .unwrap_or(parts_of[0]);
+                    let key = (expected.ran(by), Expected::who(by));
+                    match groups.iter_mut().find(|g| (g.0, &g.1) == (key.0, &key.1)) {
+                        Some(g) => g.2.push(&s.cipher),
+                        None => groups.push((key.0, key.1, vec![&s.cipher])),
+                    }
+                }
+                groups.sort_by_key(|g| !g.0);
+                for (ran, who, ciphers) in groups {
+                    parts.push(format!(
+                        "{}: {who} served {}",
+                        if ran { "ran" } else { "fallback" },
+                        ciphers.join(", ")
+                    ));
+                }
+            }
+            None => parts.push("its process did not say which implementation served it".into()),
+        }
+        if let Some(c) = &self.provider_calls {
+            parts.push(format!(
+                "{} provider calls, {} contexts, {} bytes (the provider's own tally, the effect probe's AES-128-GCM included)",
+                c.calls, c.contexts, c.bytes
+            ));
+        }
+        Some(parts.join("; "))
     }
 
     /// The reason and, if known, the mask that would work: one line for a person.
@@ -256,6 +431,8 @@ mod tests {
             probes: None,
             effect: None,
             process_check: None,
+            expected: None,
+            provider_calls: None,
         }
     }
 

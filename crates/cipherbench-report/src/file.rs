@@ -174,10 +174,12 @@ pub fn text(r: &FileResults) -> String {
                 if let (Some(pa), Some(pn)) =
                     (r.point(tool, &a, d, c, s), r.point(tool, &n, d, c, s))
                 {
-                    let ratio = match crate::variants::not_applicable(
-                        &r.variants,
-                        &[a.as_str(), n.as_str()],
-                    ) {
+                    let names = [a.as_str(), n.as_str()];
+                    let na = match tool_cipher(tool) {
+                        Some(c) => crate::variants::not_applicable_for(&r.variants, &names, c),
+                        None => crate::variants::not_applicable(&r.variants, &names),
+                    };
+                    let ratio = match na {
                         Some(na) => na,
                         None => format!(
                             "{n} takes {:.2}x the time of {a}",
@@ -326,6 +328,17 @@ Cold runs: <code>{}</code>. Commands are in run.json.</p>",
         r.config.cold_method.as_str()
     ));
     out
+}
+
+/// The catalogue cipher a file tool encrypts with, where the catalogue has it: what
+/// a provider variant's fallback is judged on (the app's `ToolId::catalogue_cipher`).
+fn tool_cipher(tool: &str) -> Option<&'static str> {
+    match tool {
+        "openssl-aes-256-cbc" => Some("aes-256-cbc"),
+        "cipherbench" => Some("aes-256-gcm"),
+        "cipherbench-chacha20" => Some("chacha20-poly1305"),
+        _ => None,
+    }
 }
 
 #[cfg(test)]

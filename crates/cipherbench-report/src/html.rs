@@ -572,6 +572,8 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         out.push_str("<p>Each variant's worker measured the effect probes before its real work: AES-128-GCM must fall at least 3× against accel's and the controls stay within ±25 %. <a class=\"how\" href=\"#m-variants\">how judged</a></p>");
     }
     out.push_str(&crate::variants::html_table(&s.variants));
+    out.push_str(&implementation_table(s));
+    out.push_str(&async_table(s));
     if !s.controls.is_empty() {
         let held = s.controls.iter().filter(|c| c.held).count();
         out.push_str(&format!(
@@ -650,6 +652,74 @@ fn interval_cell(
         }
         None => fmt_ratio(point),
     }
+}
+
+/// Provider and engine variants against their library's accel, per cipher and size
+/// (encrypt, 1 thread): the module's gain where it served the cipher, and in red
+/// where the work fell back (no ratio is drawn from a fallback).
+fn implementation_table(s: &SpeedResults) -> String {
+    let rows: Vec<(String, String, String)> = crate::text::ratio_rows(&s.config.variants)
+        .into_iter()
+        .filter(|(_, top, _)| {
+            let kind = cipherbench_model::env::split_variant_name(top).0;
+            kind.starts_with("provider:") || kind.starts_with("engine:")
+        })
+        .collect();
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h3>Provider and engine variants</h3><p>Each variant's process said which implementation served each cipher it fetched (<code>EVP_CIPHER_get0_provider</code>, the engine bound to the algorithm). A cipher the default provider served is a <span class=\"bad\">fallback</span>: its figures are accel's, and no ratio is drawn from it. <a class=\"how\" href=\"#m-variants\">how judged</a></p><div class=\"scroll\"><table><tr><th class=\"l\">variant / accel</th><th class=\"l\">cipher</th>");
+    for &z in &s.config.sizes_bytes {
+        out.push_str(&format!("<th>{}</th>", escape(&ByteSize(z).to_string())));
+    }
+    out.push_str("</tr>");
+    for (label, top, bottom) in &rows {
+        for cipher in &s.config.ciphers {
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td>",
+                escape(label),
+                escape(cipher)
+            ));
+            let na = crate::variants::not_applicable_for(&s.variants, &[top, bottom], cipher);
+            for &z in &s.config.sizes_bytes {
+                let cell = match &na {
+                    Some(na) => format!("<span class=\"bad\">{}</span>", escape(na)),
+                    None => fmt_ratio(ratio(
+                        median(s, cipher, top, z),
+                        median(s, cipher, bottom, z),
+                    )),
+                };
+                out.push_str(&format!("<td>{cell}</td>"));
+            }
+            out.push_str("</tr>");
+        }
+    }
+    out.push_str("</table></div>");
+    out
+}
+
+/// `--async-jobs`: openssl speed with N async jobs per variant, cipher and size.
+fn async_table(s: &SpeedResults) -> String {
+    if s.async_points.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h3>openssl speed -async_jobs</h3><p>One thread, per CPU second of openssl, under each variant's environment: what a provider or engine that works asynchronously gains from jobs in flight (0: synchronous).</p><div class=\"scroll\"><table><tr><th class=\"l\">cipher</th><th class=\"l\">variant</th><th>size</th><th>async jobs</th><th>throughput</th><th class=\"l\">implementation</th></tr>");
+    for a in &s.async_points {
+        let served = match crate::variants::find_fallback(&s.variants, &a.variant, &a.cipher) {
+            Some(f) => format!("<span class=\"bad\">{}</span>", escape(&f)),
+            None => "–".into(),
+        };
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{served}</td></tr>",
+            escape(&a.cipher),
+            escape(&a.variant),
+            escape(&ByteSize(a.size_bytes).to_string()),
+            a.async_jobs,
+            escape(&format_bytes_per_sec(a.bytes_per_sec)),
+        ));
+    }
+    out.push_str("</table></div>");
+    out
 }
 
 fn fmt_ratio(r: Option<f64>) -> String {

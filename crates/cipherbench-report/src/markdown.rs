@@ -110,6 +110,23 @@ pub fn summary(record: &RunRecord) -> String {
                     r.explanation()
                 ));
             }
+            // Provider and engine variants: which implementation served each cipher.
+            for r in records {
+                if let Some(line) = r.implementation_line() {
+                    let line = line
+                        .split("; ")
+                        .map(|p| {
+                            if p.starts_with("fallback:") {
+                                format!("**{p}**")
+                            } else {
+                                p.to_string()
+                            }
+                        })
+                        .collect::<Vec<_>>()
+                        .join("; ");
+                    out.push_str(&format!("- {layer}: {} implementation: {line}\n", r.name));
+                }
+            }
         }
         out.push('\n');
     }

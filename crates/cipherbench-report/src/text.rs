@@ -333,6 +333,22 @@ pub fn speed(results: &SpeedResults) -> String {
     for v in &results.variants {
         out.push_str(&variants::line(v));
     }
+    if !results.async_points.is_empty() {
+        out.push_str("\nopenssl speed -async_jobs N (single thread, per CPU second of openssl; each variant's environment):\n");
+        for a in &results.async_points {
+            let flag = variants::find_fallback(&results.variants, &a.variant, &a.cipher)
+                .map(|f| format!("  {f}"))
+                .unwrap_or_default();
+            out.push_str(&format!(
+                "  {:<22} {:<8} {:>7}  jobs {:>4}  {:>11}{flag}\n",
+                a.cipher,
+                a.variant,
+                ByteSize(a.size_bytes).to_string(),
+                a.async_jobs,
+                format_bytes_per_sec(a.bytes_per_sec),
+            ));
+        }
+    }
     if !results.openssl_checks.is_empty() {
         out.push_str("\ncross-check against openssl speed (same point, single thread):\n");
         let mut modes: Vec<&str> = Vec::new();
@@ -390,6 +406,20 @@ pub fn ratio_rows(variants: &[String]) -> Vec<(String, String, String)> {
             rows.push((format!("@{tag}/base"), a, "accel".to_string()));
         }
     }
+    // A provider or engine variant against its library's accel: the module's gain,
+    // per cipher unless its work on the cipher fell back.
+    for v in variants {
+        let (kind, tag) = split_variant_name(v);
+        if kind.starts_with("provider:") || kind.starts_with("engine:") {
+            let a = match tag {
+                Some(t) => format!("accel@{t}"),
+                None => "accel".to_string(),
+            };
+            if has(&a) {
+                rows.push((format!("{v}/accel"), v.clone(), a));
+            }
+        }
+    }
     rows
 }
 
@@ -430,7 +460,7 @@ fn ratio_row(
             && p.direction == direction
             && p.threads == threads
     });
-    if let Some(na) = variants::not_applicable(&results.variants, &[top, bottom]) {
+    if let Some(na) = variants::not_applicable_for(&results.variants, &[top, bottom], cipher) {
         return measured.then(|| format!(" {na}"));
     }
     let mut row = String::new();

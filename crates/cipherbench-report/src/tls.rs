@@ -286,7 +286,11 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 p.suite,
                 ByteSize(p.size_bytes).to_string(),
                 p.cores,
-                crate::variants::text_name(&records, &p.variant),
+                crate::variants::text_name_for(
+                    &records,
+                    &p.variant,
+                    cipherbench_model::tls::suite_cipher(&p.suite),
+                ),
                 format_bits_per_sec(p.throughput_bytes_per_sec),
                 if p.interval_throughput_bytes_per_sec.high_spread() { "~" } else { " " },
                 p.requests_per_sec,
@@ -385,7 +389,11 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 "{:<20} {:>8} {:<w$} {:>9} {:>10} {:>12} {:>10.1}  {}\n",
                 run.suite,
                 ByteSize(run.size_bytes).to_string(),
-                crate::variants::text_name(&records, &run.variant),
+                crate::variants::text_name_for(
+                    &records,
+                    &run.variant,
+                    cipherbench_model::tls::suite_cipher(&run.suite),
+                ),
                 run.attempted,
                 run.successful,
                 run.unsuccessful,
@@ -404,8 +412,22 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             continue;
         }
         shown.push(&r.name);
-        let r = cipherbench_model::variant::find(&records, &r.name).unwrap_or(r);
-        out.push_str(&format!("nginx {}", crate::variants::line(r)));
+        let first = cipherbench_model::variant::find(&records, &r.name).unwrap_or(r);
+        out.push_str(&format!("nginx {}", crate::variants::line(first)));
+        // A provider or engine variant: who served each server's cipher.
+        if first.expected.is_some() {
+            let mut lines: Vec<String> = Vec::new();
+            for other in records.iter().filter(|o| o.name == r.name) {
+                if let Some(l) = other.implementation_line() {
+                    if !lines.contains(&l) && Some(&l) != first.implementation_line().as_ref() {
+                        lines.push(l);
+                    }
+                }
+            }
+            for l in lines {
+                out.push_str(&format!("  implementation: {l}\n"));
+            }
+        }
     }
     out
 }
@@ -515,7 +537,14 @@ pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 escape(&s.variant.name),
                 escape(&s.variant.cpu_settings),
                 if s.variant.took_effect { "<span class=\"ok\">yes</span>" } else { "<span class=\"bad\">no</span>" },
-                escape(&s.variant.explanation()),
+                match s.variant.implementation_line() {
+                    Some(l) => format!(
+                        "{}<br>implementation: {}",
+                        escape(&s.variant.explanation()),
+                        crate::variants::implementation_html(&l)
+                    ),
+                    None => escape(&s.variant.explanation()),
+                },
                 escape(s.version.as_deref().unwrap_or(&s.kind)),
                 escape(s.library.as_deref().unwrap_or("-")),
                 s.server_cpus,
@@ -668,7 +697,11 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
-            crate::variants::html_name(records, &p.variant),
+            crate::variants::html_name_for(
+                records,
+                &p.variant,
+                cipherbench_model::tls::suite_cipher(&p.suite),
+            ),
             if p.interval_throughput_bytes_per_sec.high_spread() { " class=\"bad\"" } else { "" },
             format_bits_per_sec(p.throughput_bytes_per_sec),
             p.requests_per_sec,
@@ -829,7 +862,11 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
         out.push_str(&format!(
             "<th>{} {}<br>{}</th>",
             ByteSize(run.size_bytes),
-            crate::variants::html_name(records, &run.variant),
+            crate::variants::html_name_for(
+                records,
+                &run.variant,
+                cipherbench_model::tls::suite_cipher(&run.suite),
+            ),
             escape(&run.suite)
         ));
     }

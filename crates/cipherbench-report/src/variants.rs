@@ -31,6 +31,16 @@ pub fn of_record(record: &RunRecord) -> Vec<(&'static str, Vec<VariantRecord>)> 
                 one_each.extend(variant::find(&servers, &r.name).cloned());
             }
         }
+        // A provider or engine variant: each server's own judgement (they differ by
+        // the suite's cipher: one may have run, another fallen back).
+        for r in servers.iter().filter(|r| r.expected.is_some()) {
+            if !one_each
+                .iter()
+                .any(|o| o.name == r.name && o.implementation_line() == r.implementation_line())
+            {
+                one_each.push(r.clone());
+            }
+        }
         out.push(("tls", one_each));
     }
     if let Some(t) = &record.tunnel {
@@ -54,12 +64,71 @@ pub fn not_applicable(records: &[VariantRecord], names: &[&str]) -> Option<Strin
     variant::ineffective(records, names).and_then(VariantRecord::not_applicable)
 }
 
+/// What stands in place of a ratio of `cipher` between `names`: one of them did
+/// not take effect, or its work on `cipher` fell back to the default provider
+/// (`n/a: fallback: default provider served chacha20-poly1305`).
+pub fn not_applicable_for(
+    records: &[VariantRecord],
+    names: &[&str],
+    cipher: &str,
+) -> Option<String> {
+    names
+        .iter()
+        .filter_map(|n| variant::find(records, n))
+        .find_map(|r| r.fallback(cipher).map(|f| format!("n/a: {f}")))
+        .or_else(|| not_applicable(records, names))
+}
+
 /// A variant's name in a terminal table: `noaesni!` if it did not take effect.
 pub fn text_name(records: &[VariantRecord], name: &str) -> String {
     if ineffective(records, name).is_some() {
         format!("{name}!")
     } else {
         name.to_string()
+    }
+}
+
+/// The fallback of `cipher` in the record of `name`, if any.
+pub fn find_fallback(records: &[VariantRecord], name: &str, cipher: &str) -> Option<String> {
+    variant::find(records, name).and_then(|r| r.fallback(cipher))
+}
+
+/// Whether a row of `cipher` with variant `name` shows figures that are not what the
+/// name says: the variant did not take effect, or (a provider or engine variant)
+/// its work on this cipher fell back. A provider variant's record per server says
+/// who served that server's cipher, so a server of another cipher that fell back
+/// does not mark this one.
+fn flagged_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> bool {
+    let mine: Vec<&VariantRecord> = records.iter().filter(|r| r.name == name).collect();
+    match cipher {
+        Some(c) if mine.iter().any(|r| r.expected.is_some()) => mine.iter().any(|r| {
+            r.fallback(c).is_some()
+                || (!r.took_effect
+                    && r.effect.as_ref().map(|e| e.verdict)
+                        != Some(cipherbench_model::variant::Verdict::Fallback))
+        }),
+        _ => ineffective(records, name).is_some(),
+    }
+}
+
+/// [`text_name`] for a row of one cipher.
+pub fn text_name_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> String {
+    if flagged_for(records, name, cipher) {
+        format!("{name}!")
+    } else {
+        name.to_string()
+    }
+}
+
+/// [`html_name`] for a row of one cipher.
+pub fn html_name_for(records: &[VariantRecord], name: &str, cipher: Option<&str>) -> String {
+    if flagged_for(records, name, cipher) {
+        format!(
+            "{} <span class=\"bad\">did not take effect</span>",
+            escape(name)
+        )
+    } else {
+        escape(name)
     }
 }
 
@@ -98,7 +167,11 @@ pub fn line(v: &VariantRecord) -> String {
         (None, true) => format!("{} (as intended)", v.cpu_settings),
         (_, false) => format!("DID NOT TAKE EFFECT: {}", v.explanation()),
     };
-    format!("variant {:<8} {mask}{verdict}\n", v.name)
+    let implementation = v
+        .implementation_line()
+        .map(|l| format!("\n  implementation: {l}"))
+        .unwrap_or_default();
+    format!("variant {:<8} {mask}{verdict}{implementation}\n", v.name)
 }
 
 /// The variants of a layer as an HTML table: mask, where the probes ran, the probes
@@ -152,11 +225,32 @@ pub fn html_table(records: &[VariantRecord]) -> String {
             } else {
                 "<span class=\"bad\">no</span>"
             },
-            escape(&v.explanation())
+            match v.implementation_line() {
+                Some(l) => format!(
+                    "{}<br>implementation: {}",
+                    escape(&v.explanation()),
+                    implementation_html(&l)
+                ),
+                None => escape(&v.explanation()),
+            }
         ));
     }
     out.push_str("</table></div>");
     out
+}
+
+/// An implementation line in HTML, each fallback in red.
+pub fn implementation_html(line: &str) -> String {
+    line.split("; ")
+        .map(|part| {
+            if part.starts_with("fallback:") {
+                format!("<span class=\"bad\">{}</span>", escape(part))
+            } else {
+                escape(part)
+            }
+        })
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 #[cfg(test)]
@@ -174,6 +268,8 @@ mod tests {
             probes: None,
             effect: None,
             process_check: None,
+            expected: None,
+            provider_calls: None,
         }
     }
 

@@ -12,13 +12,17 @@
 //! speed` divides by CPU time, so a loaded machine stretches the wall time but hardly
 //! the figure. The figure is the median of the rounds.
 //!
+//! With the figures, the process says which implementation served every algorithm
+//! the layers fetch ([`implementation_here`]): what a provider or engine variant is
+//! judged by.
+//!
 //! This module measures and reports; judging the figures is `variant::judge`'s.
 
 use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, BenchOp, CipherId};
 use cipherbench_crypto::CryptoError;
-use cipherbench_model::variant::{ProbeFigure, ProbeRole, Probes};
+use cipherbench_model::variant::{Implementation, ProbeFigure, ProbeRole, Probes, Served};
 use std::io::Write;
 use std::time::Duration;
 
@@ -93,7 +97,35 @@ pub fn measure_these(
                 rounds_bytes_per_cpu_sec: rounds,
             })
             .collect(),
+        implementation: Some(implementation_here()),
     })
+}
+
+/// Who serves every algorithm the layers fetch, asked of this process's library,
+/// with the providers active here and the CPU's vendor.
+pub fn implementation_here() -> Implementation {
+    let mut served = Vec::new();
+    for cipher in catalogue::ALL {
+        for &(algorithm, digest) in cipher.openssl_algorithms() {
+            let s = if digest {
+                cipherbench_crypto::info::digest_served_by(algorithm)
+            } else {
+                cipherbench_crypto::info::cipher_served_by(algorithm)
+            };
+            served.push(Served {
+                cipher: cipher.name().to_string(),
+                algorithm: algorithm.to_string(),
+                kind: if digest { "digest" } else { "cipher" }.into(),
+                provider: s.provider,
+                engine: s.engine,
+            });
+        }
+    }
+    Implementation {
+        providers: cipherbench_crypto::info::active_providers(),
+        served,
+        cpu_vendor: crate::host::cpu_vendor(),
+    }
 }
 
 /// Runs the operation for `cpu` of thread CPU time; returns how many operations make

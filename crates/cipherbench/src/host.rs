@@ -491,6 +491,22 @@ pub fn raise_open_file_limit() -> usize {
     }
 }
 
+/// The CPU's vendor: `vendor_id` of `/proc/cpuinfo` (x86), else its `CPU
+/// implementer` code (ARM); empty if neither is there.
+pub fn cpu_vendor() -> String {
+    let text = std::fs::read_to_string("/proc/cpuinfo").unwrap_or_default();
+    for key in ["vendor_id", "CPU implementer"] {
+        let value = text.lines().find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            (k.trim() == key).then(|| v.trim().to_string())
+        });
+        if let Some(v) = value {
+            return v;
+        }
+    }
+    String::new()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,7 +37,10 @@ pub fn main(cli: Cli) -> ExitCode {
     host::ensure_standard_fds();
     // Every child starts under a keeper run from this very binary (supervisor.rs).
     supervisor::use_keeper("/proc/self/exe");
-    match cli::dispatch(cli) {
+    let outcome = cli::dispatch(cli);
+    // Counter files and generated configurations of provider and engine variants.
+    variant::implementation::release();
+    match outcome {
         Ok(code) => code,
         Err(e) => {
             if e.downcast_ref::<interrupt::Interrupted>().is_some() {

@@ -126,6 +126,17 @@ impl Spawn {
         self
     }
 
+    /// Sets each of `vars` (a variant's `OPENSSL_CONF` and the like).
+    pub fn envs<K: AsRef<OsStr>, V: AsRef<OsStr>>(
+        mut self,
+        vars: impl IntoIterator<Item = (K, V)>,
+    ) -> Spawn {
+        for (k, v) in vars {
+            self = self.env(k, v);
+        }
+        self
+    }
+
     /// Removes an environment variable.
     pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Spawn {
         self.env.push((key.as_ref().to_owned(), None));

@@ -237,7 +237,7 @@ pub struct FileArgs {
         default_value = "cp,openssl-aes-256-cbc,openssl-aes-256-ctr,age,gpg,cipherbench"
     )]
     pub tools: String,
-    /// Variants for tools whose crypto is OpenSSL's: accel, noaesni, ia32cap:MASK.
+    /// Variants for tools whose crypto is OpenSSL's: accel, noaesni, ia32cap:MASK, provider:CONF or engine:ID.
     #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
     pub variants: String,
     /// Page cache states of the input.

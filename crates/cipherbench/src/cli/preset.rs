@@ -64,6 +64,7 @@ impl Preset {
                 sample: Duration::from_millis(5),
                 samples: 3,
                 check_openssl: false,
+                async_jobs: Vec::new(),
                 check_seconds: 1,
             },
             Preset::Quick => SpeedPlan {
@@ -81,6 +82,7 @@ impl Preset {
                 sample: Duration::from_millis(30),
                 samples: 5,
                 check_openssl: false,
+                async_jobs: Vec::new(),
                 check_seconds: 1,
             },
             Preset::Full => SpeedPlan {
@@ -98,6 +100,7 @@ impl Preset {
                 sample: Duration::from_millis(300),
                 samples: 7,
                 check_openssl: true,
+                async_jobs: Vec::new(),
                 check_seconds: 3,
             },
         }

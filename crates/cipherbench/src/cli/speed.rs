@@ -23,7 +23,7 @@ pub struct SpeedArgs {
     /// Buffer sizes, comma-separated, such as 16,1KiB,16KiB (default: 16,64,256,1KiB,8KiB,16KiB).
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
-    /// Variants: accel, noaesni, or ia32cap:MASK (default: accel,noaesni).
+    /// Variants: accel, noaesni, ia32cap:MASK, provider:CONF (an openssl.cnf loading a provider) or engine:ID (default: accel,noaesni).
     #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
     pub variants: String,
     /// Thread counts: numbers or 'all' (default: 1,all).
@@ -49,6 +49,11 @@ pub struct SpeedArgs {
     /// Also run `openssl speed -evp` for the same single-thread points and show the ratio.
     #[arg(long)]
     pub check_openssl: bool,
+    /// Also run `openssl speed -evp CIPHER -async_jobs N` for each N (comma-separated,
+    /// 0 = synchronous, at most 1024), every variant, cipher and size, on one thread:
+    /// for providers and engines that work asynchronously.
+    #[arg(long, value_name = "N[,M...]")]
+    pub async_jobs: Option<String>,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -99,9 +104,33 @@ impl SpeedArgs {
             sample: Duration::from_millis(self.sample_ms),
             samples: self.samples,
             check_openssl: self.check_openssl,
+            async_jobs: match &self.async_jobs {
+                Some(list) => parse_async_jobs(list)?,
+                None => Vec::new(),
+            },
             check_seconds: 1,
         })
     }
+}
+
+/// Parses `--async-jobs N[,M...]`: each 0 to 1024, each once, in the order given.
+pub fn parse_async_jobs(text: &str) -> Result<Vec<u32>> {
+    let mut out = Vec::new();
+    for part in text.split(',') {
+        let n: u32 = part.trim().parse().map_err(|_| {
+            anyhow::anyhow!(
+                "--async-jobs: '{}' is not a number of async jobs (e.g. --async-jobs 0,8,64)",
+                part.trim()
+            )
+        })?;
+        if n > 1024 {
+            bail!("--async-jobs: {n} is too many (at most 1024, as openssl speed's own limit is far above what pays)");
+        }
+        if !out.contains(&n) {
+            out.push(n);
+        }
+    }
+    Ok(out)
 }
 
 /// Parses a comma-separated cipher list, refusing unknown names with the known ones.
@@ -161,6 +190,18 @@ pub fn command(args: &SpeedArgs, quiet: bool) -> Result<ExitCode> {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn async_jobs_are_a_list_of_small_numbers_each_once() {
+        assert_eq!(super::parse_async_jobs("0, 8,64,8").unwrap(), [0, 8, 64]);
+        let err = super::parse_async_jobs("8,lots").unwrap_err().to_string();
+        assert!(
+            err.starts_with("--async-jobs: 'lots' is not a number"),
+            "{err}"
+        );
+        assert!(super::parse_async_jobs("2048").is_err());
+    }
+
     use super::*;
 
     #[test]

@@ -46,7 +46,7 @@ pub struct CommonArgs {
     /// by name).
     #[arg(long, value_name = "LIST")]
     pub suites: Option<String>,
-    /// Variants of the server: accel, noaesni, or ia32cap:MASK.
+    /// Variants of the server: accel, noaesni, ia32cap:MASK, provider:CONF or engine:ID.
     #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
     pub variants: String,
     /// Server key: rsa2048 or ecdsa-p256.
@@ -130,7 +130,7 @@ pub struct ServeArgs {
     /// nginx worker count (pinned to the first CPUs).
     #[arg(long, default_value_t = 1)]
     pub cores: usize,
-    /// Variant: accel, noaesni, or ia32cap:MASK.
+    /// Variant: accel, noaesni, ia32cap:MASK, provider:CONF or engine:ID.
     #[arg(long, default_value = "accel")]
     pub variant: String,
     /// Server key: rsa2048 or ecdsa-p256.

@@ -29,7 +29,7 @@ pub struct TunnelArgs {
     /// chacha20-poly1305 (default: all five).
     #[arg(long, value_name = "LIST")]
     pub transforms: Option<String>,
-    /// Variants: accel, noaesni, or ia32cap:MASK (default: accel,noaesni).
+    /// Variants: accel, noaesni, ia32cap:MASK, provider:CONF (an openssl.cnf loading a provider) or engine:ID (default: accel,noaesni).
     #[arg(long, value_name = "LIST")]
     pub variants: Option<String>,
     /// Which gateway runs the variant; the other runs accel (seed 004 changed the

@@ -458,6 +458,7 @@ impl Bench<'_> {
             .kit
             .command(sc.tool, direction, &input, &output, sc.sync)
             .ia32cap(mask.as_deref())
+            .envs(sc.variant.environment())
             .loader(loader);
         self.commands.entry(key).or_insert_with(|| {
             let mut argv = spawn.display();
@@ -545,6 +546,9 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
 
     let (baseline, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
         let baseline = Baseline::measure(&plan.variants)?;
+        for v in &plan.variants {
+            v.reset_counter();
+        }
         let variants = judge_variants(plan, &tools_ok, &baseline, session);
         (Some(baseline), variants)
     } else {
@@ -613,6 +617,18 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     let outcome = measure(&mut bench, &scenarios, &mut results, session);
     bench.kit.shutdown();
     finish(&mut results, session);
+    // Provider and engine variants: the tally over the layer, and judged on the
+    // tools' own ciphers.
+    let ciphers: Vec<&str> = tools_ok
+        .iter()
+        .filter_map(|t| t.catalogue_cipher())
+        .collect();
+    for v in &plan.variants {
+        if let Some(r) = results.variants.iter_mut().find(|r| r.name == v.name()) {
+            v.note_counter(r);
+            crate::variant::judge_layer_fallback(r, &ciphers);
+        }
+    }
     session.record.file = Some(results);
     session.save()?;
     drop(bench);

@@ -98,6 +98,17 @@ impl ToolId {
         )
     }
 
+    /// The catalogue cipher whose implementation a provider variant is judged on
+    /// (None: a tool whose cipher the catalogue lacks, or not OpenSSL's).
+    pub fn catalogue_cipher(self) -> Option<&'static str> {
+        match self {
+            ToolId::OpensslCbc => Some("aes-256-cbc"),
+            ToolId::Cipherbench => Some("aes-256-gcm"),
+            ToolId::CipherbenchChacha => Some("chacha20-poly1305"),
+            _ => None,
+        }
+    }
+
     /// The programs it needs on PATH (cipherbench is this executable).
     fn programs(self) -> &'static [&'static str] {
         match self {

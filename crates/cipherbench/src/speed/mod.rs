@@ -48,6 +48,9 @@ pub struct SpeedPlan {
     pub samples: usize,
     /// Cross-check against `openssl speed` for single-thread points.
     pub check_openssl: bool,
+    /// `openssl speed -async_jobs N` per entry, for every variant, cipher and size
+    /// (single thread): for providers and engines that work asynchronously.
+    pub async_jobs: Vec<u32>,
     /// Seconds per `openssl speed` run.
     pub check_seconds: u32,
 }
@@ -129,6 +132,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             unavailable: Vec::new(),
             controls: Vec::new(),
             openssl_checks: Vec::new(),
+            async_points: Vec::new(),
             placement: None,
         },
     };
@@ -158,6 +162,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     let points = plan.points();
     let total = plan.total_points();
     let baseline = Baseline::measure(&plan.variants)?;
+    for v in &plan.variants {
+        v.reset_counter();
+    }
     session.progress.layer("speed", total, plan.estimate());
     // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
     // affects both variants of a cipher alike, and their order turns from one cipher
@@ -205,7 +212,25 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         session.save()?;
         outcome?;
     }
+    // A provider's tally covers every worker of its variant.
+    for v in &plan.variants {
+        if let Some(record) = results.variants.iter_mut().find(|r| r.name == v.name()) {
+            v.note_counter(record);
+            let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
+            crate::variant::judge_layer_fallback(record, &ciphers);
+        }
+    }
+    session.record.speed = Some(results.clone());
     for v in &results.variants {
+        for c in &plan.ciphers {
+            if let Some(f) = v.fallback(c.name()) {
+                session.record.warn(
+                    "speed",
+                    "variant_fallback",
+                    format!("variant {}: {f}", v.name),
+                );
+            }
+        }
         if !v.took_effect {
             session.record.warn(
                 "speed",
@@ -254,6 +279,79 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     if plan.check_openssl {
         check_openssl(plan, &baseline, &mut results, session)?;
     }
+    if !plan.async_jobs.is_empty() {
+        async_jobs(plan, &baseline, &mut results, session)?;
+    }
+    Ok(())
+}
+
+/// `--async-jobs`: `openssl speed -evp CIPHER -async_jobs N` under each variant's
+/// environment, for every cipher `openssl speed` has, size and N, one thread. A
+/// point openssl refuses is noted and skipped.
+fn async_jobs(
+    plan: &SpeedPlan,
+    baseline: &Baseline,
+    results: &mut SpeedResults,
+    session: &mut Session,
+) -> Result<()> {
+    for variant in &plan.variants {
+        let mask = baseline.mask(variant);
+        let loader = variant.library.loader();
+        for cipher in &plan.ciphers {
+            let Some((name, aead)) = cipher.openssl_speed() else {
+                continue;
+            };
+            for &size in &plan.sizes {
+                for &jobs in &plan.async_jobs {
+                    interrupt::check()?;
+                    let mut args =
+                        openssl_speed::command(name, aead, false, size, plan.check_seconds);
+                    // Before -mr, which stays last; 0 is openssl's synchronous
+                    // default, which it refuses to be given.
+                    if jobs > 0 {
+                        let at = args.len() - 1;
+                        args.splice(at..at, ["-async_jobs".to_string(), jobs.to_string()]);
+                    }
+                    let rate = match openssl_speed::run(
+                        &args,
+                        mask.as_deref(),
+                        &variant.environment(),
+                        loader,
+                        plan.check_seconds,
+                    ) {
+                        Ok(r) => r,
+                        Err(e) => {
+                            session.progress.note(&format!(
+                                "openssl speed -async_jobs {jobs} for {} {}: {e:#}",
+                                cipher.name(),
+                                variant.name()
+                            ));
+                            continue;
+                        }
+                    };
+                    session.progress.point(&format!(
+                        "openssl speed -async_jobs {jobs} {} {} {size} B: {}",
+                        cipher.name(),
+                        variant.name(),
+                        cipherbench_model::units::format_bytes_per_sec(rate)
+                    ));
+                    let command = Spawn::new("openssl").args(&args).loader(loader).display();
+                    results
+                        .async_points
+                        .push(cipherbench_model::speed::AsyncPoint {
+                            cipher: cipher.name().to_string(),
+                            variant: variant.name(),
+                            size_bytes: size,
+                            async_jobs: jobs,
+                            command,
+                            bytes_per_sec: rate,
+                        });
+                }
+            }
+        }
+    }
+    session.record.speed = Some(results.clone());
+    session.save()?;
     Ok(())
 }
 
@@ -351,6 +449,7 @@ fn run_worker(
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
         .ia32cap(baseline.mask(variant).as_deref())
+        .envs(variant.environment())
         .loader(variant.library.loader())
         .piped_stdin()
         .piped_stdout()
@@ -513,7 +612,13 @@ fn check_openssl(
         );
         let mask = baseline.mask(variant);
         let loader = variant.library.loader();
-        let rate = match openssl_speed::run(&args, mask.as_deref(), loader, plan.check_seconds) {
+        let rate = match openssl_speed::run(
+            &args,
+            mask.as_deref(),
+            &variant.environment(),
+            loader,
+            plan.check_seconds,
+        ) {
             Ok(r) => r,
             Err(e) => {
                 session.progress.note(&format!(
@@ -572,6 +677,7 @@ mod tests {
             sample: Duration::from_millis(100),
             samples: 1,
             check_openssl: false,
+            async_jobs: Vec::new(),
             check_seconds: 3,
         };
         let without = plan.estimate();

@@ -98,12 +98,14 @@ pub fn mode(name: &str, aead: bool, aead_loop: Option<AeadLoop>) -> String {
 pub fn run(
     args: &[String],
     ia32cap: Option<&str>,
+    env: &[(&str, std::ffi::OsString)],
     loader: Option<&Loader>,
     seconds: u32,
 ) -> Result<f64> {
     let out = Spawn::new("openssl")
         .args(args)
         .ia32cap(ia32cap)
+        .envs(env.iter().cloned())
         .loader(loader)
         .output(Duration::from_secs(u64::from(seconds) + 30))?
         .success("openssl speed")?;

@@ -294,8 +294,26 @@ impl NginxVariants {
     /// Measures accel's probes and each variant's with nginx's environment.
     pub(crate) fn judge(variants: &[Variant]) -> Result<NginxVariants> {
         let baseline = crate::variant::Baseline::measure(variants)?;
+        for v in variants {
+            v.reset_counter();
+        }
         let records = crate::variant::stand_in_records(variants, &baseline, "nginx");
         Ok(NginxVariants { baseline, records })
+    }
+
+    /// After a server's load: the provider's tally so far in this layer, in every
+    /// server record of the variant (one tally per variant, all of nginx's workers).
+    pub(crate) fn note_counter(session: &mut Session, variant: &Variant) {
+        if variant.counter().is_none() {
+            return;
+        }
+        for s in results(session)
+            .servers
+            .iter_mut()
+            .filter(|s| s.variant.name == variant.name())
+        {
+            variant.note_counter(&mut s.variant);
+        }
     }
 
     /// The `OPENSSL_ia32cap` nginx runs under for a variant.
@@ -305,10 +323,13 @@ impl NginxVariants {
 
     /// The record of one running nginx: the variant's, judged again with the check of
     /// that nginx's own processes.
+    /// A provider or engine variant is judged on the suite's cipher: the record
+    /// keeps who served it, and a fallback there is a fallback of this server.
     pub(crate) fn record(
         &self,
         variant: &Variant,
         server: &nginx::Server,
+        suite: &Suite,
     ) -> cipherbench_model::variant::VariantRecord {
         let known: Vec<_> = self.records.values().cloned().collect();
         let Some(record) = self.records.get(&variant.name()) else {
@@ -319,7 +340,11 @@ impl NginxVariants {
         let mask = self.mask(variant);
         let check =
             crate::variant::check_environ("nginx's master and workers", &pids, mask.as_deref());
-        crate::variant::with_check(&self.baseline, variant, record, &known, check)
+        let mut record = crate::variant::with_check(&self.baseline, variant, record, &known, check);
+        if let Some(cipher) = suite.catalogue_cipher() {
+            crate::variant::judge_layer_fallback(&mut record, &[cipher]);
+        }
+        record
     }
 }
 
@@ -348,6 +373,8 @@ pub(crate) fn external_record(
             probes: None,
             effect: None,
             process_check: None,
+            expected: None,
+            provider_calls: None,
         },
         config: format!("https://{}{}", url.host, url.path),
     }

@@ -400,6 +400,7 @@ impl Server {
             .args(["-e", "stderr"])
             .cwd(dir)
             .ia32cap(spec.ia32cap.as_deref())
+            .envs(spec.variant.environment())
             .loader(spec.variant.library.loader())
             .start()
             .map_err(StartError::Other)?;

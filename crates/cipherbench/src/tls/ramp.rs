@@ -141,7 +141,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
-                            variant: variants.record(variant, &server),
+                            variant: variants.record(variant, &server, suite),
                             config: server.config().to_string(),
                         };
                         let target = Target {
@@ -164,6 +164,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                         )?;
                         server.stop();
                         record_run(session, &config, record, run)?;
+                        super::NginxVariants::note_counter(session, variant);
                     }
                 }
             }

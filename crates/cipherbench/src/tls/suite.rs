@@ -100,6 +100,14 @@ pub struct Suite {
     pub auth: Auth,
 }
 
+impl Suite {
+    /// The catalogue cipher its records are encrypted with (what a provider variant
+    /// is judged on); None for a suite whose record cipher the catalogue lacks.
+    pub fn catalogue_cipher(&self) -> Option<&'static str> {
+        cipherbench_model::tls::suite_cipher(self.openssl)
+    }
+}
+
 const fn s(openssl: &'static str, iana: &'static str, protocol: Protocol, auth: Auth) -> Suite {
     Suite {
         openssl,

@@ -183,7 +183,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 cores,
                                 server_cpus: server_cpus.clone(),
                                 generator_cpus: generator_cpus.clone(),
-                                variant: variants.record(variant, &server),
+                                variant: variants.record(variant, &server, suite),
                                 config: server.config().to_string(),
                             };
                             let target = Target {
@@ -213,6 +213,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                             )?;
                             server.stop();
                             record_point(session, &config, record, point)?;
+                            super::NginxVariants::note_counter(session, variant);
                         }
                     }
                 }

@@ -51,6 +51,7 @@ impl Gateway {
         let mut child = Spawn::new(program)
             .args(["__gateway"])
             .ia32cap(mask.as_deref())
+            .envs(variant.environment())
             .loader(variant.library.loader())
             .piped_stdin()
             .piped_stdout()

@@ -433,6 +433,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
 
     let program = std::env::current_exe().context("finding cipherbench's own executable")?;
     let baseline = Baseline::measure(&plan.variants)?;
+    for v in &plan.variants {
+        v.reset_counter();
+    }
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
@@ -574,11 +577,40 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         }
         pair.stop()?;
     }
+    note_implementations(plan, &mut results.variants);
     if plan.stacks.contains(&Stack::Strongswan) {
         strongswan::measure(plan, lab, session, &mut results, &baseline, underlay_tcp)?;
     }
     session.record.tunnel = Some(results);
     session.save()
+}
+
+/// The catalogue cipher an ESP transform encrypts with: what a provider variant is
+/// judged on in the tunnel layer.
+fn transform_cipher(t: Transform) -> Option<&'static str> {
+    match t {
+        Transform::Null => None,
+        Transform::Aes256Sha256 => Some("aes-256-cbc-hmac-sha256"),
+        Transform::Aes128Gcm => Some("aes-128-gcm"),
+        Transform::Aes256Gcm => Some("aes-256-gcm"),
+        Transform::ChaCha20Poly1305 => Some("chacha20-poly1305"),
+    }
+}
+
+/// After a stack's work: each provider variant's tally over it, and the variant
+/// judged on the transforms' own ciphers (a fallback on all of them: not taken).
+pub(crate) fn note_implementations(plan: &TunnelPlan, records: &mut [VariantRecord]) {
+    let ciphers: Vec<&str> = plan
+        .transforms
+        .iter()
+        .filter_map(|&t| transform_cipher(t))
+        .collect();
+    for v in &plan.variants {
+        if let Some(r) = records.iter_mut().find(|r| r.name == v.name()) {
+            v.note_counter(r);
+            crate::variant::judge_layer_fallback(r, &ciphers);
+        }
+    }
 }
 
 /// Judges a gateway's variant by the probes it measured, the first time the variant

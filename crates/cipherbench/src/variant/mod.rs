@@ -17,6 +17,7 @@
 //!
 //! The layers take variants from here; none of them owns the idea.
 
+pub mod implementation;
 pub mod mask;
 
 use crate::library::Library;
@@ -24,8 +25,8 @@ use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
 use cipherbench_model::env::Ia32Cap;
 use cipherbench_model::variant::{
-    Effect, ProbeFigure, ProbeRatio, ProbeRole, Probes, ProcessCheck, VariantRecord, Verdict,
-    PROBE_CONTROL_TOLERANCE, TREATMENT_FACTOR,
+    Effect, Expected, ProbeFigure, ProbeRatio, ProbeRole, Probes, ProcessCheck, VariantRecord,
+    Verdict, PROBE_CONTROL_TOLERANCE, TREATMENT_FACTOR,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -42,6 +43,24 @@ pub enum VariantKind {
     /// A user-given `OPENSSL_ia32cap` value (`ia32cap:MASK`), checked by
     /// [`mask::parse`].
     Ia32Cap(String),
+    /// An OpenSSL configuration that loads a provider (`provider:CONF`), checked
+    /// by [`implementation::provider`]; judged by which provider served the work.
+    Provider {
+        /// As the user wrote it (the variant's name).
+        given: String,
+        /// Its absolute path: the children's `OPENSSL_CONF`.
+        conf: std::path::PathBuf,
+        /// The counting provider's tally file for this variant.
+        counter: std::path::PathBuf,
+    },
+    /// An ENGINE made the default for its algorithms (`engine:ID`) through a
+    /// generated configuration; judged by the engine bound to the work.
+    Engine {
+        /// The engine's id.
+        id: String,
+        /// The generated configuration: the children's `OPENSSL_CONF`.
+        conf: std::path::PathBuf,
+    },
 }
 
 /// An acceleration variant: the kind, and through it the environment its
@@ -86,10 +105,27 @@ impl Variant {
         Variant::accel().with_library(&self.library)
     }
 
-    /// Parses `accel`, `noaesni` or `ia32cap:MASK`; a mask OpenSSL would not read as
-    /// written is refused with the reason.
+    /// Parses `accel`, `noaesni`, `ia32cap:MASK`, `provider:CONF` or `engine:ID`; a
+    /// mask OpenSSL would not read as written, a configuration whose provider does
+    /// not load, an engine that does not initialise are refused with the reason.
     pub fn parse(text: &str) -> Result<Variant> {
-        match text.trim() {
+        let t = text.trim();
+        if let Some(conf) = t.strip_prefix("provider:") {
+            let (path, counter) = implementation::provider(conf)?;
+            return Ok(Variant::of(VariantKind::Provider {
+                given: conf.to_string(),
+                conf: path,
+                counter,
+            }));
+        }
+        if let Some(id) = t.strip_prefix("engine:") {
+            let conf = implementation::engine(id)?;
+            return Ok(Variant::of(VariantKind::Engine {
+                id: id.to_string(),
+                conf,
+            }));
+        }
+        match t {
             "accel" => Ok(Variant::accel()),
             "noaesni" => Ok(Variant::noaesni()),
             t => match t.strip_prefix("ia32cap:") {
@@ -98,10 +134,60 @@ impl Variant {
                     Ok(Variant::of(VariantKind::Ia32Cap(m.to_string())))
                 }
                 None => bail!(
-                    "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as {})",
+                    "unknown variant '{t}': use accel, noaesni, ia32cap:MASK (an OPENSSL_ia32cap value such as {}), provider:CONF (an openssl.cnf loading a provider) or engine:ID",
                     mask::NOAESNI_FIVE_FIELDS
                 ),
             },
+        }
+    }
+
+    /// The environment the variant adds to its children beside the mask:
+    /// `OPENSSL_CONF` (and the counter file) for a provider or engine variant,
+    /// nothing for the others (the user's own `OPENSSL_CONF`, if any, passes).
+    pub fn environment(&self) -> Vec<(&'static str, std::ffi::OsString)> {
+        match &self.kind {
+            VariantKind::Provider { conf, counter, .. } => vec![
+                ("OPENSSL_CONF", conf.clone().into_os_string()),
+                (
+                    implementation::COUNTER_ENV,
+                    counter.clone().into_os_string(),
+                ),
+            ],
+            VariantKind::Engine { conf, .. } => {
+                vec![("OPENSSL_CONF", conf.clone().into_os_string())]
+            }
+            _ => Vec::new(),
+        }
+    }
+
+    /// What should serve a provider or engine variant's work (None for the others).
+    pub fn expected(&self) -> Option<Expected> {
+        match &self.kind {
+            VariantKind::Provider { .. } => Some(Expected::Provider),
+            VariantKind::Engine { id, .. } => Some(Expected::Engine(id.clone())),
+            _ => None,
+        }
+    }
+
+    /// The counter file of a provider variant.
+    pub fn counter(&self) -> Option<&std::path::Path> {
+        match &self.kind {
+            VariantKind::Provider { counter, .. } => Some(counter),
+            _ => None,
+        }
+    }
+
+    /// Zeroes the variant's provider tally before a layer's work.
+    pub fn reset_counter(&self) {
+        if let Some(c) = self.counter() {
+            implementation::reset_counter(c);
+        }
+    }
+
+    /// Puts the provider's tally over the layer's work into the variant's record.
+    pub fn note_counter(&self, record: &mut VariantRecord) {
+        if let Some(c) = self.counter() {
+            record.provider_calls = implementation::read_counter(c);
         }
     }
 
@@ -113,6 +199,8 @@ impl Variant {
             VariantKind::Accel => "accel".into(),
             VariantKind::NoAesni => "noaesni".into(),
             VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
+            VariantKind::Provider { given, .. } => format!("provider:{given}"),
+            VariantKind::Engine { id, .. } => format!("engine:{id}"),
         };
         match &self.library.tag {
             Some(tag) => format!("{kind}@{tag}"),
@@ -125,7 +213,7 @@ impl Variant {
     /// defaults). Pure.
     pub fn mask(&self, library_version: &str) -> Option<String> {
         match &self.kind {
-            VariantKind::Accel => None,
+            VariantKind::Accel | VariantKind::Provider { .. } | VariantKind::Engine { .. } => None,
             VariantKind::NoAesni => Some(mask::noaesni_mask(library_version).to_string()),
             VariantKind::Ia32Cap(mask) => Some(mask.clone()),
         }
@@ -140,7 +228,7 @@ impl Variant {
     /// is: a user mask counts if it clears AES-NI.
     fn masks_aes(&self) -> bool {
         match &self.kind {
-            VariantKind::Accel => false,
+            VariantKind::Accel | VariantKind::Provider { .. } | VariantKind::Engine { .. } => false,
             VariantKind::NoAesni => true,
             VariantKind::Ia32Cap(m) => mask::parse(m).is_ok_and(|m| m.clears_aesni()),
         }
@@ -222,6 +310,8 @@ pub fn judge(variant: &Variant, facts: &Facts) -> VariantRecord {
         probes: facts.probes.cloned(),
         effect: Some(effect),
         process_check: facts.process_check.cloned(),
+        expected: variant.expected(),
+        provider_calls: None,
     }
 }
 
@@ -281,7 +371,9 @@ fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool
     };
     let ratios = ratios(probes, accel);
     let working = mask::noaesni_mask(&probes.library_version);
-    let mut effect = if variant.masks_aes() {
+    let mut effect = if let Some(expected) = variant.expected() {
+        judge_implementation(&expected, probes)
+    } else if variant.masks_aes() {
         judge_masking(&ratios, facts, working)
     } else {
         judge_other(
@@ -386,6 +478,47 @@ fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect 
     effect
 }
 
+/// A provider or engine variant: it took effect if its process says the expected
+/// implementation served at least one algorithm; a fallback if the default provider
+/// served them all. Per cipher, the record says which (`VariantRecord::fallback`).
+fn judge_implementation(expected: &Expected, probes: &Probes) -> Effect {
+    let mut effect = Effect {
+        verdict: Verdict::TookEffect,
+        reason: String::new(),
+        ratios: Vec::new(),
+        treatment_factor: TREATMENT_FACTOR,
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    };
+    let Some(imp) = &probes.implementation else {
+        effect.verdict = Verdict::Unjudged;
+        effect.reason = "the variant's process did not say which implementation served it".into();
+        return effect;
+    };
+    let ran: Vec<String> = imp
+        .served
+        .iter()
+        .filter(|s| expected.ran(s))
+        .map(|s| format!("{} ({})", s.algorithm, Expected::who(s)))
+        .collect();
+    let providers = imp.providers.join(", ");
+    if ran.is_empty() {
+        effect.verdict = Verdict::Fallback;
+        effect.reason = match expected {
+            Expected::Provider => format!(
+                "fallback: the default provider served every algorithm (active providers: {providers}); the configuration's provider has none of them or did not load"
+            ),
+            Expected::Engine(id) => format!(
+                "fallback: engine {id} is bound to no algorithm this process fetches (active providers: {providers}); it did not initialise, or fetches bypass it"
+            ),
+        };
+    } else {
+        effect.reason = format!("ran: {}; active providers: {providers}", ran.join(", "));
+    }
+    effect
+}
+
 fn judge_other(
     ratios: &[ProbeRatio],
     cap: Option<Ia32Cap>,
@@ -427,6 +560,40 @@ fn judge_other(
         control_tolerance: PROBE_CONTROL_TOLERANCE,
         working_mask: None,
         first_judgement: None,
+    }
+}
+
+/// Judges a provider or engine variant's record against what its layer asked for:
+/// if every one of `ciphers` fell back to the default provider, the variant's work
+/// in this layer was accel's, so it did not take effect here (whatever else its
+/// provider serves). The record's list of who served what keeps the layer's
+/// ciphers only. Other variants are left as they are. Pure.
+pub fn judge_layer_fallback(record: &mut VariantRecord, ciphers: &[&str]) {
+    if record.expected.is_none() || ciphers.is_empty() {
+        return;
+    }
+    // The record speaks of the layer's work: the ciphers it asked for.
+    if let Some(imp) = record
+        .probes
+        .as_mut()
+        .and_then(|p| p.implementation.as_mut())
+    {
+        imp.served.retain(|s| ciphers.contains(&s.cipher.as_str()));
+    }
+    if !record.took_effect {
+        return;
+    }
+    let fallbacks: Vec<String> = ciphers.iter().filter_map(|c| record.fallback(c)).collect();
+    if fallbacks.len() < ciphers.len() {
+        return;
+    }
+    record.took_effect = false;
+    if let Some(effect) = record.effect.as_mut() {
+        effect.verdict = Verdict::Fallback;
+        effect.reason = format!(
+            "{}: the layer's work ran on the default provider, not the variant's",
+            fallbacks.join("; ")
+        );
     }
 }
 
@@ -486,6 +653,7 @@ fn combine(sets: &[Probes], measured_in: &str) -> Option<Probes> {
         cpu_settings: first.cpu_settings.clone(),
         measured_in: measured_in.to_string(),
         figures,
+        implementation: first.implementation.clone(),
     })
 }
 
@@ -502,6 +670,7 @@ fn probe_child(variant: &Variant, mask: Option<&str>, measured_in: &str) -> Resu
     crate::effect::run_child(
         crate::effect::child_command(false)?
             .ia32cap(mask)
+            .envs(variant.environment())
             .loader(variant.library.loader()),
         measured_in,
     )
@@ -593,7 +762,7 @@ impl Baseline {
             .and_then(|v| v.probes.as_ref())
             .unwrap_or(self.accel_probes(variant));
         let first = self.judge_with(variant, probes, accel_probes, process_check);
-        if variant.is_accel() || !needs_confirmation(&first) {
+        if variant.is_accel() || variant.expected().is_some() || !needs_confirmation(&first) {
             return first;
         }
         let Some((accel, mine)) = self.paired(variant) else {
@@ -736,6 +905,7 @@ pub fn check_openssl_cli(
     let settings = Spawn::new("openssl")
         .args(["info", "-cpusettings"])
         .ia32cap(mask)
+        .envs(variant.environment())
         .loader(variant.library.loader())
         .output(Duration::from_secs(10))
         .and_then(|o| o.success("openssl info -cpusettings"))
@@ -828,6 +998,7 @@ mod tests {
                 figure("chacha20-poly1305", ProbeRole::Control, chacha),
                 figure("des-ede3-cbc", ProbeRole::Control, des),
             ],
+            implementation: None,
         }
     }
 
@@ -870,6 +1041,104 @@ mod tests {
         assert_eq!(libraries_of(&crossed), [Library::system(), tagged]);
         // No list: the variants as they were, under the system's library.
         assert_eq!(cross(&variants, &[]), variants);
+    }
+
+    fn provider_variant() -> Variant {
+        Variant::of(VariantKind::Provider {
+            given: "counting.cnf".into(),
+            conf: "/etc/counting.cnf".into(),
+            counter: "/tmp/counting.count".into(),
+        })
+    }
+
+    fn served_by(gcm: &str) -> Probes {
+        let mut p = probes(ACCEL, 9e9, 3.7e9, 31e6);
+        let s =
+            |cipher: &str, algorithm: &str, provider: &str| cipherbench_model::variant::Served {
+                cipher: cipher.into(),
+                algorithm: algorithm.into(),
+                kind: "cipher".into(),
+                provider: Some(provider.into()),
+                engine: None,
+            };
+        p.implementation = Some(cipherbench_model::variant::Implementation {
+            providers: vec!["counting".into(), "default".into()],
+            served: vec![
+                s("aes-128-gcm", "AES-128-GCM", gcm),
+                s("chacha20-poly1305", "ChaCha20-Poly1305", "default"),
+            ],
+            cpu_vendor: "AuthenticAMD".into(),
+        });
+        p
+    }
+
+    #[test]
+    fn a_provider_variant_ran_where_its_provider_served_and_fell_back_elsewhere() {
+        let v = provider_variant();
+        assert_eq!(v.name(), "provider:counting.cnf");
+        assert_eq!(v.mask("OpenSSL 3.0.19"), None);
+        let env: Vec<String> = v
+            .environment()
+            .iter()
+            .map(|(k, val)| format!("{k}={}", val.to_string_lossy()))
+            .collect();
+        assert_eq!(
+            env,
+            [
+                "OPENSSL_CONF=/etc/counting.cnf",
+                "CIPHERBENCH_PROVIDER_COUNTER=/tmp/counting.count"
+            ]
+        );
+        let mine = served_by("counting");
+        let r = judged(&v, None, &mine, &accel_probes());
+        assert!(r.took_effect, "{r:?}");
+        assert_eq!(r.effect.as_ref().unwrap().verdict, Verdict::TookEffect);
+        assert_eq!(r.fallback("aes-128-gcm"), None);
+        assert_eq!(
+            r.fallback("chacha20-poly1305").as_deref(),
+            Some("fallback: default provider served chacha20-poly1305")
+        );
+        assert_eq!(
+            r.not_applicable_for("chacha20-poly1305").as_deref(),
+            Some("n/a: fallback: default provider served chacha20-poly1305")
+        );
+        // Nothing served by the provider: a fallback, not taken.
+        let none = judged(&v, None, &served_by("default"), &accel_probes());
+        assert!(!none.took_effect);
+        assert_eq!(none.effect.unwrap().verdict, Verdict::Fallback);
+        // A process that did not say is not judged.
+        let silent = judged(&v, None, &accel_probes(), &accel_probes());
+        assert_eq!(silent.effect.unwrap().verdict, Verdict::Unjudged);
+    }
+
+    #[test]
+    fn a_layer_whose_every_cipher_fell_back_did_not_take_effect_and_keeps_its_ciphers() {
+        let v = provider_variant();
+        let r = judged(&v, None, &served_by("counting"), &accel_probes());
+        let mut only_chacha = r.clone();
+        judge_layer_fallback(&mut only_chacha, &["chacha20-poly1305"]);
+        assert!(!only_chacha.took_effect);
+        assert_eq!(
+            only_chacha.effect.as_ref().unwrap().verdict,
+            Verdict::Fallback
+        );
+        let served = &only_chacha
+            .probes
+            .as_ref()
+            .unwrap()
+            .implementation
+            .as_ref()
+            .unwrap()
+            .served;
+        assert_eq!(served.len(), 1);
+        let mut both = r.clone();
+        judge_layer_fallback(&mut both, &["aes-128-gcm", "chacha20-poly1305"]);
+        assert!(both.took_effect);
+        // Other variants are left alone.
+        let mut accel = judged(&Variant::accel(), None, &accel_probes(), &accel_probes());
+        let before = accel.clone();
+        judge_layer_fallback(&mut accel, &["chacha20-poly1305"]);
+        assert_eq!(accel, before);
     }
 
     #[test]

@@ -278,6 +278,7 @@ impl Charon {
             .args(&args)
             .env("STRONGSWAN_CONF", dir.join("strongswan.conf"))
             .ia32cap(mask)
+            .envs(variant.environment())
             .loader(variant.library.loader())
             .start()
             .with_context(|| format!("starting the {side_name} charon"))?;
@@ -876,6 +877,9 @@ fn measure_into(
     // The variants reach charon's OpenSSL through the environment alone: judged
     // by effect in probe children given charon's environment, then checked against
     // the environment of the charons themselves.
+    for v in &plan.variants {
+        v.reset_counter();
+    }
     let stand_ins = if plan.strongswan_backends.contains(&Backend::Openssl) {
         crate::variant::stand_in_records(&plan.variants, baseline, "charon")
     } else {
@@ -1043,6 +1047,7 @@ fn measure_into(
         }
         pair.stop()?;
     }
+    super::note_implementations(plan, &mut stack.variants);
     Ok(())
 }
 

@@ -1,0 +1,315 @@
+//! Provider variants judged by which implementation ran, end to end, with the
+//! counting test provider (`testdata/provider/counting.c`), which these tests build
+//! with the system's C compiler against libssl-dev's headers: a real OpenSSL 3
+//! provider that serves AES-128-GCM through the default provider's implementation
+//! and counts its calls. Asked for AES-128-GCM the variant must show "ran" and a
+//! non-zero count; asked for ChaCha20-Poly1305, which it lacks, "fallback"; both in
+//! the terminal, summary.md and report.html. A configuration whose provider does not
+//! load, or a file that is not there, is refused in one line before anything starts.
+
+use cipherbench_model::variant::Verdict;
+use cipherbench_model::RunRecord;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::sync::OnceLock;
+
+/// The repository's testdata/provider.
+fn source_dir() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testdata/provider")
+}
+
+/// The directory holding counting.so, built once per test binary.
+fn module_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("counting-provider");
+        std::fs::create_dir_all(&dir).unwrap();
+        let out = Command::new("cc")
+            .args([
+                "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+            ])
+            .arg(dir.join("counting.so"))
+            .arg(source_dir().join("counting.c"))
+            .arg("-lcrypto")
+            .output()
+            .expect("running cc (scripts/install-deps.sh installs build-essential and libssl-dev)");
+        assert!(
+            out.status.success(),
+            "building the counting provider failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        dir
+    })
+}
+
+fn conf() -> String {
+    source_dir()
+        .join("counting.cnf")
+        .canonicalize()
+        .unwrap()
+        .display()
+        .to_string()
+}
+
+/// cipherbench with the counting provider findable (OPENSSL_MODULES) and its own
+/// temp root under `dir`.
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    c.env_remove("OPENSSL_ia32cap")
+        .env_remove("OPENSSL_CONF")
+        .env_remove("LD_LIBRARY_PATH")
+        .env("OPENSSL_MODULES", module_dir())
+        .env("TMPDIR", dir.join("tmp"));
+    c
+}
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-provider-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn text(out: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+fn speed(mut cmd: Command, ciphers: &str, variants: &str, results: &Path) -> Output {
+    cmd.args([
+        "speed",
+        "--cipher",
+        ciphers,
+        "--sizes",
+        "16KiB",
+        "--threads",
+        "1",
+        "--direction",
+        "encrypt",
+        "--samples",
+        "3",
+        "--sample-ms",
+        "50",
+        "--variants",
+        variants,
+        "--results",
+    ])
+    .arg(results)
+    .output()
+    .unwrap()
+}
+
+fn record(dir: &Path) -> RunRecord {
+    RunRecord::from_json(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
+}
+
+/// Nothing of the run stays in its temp root.
+fn nothing_left(dir: &Path) {
+    let tmp = dir.join("tmp");
+    let left: Vec<_> = std::fs::read_dir(&tmp)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    assert!(left.is_empty(), "left in {}: {left:?}", tmp.display());
+}
+
+#[test]
+fn the_counting_provider_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_back() {
+    let dir = scratch("ran");
+    let results = dir.join("results");
+    let variant = format!("provider:{}", conf());
+    let out = speed(
+        bin(&dir),
+        "aes-128-gcm,chacha20-poly1305",
+        &format!("accel,{variant}"),
+        &results,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+
+    let r = record(&results);
+    let speed = r.speed.as_ref().unwrap();
+    let v = speed.variants.iter().find(|v| v.name == variant).unwrap();
+    assert!(v.took_effect, "{v:?}");
+    let calls = v.provider_calls.as_ref().expect("the provider's tally");
+    assert!(
+        calls.calls > 0 && calls.contexts > 0 && calls.bytes > 0,
+        "{calls:?}"
+    );
+    assert_eq!(v.fallback("aes-128-gcm"), None);
+    assert_eq!(
+        v.fallback("chacha20-poly1305").as_deref(),
+        Some("fallback: default provider served chacha20-poly1305")
+    );
+    let imp = v.probes.as_ref().unwrap().implementation.as_ref().unwrap();
+    assert!(imp.providers.contains(&"counting".to_string()), "{imp:?}");
+    assert!(!imp.cpu_vendor.is_empty());
+    // accel is served by the default provider, as always.
+    let accel = speed.variants.iter().find(|v| v.name == "accel").unwrap();
+    let served = &accel
+        .probes
+        .as_ref()
+        .unwrap()
+        .implementation
+        .as_ref()
+        .unwrap()
+        .served;
+    assert!(served
+        .iter()
+        .all(|s| s.provider.as_deref() == Some("default")));
+
+    // Terminal: the variant/accel row has a ratio for AES-GCM and none for ChaCha20.
+    let row = |cipher_line: &str| -> String {
+        let lines: Vec<&str> = stdout.lines().collect();
+        let at = lines
+            .iter()
+            .position(|l| l.starts_with(cipher_line) && l.contains(&variant))
+            .unwrap_or_else(|| panic!("no {cipher_line} row in\n{stdout}"));
+        lines[at + 1].to_string()
+    };
+    let gcm_row = row("aes-128-gcm");
+    assert!(
+        gcm_row.contains("/accel") && gcm_row.contains('x'),
+        "{gcm_row}"
+    );
+    assert!(!gcm_row.contains("n/a"), "{gcm_row}");
+    let chacha_row = row("chacha20-poly1305");
+    assert!(
+        chacha_row.contains("n/a: fallback: default provider served chacha20-poly1305"),
+        "{chacha_row}"
+    );
+    assert!(
+        stdout.contains("ran: counting provider served aes-128-gcm"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains(&format!("{} provider calls", calls.calls)),
+        "{stdout}"
+    );
+
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("ran: counting provider served aes-128-gcm"),
+        "{summary}"
+    );
+    assert!(summary.contains("chacha20-poly1305**"), "{summary}");
+    assert!(
+        summary.contains(&format!("{} provider calls", calls.calls)),
+        "{summary}"
+    );
+
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("Provider and engine variants"));
+    assert!(html.contains("ran: counting provider served aes-128-gcm"));
+    assert!(html.contains("n/a: fallback: default provider served chacha20-poly1305"));
+    assert!(html.contains(&format!("{} provider calls", calls.calls)));
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_provider_variant_asked_only_for_what_it_lacks_is_a_fallback_everywhere() {
+    let dir = scratch("fallback");
+    let results = dir.join("results");
+    let variant = format!("provider:{}", conf());
+    let out = speed(
+        bin(&dir),
+        "chacha20-poly1305",
+        &format!("accel,{variant}"),
+        &results,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r = record(&results);
+    let v = r
+        .speed
+        .as_ref()
+        .unwrap()
+        .variants
+        .iter()
+        .find(|v| v.name == variant)
+        .unwrap()
+        .clone();
+    assert!(!v.took_effect);
+    assert_eq!(v.effect.as_ref().unwrap().verdict, Verdict::Fallback);
+    let fallback = "fallback: default provider served chacha20-poly1305";
+    assert!(
+        stdout.contains(&format!("DID NOT TAKE EFFECT: {fallback}")),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("/accel      "),
+        "a ratio was drawn: {stdout}"
+    );
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        summary.contains(&format!("**{variant} did not take effect**: {fallback}")),
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains(fallback));
+    assert!(r
+        .warnings
+        .iter()
+        .any(|w| w.kind == "variant_fallback" && w.message.contains(fallback)));
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn a_provider_that_does_not_load_is_refused_in_one_line_before_anything_starts() {
+    let dir = scratch("noload");
+    let results = dir.join("results");
+    let mut cmd = bin(&dir);
+    // Without OPENSSL_MODULES, `module = counting.so` is looked for in OpenSSL's
+    // own modules directory, where it is not.
+    cmd.env_remove("OPENSSL_MODULES");
+    let out = speed(
+        cmd,
+        "aes-128-gcm",
+        &format!("accel,provider:{}", conf()),
+        &results,
+    );
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    let line = stderr.trim();
+    assert_eq!(line.lines().count(), 1, "{stderr}");
+    assert!(line.contains("provider 'counting' did not load"), "{line}");
+    assert!(line.contains("counting.so"), "{line}");
+    assert!(line.contains("OPENSSL_MODULES"), "{line}");
+    assert!(!results.exists());
+    nothing_left(&dir);
+
+    let out = speed(
+        bin(&dir),
+        "aes-128-gcm",
+        "provider:/nonexistent/openssl.cnf",
+        &results,
+    );
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("provider:/nonexistent/openssl.cnf: no such OpenSSL configuration file"),
+        "{stderr}"
+    );
+    assert!(!results.exists());
+    nothing_left(&dir);
+
+    // An engine that is not there.
+    let out = speed(bin(&dir), "aes-128-gcm", "accel,engine:nosuch", &results);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("engine:nosuch: the engine does not load or initialise here")
+            && stderr.contains("nosuch.so")
+            && stderr.contains("OPENSSL_ENGINES"),
+        "{stderr}"
+    );
+    assert!(!results.exists());
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
