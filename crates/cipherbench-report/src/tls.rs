@@ -798,6 +798,7 @@ mod tests {
             }),
             generator_cpu: 0.4,
             generator_threads: 1,
+            noise: None,
             generator_saturated: false,
             valid: true,
             invalid_reason: None,
@@ -874,6 +875,7 @@ mod tests {
                     server_cpu: None,
                     generator_cpu: 0.01,
                     generator_saturated: false,
+                    noise: None,
                 }],
             }),
         }

@@ -90,12 +90,12 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 nginx::check_port(*p)?;
             }
             // Every core count's CPUs checked before anything starts.
-            let allowed = crate::host::allowed_cpus();
+            let topology = super::topology(session);
             let assignments = plan
                 .cores
                 .iter()
                 .map(|&c| {
-                    super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())
+                    super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())
                         .map(|cpus| (c, cpus))
                 })
                 .collect::<Result<Vec<_>>>()?;
@@ -109,7 +109,9 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
-            for (cores, (server_cpus, generator_cpus)) in assignments {
+            for (cores, placed) in assignments {
+                let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+                let placement_cpus = placed.placement.all_cpus();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
                         for variant in &plan.variants {
@@ -130,6 +132,12 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 resumption: plan.resumption,
                             };
                             let server = Server::start(&spec, client)?;
+                            let mut placement = placed.placement.clone();
+                            if let Some(why) = super::apply_placement(&server, server_cpus) {
+                                placement.disjoint = false;
+                                placement.warnings.push(why);
+                            }
+                            super::warn_placement(session, &placement);
                             super::note_libraries(session, variant, &server);
                             let record = ServerRecord {
                                 kind: "nginx".into(),
@@ -142,6 +150,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 generator_cpus: generator_cpus.clone(),
                                 variant: variants.record(variant, &server),
                                 config: server.config().to_string(),
+                                placement: Some(placement),
                             };
                             let target = Target {
                                 addr: server.addr(),
@@ -153,7 +162,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 plan,
                                 client,
                                 &target,
-                                &generator_cpus,
+                                generator_cpus,
                                 Some(&server),
                                 Labels {
                                     suite: suite.openssl,
@@ -161,6 +170,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                     size,
                                     cores,
                                     variant: &variant.name(),
+                                    cpus: &placement_cpus,
                                 },
                             )?;
                             server.stop();
@@ -206,6 +216,7 @@ fn run_external(
             size: target.expected_len.unwrap_or(0),
             cores: 0,
             variant: "external",
+            cpus: &allowed,
         },
     )?;
     let record = super::external_record(suite, url, allowed);
@@ -316,6 +327,14 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
             ),
         );
     }
+    for f in p.noise_findings() {
+        session
+            .record
+            .warn("tls", &f.kind, format!("{what}: {}", f.message));
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(p.noise.as_deref()) {
+        session.record.warn("tls", &f.kind, f.message);
+    }
     if p.interval_throughput_bytes_per_sec.high_spread() {
         session.record.warn(
             "tls",
@@ -346,6 +365,8 @@ pub(crate) struct Labels<'a> {
     pub size: u64,
     pub cores: usize,
     pub variant: &'a str,
+    /// The CPUs the point runs on (nginx's and the generator's): its noise window's.
+    pub cpus: &'a [usize],
 }
 
 /// One measurement at a fixed concurrency.
@@ -353,6 +374,8 @@ struct Measured {
     report: Report,
     server_cpu: Option<ServerCpu>,
     server_requests: Option<u64>,
+    /// The machine's noise over the measurement, on the point's CPUs.
+    noise: cipherbench_model::noise::Noise,
 }
 
 impl Measured {
@@ -369,6 +392,7 @@ fn measure(
     server: Option<&Server>,
     concurrency: usize,
     window: Duration,
+    cpus: &[usize],
 ) -> Result<Measured> {
     let interval = super::interval_for(window);
     let spec = Spec {
@@ -389,7 +413,11 @@ fn measure(
             (interval / 4).min(Duration::from_millis(250)),
         )
     });
+    // Around the whole measurement (warm-up and drain too), closed while nginx runs;
+    // this process, its keeper and nginx under it are the run.
+    let noise_window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
     let report = engine::run(client, &spec)?;
+    let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();
         cpu::server_cpu(&samples, report.window_start, report.window_end, interval)
@@ -404,6 +432,7 @@ fn measure(
         report,
         server_cpu,
         server_requests,
+        noise,
     })
 }
 
@@ -443,6 +472,7 @@ pub(crate) fn search(
             server,
             concurrency,
             plan.probe,
+            labels.cpus,
         )?;
         let probe = probe_of(&m, concurrency, plan.limit);
         let (ok, throughput, saturated) = (
@@ -484,6 +514,7 @@ pub(crate) fn search(
             server,
             chosen,
             plan.window,
+            labels.cpus,
         )?;
         probes.push(probe_of(&m, chosen, plan.limit));
         if m.within(plan.limit)
@@ -567,5 +598,6 @@ fn point(
         valid: invalid_reason.is_none(),
         invalid_reason,
         probes,
+        noise: Some(Box::new(m.noise)),
     }
 }

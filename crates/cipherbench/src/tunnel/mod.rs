@@ -124,37 +124,33 @@ impl TunnelPlan {
         Duration::from_secs(self.combinations().len() as u64 * per_combination + underlay + 2)
     }
 
-    /// The cores: with enough of them, each gateway and each iperf3 end gets its
-    /// own; on two, each gateway gets one and iperf3 shares with the gateway in its
-    /// namespace (seed 004 kept the load generators off the gateways; one machine
-    /// of two cores cannot).
+    /// The cores, from the topology planner
+    /// (`cipherbench_model::topology::place_tunnel`): whole cores per gateway and
+    /// per iperf3 end where the machine has them; on two, each gateway gets one and
+    /// iperf3 shares with the gateway in its namespace (seed 004 kept the load
+    /// generators off the gateways; one machine of two cores cannot).
     pub fn pinning(&self) -> Pinning {
-        let cores = crate::host::cores();
-        if !self.pin || cores < 2 {
-            return Pinning::default();
+        self.placed(&crate::machine::topology::this_machine(None)).0
+    }
+
+    /// The pinning and the placement run.json keeps, on `topology`.
+    fn placed(
+        &self,
+        topology: &cipherbench_model::topology::Topology,
+    ) -> (Pinning, Option<cipherbench_model::topology::Placement>) {
+        if !self.pin {
+            return (Pinning::default(), None);
         }
-        if cores >= 6 {
+        let t = cipherbench_model::topology::place_tunnel(topology);
+        (
             Pinning {
-                sender_gateway: vec![0, 1],
-                receiver_gateway: vec![2, 3],
-                iperf3_client: Some(4),
-                iperf3_server: Some(5),
-            }
-        } else if cores >= 4 {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(2),
-                iperf3_server: Some(3),
-            }
-        } else {
-            Pinning {
-                sender_gateway: vec![0],
-                receiver_gateway: vec![1],
-                iperf3_client: Some(0),
-                iperf3_server: Some(1),
-            }
-        }
+                sender_gateway: t.sender_gateway,
+                receiver_gateway: t.receiver_gateway,
+                iperf3_client: t.iperf3_client,
+                iperf3_server: t.iperf3_server,
+            },
+            t.placement,
+        )
     }
 
     fn config(&self) -> TunnelConfig {
@@ -312,9 +308,31 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             points: Vec::new(),
             variants: Vec::new(),
             iperf3_version: iperf::version(),
+            placement: None,
         },
     };
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    results.placement = plan.placed(&topology).1;
+    if let Some(p) = results.placement.as_ref().filter(|p| !p.disjoint) {
+        for w in p
+            .warnings
+            .iter()
+            .filter(|w| !w.starts_with("the CPUs are virtual"))
+        {
+            session.record.warn("tunnel", "placement_shared", w.clone());
+        }
+    }
     let pinning = results.config.pinning.clone();
+    // The noise windows watch the placed CPUs, or every CPU when nothing is pinned.
+    let noise_cpus = match &results.placement {
+        Some(p) => p.all_cpus(),
+        None => crate::host::allowed_cpus(),
+    };
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
         .progress
@@ -451,7 +469,8 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                             plan.probe_seconds,
                             Some(rate),
                         );
-                        let run = measured_run(&c, &mut pair, names, underlay_rate)?;
+                        let run =
+                            measured_run_on(&c, &mut pair, names, underlay_rate, &noise_cpus)?;
                         let iperf = run.iperf.clone();
                         probes.push(run);
                         Ok(iperf)
@@ -473,7 +492,13 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             };
             while runs.len() < plan.repeats {
                 let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
-                runs.push(measured_run(&c, &mut pair, names, underlay_rate)?);
+                runs.push(measured_run_on(
+                    &c,
+                    &mut pair,
+                    names,
+                    underlay_rate,
+                    &noise_cpus,
+                )?);
             }
             let point = tunnel_point(
                 transform,
@@ -551,6 +576,16 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
         point.variant,
         point.protocol.as_str()
     );
+    for f in point.noise_findings() {
+        session
+            .record
+            .warn("tunnel", &f.kind, format!("{what}: {}", f.message));
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(
+        point.runs.iter().filter_map(|r| r.noise.as_deref()),
+    ) {
+        session.record.warn("tunnel", &f.kind, f.message);
+    }
     for run in &point.runs {
         if !run.byte_check.ok {
             session.record.warn(
@@ -651,12 +686,30 @@ fn udp_search(
 }
 
 /// One iperf3 run with both gateways' stats (and the sending TUN queue's drops)
-/// taken just before and just after it.
+/// taken just before and just after it, and the noise of every CPU this process may
+/// use over it.
 pub fn measured_run(
     client: &iperf::ClientRun,
     pair: &mut GatewayPair,
     names: &Names,
     underlay_rate_bits_per_sec: Option<u64>,
+) -> Result<TunnelRun> {
+    measured_run_on(
+        client,
+        pair,
+        names,
+        underlay_rate_bits_per_sec,
+        &crate::host::allowed_cpus(),
+    )
+}
+
+/// [`measured_run`] with the noise window on `cpus` (the placement's).
+pub fn measured_run_on(
+    client: &iperf::ClientRun,
+    pair: &mut GatewayPair,
+    names: &Names,
+    underlay_rate_bits_per_sec: Option<u64>,
+    cpus: &[usize],
 ) -> Result<TunnelRun> {
     let counters = |pair: &GatewayPair| -> Result<_> {
         Ok((
@@ -666,7 +719,10 @@ pub fn measured_run(
     };
     let (sn0, rn0) = counters(pair)?;
     let (s0, r0) = pair.snapshot()?;
+    // The gateways and iperf3 run under this process (keepers, `ip netns exec`).
+    let window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
     let iperf = client.run_watching(|| pair.check_alive())?;
+    let noise = window.close();
     let (s1, r1) = pair.snapshot()?;
     let (sn1, rn1) = counters(pair)?;
     let sender = gateways::gateway_run(
@@ -689,6 +745,7 @@ pub fn measured_run(
         receiver,
         byte_check,
         saturation,
+        noise: Some(Box::new(noise)),
     })
 }
 
