@@ -157,12 +157,13 @@ pub fn text(r: &FileResults) -> String {
                 };
                 let e = &p.elapsed_seconds;
                 out.push_str(&format!(
-                    "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
+                    "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>10}{} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
                     tool,
                     crate::variants::text_name(&r.variants, variant),
                     e.median,
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    crate::machine::flag(&p.noise_findings(), false),
                     vs_cp(r, p).map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()),
                     p.user_seconds.median,
                     p.system_seconds.median,
@@ -197,6 +198,9 @@ pub fn text(r: &FileResults) -> String {
     out.push_str(
         "\n(throughput in decimal units of the plaintext; vs cp = throughput / cp's; user and system = the tool's CPU seconds, from wait4)\n",
     );
+    if r.points.iter().any(|p| !p.noise_findings().is_empty()) {
+        out.push_str(&crate::machine::noise_legend());
+    }
     out.push_str(&crate::variants::text_legend(
         &r.variants,
         &r.config.variants,
@@ -281,7 +285,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                 };
                 let e = &p.elapsed_seconds;
                 out.push_str(&format!(
-                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
+                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
                     escape(t),
                     crate::variants::html_name(&r.variants, v),
                     d.as_str(),
@@ -291,6 +295,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                     if e.high_spread() { " class=\"bad\"" } else { "" },
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    crate::machine::noise_mark_html(&p.noise_findings()),
                     vs_cp(r, p).map(|x| format!("{x:.2}×")).unwrap_or_else(|| "–".into()),
                     p.user_seconds.median,
                     p.system_seconds.median,

@@ -109,12 +109,28 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
+            // The variants' order turns from one point to the next (accel noaesni,
+            // noaesni accel, ...: the interleaving schedule with a point for a round),
+            // so a steady drift of the machine does not always favour the first.
+            let mut turn = 0usize;
             for (cores, placed) in assignments {
                 let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
                 let placement_cpus = placed.placement.all_cpus();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
-                        for variant in &plan.variants {
+                        let order = cipherbench_model::interleave::schedule(
+                            1,
+                            plan.variants.len(),
+                            turn + 1,
+                            cipherbench_model::interleave::Order::PointByPoint,
+                        );
+                        turn += 1;
+                        let in_turn: Vec<&crate::variant::Variant> = order
+                            .iter()
+                            .filter(|slot| slot.round == turn - 1)
+                            .map(|slot| &plan.variants[slot.variant])
+                            .collect();
+                        for variant in in_turn {
                             interrupt::check()?;
                             if measured(session, suite.openssl, size, cores, &variant.name()) {
                                 session.progress.skip(1);
