@@ -508,7 +508,7 @@ pub fn placement_of(
             .flat_map(|&k| topo.cores[k].cpus.clone())
             .collect();
         warnings.push(format!(
-            "the system under test and the load share {} (CPUs {}): SMT siblings of one core share its execution units, so each slows the other",
+            "the system under test and the load share {} (CPUs {}): on one CPU they take turns, on SMT siblings they share the core's execution units; either way each slows the other",
             if split_cores.len() == 1 { "a core".to_string() } else { format!("{} cores", split_cores.len()) },
             format_cpu_list(&cpus)
         ));
@@ -676,10 +676,11 @@ pub fn place_tls(
             .warnings
             .into_iter()
             .filter(|w| {
-                !w.starts_with("the kernel does not say")
-                    && !w.starts_with("the CPUs are virtual")
-                    // The generator's own CPUs, said below.
-                    && !(generator.is_some() && w.contains("outside this process's CPU set"))
+                // Said again by `placement_of`, or (the generator's own CPUs) below.
+                let repeated = w.starts_with("the kernel does not say")
+                    || w.starts_with("the CPUs are virtual")
+                    || generator.is_some() && w.contains("outside this process's CPU set");
+                !repeated
             })
             .collect();
         (server, gen_cpus, w)

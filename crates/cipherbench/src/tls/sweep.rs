@@ -400,6 +400,7 @@ impl Measured {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn measure(
     plan: &SweepPlan,
     client: &Client,
