@@ -182,6 +182,11 @@ pub struct FilePoint {
     pub system_seconds: Summary,
     /// The largest peak RSS over the samples.
     pub max_rss_bytes: u64,
+    /// How quiet the machine was during the noisiest of the point's samples (the
+    /// tool is not pinned: on every CPU cipherbench may use)
+    /// (None: not recorded, as by an older cipherbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
 }
 
 impl FilePoint {
@@ -225,7 +230,13 @@ impl FilePoint {
             system_seconds: Summary::of(&system)?,
             max_rss_bytes: samples.iter().map(|s| s.max_rss_bytes).max().unwrap_or(0),
             samples,
+            noise: None,
         })
+    }
+
+    /// What the noise judge says of the point's samples.
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        crate::noise::findings_of(self.noise.as_deref())
     }
 }
 

@@ -120,6 +120,9 @@ pub struct ProcTicks {
     pub name: String,
     /// utime + stime, clock ticks.
     pub ticks: u64,
+    /// cutime + cstime: the ticks of its children that exited and were waited for.
+    #[serde(default)]
+    pub reaped: u64,
     /// Start time after boot, clock ticks: tells a reused pid from the same process.
     pub start: u64,
     /// The CPU it last ran on.
@@ -139,6 +142,7 @@ pub fn parse_pid_stat(text: &str) -> Option<ProcTicks> {
         ppid: num(4)? as u32,
         name: name.to_string(),
         ticks: num(14)? + num(15)?,
+        reaped: num(16).unwrap_or(0) + num(17).unwrap_or(0),
         start: num(22)?,
         last_cpu: num(39).map(|c| c as usize),
     })
@@ -249,14 +253,29 @@ impl Noise {
         };
         let mut run_ticks = 0;
         let mut foreign = Vec::new();
+        // A child of the run that exited inside the window (a file tool's run, a
+        // probe) is gone from the end snapshot; its ticks reach its parent's reaped
+        // count, whole: less what it had taken before the window, when it was there.
+        let alive: HashSet<(u32, u64)> = end.procs.iter().map(|p| (p.pid, p.start)).collect();
+        let mut before_window = 0;
+        for p in start.procs.iter().filter(|p| ours.contains(&p.pid)) {
+            if !alive.contains(&(p.pid, p.start)) {
+                before_window += p.ticks;
+            }
+        }
         for p in &end.procs {
             let t = window_ticks(p);
             if ours.contains(&p.pid) {
                 run_ticks += t;
+                run_ticks += match earlier.get(&p.pid) {
+                    Some(b) if b.start == p.start => p.reaped.saturating_sub(b.reaped),
+                    _ => p.reaped,
+                };
             } else if t > 0 && p.last_cpu.is_none_or(|c| cpus.contains(&c)) {
                 foreign.push((p, t));
             }
         }
+        let run_ticks = run_ticks.saturating_sub(before_window);
         let share = |ticks: u64| {
             if capacity == 0 {
                 0.0
@@ -411,6 +430,43 @@ pub fn judge(n: &Noise) -> Vec<Finding> {
     out
 }
 
+/// The judge's findings for a point's record, none without one: `noisy_machine`,
+/// `steal`, and throttling (the governor is the machine's, said once per run by
+/// [`governor_finding`] instead).
+pub fn findings_of(noise: Option<&Noise>) -> Vec<Finding> {
+    noise
+        .map(judge)
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|f| !is_governor(f))
+        .collect()
+}
+
+fn is_governor(f: &Finding) -> bool {
+    f.kind == "frequency_scaling" && f.message.contains("governor")
+}
+
+/// The governor's finding, once for all the windows of a run that has one.
+pub fn governor_finding<'a>(windows: impl IntoIterator<Item = &'a Noise>) -> Option<Finding> {
+    windows.into_iter().flat_map(judge).find(is_governor)
+}
+
+/// The findings of several windows of one point (a tunnel point's runs): each kind
+/// once, from the window where the machine was busiest.
+pub fn findings_over<'a>(windows: impl IntoIterator<Item = &'a Noise>) -> Vec<Finding> {
+    let mut windows: Vec<&Noise> = windows.into_iter().collect();
+    windows.sort_by(|a, b| {
+        (b.foreign_share + b.steal_share).total_cmp(&(a.foreign_share + a.steal_share))
+    });
+    let mut out: Vec<Finding> = Vec::new();
+    for f in windows.into_iter().flat_map(|n| findings_of(Some(n))) {
+        if !out.iter().any(|o| o.kind == f.kind) {
+            out.push(f);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -432,6 +488,7 @@ mod tests {
             ppid,
             name: name.into(),
             ticks,
+            reaped: 0,
             start: 1000 + u64::from(pid),
             last_cpu: Some(last_cpu),
         }
@@ -600,6 +657,22 @@ mod tests {
         let n = Noise::between(&s, &e, &[0, 1], &[10]);
         assert_eq!(n.throttle_events, Some(2));
         assert_eq!(kinds(&n), vec!["frequency_scaling"]);
+    }
+
+    #[test]
+    fn a_child_of_the_run_that_exited_in_the_window_is_the_run_s_through_its_parent() {
+        // The run's child 11 took 60 ticks, 10 of them before the window, and was
+        // waited for: gone at the end, its 60 in its parent's reaped count.
+        let (s, mut e) = window(100, 0, 0);
+        let mut s = s;
+        s.procs[1].ticks = 10;
+        e.procs.remove(1);
+        e.procs[0].reaped = 60;
+        e.cpus[0] = cpu(0, 51, 0, 49, 0);
+        let n = Noise::between(&s, &e, &[0, 1], &[10]);
+        assert_eq!(n.run_ticks, 1 + 60 - 10);
+        assert_eq!(n.foreign_share, 0.0, "{n:?}");
+        assert!(kinds(&n).is_empty());
     }
 
     #[test]

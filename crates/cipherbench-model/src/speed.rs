@@ -109,13 +109,7 @@ impl SpeedPoint {
     /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
     /// and throttling (the governor is the machine's, said once per run instead).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        self.noise
-            .as_ref()
-            .map(|n| crate::noise::judge(n))
-            .unwrap_or_default()
-            .into_iter()
-            .filter(|f| f.kind != "frequency_scaling" || !f.message.contains("governor"))
-            .collect()
+        crate::noise::findings_of(self.noise.as_deref())
     }
 }
 

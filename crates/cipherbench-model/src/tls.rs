@@ -69,6 +69,10 @@ pub struct ServerRecord {
     /// The generated `nginx.conf`, for reproduction.
     #[serde(default)]
     pub config: String,
+    /// Where nginx and the load generator ran (whole cores per side) and what that
+    /// placement cannot promise; None for an external server.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
 }
 
 /// A latency distribution, from an HDR histogram with microsecond resolution and
@@ -341,9 +345,20 @@ pub struct SweepPoint {
     /// Why the search chose this concurrency and what limited the point.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchOutcome>,
+    /// How quiet the machine was on the CPUs the server and the generator used during the final
+    /// window (its warm-up and drain included)
+    /// (None: not recorded, as by an older cipherbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
 }
 
 impl SweepPoint {
+    /// What the noise judge says of the final window: `noisy_machine`, `steal`,
+    /// `frequency_scaling`.
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        crate::noise::findings_of(self.noise.as_deref())
+    }
+
     /// Throughput in bits per second.
     pub fn bits_per_sec(&self) -> f64 {
         self.throughput_bytes_per_sec * 8.0
@@ -429,6 +444,17 @@ pub struct RampRun {
     /// Generator saturated (the mean or one thread): the counts describe the
     /// generator, not the server.
     pub generator_saturated: bool,
+    /// How quiet the machine was on the CPUs the server and the generator used during the ramp
+    /// (None: not recorded, as by an older cipherbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
+}
+
+impl RampRun {
+    /// What the noise judge says of the ramp's window.
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        crate::noise::findings_of(self.noise.as_deref())
+    }
 }
 
 /// `tls ramp` output.

@@ -467,6 +467,356 @@ pub fn placement_on(topo: &Topology, role: &str, side: Side, cpus: &[usize]) -> 
     }
 }
 
+/// The placement of roles on CPUs given explicitly (by the user's flags, or by a
+/// fallback when [`plan`] cannot give whole cores), judged as the planner judges its
+/// own: `disjoint` only when no core holds CPUs of both the system under test and the
+/// load and no CPU is given to two roles; a warning names every core that is split.
+/// `warnings` come first (what led to these CPUs).
+pub fn placement_of(
+    topo: &Topology,
+    roles: &[(&str, Side, Vec<usize>)],
+    mut warnings: Vec<String>,
+) -> Placement {
+    let cores_of = |cpus: &[usize]| -> Vec<usize> {
+        let mut c: Vec<usize> = cpus.iter().filter_map(|&cpu| topo.core_of(cpu)).collect();
+        c.sort_unstable();
+        c.dedup();
+        c
+    };
+    let mut disjoint = true;
+    let mut split_cores: Vec<usize> = Vec::new();
+    for (i, (_, side_a, a)) in roles.iter().enumerate() {
+        for (_, side_b, b) in &roles[i + 1..] {
+            if a.iter().any(|c| b.contains(c)) {
+                disjoint = false;
+            }
+            if side_a != side_b {
+                let cb = cores_of(b);
+                for k in cores_of(a).into_iter().filter(|k| cb.contains(k)) {
+                    disjoint = false;
+                    if !split_cores.contains(&k) {
+                        split_cores.push(k);
+                    }
+                }
+            }
+        }
+    }
+    split_cores.sort_unstable();
+    if !split_cores.is_empty() {
+        let cpus: Vec<usize> = split_cores
+            .iter()
+            .flat_map(|&k| topo.cores[k].cpus.clone())
+            .collect();
+        warnings.push(format!(
+            "the system under test and the load share {} (CPUs {}): on one CPU they take turns, on SMT siblings they share the core's execution units; either way each slows the other",
+            if split_cores.len() == 1 { "a core".to_string() } else { format!("{} cores", split_cores.len()) },
+            format_cpu_list(&cpus)
+        ));
+    }
+    if !topo.smt_known {
+        warnings.push("the kernel does not say which CPUs are SMT siblings: two roles may share a physical core".to_string());
+    }
+    if let Some(h) = &topo.hypervisor {
+        warnings.push(format!(
+            "the CPUs are virtual ({h}): the placement is disjoint in the guest's view only; the host may run two of them on siblings of one physical core"
+        ));
+    }
+    let used: Vec<usize> = roles.iter().flat_map(|(_, _, c)| cores_of(c)).collect();
+    let mut nodes: Vec<usize> = used.iter().map(|&k| topo.cores[k].node).collect();
+    nodes.sort_unstable();
+    nodes.dedup();
+    Placement {
+        roles: roles
+            .iter()
+            .map(|(role, side, cpus)| {
+                let cores = cores_of(cpus);
+                let mut sorted = cpus.clone();
+                sorted.sort_unstable();
+                sorted.dedup();
+                let mut first: Vec<usize> = cores
+                    .iter()
+                    .filter_map(|&k| {
+                        topo.cores[k]
+                            .cpus
+                            .iter()
+                            .find(|c| cpus.contains(c))
+                            .copied()
+                    })
+                    .collect();
+                first.sort_unstable();
+                RoleCpus {
+                    role: role.to_string(),
+                    side: *side,
+                    cores_wanted: cores.len(),
+                    cores,
+                    cpus: sorted,
+                    first_threads: first,
+                }
+            })
+            .collect(),
+        disjoint,
+        node: (nodes.len() == 1).then(|| nodes[0]),
+        spare_cores: (0..topo.cores.len())
+            .filter(|k| {
+                !used.contains(k) && topo.cores[*k].cpus.iter().any(|c| topo.allowed.contains(c))
+            })
+            .collect(),
+        warnings,
+    }
+}
+
+/// Where a TLS point runs: nginx's workers (one per core under test, on the first
+/// thread of each of its whole cores, the siblings left idle) and the load
+/// generator's threads (one per CPU of its cores).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TlsCpus {
+    /// One CPU per nginx worker.
+    pub server: Vec<usize>,
+    /// The generator's CPUs.
+    pub generator: Vec<usize>,
+    /// What run.json keeps: roles `nginx` and `generator`.
+    pub placement: Placement,
+}
+
+/// Places nginx (`cores` workers) and the load generator on `topo`. The generator
+/// gets `generator` when the user named its CPUs (nginx then takes whole cores among
+/// the others), else every whole core nginx does not take, less one spare core for
+/// the rest of the machine when at least three remain. Where the machine has fewer
+/// whole cores than nginx's plus one, the CPUs are split as the kernel numbers them
+/// (nginx first in [`spread_order`]) and the placement says which cores the two
+/// sides share. Errors (one line for the user): no core for nginx, or none left for
+/// the generator.
+pub fn place_tls(
+    topo: &Topology,
+    cores: usize,
+    generator: Option<&[usize]>,
+) -> Result<TlsCpus, String> {
+    if cores == 0 {
+        return Err("--cores must be at least 1".into());
+    }
+    let allowed = &topo.allowed;
+    if let Some(g) = generator {
+        if g.is_empty() {
+            return Err("--generator-cpus: no CPU given".into());
+        }
+        if let Some(c) = g.iter().find(|c| !allowed.contains(c)) {
+            return Err(format!(
+                "--generator-cpus: CPU {c} is not one this process may use (CPUs {})",
+                format_cpu_list(allowed)
+            ));
+        }
+    }
+    // The CPUs nginx may take: all, or all but the generator's.
+    let for_server: Vec<usize> = allowed
+        .iter()
+        .copied()
+        .filter(|c| generator.is_none_or(|g| !g.contains(c)))
+        .collect();
+    if cores > for_server.len() || (generator.is_none() && cores >= for_server.len()) {
+        let most = if generator.is_some() {
+            for_server.len()
+        } else {
+            for_server.len().saturating_sub(1)
+        };
+        return Err(format!(
+            "{cores} core(s) for nginx leaves none of this machine's {} CPU(s) for the load generator: use --cores {} or fewer (server and generator are pinned to disjoint cores)",
+            allowed.len(),
+            most.max(1)
+        ));
+    }
+    // With the generator's CPUs named, nginx keeps off their cores' siblings too
+    // where enough whole cores remain.
+    let whole: Vec<usize> = match generator {
+        Some(g) => for_server
+            .iter()
+            .copied()
+            .filter(|c| !g.iter().any(|x| topo.core_of(*x) == topo.core_of(*c)))
+            .collect(),
+        None => for_server.clone(),
+    };
+    let whole_cores = topo
+        .cores
+        .iter()
+        .filter(|c| c.cpus.iter().any(|cpu| whole.contains(cpu)))
+        .count();
+    let server_topo = Topology {
+        allowed: if whole_cores >= cores {
+            whole
+        } else {
+            for_server.clone()
+        },
+        ..topo.clone()
+    };
+    let usable = server_topo
+        .cores
+        .iter()
+        .filter(|c| c.cpus.iter().any(|cpu| server_topo.allowed.contains(cpu)))
+        .count();
+    let roles: Vec<RoleRequest> = match generator {
+        Some(_) => vec![RoleRequest::new("nginx", Side::Sut, cores)],
+        None => {
+            let rest = usable.saturating_sub(cores);
+            let spare = usize::from(rest >= 3);
+            vec![
+                RoleRequest::new("nginx", Side::Sut, cores),
+                RoleRequest::new("generator", Side::Load, rest.saturating_sub(spare).max(1)),
+            ]
+        }
+    };
+    let planned = plan(&server_topo, &roles, 1);
+    let (server, gen_cpus, mut warnings) = if planned.disjoint {
+        let server = planned.roles[0].first_threads.clone();
+        let gen_cpus = match generator {
+            Some(g) => g.to_vec(),
+            None => planned.roles[1].cpus.clone(),
+        };
+        // The planner's own warnings, but for those about the topology, which
+        // `placement_of` says again.
+        let w: Vec<String> = planned
+            .warnings
+            .into_iter()
+            .filter(|w| {
+                // Said again by `placement_of`, or (the generator's own CPUs) below.
+                let repeated = w.starts_with("the kernel does not say")
+                    || w.starts_with("the CPUs are virtual")
+                    || generator.is_some() && w.contains("outside this process's CPU set");
+                !repeated
+            })
+            .collect();
+        (server, gen_cpus, w)
+    } else {
+        let order: Vec<usize> = spread_order(&server_topo);
+        let server: Vec<usize> = order[..cores].to_vec();
+        let gen_cpus = match generator {
+            Some(g) => g.to_vec(),
+            None => order[cores..].to_vec(),
+        };
+        let why = format!(
+            "cannot give a disjoint placement: nginx's {cores} core(s) and the load generator want {} whole cores, this process may use {usable}",
+            cores + 1
+        );
+        (server, gen_cpus, vec![why])
+    };
+    if let Some(g) = generator {
+        let split: Vec<usize> = g
+            .iter()
+            .copied()
+            .filter(|c| server.iter().any(|s| topo.core_of(*s) == topo.core_of(*c)))
+            .collect();
+        if !split.is_empty() {
+            warnings.insert(
+                0,
+                format!(
+                    "--generator-cpus {} are SMT siblings of nginx's cores",
+                    format_cpu_list(&split)
+                ),
+            );
+        }
+    }
+    let mut server_sorted = server.clone();
+    server_sorted.sort_unstable();
+    let placement = placement_of(
+        topo,
+        &[
+            ("nginx", Side::Sut, server_sorted.clone()),
+            ("generator", Side::Load, gen_cpus.clone()),
+        ],
+        warnings,
+    );
+    Ok(TlsCpus {
+        server: server_sorted,
+        generator: gen_cpus,
+        placement,
+    })
+}
+
+/// Where the tunnel layer's processes run: each ESP gateway's two threads (TUN to
+/// UDP, UDP to TUN) and each iperf3 end.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TunnelCpus {
+    /// The sending gateway's threads' CPUs (the first for TUN to UDP, the second for
+    /// UDP to TUN).
+    pub sender_gateway: Vec<usize>,
+    /// The receiving gateway's.
+    pub receiver_gateway: Vec<usize>,
+    /// iperf3's client.
+    pub iperf3_client: Option<usize>,
+    /// iperf3's server.
+    pub iperf3_server: Option<usize>,
+    /// What run.json keeps (None when nothing is pinned).
+    pub placement: Option<Placement>,
+}
+
+/// Places the tunnel layer on `topo` for gateways of `gateway_threads` workers:
+/// the gateways are the system under test, iperf3 the load. Each iperf3 end gets a
+/// whole core and each gateway as many whole cores as it has workers (at least two,
+/// one thread per core) while the machine has them, fewer where it does not (four
+/// or five cores: one each); fewer than four: each gateway a CPU of its own and each
+/// iperf3 end beside the gateway in its namespace (seed 004 kept the load off the
+/// gateways; a machine of two cores cannot), said in the placement's warnings. One
+/// CPU: nothing pinned.
+pub fn place_tunnel(topo: &Topology, gateway_threads: usize) -> TunnelCpus {
+    let usable = topo
+        .cores
+        .iter()
+        .filter(|c| c.cpus.iter().any(|cpu| topo.allowed.contains(cpu)))
+        .count();
+    let request = |gateway_cores: usize| {
+        vec![
+            RoleRequest::new("sender gateway", Side::Sut, gateway_cores),
+            RoleRequest::new("receiver gateway", Side::Sut, gateway_cores),
+            RoleRequest::new("iperf3 client", Side::Load, 1),
+            RoleRequest::new("iperf3 server", Side::Load, 1),
+        ]
+    };
+    if usable >= 4 {
+        let per_gateway = gateway_threads.max(2).min((usable - 2) / 2);
+        let p = plan(topo, &request(per_gateway), 1);
+        if p.disjoint {
+            // Two cores: a thread per core; one core: its siblings, one per thread.
+            let gateway = |r: &RoleCpus| {
+                if r.first_threads.len() >= 2 {
+                    r.first_threads.clone()
+                } else {
+                    r.cpus.clone()
+                }
+            };
+            return TunnelCpus {
+                sender_gateway: gateway(&p.roles[0]),
+                receiver_gateway: gateway(&p.roles[1]),
+                iperf3_client: p.roles[2].first_threads.first().copied(),
+                iperf3_server: p.roles[3].first_threads.first().copied(),
+                placement: Some(p),
+            };
+        }
+    }
+    let order = spread_order(topo);
+    if order.len() < 2 {
+        return TunnelCpus::default();
+    }
+    let (a, b) = (order[0], order[1]);
+    let why = format!(
+        "cannot give a disjoint placement: the gateways and iperf3 want 4 whole cores, this process may use {usable}; each iperf3 end shares a CPU with the gateway in its namespace, so the load slows the system under test"
+    );
+    let placement = placement_of(
+        topo,
+        &[
+            ("sender gateway", Side::Sut, vec![a]),
+            ("receiver gateway", Side::Sut, vec![b]),
+            ("iperf3 client", Side::Load, vec![a]),
+            ("iperf3 server", Side::Load, vec![b]),
+        ],
+        vec![why],
+    );
+    TunnelCpus {
+        sender_gateway: vec![a],
+        receiver_gateway: vec![b],
+        iperf3_client: Some(a),
+        iperf3_server: Some(b),
+        placement: Some(placement),
+    }
+}
+
 /// Parses a kernel CPU list (`0-3,8,10-11`; empty for none).
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -732,6 +1082,175 @@ mod tests {
                 t
             },
         )
+    }
+
+    /// nginx's workers and the generator's CPUs, as cores.
+    fn tls_cores(topo: &Topology, t: &TlsCpus) -> (Vec<usize>, Vec<usize>) {
+        let of = |cpus: &[usize]| -> Vec<usize> {
+            cpus.iter().map(|&c| topo.core_of(c).unwrap()).collect()
+        };
+        (of(&t.server), of(&t.generator))
+    }
+
+    #[test]
+    fn tls_places_nginx_and_the_generator_on_separate_whole_cores() {
+        for topo in [
+            machine(2, 1, 16, 2),
+            machine(1, 1, 16, 2),
+            machine(1, 1, 2, 1),
+        ] {
+            for cores in [1, 4] {
+                if cores + 1 > topo.cores.len() {
+                    continue;
+                }
+                let t = place_tls(&topo, cores, None).unwrap();
+                let (server, load) = tls_cores(&topo, &t);
+                assert_eq!(t.server.len(), cores, "one worker per core under test");
+                let mut distinct = server.clone();
+                distinct.dedup();
+                assert_eq!(distinct.len(), cores, "one worker per core: {t:?}");
+                assert!(server.iter().all(|c| !load.contains(c)), "{t:?}");
+                assert!(t.placement.disjoint, "{t:?}");
+                assert_eq!(t.placement.roles[0].role, "nginx");
+                assert_eq!(t.placement.roles[1].side, Side::Load);
+                assert!(t.placement.node.is_some() || topo.nodes().len() > 1);
+            }
+        }
+        // Big machines keep a core for the rest of the machine; two cores cannot, and
+        // say so.
+        let big = place_tls(&machine(1, 1, 16, 2), 4, None).unwrap();
+        assert_eq!(big.placement.spare_cores.len(), 1, "{big:?}");
+        let small = place_tls(&machine(1, 1, 2, 1), 1, None).unwrap();
+        assert_eq!(small.server, vec![1], "CPU 0's core goes last");
+        assert_eq!(small.generator, vec![0]);
+        assert!(
+            small
+                .placement
+                .warnings
+                .iter()
+                .any(|w| w.starts_with("no whole core left")),
+            "{small:?}"
+        );
+    }
+
+    #[test]
+    fn tls_on_one_smt_core_splits_it_and_says_so() {
+        let topo = machine(1, 1, 1, 2);
+        let t = place_tls(&topo, 1, None).unwrap();
+        assert_eq!((t.server.clone(), t.generator.clone()), (vec![0], vec![1]));
+        assert!(!t.placement.disjoint);
+        assert!(t.placement.warnings[0].starts_with("cannot give a disjoint placement"));
+        assert!(
+            t.placement
+                .warnings
+                .iter()
+                .any(|w| w.contains("share a core (CPUs 0-1)")),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn tls_refuses_what_leaves_no_cpu_for_the_generator() {
+        let topo = machine(1, 1, 2, 1);
+        let e = place_tls(&topo, 2, None).unwrap_err();
+        assert!(e.contains("use --cores 1 or fewer"), "{e}");
+        assert!(place_tls(&topo, 0, None).is_err());
+        assert!(place_tls(&topo, 1, Some(&[])).is_err());
+        assert!(place_tls(&topo, 1, Some(&[7]))
+            .unwrap_err()
+            .contains("CPU 7"));
+    }
+
+    #[test]
+    fn tls_with_generator_cpus_named_keeps_nginx_off_their_cores_where_it_can() {
+        // 16 cores, siblings k and k+16: the generator on CPUs 0-1.
+        let topo = machine(1, 1, 16, 2);
+        let t = place_tls(&topo, 2, Some(&[0, 1])).unwrap();
+        assert_eq!(t.generator, vec![0, 1]);
+        let (server, load) = tls_cores(&topo, &t);
+        // The planner gives nginx whole cores among the CPUs left: not cores 0 and 1,
+        // whose siblings 16 and 17 are free but would split them.
+        assert!(server.iter().all(|c| !load.contains(c)), "{t:?}");
+        assert!(t.placement.disjoint, "{t:?}");
+        // A generator named on the siblings of every core cannot be kept apart.
+        let two = machine(1, 1, 2, 2);
+        let t = place_tls(&two, 1, Some(&[2, 3])).unwrap();
+        assert!(!t.placement.disjoint, "{t:?}");
+        assert!(
+            t.placement.warnings[0].starts_with("--generator-cpus "),
+            "{t:?}"
+        );
+    }
+
+    #[test]
+    fn tunnel_keeps_the_gateways_and_iperf3_on_separate_whole_cores() {
+        for (topo, threads, per_gateway) in [
+            (machine(2, 1, 16, 2), 1, 2),
+            (machine(1, 1, 16, 2), 2, 2),
+            (machine(1, 1, 16, 2), 7, 7),
+            (machine(1, 1, 16, 2), 16, 7),
+            (machine(1, 1, 4, 2), 7, 1),
+        ] {
+            let t = place_tunnel(&topo, threads);
+            let p = t.placement.clone().unwrap();
+            assert!(p.disjoint, "{p:?}");
+            let core = |c: usize| topo.core_of(c).unwrap();
+            let mut gateway_cores: Vec<usize> = t
+                .sender_gateway
+                .iter()
+                .chain(&t.receiver_gateway)
+                .map(|&c| core(c))
+                .collect();
+            gateway_cores.sort_unstable();
+            gateway_cores.dedup();
+            assert_eq!(gateway_cores.len(), 2 * per_gateway, "{t:?}");
+            for iperf in [t.iperf3_client.unwrap(), t.iperf3_server.unwrap()] {
+                assert!(!gateway_cores.contains(&core(iperf)), "{t:?}");
+            }
+            assert_ne!(
+                core(t.iperf3_client.unwrap()),
+                core(t.iperf3_server.unwrap())
+            );
+        }
+    }
+
+    #[test]
+    fn tunnel_gives_each_gateway_a_core_per_worker_while_the_machine_has_them() {
+        for cores in 4..=128 {
+            // The tunnel layer's default workers: a core for each iperf3 end, the
+            // rest halved between the gateways, at most 16.
+            let threads = ((cores - 2) / 2).clamp(1, 16);
+            let topo = machine(1, 1, cores, 1);
+            let t = place_tunnel(&topo, threads);
+            assert!(t.placement.as_ref().unwrap().disjoint, "{cores}: {t:?}");
+            let per_gateway = threads.max(2).min((cores - 2) / 2);
+            assert_eq!(t.sender_gateway.len(), per_gateway, "{cores}: {t:?}");
+            assert_eq!(t.receiver_gateway.len(), per_gateway, "{cores}: {t:?}");
+            let mut used: Vec<usize> = t
+                .sender_gateway
+                .iter()
+                .chain(&t.receiver_gateway)
+                .copied()
+                .chain(t.iperf3_client)
+                .chain(t.iperf3_server)
+                .collect();
+            used.sort_unstable();
+            used.dedup();
+            assert_eq!(used.len(), 2 * per_gateway + 2, "{cores}: {t:?}");
+            assert!(used.iter().all(|&c| c < cores), "{cores}: {t:?}");
+        }
+    }
+
+    #[test]
+    fn tunnel_on_two_cores_shares_and_says_so() {
+        let t = place_tunnel(&machine(1, 1, 2, 1), 1);
+        assert_eq!(t.sender_gateway, vec![1]);
+        assert_eq!(t.receiver_gateway, vec![0]);
+        assert_eq!((t.iperf3_client, t.iperf3_server), (Some(1), Some(0)));
+        let p = t.placement.unwrap();
+        assert!(!p.disjoint);
+        assert!(p.warnings[0].starts_with("cannot give a disjoint placement"));
+        assert_eq!(place_tunnel(&machine(1, 1, 1, 1), 1), TunnelCpus::default());
     }
 
     proptest! {

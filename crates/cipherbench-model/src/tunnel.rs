@@ -429,6 +429,10 @@ pub struct TunnelRun {
     pub byte_check: ByteCheck,
     /// Where the bottleneck was.
     pub saturation: Saturation,
+    /// How quiet the machine was on the CPUs the gateways and iperf3 used during the run
+    /// (None: not recorded, as by an older cipherbench).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
 }
 
 /// A transform x variant x protocol point.
@@ -452,6 +456,14 @@ pub struct TunnelPoint {
     pub interval_bits_per_sec: Summary,
     /// Throughput / the underlay's TCP throughput.
     pub underlay_share: Option<f64>,
+}
+
+impl TunnelPoint {
+    /// What the noise judge says of the point's runs: each kind once, from the run
+    /// where the machine was busiest.
+    pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
+        crate::noise::findings_over(self.runs.iter().filter_map(|r| r.noise.as_deref()))
+    }
 }
 
 /// The underlay measured alone (iperf3 straight over the veth).
@@ -480,6 +492,10 @@ pub struct TunnelResults {
     pub variants: Vec<VariantRecord>,
     /// iperf3's version.
     pub iperf3_version: Option<String>,
+    /// Where the gateways and iperf3 ran (whole cores per side) and what that
+    /// placement cannot promise; None when nothing was pinned.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<crate::topology::Placement>,
     /// strongSwan measured in the same topology (`--stack strongswan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strongswan: Option<StrongswanResults>,

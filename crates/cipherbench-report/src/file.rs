@@ -109,6 +109,41 @@ fn vs_cp(r: &FileResults, p: &FilePoint) -> Option<f64> {
         .then(|| p.throughput_bytes_per_sec.median / cp.throughput_bytes_per_sec.median)
 }
 
+/// The 95 % bootstrap interval of `num`'s time over `den`'s, over their samples:
+/// paired when both have as many (the file layer runs every scenario once per
+/// repetition, so sample i of each comes from the same pass), else independent;
+/// ` (95 % interval 3.90-4.10)`, with `: no clear difference` when it holds 1.0;
+/// nothing under 3 samples a side.
+fn time_interval(num: &FilePoint, den: &FilePoint) -> String {
+    use cipherbench_model::interval::{Pairing, RatioInterval, DEFAULT_SEED, LEVEL};
+    let times = |p: &FilePoint| -> Vec<f64> {
+        p.samples
+            .iter()
+            .map(|s| s.elapsed_ns as f64 / 1e9)
+            .collect()
+    };
+    let (a, b) = (times(num), times(den));
+    let pairing = if a.len() == b.len() {
+        Pairing::Paired
+    } else {
+        Pairing::Independent
+    };
+    match RatioInterval::bootstrap(&a, &b, pairing, DEFAULT_SEED) {
+        Some(i) => format!(
+            " ({:.0} % interval {:.2}-{:.2}{})",
+            LEVEL * 100.0,
+            i.low,
+            i.high,
+            if i.is_clear() {
+                ""
+            } else {
+                ": no clear difference"
+            }
+        ),
+        None => String::new(),
+    }
+}
+
 /// The terminal table: one block per direction, cache state and durability mode.
 pub fn text(r: &FileResults) -> String {
     let mut out = format!(
@@ -157,12 +192,13 @@ pub fn text(r: &FileResults) -> String {
                 };
                 let e = &p.elapsed_seconds;
                 out.push_str(&format!(
-                    "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>11} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
+                    "{:<22} {:<w$} {:>7.3} s {:>6.1}% {:>10}{} {:>7} {:>5.2} s {:>5.2} s {:>5} MiB {}\n",
                     tool,
                     crate::variants::text_name(&r.variants, variant),
                     e.median,
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    crate::machine::flag(&p.noise_findings(), false),
                     vs_cp(r, p).map(|x| format!("{x:.2}x")).unwrap_or_else(|| "-".into()),
                     p.user_seconds.median,
                     p.system_seconds.median,
@@ -182,8 +218,9 @@ pub fn text(r: &FileResults) -> String {
                     let ratio = match na {
                         Some(na) => na,
                         None => format!(
-                            "{n} takes {:.2}x the time of {a}",
-                            pn.elapsed_seconds.median / pa.elapsed_seconds.median.max(1e-9)
+                            "{n} takes {:.2}x the time of {a}{}",
+                            pn.elapsed_seconds.median / pa.elapsed_seconds.median.max(1e-9),
+                            time_interval(pn, pa)
                         ),
                     };
                     out.push_str(&format!("{:<22} {:<w$} {ratio}\n", "", label));
@@ -199,6 +236,9 @@ pub fn text(r: &FileResults) -> String {
     out.push_str(
         "\n(throughput in decimal units of the plaintext; vs cp = throughput / cp's; user and system = the tool's CPU seconds, from wait4)\n",
     );
+    if r.points.iter().any(|p| !p.noise_findings().is_empty()) {
+        out.push_str(&crate::machine::noise_legend());
+    }
     out.push_str(&crate::variants::text_legend(
         &r.variants,
         &r.config.variants,
@@ -283,7 +323,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                 };
                 let e = &p.elapsed_seconds;
                 out.push_str(&format!(
-                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
+                    "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.3} s</td><td{}>±{:.1} %</td><td>{}{}</td><td>{}</td><td>{:.2} s</td><td>{:.2} s</td><td>{} MiB</td><td>{}</td></tr>",
                     escape(t),
                     crate::variants::html_name(&r.variants, v),
                     d.as_str(),
@@ -293,6 +333,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
                     if e.high_spread() { " class=\"bad\"" } else { "" },
                     e.rel_spread * 100.0,
                     format_bytes_per_sec(p.throughput_bytes_per_sec.median),
+                    crate::machine::noise_mark_html(&p.noise_findings()),
                     vs_cp(r, p).map(|x| format!("{x:.2}×")).unwrap_or_else(|| "–".into()),
                     p.user_seconds.median,
                     p.system_seconds.median,
@@ -454,6 +495,44 @@ mod tests {
             "openssl cbc at half cp's throughput: {t}"
         );
         assert!(t.contains("age not measured"), "{t}");
+    }
+
+    #[test]
+    fn a_time_ratio_whose_interval_spans_one_is_no_clear_difference() {
+        let mut r = results();
+        let t = text(&r);
+        assert!(
+            t.contains("noaesni takes 4.00x the time of accel (95 % interval 4.00-4.00)"),
+            "{t}"
+        );
+        // noaesni's three runs straddle accel's: 0.19, 0.21, 0.2 s against 0.2 s.
+        let accel = r
+            .points
+            .iter()
+            .find(|p| p.variant == "accel" && p.tool == "openssl-aes-256-cbc")
+            .unwrap()
+            .clone();
+        let slow = r
+            .points
+            .iter_mut()
+            .find(|p| p.variant == "noaesni" && p.tool == "openssl-aes-256-cbc")
+            .unwrap();
+        let mut samples = accel.samples.clone();
+        samples[0].elapsed_ns = accel.samples[0].elapsed_ns * 95 / 100;
+        samples[1].elapsed_ns = accel.samples[1].elapsed_ns * 105 / 100;
+        *slow = FilePoint::from_samples(
+            &slow.tool,
+            &slow.variant,
+            slow.direction,
+            slow.cache,
+            slow.sync,
+            slow.command.clone(),
+            slow.bytes,
+            samples,
+        )
+        .unwrap();
+        let t = text(&r);
+        assert!(t.contains(": no clear difference)"), "{t}");
     }
 
     #[test]

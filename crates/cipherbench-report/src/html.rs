@@ -617,18 +617,9 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     out
 }
 
-/// A mark beside a point measured while the machine was busy, the judge's sentences
-/// as its tooltip; nothing for a quiet point or one without a noise record.
+/// A mark beside a point measured while the machine was busy.
 fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
-    let findings = p.noise_findings();
-    if findings.is_empty() {
-        return String::new();
-    }
-    let why: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
-    format!(
-        " <span class=\"bad\" title=\"{}\">busy machine</span>",
-        escape(&why.join("; "))
-    )
+    crate::machine::noise_mark_html(&p.noise_findings())
 }
 
 /// A ratio cell with its 95 % interval where the samples allow one (`5.38×

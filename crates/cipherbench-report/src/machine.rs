@@ -149,6 +149,41 @@ pub fn fitness(f: &Fitness) -> String {
     out
 }
 
+/// The one-character mark beside a figure in a terminal table: `!` for a point
+/// measured while the machine was busy (the noise judge's findings), else `~` for a
+/// spread past the threshold, else a space.
+pub fn flag(findings: &[cipherbench_model::noise::Finding], high_spread: bool) -> &'static str {
+    if !findings.is_empty() {
+        "!"
+    } else if high_spread {
+        "~"
+    } else {
+        " "
+    }
+}
+
+/// The legend of the `!` mark, for a table that shows one.
+pub fn noise_legend() -> String {
+    format!(
+        "(! marks a point measured while other processes took more than {:.0} % of its CPUs, steal passed {:.0} %, or the CPU throttled; the warnings name them)\n",
+        cipherbench_model::noise::NOISY_SHARE * 100.0,
+        cipherbench_model::noise::STEAL_SHARE * 100.0,
+    )
+}
+
+/// A "busy machine" mark for report.html, the judge's sentences as its tooltip;
+/// nothing for a quiet point or one without a noise record.
+pub fn noise_mark_html(findings: &[cipherbench_model::noise::Finding]) -> String {
+    if findings.is_empty() {
+        return String::new();
+    }
+    let why: Vec<String> = findings.iter().map(|f| f.message.clone()).collect();
+    format!(
+        " <span class=\"bad\" title=\"{}\">busy machine</span>",
+        crate::svg::escape(&why.join("; "))
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -259,6 +259,24 @@ pub fn summary(record: &RunRecord) -> String {
             crate::text::libraries(env)
         ));
     }
+    // The machine's conditions: every point measured while it was busy, and a
+    // placement that could not keep the system under test and the load apart.
+    let conditions: Vec<&cipherbench_model::Warning> = record
+        .warnings
+        .iter()
+        .filter(|w| {
+            matches!(
+                w.kind.as_str(),
+                "noisy_machine" | "steal" | "frequency_scaling" | "placement" | "placement_shared"
+            )
+        })
+        .collect();
+    if !conditions.is_empty() {
+        out.push_str("\n## Machine conditions\n\n");
+        for w in &conditions {
+            out.push_str(&format!("- {} `{}`: {}\n", w.layer, w.kind, w.message));
+        }
+    }
     if !record.warnings.is_empty() {
         out.push_str(&format!(
             "\n{} warning(s); see report.html beside this file.\n",

@@ -240,13 +240,10 @@ pub fn speed(results: &SpeedResults) -> String {
                     for &s in sizes {
                         match results.point(cipher, variant, direction, s, threads) {
                             Some(p) => {
-                                let flag = if !p.noise_findings().is_empty() {
-                                    "!"
-                                } else if p.throughput_bytes_per_sec.high_spread() {
-                                    "~"
-                                } else {
-                                    " "
-                                };
+                                let flag = crate::machine::flag(
+                                    &p.noise_findings(),
+                                    p.throughput_bytes_per_sec.high_spread(),
+                                );
                                 out.push_str(&format!(
                                     " {:>10}{flag}",
                                     format_bytes_per_sec(p.throughput_bytes_per_sec.median)
@@ -293,11 +290,7 @@ pub fn speed(results: &SpeedResults) -> String {
         .iter()
         .any(|p| !p.noise_findings().is_empty())
     {
-        out.push_str(&format!(
-            "(! marks a point measured while other processes took more than {:.0} % of its CPUs, steal passed {:.0} %, or the CPU throttled; the warnings name them)\n",
-            cipherbench_model::noise::NOISY_SHARE * 100.0,
-            cipherbench_model::noise::STEAL_SHARE * 100.0,
-        ));
+        out.push_str(&crate::machine::noise_legend());
     }
     out.push_str(&variants::text_legend(
         &results.variants,

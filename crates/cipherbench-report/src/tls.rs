@@ -292,7 +292,10 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                     cipherbench_model::tls::suite_cipher(&p.suite),
                 ),
                 format_bits_per_sec(p.throughput_bytes_per_sec),
-                if p.interval_throughput_bytes_per_sec.high_spread() { "~" } else { " " },
+                crate::machine::flag(
+                    &p.noise_findings(),
+                    p.interval_throughput_bytes_per_sec.high_spread()
+                ),
                 p.requests_per_sec,
                 p.concurrency,
                 ms(p.latency.p50_ns),
@@ -356,6 +359,9 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             "(~ marks a point whose per-interval throughput spread more than ±{:.0} %; TTFB = time to first byte, ms)\n",
             cipherbench_model::stats::HIGH_SPREAD * 100.0
         ));
+        if s.points.iter().any(|p| !p.noise_findings().is_empty()) {
+            out.push_str(&crate::machine::noise_legend());
+        }
         out.push_str(&capacity_text(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
@@ -693,7 +699,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
     out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %{}</td><td class=\"l\">{}</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td>{}</td><td>{}</td><td class=\"l\">{}</td><td{}>{}{}</td><td>{:.1}</td><td>{}</td><td>{:.1} / {:.1} / {:.1} ms</td><td>{:.1} ms</td><td>{:.2} ms</td><td>{}</td><td>{}</td><td>{:.0} %{}</td><td class=\"l\">{}</td><td>{}</td><td>{} / {}</td><td class=\"l\">{}</td></tr>",
             escape(&p.suite),
             ByteSize(p.size_bytes),
             p.cores,
@@ -704,6 +710,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             ),
             if p.interval_throughput_bytes_per_sec.high_spread() { " class=\"bad\"" } else { "" },
             format_bits_per_sec(p.throughput_bytes_per_sec),
+            crate::machine::noise_mark_html(&p.noise_findings()),
             p.requests_per_sec,
             p.concurrency,
             ms(p.latency.p50_ns),
@@ -989,6 +996,7 @@ mod tests {
             }),
             generator_cpu: 0.4,
             generator_threads: 1,
+            noise: None,
             generator_saturated: false,
             valid: true,
             invalid_reason: None,
@@ -1069,6 +1077,7 @@ mod tests {
                     generator_cpu: 0.01,
                     generator_cpu_per_thread: Vec::new(),
                     generator_saturated: false,
+                    noise: None,
                 }],
             }),
         }

@@ -108,9 +108,10 @@ pub fn text(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} ±{:.0}%",
+                    "{} ±{:.0}%{}",
                     mbit(p.throughput_bits_per_sec.median),
-                    spread(p) * 100.0
+                    spread(p) * 100.0,
+                    crate::machine::flag(&p.noise_findings(), false).trim()
                 )
             })
             .unwrap_or_else(|| "-".into())
@@ -148,6 +149,9 @@ pub fn text(t: &TunnelResults) -> String {
     }
     out.push_str("\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; underlay = TCP share of the underlay alone; CPU = gateway cores used during the TCP run)\n");
     out.push_str(&threads_block(t));
+    if t.points.iter().any(|p| !p.noise_findings().is_empty()) {
+        out.push_str(&crate::machine::noise_legend());
+    }
     let bad: usize = t
         .points
         .iter()
@@ -410,14 +414,15 @@ pub fn html(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} <span class=\"{}\">±{:.1} %</span>",
+                    "{} <span class=\"{}\">±{:.1} %</span>{}",
                     mbit(p.throughput_bits_per_sec.median),
                     if spread(p) > cipherbench_model::stats::HIGH_SPREAD {
                         "bad"
                     } else {
                         "muted"
                     },
-                    spread(p) * 100.0
+                    spread(p) * 100.0,
+                    crate::machine::noise_mark_html(&p.noise_findings())
                 )
             })
             .unwrap_or_else(|| "–".into())

@@ -325,6 +325,9 @@ struct Bench<'a> {
     /// Ciphertext per tool, kept for decryption runs.
     ciphertexts: BTreeMap<&'static str, PathBuf>,
     samples: BTreeMap<Key, Vec<FileSample>>,
+    /// The noisiest window among each point's samples (the tool is not pinned: every
+    /// CPU this process may use).
+    noise: BTreeMap<Key, cipherbench_model::noise::Noise>,
     commands: BTreeMap<Key, Vec<String>>,
     checked: Vec<(ToolId, String, Direction)>,
     /// accel's probes and the library the tools load (None: no tool whose crypto is
@@ -607,6 +610,7 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         timeout: Duration::from_secs(120) + Duration::from_secs_f64(size as f64 / 5e6),
         ciphertexts: BTreeMap::new(),
         samples: BTreeMap::new(),
+        noise: BTreeMap::new(),
         commands: BTreeMap::new(),
         checked: Vec::new(),
         baseline,
@@ -779,7 +783,24 @@ fn measure(
                     continue;
                 }
                 let key = (i, direction);
-                let sample = match bench.run_one(sc, direction, key) {
+                // The tool runs under this process; the window closes once it exited,
+                // which is why its ticks are counted through its parent (waited-for
+                // children's time is the parent's cutime in /proc, and the run's).
+                let window = crate::machine::noise::Window::open(
+                    &crate::host::allowed_cpus(),
+                    &[std::process::id()],
+                );
+                let sample = bench.run_one(sc, direction, key);
+                let noise = window.close();
+                let busier = |n: &cipherbench_model::noise::Noise| n.foreign_share + n.steal_share;
+                if bench
+                    .noise
+                    .get(&key)
+                    .is_none_or(|old| busier(&noise) > busier(old))
+                {
+                    bench.noise.insert(key, noise);
+                }
+                let sample = match sample {
                     Ok(s) => s,
                     Err(e) => {
                         interrupt::check()?;
@@ -866,6 +887,8 @@ fn points(bench: &Bench<'_>, scenarios: &[Scenario]) -> Vec<FilePoint> {
             bench.size,
             samples.clone(),
         ) {
+            let mut p = p;
+            p.noise = bench.noise.get(&(i, direction)).cloned().map(Box::new);
             out.push(p);
         }
     }
@@ -874,6 +897,28 @@ fn points(bench: &Bench<'_>, scenarios: &[Scenario]) -> Vec<FilePoint> {
 
 /// Warnings that travel with the data.
 fn finish(results: &mut FileResults, session: &mut Session) {
+    for p in &results.points {
+        for f in p.noise_findings() {
+            session.record.warn(
+                "file",
+                &f.kind,
+                format!(
+                    "{} {} {} {} {}: {}",
+                    p.tool,
+                    p.variant,
+                    p.direction.as_str(),
+                    p.cache.as_str(),
+                    p.sync.as_str(),
+                    f.message
+                ),
+            );
+        }
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(
+        results.points.iter().filter_map(|p| p.noise.as_deref()),
+    ) {
+        session.record.warn("file", &f.kind, f.message);
+    }
     for p in &results.points {
         if p.elapsed_seconds.high_spread() {
             session.record.warn(

@@ -116,15 +116,17 @@ fn freq_state(cpu_dir: &Path) -> FreqState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cipherbench_model::noise::judge;
+    use cipherbench_model::noise::{judge, BUSIEST_KEPT};
     use std::process::{Child, Command};
 
     /// A busy loop in a shell of its own: a process that is not part of "the run".
+    /// At nice -5, so that compilers beside the tests do not crowd it out (seen at
+    /// nice 0: 0.15 CPU with a load average of 15 on 2 CPUs).
     fn busy_loop() -> Child {
-        Command::new("sh")
-            .args(["-c", "while :; do :; done"])
+        Command::new("nice")
+            .args(["-n", "-5", "sh", "-c", "while :; do :; done"])
             .spawn()
-            .expect("starting sh")
+            .expect("starting nice and sh")
     }
 
     #[test]
@@ -135,9 +137,18 @@ mod tests {
         let mut run = Command::new("sleep").arg("10").spawn().unwrap();
         let mut hog = busy_loop();
         std::thread::sleep(Duration::from_millis(100));
+        // The loop's own ticks, read beside the window, to check its rank by.
+        let hog_ticks = || {
+            std::fs::read_to_string(format!("/proc/{}/stat", hog.id()))
+                .ok()
+                .and_then(|t| parse_pid_stat(&t))
+                .map_or(0, |p| p.ticks)
+        };
+        let hog_before = hog_ticks();
         let window = Window::open(&cpus, &[run.id()]);
         std::thread::sleep(Duration::from_secs(1));
         let noise = window.close();
+        let hog_in_window = hog_ticks().saturating_sub(hog_before);
         for child in [&mut hog, &mut run] {
             child.kill().unwrap();
             child.wait().unwrap();
@@ -147,16 +158,26 @@ mod tests {
             .iter()
             .find(|f| f.kind == "noisy_machine")
             .unwrap_or_else(|| panic!("{noise:?}"));
-        // The machine is shared, so the hog may not be the busiest; it is among them,
-        // with a share a busy loop gets even when it competes for its CPU.
-        let hog_seen = noise
-            .busiest
-            .iter()
-            .find(|p| p.pid == hog.id())
-            .unwrap_or_else(|| panic!("hog not among the busiest: {noise:?}"));
+        // The machine is shared, so the hog may not be the busiest. On a machine so
+        // loaded that five others outran it (other sessions' compilers in cgroups of
+        // their own, where its niceness does not reach: seen at load 15 on 2 CPUs,
+        // the loop at 0.14 CPU), the ranking must still hold: none listed took less
+        // than the loop.
+        let Some(hog_seen) = noise.busiest.iter().find(|p| p.pid == hog.id()) else {
+            assert_eq!(noise.busiest.len(), BUSIEST_KEPT, "{noise:?}");
+            let ticks_per_sec =
+                noise.capacity_ticks as f64 / cpus.len() as f64 / (noise.window_ns as f64 / 1e9);
+            let hog_share = hog_in_window as f64 / ticks_per_sec / (noise.window_ns as f64 / 1e9);
+            let least = noise.busiest.last().unwrap().cpu_share;
+            assert!(
+                hog_share <= least + 0.02,
+                "the loop ({hog_share:.2} CPU) ranks below {least:.2}: {noise:?}"
+            );
+            return;
+        };
         assert_eq!(hog_seen.name, "sh");
         assert!(
-            hog_seen.cpu_share > 0.2 && hog_seen.cpu_share < 1.2,
+            hog_seen.cpu_share > 0.1 && hog_seen.cpu_share < 1.2,
             "{noise:?}"
         );
         assert!(

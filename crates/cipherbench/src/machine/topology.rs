@@ -239,4 +239,54 @@ mod tests {
             }
         }
     }
+
+    /// What the tls and tunnel layers apply, on each fixture: nginx's workers and the
+    /// generator, the gateways and iperf3, never on siblings of one core where the
+    /// machine has whole cores for them; on this 2-vCPU machine, the stated warning.
+    #[test]
+    fn tls_and_tunnel_placements_on_the_fixtures_never_split_a_core() {
+        use cipherbench_model::topology::{place_tls, place_tunnel};
+        for (name, allowed) in [
+            ("two-socket-64-thread", None),
+            (
+                "one-socket-16-core-smt",
+                Some((0..32).filter(|c| ![14, 15, 30, 31].contains(c)).collect()),
+            ),
+            ("kvm-2-vcpu-this-machine", None),
+        ] {
+            let t = read(&fixture(name), allowed);
+            let core = |c: &usize| t.core_of(*c).unwrap();
+            for cores in [1, 4, 8] {
+                let Ok(tls) = place_tls(&t, cores, None) else {
+                    assert_eq!(name, "kvm-2-vcpu-this-machine");
+                    continue;
+                };
+                let server: Vec<usize> = tls.server.iter().map(core).collect();
+                assert!(tls.generator.iter().all(|g| !server.contains(&core(g))));
+                assert!(tls.placement.disjoint, "{name}: {tls:?}");
+                assert!(tls
+                    .placement
+                    .all_cpus()
+                    .iter()
+                    .all(|c| !t.isolated.contains(c)));
+            }
+            let tunnel = place_tunnel(&t, 2);
+            let p = tunnel.placement.unwrap();
+            if name == "kvm-2-vcpu-this-machine" {
+                assert!(!p.disjoint);
+                assert!(p.warnings[0].starts_with("cannot give a disjoint placement"));
+            } else {
+                assert!(p.disjoint, "{name}: {p:?}");
+                let sut: Vec<usize> = tunnel
+                    .sender_gateway
+                    .iter()
+                    .chain(&tunnel.receiver_gateway)
+                    .map(core)
+                    .collect();
+                for c in [tunnel.iperf3_client, tunnel.iperf3_server] {
+                    assert!(!sut.contains(&core(&c.unwrap())), "{name}: {p:?}");
+                }
+            }
+        }
+    }
 }

@@ -176,25 +176,88 @@ pub struct RampPlan {
     pub target: ServerTarget,
 }
 
-/// Server and generator CPUs: nginx gets the first `cores` allowed CPUs, the
-/// generator the rest or those asked for, which must not overlap nginx's.
+/// Server and generator CPUs from the topology planner: nginx's workers on whole
+/// cores of their own (one worker per core), the generator on other whole cores, or
+/// on those asked for; where the machine cannot keep them apart the placement says
+/// so (`cipherbench_model::topology::place_tls`).
 pub(crate) fn assign_cpus(
-    allowed: &[usize],
+    topology: &cipherbench_model::topology::Topology,
     cores: usize,
     generator: Option<&[usize]>,
-) -> Result<(Vec<usize>, Vec<usize>)> {
-    let (server, rest) = nginx::split_cpus(allowed, cores)?;
-    match generator {
-        None => Ok((server, rest)),
-        Some(g) => {
-            if let Some(c) = g.iter().find(|c| server.contains(c)) {
-                bail!("--generator-cpus: CPU {c} is one of nginx's {server:?}: server and generator must not share cores");
+) -> Result<cipherbench_model::topology::TlsCpus> {
+    cipherbench_model::topology::place_tls(topology, cores, generator).map_err(|e| anyhow!(e))
+}
+
+/// The machine's topology as the run recorded it (read again when it did not).
+pub(crate) fn topology(session: &Session) -> cipherbench_model::topology::Topology {
+    session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None))
+}
+
+/// Applies nginx's side of a placement to a started server: its master (and so
+/// anything it forks later) to the workers' CPUs, each worker already pinned to its
+/// own by `worker_cpu_affinity`; then checks by effect that every process is on the
+/// CPUs the placement gives nginx. Returns what did not hold, one sentence.
+pub(crate) fn apply_placement(server: &nginx::Server, cpus: &[usize]) -> Option<String> {
+    if let Err(e) = crate::host::set_process_affinity(server.pid(), cpus) {
+        return Some(format!(
+            "could not restrict nginx's master (pid {}) to CPUs {}: {e}",
+            server.pid(),
+            cipherbench_model::topology::format_cpu_list(cpus)
+        ));
+    }
+    let mut pids = vec![server.pid()];
+    pids.extend_from_slice(server.workers());
+    for pid in pids {
+        match crate::host::process_affinity(pid) {
+            Ok(set) if set.iter().all(|c| cpus.contains(c)) => {}
+            Ok(set) => {
+                return Some(format!(
+                    "nginx process {pid} may run on CPUs {}, outside its placement {}",
+                    cipherbench_model::topology::format_cpu_list(&set),
+                    cipherbench_model::topology::format_cpu_list(cpus)
+                ))
             }
-            if g.is_empty() {
-                bail!("--generator-cpus: no CPU given");
-            }
-            Ok((server, g.to_vec()))
+            Err(e) => return Some(format!("reading nginx process {pid}'s CPUs: {e}")),
         }
+    }
+    None
+}
+
+/// The placement's warnings that change figures, once per run (every point of a
+/// sweep shares them): a placement that is not disjoint, and no core left for the
+/// rest of the machine. What only qualifies a placement (virtual CPUs, siblings not
+/// reported) stays in the placement's record.
+pub(crate) fn warn_placement(
+    session: &mut Session,
+    placement: &cipherbench_model::topology::Placement,
+) {
+    let matters = |w: &&String| {
+        !placement.disjoint && !w.starts_with("the CPUs are virtual")
+            || w.starts_with("no whole core left")
+    };
+    for w in placement.warnings.iter().filter(matters) {
+        session.record.warn(
+            "tls",
+            if placement.disjoint {
+                "placement"
+            } else {
+                "placement_shared"
+            },
+            format!(
+                "nginx on CPUs {}, load generator on CPUs {}: {w}",
+                cipherbench_model::topology::format_cpu_list(
+                    placement.cpus_of("nginx").unwrap_or_default()
+                ),
+                cipherbench_model::topology::format_cpu_list(
+                    placement.cpus_of("generator").unwrap_or_default()
+                )
+            ),
+        );
     }
 }
 
@@ -377,6 +440,7 @@ pub(crate) fn external_record(
             provider_calls: None,
         },
         config: format!("https://{}{}", url.host, url.path),
+        placement: None,
     }
 }
 

@@ -85,6 +85,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 size,
                 "external",
                 0,
+                &generator_cpus,
             )?;
             let record = super::external_record(suite, url, generator_cpus);
             record_run(session, &config, record, run)
@@ -95,9 +96,12 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             if let Some(p) = port {
                 nginx::check_port(*p)?;
             }
-            let allowed = crate::host::allowed_cpus();
-            let (server_cpus, generator_cpus) =
-                super::assign_cpus(&allowed, plan.cores, plan.generator_cpus.as_deref())?;
+            let placed = super::assign_cpus(
+                &super::topology(session),
+                plan.cores,
+                plan.generator_cpus.as_deref(),
+            )?;
+            let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             session
@@ -131,6 +135,12 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             resumption: false,
                         };
                         let server = Server::start(&spec, &client)?;
+                        let mut placement = placed.placement.clone();
+                        if let Some(why) = super::apply_placement(&server, server_cpus) {
+                            placement.disjoint = false;
+                            placement.warnings.push(why);
+                        }
+                        super::warn_placement(session, &placement);
                         super::note_libraries(session, variant, &server);
                         let record = ServerRecord {
                             kind: "nginx".into(),
@@ -143,6 +153,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             generator_cpus: generator_cpus.clone(),
                             variant: variants.record(variant, &server, suite),
                             config: server.config().to_string(),
+                            placement: Some(placement),
                         };
                         let target = Target {
                             addr: server.addr(),
@@ -154,13 +165,14 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             plan,
                             &client,
                             &target,
-                            &generator_cpus,
+                            generator_cpus,
                             Some(&server),
                             schedule,
                             suite.openssl,
                             size,
                             &variant.name(),
                             plan.cores,
+                            &placed.placement.all_cpus(),
                         )?;
                         server.stop();
                         record_run(session, &config, record, run)?;
@@ -185,6 +197,7 @@ fn one(
     size: u64,
     variant: &str,
     cores: usize,
+    window_cpus: &[usize],
 ) -> Result<RampRun> {
     let interval = Duration::from_secs(1);
     let spec = Spec {
@@ -200,7 +213,10 @@ fn one(
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));
+    // Around the whole ramp, closed while nginx runs (nginx is under this process).
+    let noise_window = crate::machine::noise::Window::open(window_cpus, &[std::process::id()]);
     let r = engine::run(client, &spec)?;
+    let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();
         cpu::server_cpu(&samples, r.window_start, r.window_end, interval)
@@ -246,6 +262,7 @@ fn one(
         generator_cpu,
         generator_cpu_per_thread,
         generator_saturated,
+        noise: Some(Box::new(noise)),
     })
 }
 
@@ -274,6 +291,14 @@ fn record_run(
                 super::sweep::per_thread(&run.generator_cpu_per_thread)
             ),
         );
+    }
+    for f in run.noise_findings() {
+        session
+            .record
+            .warn("tls", &f.kind, format!("ramp {what}: {}", f.message));
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(run.noise.as_deref()) {
+        session.record.warn("tls", &f.kind, f.message);
     }
     if let Some(cpu) = run
         .server_cpu

@@ -112,7 +112,8 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             // Every core count's CPUs checked before anything starts. A count this
             // machine cannot split (nginx's cores and at least one for the generator)
             // is skipped and said; a bad --generator-cpus stops the command.
-            let allowed = crate::host::allowed_cpus();
+            let topology = super::topology(session);
+            let allowed = &topology.allowed;
             let mut assignments = Vec::new();
             let mut skipped = Vec::new();
             for &c in &plan.cores {
@@ -126,13 +127,13 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                     });
                     continue;
                 }
-                let cpus = super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())?;
+                let cpus = super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
                 assignments.push((c, cpus));
             }
             if assignments.is_empty() {
                 // The same one line as before, for the smallest count asked.
                 let c = plan.cores.iter().copied().min().unwrap_or(1);
-                super::assign_cpus(&allowed, c, plan.generator_cpus.as_deref())?;
+                super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
             }
             for s in &skipped {
                 session.record.warn(
@@ -152,10 +153,28 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
-            for (cores, (server_cpus, generator_cpus)) in assignments {
+            // The variants' order turns from one point to the next (accel noaesni,
+            // noaesni accel, ...: the interleaving schedule with a point for a round),
+            // so a steady drift of the machine does not always favour the first.
+            let mut turn = 0usize;
+            for (cores, placed) in assignments {
+                let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+                let placement_cpus = placed.placement.all_cpus();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
-                        for variant in &plan.variants {
+                        let order = cipherbench_model::interleave::schedule(
+                            1,
+                            plan.variants.len(),
+                            turn + 1,
+                            cipherbench_model::interleave::Order::PointByPoint,
+                        );
+                        turn += 1;
+                        let in_turn: Vec<&crate::variant::Variant> = order
+                            .iter()
+                            .filter(|slot| slot.round == turn - 1)
+                            .map(|slot| &plan.variants[slot.variant])
+                            .collect();
+                        for variant in in_turn {
                             interrupt::check()?;
                             if measured(session, suite.openssl, size, cores, &variant.name()) {
                                 session.progress.skip(1);
@@ -173,6 +192,12 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 resumption: plan.resumption,
                             };
                             let server = Server::start(&spec, client)?;
+                            let mut placement = placed.placement.clone();
+                            if let Some(why) = super::apply_placement(&server, server_cpus) {
+                                placement.disjoint = false;
+                                placement.warnings.push(why);
+                            }
+                            super::warn_placement(session, &placement);
                             super::note_libraries(session, variant, &server);
                             let record = ServerRecord {
                                 kind: "nginx".into(),
@@ -185,6 +210,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 generator_cpus: generator_cpus.clone(),
                                 variant: variants.record(variant, &server, suite),
                                 config: server.config().to_string(),
+                                placement: Some(placement),
                             };
                             let target = Target {
                                 addr: server.addr(),
@@ -200,7 +226,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 plan,
                                 client,
                                 &target,
-                                &generator_cpus,
+                                generator_cpus,
                                 Some(&server),
                                 start,
                                 Labels {
@@ -209,6 +235,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                     size,
                                     cores,
                                     variant: &variant.name(),
+                                    cpus: &placement_cpus,
                                 },
                             )?;
                             server.stop();
@@ -257,6 +284,7 @@ fn run_external(
             size: target.expected_len.unwrap_or(0),
             cores: 0,
             variant: "external",
+            cpus: &allowed,
         },
     )?;
     let record = super::external_record(suite, url, allowed);
@@ -501,6 +529,14 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
             ),
         );
     }
+    for f in p.noise_findings() {
+        session
+            .record
+            .warn("tls", &f.kind, format!("{what}: {}", f.message));
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(p.noise.as_deref()) {
+        session.record.warn("tls", &f.kind, f.message);
+    }
     if p.interval_throughput_bytes_per_sec.high_spread() {
         session.record.warn(
             "tls",
@@ -537,6 +573,8 @@ pub(crate) struct Labels<'a> {
     pub size: u64,
     pub cores: usize,
     pub variant: &'a str,
+    /// The CPUs the point runs on (nginx's and the generator's): its noise window's.
+    pub cpus: &'a [usize],
 }
 
 /// One measurement at a fixed concurrency.
@@ -544,6 +582,8 @@ struct Measured {
     report: Report,
     server_cpu: Option<ServerCpu>,
     server_requests: Option<u64>,
+    /// The machine's noise over the measurement, on the point's CPUs.
+    noise: cipherbench_model::noise::Noise,
 }
 
 impl Measured {
@@ -552,6 +592,7 @@ impl Measured {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn measure(
     plan: &SweepPlan,
     client: &Client,
@@ -560,6 +601,7 @@ fn measure(
     server: Option<&Server>,
     concurrency: usize,
     window: Duration,
+    cpus: &[usize],
 ) -> Result<Measured> {
     let interval = super::interval_for(window);
     let spec = Spec {
@@ -580,7 +622,11 @@ fn measure(
             (interval / 4).min(Duration::from_millis(250)),
         )
     });
+    // Around the whole measurement (warm-up and drain too), closed while nginx runs;
+    // this process, its keeper and nginx under it are the run.
+    let noise_window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
     let report = engine::run(client, &spec)?;
+    let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();
         cpu::server_cpu(&samples, report.window_start, report.window_end, interval)
@@ -595,6 +641,7 @@ fn measure(
         report,
         server_cpu,
         server_requests,
+        noise,
     })
 }
 
@@ -748,6 +795,7 @@ pub(crate) fn search(
             server,
             concurrency,
             plan.probe,
+            labels.cpus,
         )?;
         let probe = probe_of(&m, concurrency, plan.limit);
         let next = next_step(&mut state, &probe, plan.max_concurrency);
@@ -772,6 +820,7 @@ pub(crate) fn search(
             server,
             chosen,
             plan.window,
+            labels.cpus,
         )?;
         probes.push(probe_of(&m, chosen, plan.limit));
         if m.within(plan.limit)
@@ -890,6 +939,7 @@ fn point(
         invalid_reason,
         probes,
         search: None,
+        noise: Some(Box::new(m.noise)),
     }
 }
 

@@ -153,13 +153,34 @@ impl TunnelPlan {
         }
     }
 
-    /// The cores: with enough of them, each gateway gets as many as it has workers
-    /// (at least two) and each iperf3 end one of its own; with four or five, one
-    /// each; on two, each gateway gets one and iperf3 shares with the gateway in
-    /// its namespace (seed 004 kept the load generators off the gateways; one
+    /// The cores, from the topology planner
+    /// (`cipherbench_model::topology::place_tunnel`): whole cores per gateway (as
+    /// many as it has workers, at least two, while the machine has them) and per
+    /// iperf3 end; on two, each gateway gets one and iperf3 shares with the gateway
+    /// in its namespace (seed 004 kept the load generators off the gateways; one
     /// machine of two cores cannot).
     pub fn pinning(&self) -> Pinning {
-        pinning(crate::host::cores(), self.pin, self.gateway_threads)
+        self.placed(&crate::machine::topology::this_machine(None)).0
+    }
+
+    /// The pinning and the placement run.json keeps, on `topology`.
+    fn placed(
+        &self,
+        topology: &cipherbench_model::topology::Topology,
+    ) -> (Pinning, Option<cipherbench_model::topology::Placement>) {
+        if !self.pin {
+            return (Pinning::default(), None);
+        }
+        let t = cipherbench_model::topology::place_tunnel(topology, self.gateway_threads);
+        (
+            Pinning {
+                sender_gateway: t.sender_gateway,
+                receiver_gateway: t.receiver_gateway,
+                iperf3_client: t.iperf3_client,
+                iperf3_server: t.iperf3_server,
+            },
+            t.placement,
+        )
     }
 
     fn config(&self) -> TunnelConfig {
@@ -213,37 +234,6 @@ impl TunnelPlan {
 /// (1, the two-thread path, on fewer than six cores; 7 on 16; capped at 16).
 pub fn default_gateway_threads(cores: usize) -> usize {
     (cores.saturating_sub(2) / 2).clamp(1, 16)
-}
-
-/// [`TunnelPlan::pinning`] for a machine of `cores`.
-pub fn pinning(cores: usize, pin: bool, gateway_threads: usize) -> Pinning {
-    if !pin || cores < 2 {
-        return Pinning::default();
-    }
-    let per_gateway = gateway_threads.max(2);
-    if cores >= 2 * per_gateway + 2 {
-        let g = per_gateway;
-        Pinning {
-            sender_gateway: (0..g).collect(),
-            receiver_gateway: (g..2 * g).collect(),
-            iperf3_client: Some(2 * g),
-            iperf3_server: Some(2 * g + 1),
-        }
-    } else if cores >= 4 {
-        Pinning {
-            sender_gateway: vec![0],
-            receiver_gateway: vec![1],
-            iperf3_client: Some(2),
-            iperf3_server: Some(3),
-        }
-    } else {
-        Pinning {
-            sender_gateway: vec![0],
-            receiver_gateway: vec![1],
-            iperf3_client: Some(0),
-            iperf3_server: Some(1),
-        }
-    }
 }
 
 /// Refuses to start where the layer cannot run, saying why.
@@ -374,9 +364,31 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             variants: Vec::new(),
             iperf3_version: iperf::version(),
             strongswan: None,
+            placement: None,
         },
     };
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    results.placement = plan.placed(&topology).1;
+    if let Some(p) = results.placement.as_ref().filter(|p| !p.disjoint) {
+        for w in p
+            .warnings
+            .iter()
+            .filter(|w| !w.starts_with("the CPUs are virtual"))
+        {
+            session.record.warn("tunnel", "placement_shared", w.clone());
+        }
+    }
     let pinning = results.config.pinning.clone();
+    // The noise windows watch the placed CPUs, or every CPU when nothing is pinned.
+    let noise_cpus = match &results.placement {
+        Some(p) => p.all_cpus(),
+        None => crate::host::allowed_cpus(),
+    };
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
         .progress
@@ -519,7 +531,8 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                             plan.probe_seconds,
                             Some(rate),
                         );
-                        let run = measured_run(&c, &mut pair, names, underlay_rate)?;
+                        let run =
+                            measured_run_on(&c, &mut pair, names, underlay_rate, &noise_cpus)?;
                         let iperf = run.iperf.clone();
                         probes.push(run);
                         Ok(iperf)
@@ -541,7 +554,13 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             };
             while runs.len() < plan.repeats {
                 let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
-                runs.push(measured_run(&c, &mut pair, names, underlay_rate)?);
+                runs.push(measured_run_on(
+                    &c,
+                    &mut pair,
+                    names,
+                    underlay_rate,
+                    &noise_cpus,
+                )?);
             }
             let point = tunnel_point(
                 transform,
@@ -651,6 +670,16 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
         point.variant,
         point.protocol.as_str()
     );
+    for f in point.noise_findings() {
+        session
+            .record
+            .warn("tunnel", &f.kind, format!("{what}: {}", f.message));
+    }
+    if let Some(f) = cipherbench_model::noise::governor_finding(
+        point.runs.iter().filter_map(|r| r.noise.as_deref()),
+    ) {
+        session.record.warn("tunnel", &f.kind, f.message);
+    }
     for run in &point.runs {
         if !run.byte_check.ok {
             session.record.warn(
@@ -785,12 +814,30 @@ fn udp_search(
 }
 
 /// One iperf3 run with both gateways' stats (and the sending TUN queue's drops)
-/// taken just before and just after it.
+/// taken just before and just after it, and the noise of every CPU this process may
+/// use over it.
 pub fn measured_run(
     client: &iperf::ClientRun,
     pair: &mut GatewayPair,
     names: &Names,
     underlay_rate_bits_per_sec: Option<u64>,
+) -> Result<TunnelRun> {
+    measured_run_on(
+        client,
+        pair,
+        names,
+        underlay_rate_bits_per_sec,
+        &crate::host::allowed_cpus(),
+    )
+}
+
+/// [`measured_run`] with the noise window on `cpus` (the placement's).
+pub fn measured_run_on(
+    client: &iperf::ClientRun,
+    pair: &mut GatewayPair,
+    names: &Names,
+    underlay_rate_bits_per_sec: Option<u64>,
+    cpus: &[usize],
 ) -> Result<TunnelRun> {
     let counters = |pair: &GatewayPair| -> Result<_> {
         Ok((
@@ -800,7 +847,10 @@ pub fn measured_run(
     };
     let (sn0, rn0) = counters(pair)?;
     let (s0, r0) = pair.snapshot()?;
+    // The gateways and iperf3 run under this process (keepers, `ip netns exec`).
+    let window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
     let iperf = client.run_watching(|| pair.check_alive())?;
+    let noise = window.close();
     let (s1, r1) = pair.snapshot()?;
     let (sn1, rn1) = counters(pair)?;
     let sender = gateways::gateway_run(
@@ -823,6 +873,7 @@ pub fn measured_run(
         receiver,
         byte_check,
         saturation,
+        noise: Some(Box::new(noise)),
     })
 }
 
@@ -882,40 +933,5 @@ mod tests {
         assert_eq!(default_gateway_threads(6), 2);
         assert_eq!(default_gateway_threads(16), 7);
         assert_eq!(default_gateway_threads(128), 16);
-        for cores in 2..=128 {
-            let n = default_gateway_threads(cores);
-            let p = pinning(cores, true, n);
-            // Nothing shares a core where there are enough, and nothing is placed
-            // on a core the machine does not have.
-            let mut used: Vec<usize> = p
-                .sender_gateway
-                .iter()
-                .chain(&p.receiver_gateway)
-                .copied()
-                .chain(p.iperf3_client)
-                .chain(p.iperf3_server)
-                .collect();
-            assert!(used.iter().all(|&c| c < cores), "{cores}: {p:?}");
-            if cores >= 6 {
-                assert!(p.sender_gateway.len() >= n, "{cores}: {p:?}");
-                used.sort_unstable();
-                used.dedup();
-                assert_eq!(used.len(), 2 * p.sender_gateway.len() + 2, "{cores}: {p:?}");
-            }
-        }
-    }
-
-    #[test]
-    fn two_cores_keep_todays_placement_whatever_the_workers() {
-        for n in [1, 2, 8] {
-            let p = pinning(2, true, n);
-            assert_eq!((p.sender_gateway, p.receiver_gateway), (vec![0], vec![1]));
-            assert_eq!((p.iperf3_client, p.iperf3_server), (Some(0), Some(1)));
-        }
-        assert_eq!(pinning(16, false, 7), Pinning::default());
-        let p = pinning(16, true, 7);
-        assert_eq!(p.sender_gateway, (0..7).collect::<Vec<_>>());
-        assert_eq!(p.receiver_gateway, (7..14).collect::<Vec<_>>());
-        assert_eq!((p.iperf3_client, p.iperf3_server), (Some(14), Some(15)));
     }
 }

@@ -764,7 +764,23 @@ pub fn measured_run(
     underlay_rate_bits_per_sec: Option<u64>,
 ) -> Result<TunnelRun> {
     let (s0, r0) = (pair.sender.snapshot()?, pair.receiver.snapshot()?);
+    // The noise window watches the charons' CPUs (every CPU when they are not
+    // pinned); the charons and iperf3 run under this process.
+    let mut cpus: Vec<usize> = pair
+        .sender
+        .cpus
+        .iter()
+        .chain(&pair.receiver.cpus)
+        .copied()
+        .collect();
+    cpus.sort_unstable();
+    cpus.dedup();
+    if cpus.is_empty() {
+        cpus = crate::host::allowed_cpus();
+    }
+    let window = crate::machine::noise::Window::open(&cpus, &[std::process::id()]);
     let iperf = client.run_watching(|| pair.check_alive())?;
+    let noise = window.close();
     let (s1, r1) = (pair.sender.snapshot()?, pair.receiver.snapshot()?);
     let sender = charon_run(
         "sender",
@@ -788,6 +804,7 @@ pub fn measured_run(
         receiver,
         byte_check,
         saturation,
+        noise: Some(Box::new(noise)),
     })
 }
 
