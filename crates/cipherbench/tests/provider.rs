@@ -385,3 +385,62 @@ fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() 
     nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn seal_under_the_counting_provider_runs_aes_256_gcm_and_chacha20_falls_back() {
+    let dir = scratch("file");
+    let results = dir.join("results");
+    let variant = format!("provider:{}", conf());
+    let out = bin(&dir)
+        .args([
+            "file",
+            "--size",
+            "4MiB",
+            "--tools",
+            "cipherbench,cipherbench-chacha20",
+            "--variants",
+            &format!("accel,{variant}"),
+            "--cache",
+            "warm",
+            "--sync",
+            "none",
+            "--direction",
+            "encrypt",
+            "--repetitions",
+            "1",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r = record(&results);
+    let v = r
+        .file
+        .as_ref()
+        .unwrap()
+        .variants
+        .iter()
+        .find(|v| v.name == variant)
+        .unwrap()
+        .clone();
+    assert!(v.took_effect, "{v:?}");
+    assert_eq!(v.fallback("aes-256-gcm"), None);
+    let fallback = "fallback: default provider served chacha20-poly1305";
+    assert_eq!(v.fallback("chacha20-poly1305").as_deref(), Some(fallback));
+    assert!(
+        v.provider_calls.as_ref().is_some_and(|c| c.calls > 0),
+        "{v:?}"
+    );
+    // The seal row has a ratio, the ChaCha20 row says why it has none.
+    assert!(stdout.contains(&format!("n/a: {fallback}")), "{stdout}");
+    assert!(
+        stdout.contains("ran: counting provider served aes-256-gcm"),
+        "{stdout}"
+    );
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(summary.contains(&format!("**{fallback}**")), "{summary}");
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
