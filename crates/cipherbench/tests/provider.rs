@@ -4,8 +4,9 @@
 //! provider that serves AES-128-GCM through the default provider's implementation
 //! and counts its calls. Asked for AES-128-GCM the variant must show "ran" and a
 //! non-zero count; asked for ChaCha20-Poly1305, which it lacks, "fallback"; both in
-//! the terminal, summary.md and report.html. A configuration whose provider does not
-//! load, or a file that is not there, is refused in one line before anything starts.
+//! the terminal, summary.md and report.html, for the speed workers and for a real
+//! nginx. A configuration whose provider does not load, a file that is not there, an
+//! engine that is not there, are refused in one line before anything starts.
 
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
@@ -310,6 +311,136 @@ fn a_provider_that_does_not_load_is_refused_in_one_line_before_anything_starts()
         "{stderr}"
     );
     assert!(!results.exists());
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() {
+    let dir = scratch("nginx");
+    let results = dir.join("results");
+    let variant = format!("provider:{}", conf());
+    let out = bin(&dir)
+        .args([
+            "tls",
+            "sweep",
+            "--suites",
+            "ECDHE-RSA-AES128-GCM-SHA256,ECDHE-RSA-CHACHA20-POLY1305",
+            "--sizes",
+            "256KiB",
+            "--variants",
+            &format!("accel,{variant}"),
+            "--window",
+            "600ms",
+            "--probe",
+            "250ms",
+            "--warmup",
+            "100ms",
+            "--max-concurrency",
+            "2",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r = record(&results);
+    let servers = &r.tls.as_ref().unwrap().servers;
+    let of = |suite: &str| {
+        servers
+            .iter()
+            .find(|s| s.suite == suite && s.variant.name == variant)
+            .unwrap_or_else(|| panic!("no {suite} server under {variant}"))
+            .variant
+            .clone()
+    };
+    let gcm = of("ECDHE-RSA-AES128-GCM-SHA256");
+    assert!(gcm.took_effect, "{gcm:?}");
+    assert_eq!(gcm.fallback("aes-128-gcm"), None);
+    // nginx's workers made contexts in the provider: its own tally, not the probe's.
+    let calls = gcm.provider_calls.as_ref().expect("the provider's tally");
+    assert!(calls.contexts > 10, "{calls:?}");
+    let chacha = of("ECDHE-RSA-CHACHA20-POLY1305");
+    assert!(!chacha.took_effect);
+    let fallback = "fallback: default provider served chacha20-poly1305";
+    assert_eq!(
+        chacha.fallback("chacha20-poly1305").as_deref(),
+        Some(fallback)
+    );
+    assert!(
+        stdout.contains("ran: counting provider served aes-128-gcm"),
+        "{stdout}"
+    );
+    assert!(stdout.contains(fallback), "{stdout}");
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("ran: counting provider served aes-128-gcm"),
+        "{summary}"
+    );
+    assert!(summary.contains(&format!("**{fallback}**")), "{summary}");
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("ran: counting provider served aes-128-gcm"));
+    assert!(html.contains(fallback));
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn seal_under_the_counting_provider_runs_aes_256_gcm_and_chacha20_falls_back() {
+    let dir = scratch("file");
+    let results = dir.join("results");
+    let variant = format!("provider:{}", conf());
+    let out = bin(&dir)
+        .args([
+            "file",
+            "--size",
+            "4MiB",
+            "--tools",
+            "cipherbench,cipherbench-chacha20",
+            "--variants",
+            &format!("accel,{variant}"),
+            "--cache",
+            "warm",
+            "--sync",
+            "none",
+            "--direction",
+            "encrypt",
+            "--repetitions",
+            "1",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+    let r = record(&results);
+    let v = r
+        .file
+        .as_ref()
+        .unwrap()
+        .variants
+        .iter()
+        .find(|v| v.name == variant)
+        .unwrap()
+        .clone();
+    assert!(v.took_effect, "{v:?}");
+    assert_eq!(v.fallback("aes-256-gcm"), None);
+    let fallback = "fallback: default provider served chacha20-poly1305";
+    assert_eq!(v.fallback("chacha20-poly1305").as_deref(), Some(fallback));
+    assert!(
+        v.provider_calls.as_ref().is_some_and(|c| c.calls > 0),
+        "{v:?}"
+    );
+    // The seal row has a ratio, the ChaCha20 row says why it has none.
+    assert!(stdout.contains(&format!("n/a: {fallback}")), "{stdout}");
+    assert!(
+        stdout.contains("ran: counting provider served aes-256-gcm"),
+        "{stdout}"
+    );
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(summary.contains(&format!("**{fallback}**")), "{summary}");
     nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
