@@ -24,6 +24,9 @@ pub struct TlsResults {
     /// `tls ramp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<RampResults>,
+    /// The agents that generated the load (`--agents`); empty when this machine did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::agents::AgentRecord>,
 }
 
 /// One server under test: which nginx, which suite, which variant, and whether the
@@ -273,6 +276,10 @@ pub struct SweepPoint {
     pub invalid_reason: Option<String>,
     /// The search that chose the concurrency, in order.
     pub probes: Vec<Probe>,
+    /// With `--agents`: each agent's share of the final window (the point's figures
+    /// are their exact merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::agents::AgentShare>,
 }
 
 impl SweepPoint {

@@ -802,6 +802,7 @@ mod tests {
             valid: true,
             invalid_reason: None,
             probes: Vec::new(),
+            agents: Vec::new(),
         }
     }
 
@@ -876,6 +877,7 @@ mod tests {
                     generator_saturated: false,
                 }],
             }),
+            agents: Vec::new(),
         }
     }
 

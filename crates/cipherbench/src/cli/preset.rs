@@ -191,6 +191,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -223,6 +224,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -255,6 +257,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,

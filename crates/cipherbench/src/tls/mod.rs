@@ -149,6 +149,8 @@ pub struct SweepPlan {
     pub resumption: bool,
     /// Where the load goes.
     pub target: ServerTarget,
+    /// `--agents`: the load comes from these hosts instead of this machine.
+    pub agents: Option<crate::agent::fleet::Launch>,
 }
 
 /// `tls ramp`, resolved.

@@ -129,6 +129,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             ia32cap: variants.mask(variant),
                             port: *port,
                             resumption: false,
+                            also_listen: Vec::new(),
                         };
                         let server = Server::start(&spec, &client)?;
                         super::note_libraries(session, variant, &server);

@@ -13,6 +13,7 @@ use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{ServerTarget, SweepPlan};
+use crate::agent::fleet::{AgentFailure, Fleet};
 use crate::interrupt;
 use crate::results::Session;
 use anyhow::{bail, Result};
@@ -81,8 +82,15 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             tls.sweep = None;
         }
     }
+    // The agents first: a host that cannot be reached, or runs another version, is
+    // refused before any server starts.
+    let mut fleet = plan.agents.as_ref().map(Fleet::connect).transpose()?;
+    if let Some(f) = &fleet {
+        super::results(session).agents = f.records();
+    }
+    let fleet = &mut fleet;
     match &plan.target {
-        ServerTarget::External(url) => run_external(plan, url, config, session),
+        ServerTarget::External(url) => run_external(plan, url, config, session, fleet),
         ServerTarget::Nginx { binary, port } => {
             let binary = nginx::resolve_nginx(binary.as_deref())?;
             let info = nginx::nginx_info(&binary)?;
@@ -106,6 +114,10 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            let also_listen = match fleet {
+                Some(f) => f.coordinator_addrs()?,
+                None => Vec::new(),
+            };
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
@@ -128,6 +140,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 ia32cap: variants.mask(variant),
                                 port: *port,
                                 resumption: plan.resumption,
+                                also_listen: also_listen.clone(),
                             };
                             let server = Server::start(&spec, client)?;
                             super::note_libraries(session, variant, &server);
@@ -139,7 +152,12 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 key: plan.key.name().to_string(),
                                 cores,
                                 server_cpus: server_cpus.clone(),
-                                generator_cpus: generator_cpus.clone(),
+                                // With agents, the load is theirs (see tls.agents).
+                                generator_cpus: if fleet.is_some() {
+                                    Vec::new()
+                                } else {
+                                    generator_cpus.clone()
+                                },
                                 variant: variants.record(variant, &server),
                                 config: server.config().to_string(),
                             };
@@ -155,6 +173,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 &target,
                                 &generator_cpus,
                                 Some(&server),
+                                fleet,
                                 Labels {
                                     suite: suite.openssl,
                                     protocol: suite.protocol.as_str(),
@@ -179,6 +198,7 @@ fn run_external(
     url: &super::ExternalUrl,
     config: SweepConfig,
     session: &mut Session,
+    fleet: &mut Option<Fleet>,
 ) -> Result<()> {
     let Some(suite) = plan.suites.first() else {
         bail!("no suite to measure");
@@ -200,6 +220,7 @@ fn run_external(
         &target,
         &allowed,
         None,
+        fleet,
         Labels {
             suite: suite.openssl,
             protocol: suite.protocol.as_str(),
@@ -353,11 +374,17 @@ struct Measured {
     report: Report,
     server_cpu: Option<ServerCpu>,
     server_requests: Option<u64>,
+    /// With agents: the one that failed the window, named, if one did.
+    agent_failure: Option<String>,
+    /// With agents: each one's share.
+    agents: Vec<cipherbench_model::agents::AgentShare>,
 }
 
 impl Measured {
     fn within(&self, limit: Duration) -> bool {
-        self.report.max_first_byte <= limit && self.report.failed == 0
+        self.report.max_first_byte <= limit
+            && self.report.failed == 0
+            && self.agent_failure.is_none()
     }
 }
 
@@ -367,6 +394,8 @@ fn measure(
     target: &Target,
     generator_cpus: &[usize],
     server: Option<&Server>,
+    fleet: &mut Option<Fleet>,
+    suite: &str,
     concurrency: usize,
     window: Duration,
 ) -> Result<Measured> {
@@ -389,7 +418,25 @@ fn measure(
             (interval / 4).min(Duration::from_millis(250)),
         )
     });
-    let report = engine::run(client, &spec)?;
+    let (report, agent_failure, agents) = match fleet {
+        None => (engine::run(client, &spec)?, None, Vec::new()),
+        // The agents reach a server on this machine at the address their ssh came
+        // from; any other server at its own.
+        Some(f) => match f.run(&spec, suite, plan.resumption, &|a| {
+            match a.hello.coordinator_addr.as_deref().and_then(|s| s.parse().ok()) {
+                Some(ip) if target.addr.ip().is_loopback() => {
+                    std::net::SocketAddr::new(ip, target.addr.port())
+                }
+                _ => target.addr,
+            }
+        }) {
+            Ok((r, shares)) => (r, None, shares),
+            Err(e) => match e.downcast::<AgentFailure>() {
+                Ok(failure) => (crate::agent::empty_report(&spec), Some(failure.0), Vec::new()),
+                Err(e) => return Err(e),
+            },
+        },
+    };
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();
         cpu::server_cpu(&samples, report.window_start, report.window_end, interval)
@@ -404,6 +451,8 @@ fn measure(
         report,
         server_cpu,
         server_requests,
+        agent_failure,
+        agents,
     })
 }
 
@@ -427,6 +476,7 @@ pub(crate) fn search(
     target: &Target,
     generator_cpus: &[usize],
     server: Option<&Server>,
+    fleet: &mut Option<Fleet>,
     labels: Labels<'_>,
 ) -> Result<SweepPoint> {
     let mut probes = Vec::new();
@@ -441,6 +491,8 @@ pub(crate) fn search(
             target,
             generator_cpus,
             server,
+            fleet,
+            labels.suite,
             concurrency,
             plan.probe,
         )?;
@@ -482,6 +534,8 @@ pub(crate) fn search(
             target,
             generator_cpus,
             server,
+            fleet,
+            labels.suite,
             chosen,
             plan.window,
         )?;
@@ -516,7 +570,9 @@ fn point(
     let generator_cpu = r.generator_cpu();
     let generator_saturated = generator_cpu > GENERATOR_SATURATED;
     let within_limit = m.within(plan.limit);
-    let invalid_reason = if generator_saturated {
+    let invalid_reason = if let Some(failure) = &m.agent_failure {
+        Some(format!("failed: {failure}"))
+    } else if generator_saturated {
         Some(format!(
             "the load generator used {:.0} % of its cores: the point measures the generator, not nginx",
             generator_cpu * 100.0
@@ -567,5 +623,6 @@ fn point(
         valid: invalid_reason.is_none(),
         invalid_reason,
         probes,
+        agents: m.agents,
     }
 }

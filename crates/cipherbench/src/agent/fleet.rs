@@ -1,0 +1,592 @@
+//! The coordinator's side of `--agents`: launch `cipherbench agent` on each named
+//! host with OpenSSH, check each one's version, measure its clock offset and record
+//! its fingerprint, then run load windows split over them, started together, and
+//! merge their reports exactly ([`super::merge`]).
+//!
+//! **Launch.** `ssh -T -o BatchMode=yes [-F FILE] HOST PATH agent`: the user's own
+//! ssh config, keys, agent and known_hosts; BatchMode means a host that would ask
+//! for a password or a host-key confirmation fails at once, and no password is ever
+//! on a command line. Every ssh runs under the supervisor's keeper, so a killed
+//! coordinator closes the connections, and each agent ends when its stdin closes.
+//!
+//! **Clocks.** [`CLOCK_EXCHANGES`] request/answer pairs per agent; the one with the
+//! shortest round trip gives the offset (agent's clock minus ours, taken at the
+//! midpoint of the round trip; NTP's reasoning, RFC 5905 section 8), known to within
+//! half that round trip. Both are recorded.
+//!
+//! **Start barrier.** The start is agreed ahead: now plus a lead long enough for
+//! every request to arrive ([`lead`]). Each agent is told that instant on its own
+//! clock (ours plus its offset) and sleeps until it. Each reports its window's
+//! edges on its clock; converted back to ours, windows whose starts differ by more
+//! than [`skew_tolerance`] fail the point, naming the late agent.
+//!
+//! **Failures.** An agent that dies (its ssh closes), answers with an error, does not
+//! report by the deadline, starts late or saturates its generator fails the point
+//! with its name ([`AgentFailure`]); nothing is dropped from a merge silently. A dead
+//! agent stays dead: later points fail at once, naming it.
+
+use super::{merge, Hello, LoadRequest, Part, Reply, Request, WireArrivals, WireReport};
+use crate::interrupt;
+use crate::supervisor::{Child, Line, Spawn};
+use crate::tls::engine::{Arrivals, Report, Schedule, Spec};
+use anyhow::{anyhow, bail, Context, Result};
+use cipherbench_model::agents::{AgentRecord, AgentShare};
+use std::io::Write;
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// Clock exchanges per agent.
+pub const CLOCK_EXCHANGES: usize = 8;
+/// How long an agent has to connect and say hello.
+const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// A generator above this fraction of its cores has fallen behind its share.
+const SATURATED: f64 = crate::tls::sweep::GENERATOR_SATURATED;
+
+/// `--agents HOSTS`, resolved.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Launch {
+    /// Hosts as given (`user@host` or an ssh config alias), each once.
+    pub hosts: Vec<String>,
+    /// `--ssh-config FILE`: passed to ssh as `-F`.
+    pub ssh_config: Option<PathBuf>,
+    /// The agent program on the hosts (`--agent-path`; default `cipherbench`, from
+    /// the remote PATH).
+    pub agent_path: String,
+}
+
+impl Launch {
+    /// Parses `--agents`: a comma-separated list of `[user@]host`. Only names ssh
+    /// takes as a destination are accepted (no option-like or shell-special text,
+    /// since ssh hands the remote command to a shell).
+    pub fn parse(
+        hosts: &str,
+        ssh_config: Option<PathBuf>,
+        agent_path: Option<&str>,
+    ) -> Result<Launch> {
+        let mut out: Vec<String> = Vec::new();
+        for h in hosts.split(',') {
+            let h = h.trim();
+            let ok = !h.is_empty()
+                && !h.starts_with('-')
+                && h.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "@.-_:[]%".contains(c));
+            if !ok {
+                bail!("--agents: '{h}' is not a host: use [user@]host or an ssh config alias, comma-separated");
+            }
+            if !out.iter().any(|o| o == h) {
+                out.push(h.to_string());
+            }
+        }
+        let agent_path = agent_path.unwrap_or("cipherbench").to_string();
+        if agent_path.is_empty()
+            || !agent_path
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+        {
+            bail!("--agent-path '{agent_path}': use a plain path (letters, digits, / . _ - +)");
+        }
+        if let Some(f) = &ssh_config {
+            if !f.is_file() {
+                bail!("--ssh-config {}: no such file", f.display());
+            }
+        }
+        Ok(Launch {
+            hosts: out,
+            ssh_config,
+            agent_path,
+        })
+    }
+}
+
+/// A point failed because of one agent: the message names it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AgentFailure(pub String);
+
+impl std::fmt::Display for AgentFailure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl std::error::Error for AgentFailure {}
+
+/// One connected agent.
+pub struct Agent {
+    /// As named on the command line.
+    pub name: String,
+    /// What it said it is.
+    pub hello: Hello,
+    /// Its clock minus ours, ns.
+    pub offset_ns: i128,
+    /// The round trip of the exchange that gave the offset.
+    pub rtt: Duration,
+    child: Child,
+    stdin: std::process::ChildStdin,
+    /// Why it is gone, once it is.
+    dead: Option<String>,
+}
+
+impl Agent {
+    fn send(&mut self, req: &Request) -> Result<()> {
+        let mut text = serde_json::to_string(req).context("encoding a request")?;
+        text.push('\n');
+        self.stdin
+            .write_all(text.as_bytes())
+            .and_then(|()| self.stdin.flush())
+            .map_err(|e| anyhow!("agent {}: the connection closed ({e})", self.name))
+    }
+
+    fn receive(&mut self, timeout: Duration) -> Result<Reply> {
+        match self.child.next_line(timeout) {
+            Line::Text(t) => serde_json::from_str(&t).map_err(|_| {
+                anyhow!(
+                    "agent {}: answered something that is not a cipherbench agent's reply: {}",
+                    self.name,
+                    t.chars().take(120).collect::<String>()
+                )
+            }),
+            Line::Timeout => bail!("agent {}: no answer within {timeout:.0?}", self.name),
+            Line::Closed => {
+                // Let ssh exit so its last words are in the tail.
+                let _ = self.child.wait(Duration::from_secs(2));
+                Err(anyhow!(
+                    "{}",
+                    ssh_failure(&self.name, &self.child.stderr_tail())
+                ))
+            }
+        }
+    }
+
+    fn ask(&mut self, req: &Request, timeout: Duration) -> Result<Reply> {
+        self.send(req)?;
+        match self.receive(timeout)? {
+            Reply::Error { message } => bail!("agent {}: {message}", self.name),
+            r => Ok(r),
+        }
+    }
+
+    /// The record kept with the results.
+    pub fn record(&self) -> AgentRecord {
+        AgentRecord {
+            name: self.name.clone(),
+            version: self.hello.version.clone(),
+            hostname: self.hello.hostname.clone(),
+            kernel: self.hello.kernel.clone(),
+            cpu_model: self.hello.cpu_model.clone(),
+            cpus: self.hello.cpus.clone(),
+            openssl: self.hello.openssl.clone(),
+            clock_offset_ns: self.offset_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
+            clock_rtt_ns: self.rtt.as_nanos() as u64,
+        }
+    }
+}
+
+/// One clear line for an ssh that ended before its agent said hello, from ssh's
+/// last words (OpenSSH's own messages, stable for decades).
+pub fn ssh_failure(name: &str, stderr: &str) -> String {
+    let last = stderr.rsplit(" | ").next().unwrap_or("").trim();
+    let why = if stderr.contains("Could not resolve hostname") {
+        "cannot resolve the host name: check --agents and your ssh config"
+    } else if stderr.contains("Connection refused") {
+        "refused the SSH connection: is sshd running there?"
+    } else if stderr.contains("No route to host")
+        || stderr.contains("Network is unreachable")
+        || stderr.contains("timed out")
+    {
+        "unreachable over SSH: check the address and the network"
+    } else if stderr.contains("Host key verification failed") {
+        "its host key is not in your known_hosts: connect once with ssh to check and add it"
+    } else if stderr.contains("Permission denied") {
+        "refused the login: cipherbench uses your ssh keys (BatchMode, never a password); `ssh HOST true` must work without a prompt"
+    } else if stderr.contains("command not found") || stderr.contains("No such file") {
+        "has no cipherbench agent at the path given: install the same cipherbench there, or pass --agent-path"
+    } else if last.is_empty() {
+        "the connection closed before the agent answered"
+    } else {
+        "ssh failed"
+    };
+    if last.is_empty() {
+        format!("agent {name}: {why}")
+    } else {
+        format!("agent {name}: {why} (ssh: {last})")
+    }
+}
+
+/// The connected agents.
+pub struct Fleet {
+    /// In the order named.
+    pub agents: Vec<Agent>,
+}
+
+impl Fleet {
+    /// Launches every agent (all at once), then checks each: hello, version, clock.
+    /// Any failure ends every launched agent and returns one line naming the host.
+    pub fn connect(launch: &Launch) -> Result<Fleet> {
+        let mut pending = Vec::new();
+        for host in &launch.hosts {
+            let mut args: Vec<String> = vec![
+                "-T".into(),
+                "-o".into(),
+                "BatchMode=yes".into(),
+                "-o".into(),
+                "ConnectTimeout=10".into(),
+                // A peer that vanishes is noticed within about 15 s.
+                "-o".into(),
+                "ServerAliveInterval=5".into(),
+                "-o".into(),
+                "ServerAliveCountMax=3".into(),
+            ];
+            if let Some(f) = &launch.ssh_config {
+                args.push("-F".into());
+                args.push(f.display().to_string());
+            }
+            args.push("--".into());
+            args.push(host.clone());
+            args.push(launch.agent_path.clone());
+            args.push("agent".into());
+            let mut child = Spawn::new("ssh")
+                .args(&args)
+                .piped_stdin()
+                .piped_stdout()
+                .start()
+                .with_context(|| format!("starting ssh for agent {host}"))?;
+            let stdin = child
+                .take_stdin()
+                .context("ssh was started without a stdin")?;
+            pending.push((host.clone(), child, stdin));
+        }
+        let mut agents = Vec::new();
+        for (name, child, stdin) in pending {
+            let mut agent = Agent {
+                name,
+                hello: Hello::here(),
+                offset_ns: 0,
+                rtt: Duration::ZERO,
+                child,
+                stdin,
+                dead: None,
+            };
+            match agent.ask(&Request::Hello, HELLO_TIMEOUT)? {
+                Reply::Hello(h) => {
+                    h.check(&agent.name)?;
+                    agent.hello = h;
+                }
+                _ => bail!("agent {}: answered hello with something else", agent.name),
+            }
+            let (offset, rtt) = clock(&mut agent)?;
+            agent.offset_ns = offset;
+            agent.rtt = rtt;
+            agents.push(agent);
+        }
+        Ok(Fleet { agents })
+    }
+
+    /// The agents' records.
+    pub fn records(&self) -> Vec<AgentRecord> {
+        self.agents.iter().map(Agent::record).collect()
+    }
+
+    /// Where the agents reach this machine: the addresses their ssh connections came
+    /// from (a server cipherbench starts listens on these too).
+    pub fn coordinator_addrs(&self) -> Result<Vec<IpAddr>> {
+        let mut out: Vec<IpAddr> = Vec::new();
+        for a in &self.agents {
+            let ip: IpAddr = a
+                .hello
+                .coordinator_addr
+                .as_deref()
+                .and_then(|s| s.parse().ok())
+                .ok_or_else(|| {
+                    anyhow!(
+                        "agent {}: cannot tell which address of this machine it reaches (no SSH_CONNECTION): pass --server URL",
+                        a.name
+                    )
+                })?;
+            if !out.contains(&ip) {
+                out.push(ip);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Runs one window of `spec` split over the agents, started together; returns the
+    /// merged report and each agent's share, or an [`AgentFailure`] naming the agent
+    /// (as the error; downcast it). Each agent reaches the server at `addr(agent)`.
+    pub fn run(
+        &mut self,
+        spec: &Spec,
+        suite: &str,
+        resumption: bool,
+        addr: &dyn Fn(&Agent) -> SocketAddr,
+    ) -> Result<(Report, Vec<AgentShare>)> {
+        if let Some(a) = self.agents.iter().find(|a| a.dead.is_some()) {
+            return Err(AgentFailure(format!(
+                "agent {} died earlier ({})",
+                a.name,
+                a.dead.as_deref().unwrap_or("")
+            ))
+            .into());
+        }
+        let shares = split(&spec.arrivals, self.agents.len());
+        let lead = lead(self.agents.iter().map(|a| a.rtt));
+        let start = super::unix_ns() + lead.as_nanos();
+        let mut running = Vec::new();
+        for (i, agent) in self.agents.iter_mut().enumerate() {
+            let Some(arrivals) = shares[i] else { continue };
+            let req = LoadRequest {
+                suite: suite.to_string(),
+                resumption,
+                addr: addr(agent),
+                host: spec.target.host.clone(),
+                path: spec.target.path.clone(),
+                expected_len: spec.target.expected_len,
+                arrivals: WireArrivals::of(&arrivals),
+                warmup_ns: spec.warmup.as_nanos() as u64,
+                window_ns: spec.window.as_nanos() as u64,
+                drain_ns: spec.drain.as_nanos() as u64,
+                timeout_ns: spec.timeout.as_nanos() as u64,
+                interval_ns: spec.interval.as_nanos() as u64,
+                start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u128,
+            };
+            if let Err(e) = agent.send(&Request::Load(req)) {
+                return Err(self.fail(i, e.to_string()));
+            }
+            running.push((i, arrivals));
+        }
+        // Every share ends by then: the window and what may follow it.
+        let tail = match spec.arrivals {
+            Arrivals::Closed { .. } => spec.warmup + spec.window + spec.drain,
+            Arrivals::Open(s) => s.duration() + spec.timeout,
+        };
+        let deadline = Instant::now() + lead + tail + Duration::from_secs(30);
+        let mut reports: Vec<(usize, usize, WireReport)> = Vec::new();
+        for &(i, arrivals) in &running {
+            let r = loop {
+                if let Err(e) = interrupt::check() {
+                    // Closing the connections ends the agents' loads.
+                    for a in &mut self.agents {
+                        a.child.stop();
+                        a.dead = Some("interrupted".into());
+                    }
+                    return Err(e.into());
+                }
+                let agent = &mut self.agents[i];
+                if Instant::now() >= deadline {
+                    let msg = format!(
+                        "agent {} fell behind: no report 30 s after its window should have ended",
+                        agent.name
+                    );
+                    return Err(self.fail(i, msg));
+                }
+                match agent.receive(Duration::from_millis(100)) {
+                    Ok(Reply::Load(r)) => break *r,
+                    Ok(Reply::Error { message }) => {
+                        let name = agent.name.clone();
+                        return Err(AgentFailure(format!("agent {name}: {message}")).into());
+                    }
+                    Ok(_) => {
+                        let msg = format!("agent {}: answered a load with something else", agent.name);
+                        return Err(self.fail(i, msg));
+                    }
+                    Err(e) if e.to_string().contains("no answer within") => continue,
+                    Err(e) => {
+                        let msg = format!("{} (it died during the window)", crate::progress::one_line(&e));
+                        return Err(self.fail(i, msg));
+                    }
+                }
+            };
+            let concurrency = match arrivals {
+                Arrivals::Closed { concurrency } => concurrency,
+                Arrivals::Open(_) => 0,
+            };
+            reports.push((i, concurrency, r));
+        }
+        // Starts on our clock; the spread of window starts is the barrier's error.
+        let starts: Vec<u128> = reports
+            .iter()
+            .map(|(i, _, r)| {
+                (r.window_start_unix_ns as i128 - self.agents[*i].offset_ns).max(0) as u128
+            })
+            .collect();
+        let first = starts.iter().copied().min().unwrap_or(0);
+        let tolerance = skew_tolerance(spec.window);
+        let mut out = Vec::new();
+        for ((i, concurrency, r), s) in reports.iter().zip(&starts) {
+            let name = &self.agents[*i].name;
+            let skew = Duration::from_nanos((s - first) as u64);
+            if skew > tolerance {
+                return Err(AgentFailure(format!(
+                    "agent {name} fell behind: its window started {:.0} ms after the first agent's (tolerance {:.0} ms), so the load was not simultaneous",
+                    skew.as_secs_f64() * 1e3,
+                    tolerance.as_secs_f64() * 1e3
+                ))
+                .into());
+            }
+            if r.generator_cpu() > SATURATED {
+                return Err(AgentFailure(format!(
+                    "agent {name} fell behind: its generator used {:.0} % of its cores, so it could not keep its share of the load",
+                    r.generator_cpu() * 100.0
+                ))
+                .into());
+            }
+            out.push(AgentShare {
+                name: name.clone(),
+                concurrency: *concurrency,
+                start_skew_ns: skew.as_nanos() as u64,
+                started_late_ns: r.started_late_ns,
+                throughput_bytes_per_sec: r.window_bytes as f64
+                    / (r.window_ns.max(1) as f64 / 1e9),
+                requests: r.ok,
+                generator_cpu: r.generator_cpu(),
+            });
+        }
+        let parts: Vec<Part<'_>> = reports
+            .iter()
+            .map(|(i, _, r)| Part {
+                report: r,
+                offset_ns: self.agents[*i].offset_ns,
+            })
+            .collect();
+        Ok((merge(&parts)?, out))
+    }
+
+    /// Marks agent `i` dead (its ssh stopped, which ends it) and returns the failure.
+    fn fail(&mut self, i: usize, message: String) -> anyhow::Error {
+        let a = &mut self.agents[i];
+        a.child.stop();
+        a.dead = Some(message.clone());
+        AgentFailure(message).into()
+    }
+}
+
+/// Measures an agent's clock offset: the exchange with the shortest round trip.
+fn clock(agent: &mut Agent) -> Result<(i128, Duration)> {
+    let mut best: Option<(i128, Duration)> = None;
+    for _ in 0..CLOCK_EXCHANGES {
+        let t0 = super::unix_ns();
+        let sent = Instant::now();
+        let Reply::Clock { unix_ns } = agent.ask(&Request::Clock, HELLO_TIMEOUT)? else {
+            bail!("agent {}: answered a clock request with something else", agent.name);
+        };
+        let rtt = sent.elapsed();
+        let offset = unix_ns as i128 - (t0 as i128 + rtt.as_nanos() as i128 / 2);
+        if best.is_none_or(|(_, r)| rtt < r) {
+            best = Some((offset, rtt));
+        }
+    }
+    best.context("no clock exchange")
+}
+
+/// The lead of the agreed start: the slowest agent's round trip many times over,
+/// and at least half a second for each agent to build its client and threads.
+pub fn lead(rtts: impl Iterator<Item = Duration>) -> Duration {
+    let worst = rtts.max().unwrap_or(Duration::ZERO);
+    Duration::from_millis(500) + worst * 10
+}
+
+/// How far apart the agents' windows may start: 1 % of the window, at least 50 ms.
+pub fn skew_tolerance(window: Duration) -> Duration {
+    (window / 100).max(Duration::from_millis(50))
+}
+
+/// Each agent's share of the arrivals: the concurrency split as evenly as integers
+/// allow (the first agents take the remainder; an agent with no client sits the
+/// window out), or the rate divided evenly (the sum of the agents' schedules is the
+/// whole schedule).
+pub fn split(arrivals: &Arrivals, agents: usize) -> Vec<Option<Arrivals>> {
+    let n = agents.max(1);
+    (0..agents)
+        .map(|i| match *arrivals {
+            Arrivals::Closed { concurrency } => {
+                let c = concurrency / n + usize::from(i < concurrency % n);
+                (c > 0).then_some(Arrivals::Closed { concurrency: c })
+            }
+            Arrivals::Open(Schedule::Constant { rate, duration }) => {
+                Some(Arrivals::Open(Schedule::Constant {
+                    rate: rate / n as f64,
+                    duration,
+                }))
+            }
+            Arrivals::Open(Schedule::Ramp {
+                target_rate,
+                duration,
+            }) => Some(Arrivals::Open(Schedule::Ramp {
+                target_rate: target_rate / n as f64,
+                duration,
+            })),
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn concurrency_is_split_exactly_over_the_agents() {
+        let shares = split(&Arrivals::Closed { concurrency: 7 }, 3);
+        let c: Vec<usize> = shares
+            .iter()
+            .map(|s| match s {
+                Some(Arrivals::Closed { concurrency }) => *concurrency,
+                _ => 0,
+            })
+            .collect();
+        assert_eq!(c, vec![3, 2, 2]);
+        // Fewer clients than agents: the others sit out, none gets zero clients.
+        let shares = split(&Arrivals::Closed { concurrency: 1 }, 3);
+        assert!(shares[0].is_some() && shares[1].is_none() && shares[2].is_none());
+    }
+
+    #[test]
+    fn a_ramp_is_split_into_ramps_whose_sum_is_the_whole() {
+        let s = Schedule::Ramp {
+            target_rate: 90.0,
+            duration: Duration::from_secs(10),
+        };
+        let shares = split(&Arrivals::Open(s), 3);
+        let total: u64 = shares
+            .iter()
+            .map(|a| match a {
+                Some(Arrivals::Open(s)) => s.count(),
+                _ => 0,
+            })
+            .sum();
+        assert!(total.abs_diff(s.count()) <= 3, "{total} vs {}", s.count());
+    }
+
+    #[test]
+    fn hosts_that_ssh_could_take_as_options_are_refused() {
+        assert!(Launch::parse("-oProxyCommand=x", None, None).is_err());
+        assert!(Launch::parse("a;reboot", None, None).is_err());
+        assert!(Launch::parse("a,,b", None, None).is_err());
+        assert!(Launch::parse("a", None, Some("cipherbench; rm")).is_err());
+        let l = Launch::parse("root@10.0.0.2, b ,b", None, None).unwrap();
+        assert_eq!(l.hosts, vec!["root@10.0.0.2".to_string(), "b".to_string()]);
+        assert_eq!(l.agent_path, "cipherbench");
+    }
+
+    #[test]
+    fn ssh_failures_become_one_line_each() {
+        let cases = [
+            ("ssh: Could not resolve hostname nope: Name or service not known", "resolve"),
+            ("ssh: connect to host 10.1.1.1 port 22: Connection refused", "sshd running"),
+            ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "unreachable"),
+            ("root@h: Permission denied (publickey).", "refused the login"),
+            ("Host key verification failed.", "known_hosts"),
+            ("bash: line 1: cipherbench: command not found", "--agent-path"),
+        ];
+        for (stderr, want) in cases {
+            let line = ssh_failure("h", stderr);
+            assert!(line.contains(want) && line.starts_with("agent h: "), "{line}");
+            assert!(!line.contains('\n'));
+        }
+    }
+
+    #[test]
+    fn the_skew_tolerance_grows_with_the_window() {
+        assert_eq!(skew_tolerance(Duration::from_secs(1)), Duration::from_millis(50));
+        assert_eq!(skew_tolerance(Duration::from_secs(120)), Duration::from_millis(1200));
+    }
+}
