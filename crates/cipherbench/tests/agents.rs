@@ -321,3 +321,74 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
     assert!(reason.contains("agent h1"), "{reason}");
     assert_nothing_left(&hosts, &tmp);
 }
+
+#[test]
+fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
+    if skip("a_ramp_from_two_agents_attempts_the_whole_schedule") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results");
+    let results_s = results.display().to_string();
+    let list = hosts.list(2);
+    let args = [
+        "tls", "ramp", "--agents", &list, "--ssh-config", &config, "--agent-path", BIN,
+        "--suites", "AES128-GCM-SHA256", "--variants", "accel", "--sizes", "1KiB",
+        "--rate", "40", "--duration", "3s", "--results", &results_s,
+    ];
+    let (out, tmp) = coordinator(&hosts, &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["tls"]["agents"].as_array().unwrap().len(), 2);
+    let r = &run["tls"]["ramp"]["runs"][0];
+    // 0 -> 40 req/s over 3 s is 60 requests; two ramps of 20 req/s, 30 each.
+    let attempted = r["attempted"].as_u64().unwrap();
+    assert!(attempted.abs_diff(60) <= 2, "{r}");
+    assert_eq!(r["successful"].as_u64().unwrap() + r["unsuccessful"].as_u64().unwrap(), attempted);
+    // The per-second series adds the agents' seconds.
+    let series: u64 = r["series"].as_array().unwrap().iter().map(|s| s["attempted"].as_u64().unwrap()).sum();
+    assert_eq!(series, attempted);
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn ctrl_c_on_the_coordinator_ends_every_agent() {
+    if skip("ctrl_c_on_the_coordinator_ends_every_agent") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results").display().to_string();
+    let list = hosts.list(2);
+    let mut args = sweep_args(&list, &config, &results);
+    let w = args.iter().position(|a| *a == "2s").unwrap();
+    args[w] = "20s";
+    let tmp = hosts.dir.join("coordinator-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let child = Command::new(BIN)
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while agents_left(&hosts).len() < 2 {
+        assert!(std::time::Instant::now() < deadline, "the agents did not start");
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Into the window, then Ctrl-C.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // SAFETY: our own child's pid.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_nothing_left(&hosts, &tmp);
+}

@@ -282,6 +282,24 @@ impl Fleet {
         Ok(Fleet { agents })
     }
 
+    /// The agents in one line: name, host, CPUs, clock offset and its uncertainty.
+    pub fn describe(&self) -> String {
+        self.agents
+            .iter()
+            .map(|a| {
+                format!(
+                    "{} ({}, {} CPUs, clock {:+.3} ms ±{:.3} ms)",
+                    a.name,
+                    a.hello.hostname,
+                    a.hello.cpus.len(),
+                    a.offset_ns as f64 / 1e6,
+                    a.rtt.as_secs_f64() * 1e3 / 2.0
+                )
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
     /// The agents' records.
     pub fn records(&self) -> Vec<AgentRecord> {
         self.agents.iter().map(Agent::record).collect()

@@ -204,6 +204,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
             Preset::Quick => TlsPlan {
@@ -237,6 +238,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
             Preset::Full => TlsPlan {
@@ -270,6 +272,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
         })

@@ -390,9 +390,6 @@ impl SweepArgs {
 impl RampArgs {
     /// Resolves the flags.
     pub fn plan(&self) -> Result<RampPlan> {
-        if self.common.agents.is_some() {
-            bail!("--agents: the ramp from several hosts is not built yet; use tls sweep --agents");
-        }
         let key = self.common.key()?;
         let suites = self.common.suites(key)?;
         let target = self.common.target()?;
@@ -416,6 +413,7 @@ impl RampArgs {
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
             generator_cpus: self.common.generator_cpus()?,
             target,
+            agents: self.common.agents()?,
         };
         plan.variants = self.common.variants()?;
         Ok(plan)

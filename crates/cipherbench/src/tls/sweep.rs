@@ -82,12 +82,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             tls.sweep = None;
         }
     }
-    // The agents first: a host that cannot be reached, or runs another version, is
-    // refused before any server starts.
-    let mut fleet = plan.agents.as_ref().map(Fleet::connect).transpose()?;
-    if let Some(f) = &fleet {
-        super::results(session).agents = f.records();
-    }
+    let mut fleet = super::connect_agents(plan.agents.as_ref(), session)?;
     let fleet = &mut fleet;
     match &plan.target {
         ServerTarget::External(url) => run_external(plan, url, config, session, fleet),
@@ -420,15 +415,8 @@ fn measure(
     });
     let (report, agent_failure, agents) = match fleet {
         None => (engine::run(client, &spec)?, None, Vec::new()),
-        // The agents reach a server on this machine at the address their ssh came
-        // from; any other server at its own.
         Some(f) => match f.run(&spec, suite, plan.resumption, &|a| {
-            match a.hello.coordinator_addr.as_deref().and_then(|s| s.parse().ok()) {
-                Some(ip) if target.addr.ip().is_loopback() => {
-                    std::net::SocketAddr::new(ip, target.addr.port())
-                }
-                _ => target.addr,
-            }
+            super::agent_addr(a, target)
         }) {
             Ok((r, shares)) => (r, None, shares),
             Err(e) => match e.downcast::<AgentFailure>() {
