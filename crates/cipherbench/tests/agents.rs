@@ -49,7 +49,9 @@ fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
     let (tag, dir) = (hosts.tag().to_string(), hosts.dir.clone());
     for (i, h) in hosts.hosts.iter().enumerate() {
         // Over ssh, each host has its own address and no other's.
-        let addrs = hosts.ssh(i, "ip -4 -o addr show dev eth0").expect("ssh to a test host");
+        let addrs = hosts
+            .ssh(i, "ip -4 -o addr show dev eth0")
+            .expect("ssh to a test host");
         assert!(addrs.contains(&h.addr.to_string()), "{}: {addrs}", h.alias);
         let other = &hosts.hosts[1 - i].addr.to_string();
         assert!(!addrs.contains(other.as_str()), "{addrs}");
@@ -127,19 +129,30 @@ fn assert_nothing_left(hosts: &Hosts, tmp: &std::path::Path) {
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
                 if cwd.starts_with(tmp) {
-                    left.push(format!("process {:?} in {}", entry.file_name(), cwd.display()));
+                    left.push(format!(
+                        "process {:?} in {}",
+                        entry.file_name(),
+                        cwd.display()
+                    ));
                 }
             }
         }
         left.extend(
             std::fs::read_dir(tmp)
-                .map(|d| d.flatten().map(|e| format!("file {}", e.path().display())).collect())
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| format!("file {}", e.path().display()))
+                        .collect()
+                })
                 .unwrap_or_else(|_| Vec::<String>::new()),
         );
         if left.is_empty() {
             return;
         }
-        assert!(std::time::Instant::now() < deadline, "left behind: {left:?}");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
         std::thread::sleep(std::time::Duration::from_millis(100));
     }
 }
@@ -196,7 +209,10 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
         assert_eq!(a["version"], env!("CARGO_PKG_VERSION"));
         let offset = a["clock_offset_ns"].as_i64().unwrap().unsigned_abs();
         let rtt = a["clock_rtt_ns"].as_u64().unwrap();
-        assert!(rtt > 0 && offset <= rtt, "offset {offset} ns, round trip {rtt} ns");
+        assert!(
+            rtt > 0 && offset <= rtt,
+            "offset {offset} ns, round trip {rtt} ns"
+        );
     }
     let point = &tls["sweep"]["points"][0];
     assert_eq!(point["valid"], true, "{point}");
@@ -219,7 +235,10 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     }
     // The server listened where the agents reach it.
     let server_config = tls["servers"][0]["config"].as_str().unwrap();
-    assert!(server_config.contains(&format!("listen {}:", hosts.gateway)), "{server_config}");
+    assert!(
+        server_config.contains(&format!("listen {}:", hosts.gateway)),
+        "{server_config}"
+    );
     assert_nothing_left(&hosts, &tmp);
 }
 
@@ -239,14 +258,23 @@ fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
-    assert!(stderr.contains("agent h1: refused the SSH connection"), "{stderr}");
+    assert!(
+        stderr.contains("agent h1: refused the SSH connection"),
+        "{stderr}"
+    );
     assert_nothing_left(&hosts, &tmp);
     // An address where nothing answers: unreachable.
-    let nobody = format!("root@{}", std::net::Ipv4Addr::from(u32::from(hosts.gateway) + 200));
+    let nobody = format!(
+        "root@{}",
+        std::net::Ipv4Addr::from(u32::from(hosts.gateway) + 200)
+    );
     let (out, tmp) = coordinator(&hosts, &sweep_args(&nobody, &config, &results));
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
-    assert!(stderr.contains(&format!("agent {nobody}: unreachable over SSH")), "{stderr}");
+    assert!(
+        stderr.contains(&format!("agent {nobody}: unreachable over SSH")),
+        "{stderr}"
+    );
     assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert_nothing_left(&hosts, &tmp);
 }
@@ -266,7 +294,10 @@ fn a_missing_agent_binary_is_one_clear_line() {
     let (out, tmp) = coordinator(&hosts, &args);
     let (_, stderr) = text(&out);
     assert!(!out.status.success());
-    assert!(stderr.contains("agent h0: has no cipherbench agent at the path given"), "{stderr}");
+    assert!(
+        stderr.contains("agent h0: has no cipherbench agent at the path given"),
+        "{stderr}"
+    );
     assert_nothing_left(&hosts, &tmp);
 }
 
@@ -286,7 +317,7 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
     args[w] = "6s";
     let tmp = hosts.dir.join("coordinator-tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let mut child = Command::new(BIN)
+    let child = Command::new(BIN)
         .args(&args)
         .env("TMPDIR", &tmp)
         .stdin(Stdio::null())
@@ -304,7 +335,10 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
         if let Some(l) = on_h1.first() {
             break l.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap();
         }
-        assert!(std::time::Instant::now() < deadline, "no agent started on h1");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no agent started on h1"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     std::thread::sleep(std::time::Duration::from_secs(3));
@@ -334,9 +368,26 @@ fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
     let results_s = results.display().to_string();
     let list = hosts.list(2);
     let args = [
-        "tls", "ramp", "--agents", &list, "--ssh-config", &config, "--agent-path", BIN,
-        "--suites", "AES128-GCM-SHA256", "--variants", "accel", "--sizes", "1KiB",
-        "--rate", "40", "--duration", "3s", "--results", &results_s,
+        "tls",
+        "ramp",
+        "--agents",
+        &list,
+        "--ssh-config",
+        &config,
+        "--agent-path",
+        BIN,
+        "--suites",
+        "AES128-GCM-SHA256",
+        "--variants",
+        "accel",
+        "--sizes",
+        "1KiB",
+        "--rate",
+        "40",
+        "--duration",
+        "3s",
+        "--results",
+        &results_s,
     ];
     let (out, tmp) = coordinator(&hosts, &args);
     let (stdout, stderr) = text(&out);
@@ -348,9 +399,17 @@ fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
     // 0 -> 40 req/s over 3 s is 60 requests; two ramps of 20 req/s, 30 each.
     let attempted = r["attempted"].as_u64().unwrap();
     assert!(attempted.abs_diff(60) <= 2, "{r}");
-    assert_eq!(r["successful"].as_u64().unwrap() + r["unsuccessful"].as_u64().unwrap(), attempted);
+    assert_eq!(
+        r["successful"].as_u64().unwrap() + r["unsuccessful"].as_u64().unwrap(),
+        attempted
+    );
     // The per-second series adds the agents' seconds.
-    let series: u64 = r["series"].as_array().unwrap().iter().map(|s| s["attempted"].as_u64().unwrap()).sum();
+    let series: u64 = r["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["attempted"].as_u64().unwrap())
+        .sum();
     assert_eq!(series, attempted);
     assert_nothing_left(&hosts, &tmp);
 }
@@ -380,7 +439,10 @@ fn ctrl_c_on_the_coordinator_ends_every_agent() {
         .unwrap();
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
     while agents_left(&hosts).len() < 2 {
-        assert!(std::time::Instant::now() < deadline, "the agents did not start");
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agents did not start"
+        );
         std::thread::sleep(std::time::Duration::from_millis(50));
     }
     // Into the window, then Ctrl-C.

@@ -159,7 +159,13 @@ impl Agent {
     }
 
     fn ask(&mut self, req: &Request, timeout: Duration) -> Result<Reply> {
-        self.send(req)?;
+        if let Err(e) = self.send(req) {
+            // ssh already ended (a refused connection): its last words say why.
+            if self.child.wait(Duration::from_secs(5)).is_ok() {
+                bail!("{}", ssh_failure(&self.name, &self.child.stderr_tail()));
+            }
+            return Err(e);
+        }
         match self.receive(timeout)? {
             Reply::Error { message } => bail!("agent {}: {message}", self.name),
             r => Ok(r),
@@ -348,7 +354,7 @@ impl Fleet {
         }
         let shares = split(&spec.arrivals, self.agents.len());
         let lead = lead(self.agents.iter().map(|a| a.rtt));
-        let start = super::unix_ns() + lead.as_nanos();
+        let start = super::unix_ns() + lead.as_nanos() as u64;
         let mut running = Vec::new();
         for (i, agent) in self.agents.iter_mut().enumerate() {
             let Some(arrivals) = shares[i] else { continue };
@@ -365,7 +371,7 @@ impl Fleet {
                 drain_ns: spec.drain.as_nanos() as u64,
                 timeout_ns: spec.timeout.as_nanos() as u64,
                 interval_ns: spec.interval.as_nanos() as u64,
-                start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u128,
+                start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
             };
             if let Err(e) = agent.send(&Request::Load(req)) {
                 return Err(self.fail(i, e.to_string()));
@@ -404,12 +410,16 @@ impl Fleet {
                         return Err(AgentFailure(format!("agent {name}: {message}")).into());
                     }
                     Ok(_) => {
-                        let msg = format!("agent {}: answered a load with something else", agent.name);
+                        let msg =
+                            format!("agent {}: answered a load with something else", agent.name);
                         return Err(self.fail(i, msg));
                     }
                     Err(e) if e.to_string().contains("no answer within") => continue,
                     Err(e) => {
-                        let msg = format!("{} (it died during the window)", crate::progress::one_line(&e));
+                        let msg = format!(
+                            "{} (it died during the window)",
+                            crate::progress::one_line(&e)
+                        );
                         return Err(self.fail(i, msg));
                     }
                 }
@@ -421,10 +431,10 @@ impl Fleet {
             reports.push((i, concurrency, r));
         }
         // Starts on our clock; the spread of window starts is the barrier's error.
-        let starts: Vec<u128> = reports
+        let starts: Vec<u64> = reports
             .iter()
             .map(|(i, _, r)| {
-                (r.window_start_unix_ns as i128 - self.agents[*i].offset_ns).max(0) as u128
+                (r.window_start_unix_ns as i128 - self.agents[*i].offset_ns).max(0) as u64
             })
             .collect();
         let first = starts.iter().copied().min().unwrap_or(0);
@@ -453,8 +463,7 @@ impl Fleet {
                 concurrency: *concurrency,
                 start_skew_ns: skew.as_nanos() as u64,
                 started_late_ns: r.started_late_ns,
-                throughput_bytes_per_sec: r.window_bytes as f64
-                    / (r.window_ns.max(1) as f64 / 1e9),
+                throughput_bytes_per_sec: r.window_bytes as f64 / (r.window_ns.max(1) as f64 / 1e9),
                 requests: r.ok,
                 generator_cpu: r.generator_cpu(),
             });
@@ -485,7 +494,10 @@ fn clock(agent: &mut Agent) -> Result<(i128, Duration)> {
         let t0 = super::unix_ns();
         let sent = Instant::now();
         let Reply::Clock { unix_ns } = agent.ask(&Request::Clock, HELLO_TIMEOUT)? else {
-            bail!("agent {}: answered a clock request with something else", agent.name);
+            bail!(
+                "agent {}: answered a clock request with something else",
+                agent.name
+            );
         };
         let rtt = sent.elapsed();
         let offset = unix_ns as i128 - (t0 as i128 + rtt.as_nanos() as i128 / 2);
@@ -588,23 +600,47 @@ mod tests {
     #[test]
     fn ssh_failures_become_one_line_each() {
         let cases = [
-            ("ssh: Could not resolve hostname nope: Name or service not known", "resolve"),
-            ("ssh: connect to host 10.1.1.1 port 22: Connection refused", "sshd running"),
-            ("ssh: connect to host 10.1.1.1 port 22: Connection timed out", "unreachable"),
-            ("root@h: Permission denied (publickey).", "refused the login"),
+            (
+                "ssh: Could not resolve hostname nope: Name or service not known",
+                "resolve",
+            ),
+            (
+                "ssh: connect to host 10.1.1.1 port 22: Connection refused",
+                "sshd running",
+            ),
+            (
+                "ssh: connect to host 10.1.1.1 port 22: Connection timed out",
+                "unreachable",
+            ),
+            (
+                "root@h: Permission denied (publickey).",
+                "refused the login",
+            ),
             ("Host key verification failed.", "known_hosts"),
-            ("bash: line 1: cipherbench: command not found", "--agent-path"),
+            (
+                "bash: line 1: cipherbench: command not found",
+                "--agent-path",
+            ),
         ];
         for (stderr, want) in cases {
             let line = ssh_failure("h", stderr);
-            assert!(line.contains(want) && line.starts_with("agent h: "), "{line}");
+            assert!(
+                line.contains(want) && line.starts_with("agent h: "),
+                "{line}"
+            );
             assert!(!line.contains('\n'));
         }
     }
 
     #[test]
     fn the_skew_tolerance_grows_with_the_window() {
-        assert_eq!(skew_tolerance(Duration::from_secs(1)), Duration::from_millis(50));
-        assert_eq!(skew_tolerance(Duration::from_secs(120)), Duration::from_millis(1200));
+        assert_eq!(
+            skew_tolerance(Duration::from_secs(1)),
+            Duration::from_millis(50)
+        );
+        assert_eq!(
+            skew_tolerance(Duration::from_secs(120)),
+            Duration::from_millis(1200)
+        );
     }
 }

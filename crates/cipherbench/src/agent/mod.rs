@@ -54,7 +54,7 @@ pub enum Reply {
     /// The agent's wall clock when it answered, ns since the Unix epoch.
     Clock {
         /// ns since the epoch.
-        unix_ns: u128,
+        unix_ns: u64,
     },
     /// The load's report.
     Load(Box<WireReport>),
@@ -170,7 +170,7 @@ pub struct LoadRequest {
     pub interval_ns: u64,
     /// When to start, in the agent's own clock (ns since the epoch): the
     /// coordinator's agreed start plus this agent's measured offset.
-    pub start_unix_ns: u128,
+    pub start_unix_ns: u64,
 }
 
 /// [`Arrivals`], on the wire.
@@ -307,39 +307,39 @@ pub struct WireReport {
     /// Generator threads.
     pub threads: usize,
     /// Window start, agent's clock, ns since the epoch.
-    pub window_start_unix_ns: u128,
+    pub window_start_unix_ns: u64,
     /// Window end, same clock.
-    pub window_end_unix_ns: u128,
+    pub window_end_unix_ns: u64,
     /// How long after the asked start the load began (ns; 0 when on time).
     pub started_late_ns: u64,
 }
 
 /// Now, ns since the epoch.
-pub fn unix_ns() -> u128 {
+pub fn unix_ns() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos())
+        .map(|d| d.as_nanos() as u64)
         .unwrap_or(0)
 }
 
 /// An `Instant` of this process on its wall clock.
-fn instant_to_unix(t: Instant) -> u128 {
+fn instant_to_unix(t: Instant) -> u64 {
     let (now_i, now_u) = (Instant::now(), unix_ns());
     if t <= now_i {
-        now_u.saturating_sub(now_i.duration_since(t).as_nanos())
+        now_u.saturating_sub(now_i.duration_since(t).as_nanos() as u64)
     } else {
-        now_u + t.duration_since(now_i).as_nanos()
+        now_u + t.duration_since(now_i).as_nanos() as u64
     }
 }
 
 /// A wall-clock time of this process as an `Instant`.
-pub fn unix_to_instant(u: u128) -> Instant {
+pub fn unix_to_instant(u: u64) -> Instant {
     let (now_i, now_u) = (Instant::now(), unix_ns());
     if u <= now_u {
-        let back = Duration::from_nanos((now_u - u).min(u64::MAX as u128) as u64);
+        let back = Duration::from_nanos(now_u - u);
         now_i.checked_sub(back).unwrap_or(now_i)
     } else {
-        now_i + Duration::from_nanos((u - now_u).min(u64::MAX as u128) as u64)
+        now_i + Duration::from_nanos(u - now_u)
     }
 }
 
@@ -408,7 +408,7 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
         engine_histogram(),
     ];
     let mut failures: BTreeMap<FailureReason, u64> = BTreeMap::new();
-    let (mut start, mut end) = (u128::MAX, 0u128);
+    let (mut start, mut end) = (u64::MAX, 0u64);
     let sum = |f: fn(&WireReport) -> u64| parts.iter().map(|p| f(p.report)).sum::<u64>();
     let window_bytes = sum(|r| r.window_bytes);
     let ok = sum(|r| r.ok);
@@ -447,7 +447,7 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
             w.add_into(h)?;
         }
         // To the coordinator's clock.
-        let shift = |u: u128| (u as i128 - p.offset_ns).max(0) as u128;
+        let shift = |u: u64| (u as i128 - p.offset_ns).max(0) as u64;
         start = start.min(shift(r.window_start_unix_ns));
         end = end.max(shift(r.window_end_unix_ns));
         threads += r.threads;
@@ -590,9 +590,7 @@ fn load(req: &LoadRequest) -> Result<WireReport> {
     // The start barrier: sleep to the agreed instant of this host's clock.
     let now = unix_ns();
     if req.start_unix_ns > now {
-        std::thread::sleep(Duration::from_nanos(
-            (req.start_unix_ns - now).min(u64::MAX as u128) as u64,
-        ));
+        std::thread::sleep(Duration::from_nanos(req.start_unix_ns - now));
     }
     let late = Duration::from_nanos(unix_ns().saturating_sub(req.start_unix_ns) as u64);
     let report = engine::run(&client, &spec)?;
@@ -603,7 +601,7 @@ fn load(req: &LoadRequest) -> Result<WireReport> {
 mod tests {
     use super::*;
 
-    fn wire(samples: &[u64], offset_start: u128) -> WireReport {
+    fn wire(samples: &[u64], offset_start: u64) -> WireReport {
         let mut h = engine::histogram();
         for &s in samples {
             h.record(s).unwrap();
@@ -640,7 +638,9 @@ mod tests {
         let mut x = seed;
         (0..n)
             .map(|_| {
-                x = x.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                x = x
+                    .wrapping_mul(6364136223846793005)
+                    .wrapping_add(1442695040888963407);
                 100 + (x >> 33) % (if seed % 2 == 0 { 50_000 } else { 900_000 })
             })
             .collect()
@@ -727,7 +727,10 @@ mod tests {
         assert!(h.check("a").is_ok());
         h.version = "0.0.0-other".into();
         let e = h.check("user@b").unwrap_err().to_string();
-        assert!(e.contains("user@b") && e.contains("0.0.0-other") && !e.contains('\n'), "{e}");
+        assert!(
+            e.contains("user@b") && e.contains("0.0.0-other") && !e.contains('\n'),
+            "{e}"
+        );
         let mut h = Hello::here();
         h.protocol += 1;
         assert!(h.check("c").is_err());

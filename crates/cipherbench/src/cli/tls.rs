@@ -284,8 +284,12 @@ impl CommonArgs {
         if self.generator_cpus.is_some() {
             bail!("--generator-cpus applies to this machine's generator; with --agents each agent uses its own CPUs");
         }
-        crate::agent::fleet::Launch::parse(hosts, self.ssh_config.clone(), self.agent_path.as_deref())
-            .map(Some)
+        crate::agent::fleet::Launch::parse(
+            hosts,
+            self.ssh_config.clone(),
+            self.agent_path.as_deref(),
+        )
+        .map(Some)
     }
 
     fn generator_cpus(&self) -> Result<Option<Vec<usize>>> {

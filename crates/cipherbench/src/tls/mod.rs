@@ -257,7 +257,10 @@ pub(crate) fn connect_agents(
 /// Where an agent reaches `target`: a server on this machine (started on loopback and
 /// on the agents' addresses) at the address the agent's ssh came from, any other
 /// server at its own.
-pub(crate) fn agent_addr(agent: &crate::agent::fleet::Agent, target: &engine::Target) -> SocketAddr {
+pub(crate) fn agent_addr(
+    agent: &crate::agent::fleet::Agent,
+    target: &engine::Target,
+) -> SocketAddr {
     match agent
         .hello
         .coordinator_addr

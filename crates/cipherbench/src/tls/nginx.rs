@@ -264,7 +264,10 @@ pub fn render_config(s: &ConfigSettings) -> String {
             std::net::IpAddr::V6(v6) => format!("[{v6}]"),
             v4 => v4.to_string(),
         };
-        c.push_str(&format!("        listen {ip}:{} ssl backlog=4096;\n", s.port));
+        c.push_str(&format!(
+            "        listen {ip}:{} ssl backlog=4096;\n",
+            s.port
+        ));
     }
     c.push_str(&format!(
         "        ssl_certificate {d}/cert.pem;\n        ssl_certificate_key {d}/key.pem;\n"

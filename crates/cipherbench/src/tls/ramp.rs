@@ -216,13 +216,15 @@ fn one(
         Some(f) => {
             let (r, _shares) = f
                 .run(&spec, suite, false, &|a| super::agent_addr(a, target))
-                .map_err(|e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
-                    Ok(failure) => anyhow::anyhow!(
-                        "ramp {suite} {} {variant} failed: {failure}",
-                        ByteSize(size)
-                    ),
-                    Err(e) => e,
-                })?;
+                .map_err(
+                    |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
+                        Ok(failure) => anyhow::anyhow!(
+                            "ramp {suite} {} {variant} failed: {failure}",
+                            ByteSize(size)
+                        ),
+                        Err(e) => e,
+                    },
+                )?;
             r
         }
     };

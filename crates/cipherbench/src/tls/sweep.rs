@@ -420,7 +420,11 @@ fn measure(
         }) {
             Ok((r, shares)) => (r, None, shares),
             Err(e) => match e.downcast::<AgentFailure>() {
-                Ok(failure) => (crate::agent::empty_report(&spec), Some(failure.0), Vec::new()),
+                Ok(failure) => (
+                    crate::agent::empty_report(&spec),
+                    Some(failure.0),
+                    Vec::new(),
+                ),
                 Err(e) => return Err(e),
             },
         },

@@ -146,11 +146,34 @@ impl Hosts {
         // The privilege-separation directory sshd insists on (the package's own,
         // created at boot by its tmpfiles.d entry; empty).
         let _ = std::fs::create_dir_all("/run/sshd");
-        run(&["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", &s("host_key")])?;
-        run(&["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", &s("id")])?;
+        run(&[
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &s("host_key"),
+        ])?;
+        run(&[
+            "ssh-keygen",
+            "-q",
+            "-t",
+            "ed25519",
+            "-N",
+            "",
+            "-f",
+            &s("id"),
+        ])?;
         std::fs::copy(d.join("id.pub"), d.join("authorized_keys")).map_err(|e| e.to_string())?;
-        let host_pub = std::fs::read_to_string(d.join("host_key.pub")).map_err(|e| e.to_string())?;
-        let host_pub: String = host_pub.split_whitespace().take(2).collect::<Vec<_>>().join(" ");
+        let host_pub =
+            std::fs::read_to_string(d.join("host_key.pub")).map_err(|e| e.to_string())?;
+        let host_pub: String = host_pub
+            .split_whitespace()
+            .take(2)
+            .collect::<Vec<_>>()
+            .join(" ");
 
         run(&["ip", "link", "add", &self.bridge, "type", "bridge"])?;
         run(&[
@@ -181,7 +204,16 @@ impl Hosts {
                 &netns,
             ])?;
             run(&["ip", "link", "set", &outer, "master", &self.bridge, "up"])?;
-            run(&["ip", "-n", &netns, "addr", "add", &format!("{addr}/24"), "dev", "eth0"])?;
+            run(&[
+                "ip",
+                "-n",
+                &netns,
+                "addr",
+                "add",
+                &format!("{addr}/24"),
+                "dev",
+                "eth0",
+            ])?;
             run(&["ip", "-n", &netns, "link", "set", "eth0", "up"])?;
             run(&["ip", "-n", &netns, "link", "set", "lo", "up"])?;
             let config = format!(
@@ -223,7 +255,10 @@ impl Hosts {
             let sa = SocketAddr::from((h.addr, 22));
             while TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_err() {
                 if Instant::now() > deadline {
-                    return Err(format!("sshd in {} did not accept on {sa} within 20 s", h.netns));
+                    return Err(format!(
+                        "sshd in {} did not accept on {sa} within 20 s",
+                        h.netns
+                    ));
                 }
                 std::thread::sleep(Duration::from_millis(20));
             }
@@ -319,7 +354,10 @@ impl Drop for Hosts {
             // Sessions sshd forked are in sessions of their own: whatever still runs
             // in this host's namespace (agents, gateways, iperf3) was started by this
             // test, and goes too.
-            if let Ok(out) = Command::new("ip").args(["netns", "pids", &h.netns]).output() {
+            if let Ok(out) = Command::new("ip")
+                .args(["netns", "pids", &h.netns])
+                .output()
+            {
                 for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
                     if let Ok(pid) = pid.parse::<libc::pid_t>() {
                         // SAFETY: kill with a pid read from this namespace; at worst ESRCH.
