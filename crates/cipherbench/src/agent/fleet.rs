@@ -53,6 +53,8 @@ pub struct Launch {
     /// The agent program on the hosts (`--agent-path`; default `cipherbench`, from
     /// the remote PATH).
     pub agent_path: String,
+    /// `--agent-cpus`: the CPUs each agent's generator runs on (None: all it may use).
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl Launch {
@@ -63,6 +65,7 @@ impl Launch {
         hosts: &str,
         ssh_config: Option<PathBuf>,
         agent_path: Option<&str>,
+        cpus: Option<&str>,
     ) -> Result<Launch> {
         let mut out: Vec<String> = Vec::new();
         for h in hosts.split(',') {
@@ -91,10 +94,27 @@ impl Launch {
                 bail!("--ssh-config {}: no such file", f.display());
             }
         }
+        let cpus = match cpus {
+            None => None,
+            Some(text) => {
+                let mut list: Vec<usize> = Vec::new();
+                for t in text.split(',') {
+                    let c = t
+                        .trim()
+                        .parse::<usize>()
+                        .map_err(|_| anyhow!("--agent-cpus: '{}' is not a CPU number", t.trim()))?;
+                    if !list.contains(&c) {
+                        list.push(c);
+                    }
+                }
+                Some(list)
+            }
+        };
         Ok(Launch {
             hosts: out,
             ssh_config,
             agent_path,
+            cpus,
         })
     }
 }
@@ -223,6 +243,7 @@ pub fn ssh_failure(name: &str, stderr: &str) -> String {
 pub struct Fleet {
     /// In the order named.
     pub agents: Vec<Agent>,
+    cpus: Option<Vec<usize>>,
 }
 
 impl Fleet {
@@ -285,7 +306,10 @@ impl Fleet {
             agent.rtt = rtt;
             agents.push(agent);
         }
-        Ok(Fleet { agents })
+        Ok(Fleet {
+            agents,
+            cpus: launch.cpus.clone(),
+        })
     }
 
     /// The agents in one line: name, host, CPUs, clock offset and its uncertainty.
@@ -371,6 +395,7 @@ impl Fleet {
                 drain_ns: spec.drain.as_nanos() as u64,
                 timeout_ns: spec.timeout.as_nanos() as u64,
                 interval_ns: spec.interval.as_nanos() as u64,
+                cpus: self.cpus.clone(),
                 start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
             };
             if let Err(e) = agent.send(&Request::Load(req)) {
@@ -588,13 +613,15 @@ mod tests {
 
     #[test]
     fn hosts_that_ssh_could_take_as_options_are_refused() {
-        assert!(Launch::parse("-oProxyCommand=x", None, None).is_err());
-        assert!(Launch::parse("a;reboot", None, None).is_err());
-        assert!(Launch::parse("a,,b", None, None).is_err());
-        assert!(Launch::parse("a", None, Some("cipherbench; rm")).is_err());
-        let l = Launch::parse("root@10.0.0.2, b ,b", None, None).unwrap();
+        assert!(Launch::parse("-oProxyCommand=x", None, None, None).is_err());
+        assert!(Launch::parse("a;reboot", None, None, None).is_err());
+        assert!(Launch::parse("a,,b", None, None, None).is_err());
+        assert!(Launch::parse("a", None, Some("cipherbench; rm"), None).is_err());
+        let l = Launch::parse("root@10.0.0.2, b ,b", None, None, Some("1,1")).unwrap();
         assert_eq!(l.hosts, vec!["root@10.0.0.2".to_string(), "b".to_string()]);
         assert_eq!(l.agent_path, "cipherbench");
+        assert_eq!(l.cpus, Some(vec![1]));
+        assert!(Launch::parse("a", None, None, Some("one")).is_err());
     }
 
     #[test]

@@ -168,6 +168,9 @@ pub struct LoadRequest {
     pub timeout_ns: u64,
     /// Series interval, ns.
     pub interval_ns: u64,
+    /// CPUs for the generator's threads, one each (None: every CPU it may use).
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
     /// When to start, in the agent's own clock (ns since the epoch): the
     /// coordinator's agreed start plus this agent's measured offset.
     pub start_unix_ns: u64,
@@ -569,7 +572,16 @@ fn load(req: &LoadRequest) -> Result<WireReport> {
     let suite = crate::tls::suite::Suite::find(&req.suite)
         .ok_or_else(|| anyhow!("unknown suite {}", req.suite))?;
     let client = engine::Client::new(&suite, req.resumption)?;
-    let cpus = crate::host::allowed_cpus();
+    let allowed = crate::host::allowed_cpus();
+    let cpus = match &req.cpus {
+        None => allowed,
+        Some(asked) => {
+            if let Some(c) = asked.iter().find(|c| !allowed.contains(c)) {
+                bail!("--agent-cpus: CPU {c} is not one of this host's {allowed:?}");
+            }
+            asked.clone()
+        }
+    };
     let threads = cpus.len();
     let spec = engine::Spec {
         target: engine::Target {

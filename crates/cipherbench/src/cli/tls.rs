@@ -80,6 +80,10 @@ pub struct CommonArgs {
     /// The cipherbench binary on the agents' hosts (default: cipherbench on their PATH).
     #[arg(long, value_name = "PATH", requires = "agents")]
     pub agent_path: Option<String>,
+    /// CPUs each agent's generator runs on, one thread each (default: every CPU the
+    /// agent may use).
+    #[arg(long, value_name = "LIST", requires = "agents")]
+    pub agent_cpus: Option<String>,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -288,6 +292,7 @@ impl CommonArgs {
             hosts,
             self.ssh_config.clone(),
             self.agent_path.as_deref(),
+            self.agent_cpus.as_deref(),
         )
         .map(Some)
     }
