@@ -398,7 +398,7 @@ impl Fleet {
                 cpus: self.cpus.clone(),
                 start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
             };
-            if let Err(e) = agent.send(&Request::Load(req)) {
+            if let Err(e) = agent.send(&Request::Load(Box::new(req))) {
                 return Err(self.fail(i, e.to_string()));
             }
             running.push((i, arrivals));
@@ -467,7 +467,7 @@ impl Fleet {
         let mut out = Vec::new();
         for ((i, concurrency, r), s) in reports.iter().zip(&starts) {
             let name = &self.agents[*i].name;
-            let skew = Duration::from_nanos((s - first) as u64);
+            let skew = Duration::from_nanos(s - first);
             if skew > tolerance {
                 return Err(AgentFailure(format!(
                     "agent {name} fell behind: its window started {:.0} ms after the first agent's (tolerance {:.0} ms), so the load was not simultaneous",

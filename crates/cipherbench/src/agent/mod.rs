@@ -42,7 +42,7 @@ pub enum Request {
     /// Your clock now: [`Reply::Clock`] (one exchange of the offset measurement).
     Clock,
     /// Run the load generator: [`Reply::Load`].
-    Load(LoadRequest),
+    Load(Box<LoadRequest>),
 }
 
 /// What the agent answers.
@@ -604,7 +604,7 @@ fn load(req: &LoadRequest) -> Result<WireReport> {
     if req.start_unix_ns > now {
         std::thread::sleep(Duration::from_nanos(req.start_unix_ns - now));
     }
-    let late = Duration::from_nanos(unix_ns().saturating_sub(req.start_unix_ns) as u64);
+    let late = Duration::from_nanos(unix_ns().saturating_sub(req.start_unix_ns));
     let report = engine::run(&client, &spec)?;
     Ok(WireReport::of(&report, late))
 }
@@ -653,7 +653,12 @@ mod tests {
                 x = x
                     .wrapping_mul(6364136223846793005)
                     .wrapping_add(1442695040888963407);
-                100 + (x >> 33) % (if seed % 2 == 0 { 50_000 } else { 900_000 })
+                100 + (x >> 33)
+                    % (if seed.is_multiple_of(2) {
+                        50_000
+                    } else {
+                        900_000
+                    })
             })
             .collect()
     }

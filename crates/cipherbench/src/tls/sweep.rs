@@ -383,6 +383,7 @@ impl Measured {
     }
 }
 
+#[allow(clippy::too_many_arguments)]
 fn measure(
     plan: &SweepPlan,
     client: &Client,
