@@ -342,8 +342,8 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
         std::thread::sleep(std::time::Duration::from_millis(50));
     };
     std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: a pid read from our own test host's namespace.
-    unsafe { libc::kill(pid, libc::SIGKILL) };
+    // A pid read from our own test host's namespace.
+    hosts::kill(&pid.to_string());
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = text(&out);
     let run: serde_json::Value =
@@ -447,8 +447,10 @@ fn ctrl_c_on_the_coordinator_ends_every_agent() {
     }
     // Into the window, then Ctrl-C.
     std::thread::sleep(std::time::Duration::from_secs(3));
-    // SAFETY: our own child's pid.
-    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    // Our own child.
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
     let out = child.wait_with_output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
@@ -545,4 +547,160 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
         "agents/local = {:.3}",
         a / l
     );
+}
+
+/// Runs cipherbench inside host `i`'s namespace (as the machine "here").
+fn from_host(hosts: &Hosts, i: usize, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", &hosts.hosts[i].netns, BIN])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cipherbench in a test host")
+}
+
+/// What a two-host tunnel could leave on a test host: TUN devices of ours, processes
+/// other than sshd, scratch directories.
+fn tunnel_left(hosts: &Hosts, before: &[String]) -> Vec<String> {
+    let mut left = Vec::new();
+    for h in &hosts.hosts {
+        let links = Command::new("ip")
+            .args(["-n", &h.netns, "-o", "link"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        left.extend(
+            links
+                .lines()
+                .filter(|l| l.contains(": cbp"))
+                .map(|l| format!("{}: {l}", h.alias)),
+        );
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h.netns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if !cmd.is_empty() && !cmd.contains("sshd") {
+                left.push(format!("{}: {pid} {}", h.alias, cmd.replace('\0', " ")));
+            }
+        }
+    }
+    left.extend(peer_dirs().into_iter().filter(|d| !before.contains(d)));
+    left
+}
+
+fn peer_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("cipherbench-peer-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_no_tunnel_left(hosts: &Hosts, before: &[String]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let left = tunnel_left(hosts, before);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn peer_args<'a>(config: &'a str) -> Vec<&'a str> {
+    vec![
+        "tunnel",
+        "--peer",
+        "h1",
+        "--ssh-config",
+        config,
+        "--agent-path",
+        BIN,
+        "--transforms",
+        "aes128-gcm,null",
+        "--seconds",
+        "2",
+    ]
+}
+
+#[test]
+fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
+    if skip("a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let out = from_host(&hosts, 0, &peer_args(&config));
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The underlay first, then each transform, each a positive figure.
+    let rate = |label: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(
+        stdout.contains(&format!(
+            "({} -> {})",
+            hosts.hosts[0].addr, hosts.hosts[1].addr
+        )),
+        "{stdout}"
+    );
+    for label in ["underlay", "aes128-gcm", "null"] {
+        assert!(rate(label) > 0.0, "{label}: {stdout}");
+    }
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+#[test]
+fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
+    if skip("udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    // nftables in the peer's namespace drops ESP in UDP (it goes with the namespace).
+    for rule in [
+        vec!["add", "table", "inet", "cbtest"],
+        vec![
+            "add",
+            "chain",
+            "inet",
+            "cbtest",
+            "in",
+            "{ type filter hook input priority 0; }",
+        ],
+        vec![
+            "add", "rule", "inet", "cbtest", "in", "udp", "dport", "4500", "drop",
+        ],
+    ] {
+        let mut args = vec!["nft"];
+        args.extend(rule);
+        hosts.exec(1, &args).expect("nft in the peer's namespace");
+    }
+    let out = from_host(&hosts, 0, &peer_args(&config));
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("agent h1: UDP port 4500 from") && stderr.contains("is dropped"),
+        "{stderr}"
+    );
+    assert_no_tunnel_left(&hosts, &before);
 }

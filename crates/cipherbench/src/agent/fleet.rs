@@ -178,7 +178,23 @@ impl Agent {
         }
     }
 
-    fn ask(&mut self, req: &Request, timeout: Duration) -> Result<Reply> {
+    /// Sends a request without waiting for its answer (see [`Agent::poll`]).
+    pub(crate) fn send_only(&mut self, req: &Request) -> Result<()> {
+        self.send(req)
+    }
+
+    /// The next answer if one arrives within `timeout` (an error answer as `Err`).
+    pub(crate) fn poll(&mut self, timeout: Duration) -> Option<Result<Reply>> {
+        match self.receive(timeout) {
+            Ok(Reply::Error { message }) => Some(Err(anyhow!("agent {}: {message}", self.name))),
+            Ok(r) => Some(Ok(r)),
+            Err(e) if e.to_string().contains("no answer within") => None,
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    /// Sends a request and waits for its answer.
+    pub(crate) fn ask(&mut self, req: &Request, timeout: Duration) -> Result<Reply> {
         if let Err(e) = self.send(req) {
             // ssh already ended (a refused connection): its last words say why.
             if self.child.wait(Duration::from_secs(5)).is_ok() {

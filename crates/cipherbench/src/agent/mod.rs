@@ -14,6 +14,7 @@
 //! bucket (never an average of percentiles), maxima take the maximum.
 
 pub mod fleet;
+pub mod peer;
 
 use crate::tls::engine::{self, Arrivals, Bucket, Report, Schedule};
 use anyhow::{anyhow, bail, Context, Result};
@@ -43,6 +44,34 @@ pub enum Request {
     Clock,
     /// Run the load generator: [`Reply::Load`].
     Load(Box<LoadRequest>),
+    /// `tunnel --peer`: an iperf3 server on this host's underlay address.
+    PeerIperf {
+        /// Address to bind.
+        bind: std::net::Ipv4Addr,
+    },
+    /// `tunnel --peer`: bring this host's end up (TUN, gateway, iperf3).
+    PeerUp(Box<peer::EndSpec>),
+    /// `tunnel --peer`: take everything down.
+    PeerDown,
+    /// `tunnel --peer`, after a failure: remove a TUN a killed agent left.
+    PeerSweep {
+        /// Its name.
+        tun: String,
+    },
+    /// `tunnel --peer`: wait for the check datagram on a UDP port.
+    UdpListen {
+        /// Port.
+        port: u16,
+        /// How long.
+        timeout_ms: u64,
+    },
+    /// `tunnel --peer`: send the check datagram from a UDP port.
+    UdpSend {
+        /// To.
+        to: std::net::SocketAddrV4,
+        /// From this port.
+        port: u16,
+    },
 }
 
 /// What the agent answers.
@@ -58,6 +87,8 @@ pub enum Reply {
     },
     /// The load's report.
     Load(Box<WireReport>),
+    /// The request was carried out.
+    Done,
     /// The request failed; one line.
     Error {
         /// What failed.
@@ -90,6 +121,10 @@ pub struct Hello {
     /// The coordinator's address as this host sees it (from `SSH_CONNECTION`): where
     /// this agent reaches a server on the coordinator.
     pub coordinator_addr: Option<String>,
+    /// This host's address the ssh connection came in on (from `SSH_CONNECTION`):
+    /// where the coordinator reaches it.
+    #[serde(default)]
+    pub agent_addr: Option<String>,
 }
 
 impl Hello {
@@ -117,11 +152,13 @@ impl Hello {
             cpus: crate::host::allowed_cpus(),
             openssl: cipherbench_crypto::info::library_version(),
             cpu_settings: cipherbench_crypto::info::cpu_settings(),
-            // SAFETY: geteuid has no preconditions and cannot fail.
-            root: unsafe { libc::geteuid() } == 0,
+            root: crate::host::is_root(),
             coordinator_addr: std::env::var("SSH_CONNECTION")
                 .ok()
                 .and_then(|c| c.split_whitespace().next().map(str::to_string)),
+            agent_addr: std::env::var("SSH_CONNECTION")
+                .ok()
+                .and_then(|c| c.split_whitespace().nth(2).map(str::to_string)),
         }
     }
 
@@ -527,7 +564,9 @@ fn engine_histogram() -> Histogram<u64> {
 /// process exits), so nothing outlives the coordinator's connection.
 pub fn main() -> Result<()> {
     let (tx, rx) = std::sync::mpsc::channel::<String>();
-    // The reader owns stdin: EOF while a load runs ends the process at once.
+    // The reader owns stdin. EOF while a load runs ends the process at once (a load
+    // holds nothing outside it); otherwise the loop below ends and drops what the
+    // tunnel brought up (its TUN, gateway, iperf3) before the agent exits.
     std::thread::spawn(move || {
         let stdin = std::io::stdin();
         for line in stdin.lock().lines() {
@@ -536,8 +575,11 @@ pub fn main() -> Result<()> {
                 return;
             }
         }
-        std::process::exit(0);
+        if LOADING.load(std::sync::atomic::Ordering::SeqCst) {
+            std::process::exit(0);
+        }
     });
+    let mut peer = peer::PeerState::default();
     // An agent nobody talks to for this long ends (every run is bounded in time).
     const IDLE: Duration = Duration::from_secs(30 * 60);
     let mut out = std::io::stdout().lock();
@@ -552,12 +594,20 @@ pub fn main() -> Result<()> {
             },
             Ok(Request::Hello) => Reply::Hello(Hello::here()),
             Ok(Request::Clock) => Reply::Clock { unix_ns: unix_ns() },
-            Ok(Request::Load(req)) => match load(&req) {
-                Ok(r) => Reply::Load(Box::new(r)),
-                Err(e) => Reply::Error {
-                    message: crate::progress::one_line(&e),
-                },
-            },
+            Ok(Request::Load(req)) => {
+                LOADING.store(true, std::sync::atomic::Ordering::SeqCst);
+                let r = load(&req);
+                LOADING.store(false, std::sync::atomic::Ordering::SeqCst);
+                match r {
+                    Ok(r) => Reply::Load(Box::new(r)),
+                    Err(e) => Reply::Error {
+                        message: crate::progress::one_line(&e),
+                    },
+                }
+            }
+            Ok(req) => peer.handle(req).unwrap_or_else(|e| Reply::Error {
+                message: crate::progress::one_line(&e),
+            }),
         };
         let mut text = serde_json::to_string(&reply).context("encoding a reply")?;
         text.push('\n');
@@ -566,6 +616,9 @@ pub fn main() -> Result<()> {
             .context("writing to the coordinator")?;
     }
 }
+
+/// Set while a load runs (see [`main`]'s reader).
+static LOADING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
 
 /// Runs one load share: waits for the agreed start, then the engine.
 fn load(req: &LoadRequest) -> Result<WireReport> {

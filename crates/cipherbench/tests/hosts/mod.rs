@@ -23,8 +23,13 @@ pub const SSHD: &str = "/usr/sbin/sshd";
 
 /// Why the hosts cannot be built here (the test prints it and skips), if so.
 pub fn unavailable() -> Option<String> {
-    // SAFETY: geteuid has no preconditions and cannot fail.
-    if unsafe { libc::geteuid() } != 0 {
+    let status = std::fs::read_to_string("/proc/self/status").unwrap_or_default();
+    let root = status
+        .lines()
+        .find(|l| l.starts_with("Uid:"))
+        .and_then(|l| l.split_whitespace().nth(2))
+        == Some("0");
+    if !root {
         return Some("needs root (network namespaces)".into());
     }
     if !Path::new(SSHD).exists() {
@@ -46,6 +51,15 @@ pub fn unavailable() -> Option<String> {
     None
 }
 
+/// SIGKILL to a pid, or to a process group as `-PGID` (kill(1): no `unsafe` in tests).
+pub fn kill(target: &str) {
+    let _ = Command::new("kill")
+        .args(["-KILL", "--", target])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
 /// One test host.
 pub struct Host {
     /// Its name in the ssh config (`h0`, `h1`, ...).
@@ -62,8 +76,8 @@ impl Host {
     /// that goes down would.
     pub fn kill_sshd(&mut self) {
         if let Some(mut c) = self.sshd.take() {
-            // SAFETY: killpg with a group we created (process_group(0)); at worst ESRCH.
-            unsafe { libc::killpg(c.id() as libc::pid_t, libc::SIGKILL) };
+            // Its process group (process_group(0)): sshd and anything it left in it.
+            kill(&format!("-{}", c.id()));
             let _ = c.wait();
         }
     }
@@ -359,10 +373,7 @@ impl Drop for Hosts {
                 .output()
             {
                 for pid in String::from_utf8_lossy(&out.stdout).split_whitespace() {
-                    if let Ok(pid) = pid.parse::<libc::pid_t>() {
-                        // SAFETY: kill with a pid read from this namespace; at worst ESRCH.
-                        unsafe { libc::kill(pid, libc::SIGKILL) };
-                    }
+                    kill(pid);
                 }
             }
             // Deleting the namespace deletes its veth end, and so the pair.
