@@ -704,3 +704,83 @@ fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
     );
     assert_no_tunnel_left(&hosts, &before);
 }
+
+/// Starts `tunnel --peer h1` from h0 with long iperf3 runs, waits until the peer's
+/// TUN is up, and hands back the running coordinator.
+fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Child {
+    let mut args = peer_args(config);
+    let s = args.iter().position(|a| *a == "2").unwrap();
+    args[s] = "8";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the tunnel ended before the peer's end came up: {:?}",
+                text(&out)
+            );
+        }
+        let links = hosts.exec(1, &["ip", "-o", "link"]).unwrap_or_default();
+        if links.contains(": cbp") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the peer's end never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Into the iperf3 run through the tunnel.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    child
+}
+
+#[test]
+fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
+    if skip("a_killed_peer_agent_is_one_line_and_its_tun_is_removed") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let child = tunnel_until_the_peer_is_up(&hosts, &config);
+    let agent = agents_left(&hosts)
+        .into_iter()
+        .find(|l| l.starts_with("h1:"))
+        .expect("the peer's agent");
+    hosts::kill(agent.split_whitespace().nth(1).unwrap());
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("agent h1"), "{stderr}");
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+#[test]
+fn ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host() {
+    if skip("ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let child = tunnel_until_the_peer_is_up(&hosts, &config);
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_no_tunnel_left(&hosts, &before);
+}

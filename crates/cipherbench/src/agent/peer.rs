@@ -321,7 +321,7 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
     let agent = &mut fleet.agents[0];
     let long = Duration::from_secs(plan.seconds + 30);
     agent.ask(&Request::PeerIperf { bind: there }, long)?;
-    let underlay = iperf_client(there, plan.seconds)?;
+    let underlay = iperf_client(agent, there, plan.seconds)?;
     agent.ask(&Request::PeerDown, long)?;
     let mut tunnel = Vec::new();
     for &transform in &plan.transforms {
@@ -345,8 +345,7 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
         agent.ask(&Request::PeerUp(Box::new(spec(false))), long)?;
         let run = {
             let _end = End::up(&spec(true))?;
-            iperf_client(INNER_PEER, plan.seconds)
-                .with_context(|| format!("iperf3 through the {} tunnel", transform.name()))?
+            iperf_client(agent, INNER_PEER, plan.seconds)?
         };
         agent.ask(&Request::PeerDown, long)?;
         tunnel.push((transform, run));
@@ -406,8 +405,15 @@ fn udp_check(fleet: &mut Fleet, here: Ipv4Addr, there: Ipv4Addr) -> Result<()> {
     Ok(())
 }
 
-/// iperf3 TCP for `seconds` to `server`, parsed.
-fn iperf_client(server: Ipv4Addr, seconds: u64) -> Result<IperfRun> {
+/// iperf3 TCP for `seconds` to `server`, parsed, watching the peer's agent: if it
+/// goes away (a killed agent takes its gateway and iperf3 with it, and a TCP stream
+/// into a dead tunnel would hang until its timeout), iperf3 is stopped at once and
+/// the error names the peer.
+fn iperf_client(
+    agent: &mut super::fleet::Agent,
+    server: Ipv4Addr,
+    seconds: u64,
+) -> Result<IperfRun> {
     let args: Vec<String> = vec![
         "-c".into(),
         server.to_string(),
@@ -417,11 +423,53 @@ fn iperf_client(server: Ipv4Addr, seconds: u64) -> Result<IperfRun> {
         seconds.to_string(),
         "-J".into(),
     ];
-    let out = Spawn::new("iperf3")
+    let mut child = Spawn::new("iperf3")
         .args(&args)
-        .output(Duration::from_secs(seconds + 30))?;
+        .piped_stdout()
+        .start()
+        .context("starting iperf3 -c")?;
+    let deadline = Instant::now() + Duration::from_secs(seconds + 30);
+    let mut json = String::new();
+    loop {
+        match child.next_line(Duration::from_millis(100)) {
+            crate::supervisor::Line::Text(t) => {
+                json.push_str(&t);
+                json.push('\n');
+            }
+            crate::supervisor::Line::Closed => break,
+            crate::supervisor::Line::Timeout => {
+                if let Some(Err(e)) = agent.poll(Duration::from_millis(1)) {
+                    child.stop();
+                    bail!(
+                        "{}: the peer went away during the iperf3 run",
+                        crate::progress::one_line(&e)
+                    );
+                }
+                if let Err(e) = crate::interrupt::check() {
+                    child.stop();
+                    return Err(e.into());
+                }
+                if Instant::now() > deadline {
+                    child.stop();
+                    bail!(
+                        "iperf3 to {server} did not finish within {} s",
+                        seconds + 30
+                    );
+                }
+            }
+        }
+    }
+    let _ = child.wait(Duration::from_secs(5));
     let mut command = vec!["iperf3".to_string()];
     command.extend(args);
-    crate::tunnel::iperf::parse(&out.stdout, command)
-        .map_err(|e| anyhow!("iperf3 to {server}: {e}"))
+    crate::tunnel::iperf::parse(&json, command).map_err(|e| {
+        // An iperf3 that failed because the peer went away: say so, naming it.
+        match agent.poll(Duration::from_secs(3)) {
+            Some(Err(gone)) => anyhow!(
+                "{}: the peer went away during the iperf3 run",
+                crate::progress::one_line(&gone)
+            ),
+            _ => anyhow!("iperf3 to {server}: {e}"),
+        }
+    })
 }
