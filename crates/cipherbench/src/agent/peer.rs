@@ -176,23 +176,26 @@ impl Drop for End {
     }
 }
 
-/// An iperf3 server bound to `addr`, ready when it accepts a connection.
+/// An iperf3 server bound to `addr`, ready when its socket listens (read from
+/// `/proc/PID/net/tcp`, as the namespace tunnel's: a test connection would be taken
+/// for a client and reset the next one).
 fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
-    let child = Spawn::new("iperf3")
+    let mut child = Spawn::new("iperf3")
         .args(["-s", "-B", &addr.to_string(), "-p", &IPERF_PORT.to_string()])
         .start()
         .context("starting iperf3 -s")?;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let sa = std::net::SocketAddr::from((addr, IPERF_PORT));
-    while std::net::TcpStream::connect_timeout(&sa, Duration::from_millis(200)).is_err() {
-        if Instant::now() > deadline {
-            bail!(
-                "iperf3 -s on {sa} did not accept within 10 s: {}",
-                child.stderr_tail()
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    let pid = child.pid();
+    crate::supervisor::wait_until(
+        &format!("iperf3 -s listening on {addr}:{IPERF_PORT}"),
+        Duration::from_secs(10),
+        || {
+            if child.try_wait()?.is_some() {
+                bail!("iperf3 -s on {addr} exited: {}", child.stderr_tail());
+            }
+            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))?;
+            Ok(crate::tunnel::iperf::listening(&table, IPERF_PORT))
+        },
+    )?;
     Ok(child)
 }
 
