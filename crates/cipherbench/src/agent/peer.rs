@@ -271,6 +271,8 @@ pub struct PeerPlan {
     pub seconds: u64,
     /// Tunnel MTU.
     pub mtu: u32,
+    /// iperf3 `-l` (None: iperf3's default), as the namespace tunnel's.
+    pub length: Option<u64>,
 }
 
 /// What `tunnel --peer` measured.
@@ -324,7 +326,7 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
     let agent = &mut fleet.agents[0];
     let long = Duration::from_secs(plan.seconds + 30);
     agent.ask(&Request::PeerIperf { bind: there }, long)?;
-    let underlay = iperf_client(agent, there, plan.seconds)?;
+    let underlay = iperf_client(agent, there, plan.seconds, plan.length)?;
     agent.ask(&Request::PeerDown, long)?;
     let mut tunnel = Vec::new();
     for &transform in &plan.transforms {
@@ -348,7 +350,7 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
         agent.ask(&Request::PeerUp(Box::new(spec(false))), long)?;
         let run = {
             let _end = End::up(&spec(true))?;
-            iperf_client(agent, INNER_PEER, plan.seconds)?
+            iperf_client(agent, INNER_PEER, plan.seconds, plan.length)?
         };
         agent.ask(&Request::PeerDown, long)?;
         tunnel.push((transform, run));
@@ -416,8 +418,9 @@ fn iperf_client(
     agent: &mut super::fleet::Agent,
     server: Ipv4Addr,
     seconds: u64,
+    length: Option<u64>,
 ) -> Result<IperfRun> {
-    let args: Vec<String> = vec![
+    let mut args: Vec<String> = vec![
         "-c".into(),
         server.to_string(),
         "-p".into(),
@@ -426,6 +429,9 @@ fn iperf_client(
         seconds.to_string(),
         "-J".into(),
     ];
+    if let Some(l) = length {
+        args.extend(["-l".into(), l.to_string()]);
+    }
     let mut child = Spawn::new("iperf3")
         .args(&args)
         .piped_stdout()

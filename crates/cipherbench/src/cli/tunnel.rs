@@ -321,6 +321,7 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
         transforms: plan.transforms.clone(),
         seconds: plan.seconds,
         mtu: plan.mtu,
+        length: plan.length,
     })?;
     let gbps = |r: &cipherbench_model::tunnel::IperfRun| r.receiver_bits_per_sec / 1e9;
     crate::progress::write_stdout(format_args!(
