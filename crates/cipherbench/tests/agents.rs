@@ -617,7 +617,7 @@ fn assert_no_tunnel_left(hosts: &Hosts, before: &[String]) {
     }
 }
 
-fn peer_args<'a>(config: &'a str) -> Vec<&'a str> {
+fn peer_args(config: &str) -> Vec<&str> {
     vec![
         "tunnel",
         "--peer",
