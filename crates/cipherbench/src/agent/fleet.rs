@@ -228,6 +228,7 @@ impl Agent {
 /// last words (OpenSSH's own messages, stable for decades).
 pub fn ssh_failure(name: &str, stderr: &str) -> String {
     let last = stderr.rsplit(" | ").next().unwrap_or("").trim();
+    let last = last.strip_prefix("ssh: ").unwrap_or(last);
     let why = if stderr.contains("Could not resolve hostname") {
         "cannot resolve the host name: check --agents and your ssh config"
     } else if stderr.contains("Connection refused") {
