@@ -376,7 +376,10 @@ impl Drop for Hosts {
                     kill(pid);
                 }
             }
-            // Deleting the namespace deletes its veth end, and so the pair.
+            // The pair goes with either end; deleted here, not left to the kernel's
+            // asynchronous clean-up of a deleted namespace.
+            let outer = format!("cbv{}_{}", self.tag, &h.alias[1..]);
+            let _ = run(&["ip", "link", "del", &outer]);
             let _ = run(&["ip", "netns", "del", &h.netns]);
         }
         let _ = run(&["ip", "link", "del", &self.bridge]);
