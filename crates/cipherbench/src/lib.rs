@@ -6,6 +6,7 @@
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
 pub mod agent;
+pub mod agent_server;
 pub mod cli;
 pub mod effect;
 pub mod file;

@@ -1,7 +1,8 @@
-//! The coordinator's side of `--agents`: launch `cipherbench agent` on each named
-//! host with OpenSSH, check each one's version, measure its clock offset and record
-//! its fingerprint, then run load windows split over them, started together, and
-//! merge their reports exactly ([`super::merge`]).
+//! The coordinator's side of `--agents` and `--peer`: launch `cipherbench agent` on
+//! each named host with OpenSSH, check each one's version, measure its clock offset
+//! and record its fingerprint; then the layers talk to them (`tls::agents` runs load
+//! windows split over them, started together, and merges their reports exactly;
+//! `tunnel::peer` brings up the peer's end of the tunnel).
 //!
 //! **Launch.** `ssh -T -o BatchMode=yes [-F FILE] HOST PATH agent`: the user's own
 //! ssh config, keys, agent and known_hosts; BatchMode means a host that would ask
@@ -25,14 +26,12 @@
 //! with its name ([`AgentFailure`]); nothing is dropped from a merge silently. A dead
 //! agent stays dead: later points fail at once, naming it.
 
-use super::{merge, Hello, LoadRequest, Part, Reply, Request, WireArrivals, WireReport};
-use crate::interrupt;
+use super::{Hello, Reply, Request};
 use crate::supervisor::{Child, Line, Spawn};
-use crate::tls::engine::{Arrivals, Report, Schedule, Spec};
 use anyhow::{anyhow, bail, Context, Result};
-use cipherbench_model::agents::{AgentRecord, AgentShare};
+use cipherbench_model::agents::AgentRecord;
 use std::io::Write;
-use std::net::{IpAddr, SocketAddr};
+use std::net::IpAddr;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
@@ -40,8 +39,6 @@ use std::time::{Duration, Instant};
 pub const CLOCK_EXCHANGES: usize = 8;
 /// How long an agent has to connect and say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
-/// A generator above this fraction of its cores has fallen behind its share.
-const SATURATED: f64 = crate::tls::sweep::GENERATOR_SATURATED;
 
 /// `--agents HOSTS`, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -157,7 +154,7 @@ impl Agent {
             .map_err(|e| anyhow!("agent {}: the connection closed ({e})", self.name))
     }
 
-    fn receive(&mut self, timeout: Duration) -> Result<Reply> {
+    pub(crate) fn receive(&mut self, timeout: Duration) -> Result<Reply> {
         match self.child.next_line(timeout) {
             Line::Text(t) => serde_json::from_str(&t).map_err(|_| {
                 anyhow!(
@@ -206,6 +203,17 @@ impl Agent {
             Reply::Error { message } => bail!("agent {}: {message}", self.name),
             r => Ok(r),
         }
+    }
+
+    /// Why it is gone, if it is.
+    pub fn dead(&self) -> Option<&str> {
+        self.dead.as_deref()
+    }
+
+    /// Ends it (its ssh stopped, which ends the agent) and remembers why.
+    pub(crate) fn kill(&mut self, why: &str) {
+        self.child.stop();
+        self.dead = Some(why.to_string());
     }
 
     /// The record kept with the results.
@@ -260,7 +268,8 @@ pub fn ssh_failure(name: &str, stderr: &str) -> String {
 pub struct Fleet {
     /// In the order named.
     pub agents: Vec<Agent>,
-    cpus: Option<Vec<usize>>,
+    /// `--agent-cpus`.
+    pub cpus: Option<Vec<usize>>,
 }
 
 impl Fleet {
@@ -374,159 +383,6 @@ impl Fleet {
         }
         Ok(out)
     }
-
-    /// Runs one window of `spec` split over the agents, started together; returns the
-    /// merged report and each agent's share, or an [`AgentFailure`] naming the agent
-    /// (as the error; downcast it). Each agent reaches the server at `addr(agent)`.
-    pub fn run(
-        &mut self,
-        spec: &Spec,
-        suite: &str,
-        resumption: bool,
-        addr: &dyn Fn(&Agent) -> SocketAddr,
-    ) -> Result<(Report, Vec<AgentShare>)> {
-        if let Some(a) = self.agents.iter().find(|a| a.dead.is_some()) {
-            return Err(AgentFailure(format!(
-                "agent {} died earlier ({})",
-                a.name,
-                a.dead.as_deref().unwrap_or("")
-            ))
-            .into());
-        }
-        let shares = split(&spec.arrivals, self.agents.len());
-        let lead = lead(self.agents.iter().map(|a| a.rtt));
-        let start = super::unix_ns() + lead.as_nanos() as u64;
-        let mut running = Vec::new();
-        for (i, agent) in self.agents.iter_mut().enumerate() {
-            let Some(arrivals) = shares[i] else { continue };
-            let req = LoadRequest {
-                suite: suite.to_string(),
-                resumption,
-                addr: addr(agent),
-                host: spec.target.host.clone(),
-                path: spec.target.path.clone(),
-                expected_len: spec.target.expected_len,
-                arrivals: WireArrivals::of(&arrivals),
-                warmup_ns: spec.warmup.as_nanos() as u64,
-                window_ns: spec.window.as_nanos() as u64,
-                drain_ns: spec.drain.as_nanos() as u64,
-                timeout_ns: spec.timeout.as_nanos() as u64,
-                interval_ns: spec.interval.as_nanos() as u64,
-                cpus: self.cpus.clone(),
-                start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
-            };
-            if let Err(e) = agent.send(&Request::Load(Box::new(req))) {
-                return Err(self.fail(i, e.to_string()));
-            }
-            running.push((i, arrivals));
-        }
-        // Every share ends by then: the window and what may follow it.
-        let tail = match spec.arrivals {
-            Arrivals::Closed { .. } => spec.warmup + spec.window + spec.drain,
-            Arrivals::Open(s) => s.duration() + spec.timeout,
-        };
-        let deadline = Instant::now() + lead + tail + Duration::from_secs(30);
-        let mut reports: Vec<(usize, usize, WireReport)> = Vec::new();
-        for &(i, arrivals) in &running {
-            let r = loop {
-                if let Err(e) = interrupt::check() {
-                    // Closing the connections ends the agents' loads.
-                    for a in &mut self.agents {
-                        a.child.stop();
-                        a.dead = Some("interrupted".into());
-                    }
-                    return Err(e.into());
-                }
-                let agent = &mut self.agents[i];
-                if Instant::now() >= deadline {
-                    let msg = format!(
-                        "agent {} fell behind: no report 30 s after its window should have ended",
-                        agent.name
-                    );
-                    return Err(self.fail(i, msg));
-                }
-                match agent.receive(Duration::from_millis(100)) {
-                    Ok(Reply::Load(r)) => break *r,
-                    Ok(Reply::Error { message }) => {
-                        let name = agent.name.clone();
-                        return Err(AgentFailure(format!("agent {name}: {message}")).into());
-                    }
-                    Ok(_) => {
-                        let msg =
-                            format!("agent {}: answered a load with something else", agent.name);
-                        return Err(self.fail(i, msg));
-                    }
-                    Err(e) if e.to_string().contains("no answer within") => continue,
-                    Err(e) => {
-                        let msg = format!(
-                            "{} (it died during the window)",
-                            crate::progress::one_line(&e)
-                        );
-                        return Err(self.fail(i, msg));
-                    }
-                }
-            };
-            let concurrency = match arrivals {
-                Arrivals::Closed { concurrency } => concurrency,
-                Arrivals::Open(_) => 0,
-            };
-            reports.push((i, concurrency, r));
-        }
-        // Starts on our clock; the spread of window starts is the barrier's error.
-        let starts: Vec<u64> = reports
-            .iter()
-            .map(|(i, _, r)| {
-                (r.window_start_unix_ns as i128 - self.agents[*i].offset_ns).max(0) as u64
-            })
-            .collect();
-        let first = starts.iter().copied().min().unwrap_or(0);
-        let tolerance = skew_tolerance(spec.window);
-        let mut out = Vec::new();
-        for ((i, concurrency, r), s) in reports.iter().zip(&starts) {
-            let name = &self.agents[*i].name;
-            let skew = Duration::from_nanos(s - first);
-            if skew > tolerance {
-                return Err(AgentFailure(format!(
-                    "agent {name} fell behind: its window started {:.0} ms after the first agent's (tolerance {:.0} ms), so the load was not simultaneous",
-                    skew.as_secs_f64() * 1e3,
-                    tolerance.as_secs_f64() * 1e3
-                ))
-                .into());
-            }
-            if r.generator_cpu() > SATURATED {
-                return Err(AgentFailure(format!(
-                    "agent {name} fell behind: its generator used {:.0} % of its cores, so it could not keep its share of the load",
-                    r.generator_cpu() * 100.0
-                ))
-                .into());
-            }
-            out.push(AgentShare {
-                name: name.clone(),
-                concurrency: *concurrency,
-                start_skew_ns: skew.as_nanos() as u64,
-                started_late_ns: r.started_late_ns,
-                throughput_bytes_per_sec: r.window_bytes as f64 / (r.window_ns.max(1) as f64 / 1e9),
-                requests: r.ok,
-                generator_cpu: r.generator_cpu(),
-            });
-        }
-        let parts: Vec<Part<'_>> = reports
-            .iter()
-            .map(|(i, _, r)| Part {
-                report: r,
-                offset_ns: self.agents[*i].offset_ns,
-            })
-            .collect();
-        Ok((merge(&parts)?, out))
-    }
-
-    /// Marks agent `i` dead (its ssh stopped, which ends it) and returns the failure.
-    fn fail(&mut self, i: usize, message: String) -> anyhow::Error {
-        let a = &mut self.agents[i];
-        a.child.stop();
-        a.dead = Some(message.clone());
-        AgentFailure(message).into()
-    }
 }
 
 /// Measures an agent's clock offset: the exchange with the shortest round trip.
@@ -562,71 +418,9 @@ pub fn skew_tolerance(window: Duration) -> Duration {
     (window / 100).max(Duration::from_millis(50))
 }
 
-/// Each agent's share of the arrivals: the concurrency split as evenly as integers
-/// allow (the first agents take the remainder; an agent with no client sits the
-/// window out), or the rate divided evenly (the sum of the agents' schedules is the
-/// whole schedule).
-pub fn split(arrivals: &Arrivals, agents: usize) -> Vec<Option<Arrivals>> {
-    let n = agents.max(1);
-    (0..agents)
-        .map(|i| match *arrivals {
-            Arrivals::Closed { concurrency } => {
-                let c = concurrency / n + usize::from(i < concurrency % n);
-                (c > 0).then_some(Arrivals::Closed { concurrency: c })
-            }
-            Arrivals::Open(Schedule::Constant { rate, duration }) => {
-                Some(Arrivals::Open(Schedule::Constant {
-                    rate: rate / n as f64,
-                    duration,
-                }))
-            }
-            Arrivals::Open(Schedule::Ramp {
-                target_rate,
-                duration,
-            }) => Some(Arrivals::Open(Schedule::Ramp {
-                target_rate: target_rate / n as f64,
-                duration,
-            })),
-        })
-        .collect()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn concurrency_is_split_exactly_over_the_agents() {
-        let shares = split(&Arrivals::Closed { concurrency: 7 }, 3);
-        let c: Vec<usize> = shares
-            .iter()
-            .map(|s| match s {
-                Some(Arrivals::Closed { concurrency }) => *concurrency,
-                _ => 0,
-            })
-            .collect();
-        assert_eq!(c, vec![3, 2, 2]);
-        // Fewer clients than agents: the others sit out, none gets zero clients.
-        let shares = split(&Arrivals::Closed { concurrency: 1 }, 3);
-        assert!(shares[0].is_some() && shares[1].is_none() && shares[2].is_none());
-    }
-
-    #[test]
-    fn a_ramp_is_split_into_ramps_whose_sum_is_the_whole() {
-        let s = Schedule::Ramp {
-            target_rate: 90.0,
-            duration: Duration::from_secs(10),
-        };
-        let shares = split(&Arrivals::Open(s), 3);
-        let total: u64 = shares
-            .iter()
-            .map(|a| match a {
-                Some(Arrivals::Open(s)) => s.count(),
-                _ => 0,
-            })
-            .sum();
-        assert!(total.abs_diff(s.count()) <= 3, "{total} vs {}", s.count());
-    }
 
     #[test]
     fn hosts_that_ssh_could_take_as_options_are_refused() {

@@ -128,7 +128,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Library { open } => {
             crate::library::child_main(open.as_deref()).map(|()| ExitCode::SUCCESS)
         }
-        Command::Agent => crate::agent::main().map(|()| ExitCode::SUCCESS),
+        Command::Agent => crate::agent_server::main().map(|()| ExitCode::SUCCESS),
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
         Command::VariantProbe { treatment_only } => {

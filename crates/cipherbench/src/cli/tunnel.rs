@@ -316,7 +316,7 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
         None,
     )?;
     crate::interrupt::install();
-    let out = crate::agent::peer::run(&crate::agent::peer::PeerPlan {
+    let out = crate::tunnel::peer::run(&crate::tunnel::peer::PeerPlan {
         launch,
         transforms: plan.transforms.clone(),
         seconds: plan.seconds,

@@ -14,6 +14,7 @@
 //! through the progress observer. The variant is [`crate::variant`]'s; cores,
 //! pinning and CPU time are [`crate::host`]'s.
 
+pub mod agents;
 pub mod cert;
 pub mod cpu;
 pub mod engine;

@@ -214,17 +214,17 @@ fn one(
         // The rate split over the agents; an agent's failure ends the ramp, naming it
         // (a ramp is one window: there is no other point to go on with).
         Some(f) => {
-            let (r, _shares) = f
-                .run(&spec, suite, false, &|a| super::agent_addr(a, target))
-                .map_err(
-                    |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
-                        Ok(failure) => anyhow::anyhow!(
-                            "ramp {suite} {} {variant} failed: {failure}",
-                            ByteSize(size)
-                        ),
-                        Err(e) => e,
-                    },
-                )?;
+            let (r, _shares) =
+                super::agents::run(f, &spec, suite, false, &|a| super::agent_addr(a, target))
+                    .map_err(
+                        |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
+                            Ok(failure) => anyhow::anyhow!(
+                                "ramp {suite} {} {variant} failed: {failure}",
+                                ByteSize(size)
+                            ),
+                            Err(e) => e,
+                        },
+                    )?;
             r
         }
     };

@@ -416,13 +416,13 @@ fn measure(
     });
     let (report, agent_failure, agents) = match fleet {
         None => (engine::run(client, &spec)?, None, Vec::new()),
-        Some(f) => match f.run(&spec, suite, plan.resumption, &|a| {
+        Some(f) => match super::agents::run(f, &spec, suite, plan.resumption, &|a| {
             super::agent_addr(a, target)
         }) {
             Ok((r, shares)) => (r, None, shares),
             Err(e) => match e.downcast::<AgentFailure>() {
                 Ok(failure) => (
-                    crate::agent::empty_report(&spec),
+                    super::agents::empty_report(&spec),
                     Some(failure.0),
                     Vec::new(),
                 ),

@@ -16,8 +16,8 @@
 //! killed agent cannot, so after any failure the coordinator connects again and asks
 //! a fresh agent to remove the TUN by name ([`Request`]`::PeerSweep`).
 
-use super::fleet::{Fleet, Launch};
-use super::{Reply, Request};
+use crate::agent::fleet::{Agent, Fleet, Launch};
+use crate::agent::{EndSpec, Reply, Request};
 use crate::supervisor::{Child, Spawn};
 use crate::tunnel::gateway::{to_hex, GatewayConfig};
 use crate::tunnel::gateways::Gateway;
@@ -25,7 +25,6 @@ use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::tunnel::IperfRun;
-use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -40,33 +39,6 @@ pub const INNER_PEER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const IPERF_PORT: u16 = crate::tunnel::iperf::PORT;
 /// What the UDP check sends.
 const UDP_PROBE: &[u8] = b"cipherbench udp 4500 check";
-
-/// One end of the tunnel, on the host this process runs on.
-#[derive(Debug, Clone, Serialize, Deserialize)]
-pub struct EndSpec {
-    /// TUN device name (chosen by the coordinator, so it can remove it by name).
-    pub tun: String,
-    /// This end's inner address.
-    pub inner: Ipv4Addr,
-    /// The other end's.
-    pub peer_inner: Ipv4Addr,
-    /// Tunnel MTU.
-    pub mtu: u32,
-    /// This host's underlay address (the gateway's UDP 4500 socket).
-    pub local: SocketAddrV4,
-    /// The other host's.
-    pub peer: SocketAddrV4,
-    /// Transform.
-    pub transform: Transform,
-    /// The run's secret, hex (handed over the ssh channel).
-    pub secret_hex: String,
-    /// Key-derivation label.
-    pub label: String,
-    /// Which SA pair this end takes.
-    pub initiator: bool,
-    /// Start an iperf3 server on the inner address.
-    pub iperf_server: bool,
-}
 
 /// A running end: removed on drop (iperf3, gateway, TUN with its address and route,
 /// scratch directory).
@@ -415,7 +387,7 @@ fn udp_check(fleet: &mut Fleet, here: Ipv4Addr, there: Ipv4Addr) -> Result<()> {
 /// into a dead tunnel would hang until its timeout), iperf3 is stopped at once and
 /// the error names the peer.
 fn iperf_client(
-    agent: &mut super::fleet::Agent,
+    agent: &mut Agent,
     server: Ipv4Addr,
     seconds: u64,
     length: Option<u64>,
