@@ -42,7 +42,7 @@ pub struct Gateway {
 
 impl Gateway {
     /// Starts one gateway with its configuration on stdin and waits for its ready
-    /// line (also the two-host tunnel's, `agent::peer`).
+    /// line (also the two-host tunnel's, `tunnel::peer`).
     pub(crate) fn start(
         program: &std::path::Path,
         config: &GatewayConfig,
