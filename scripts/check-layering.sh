@@ -20,10 +20,10 @@ ranks=(
   "host interrupt progress"       # 0: facts of this machine, Ctrl-C, the printer
   "supervisor machine"            # 1: external programs (under keepers), the CPU layout and noise
   "lifetime effect library"       # 2: what a run leaves outside its processes, swept; the effect probe a variant's process runs; the OpenSSL under test, and which one each part loaded
-  "results probe"                 # 3: the results sink (locked, swept); the machine's probe
+  "results probe agent"           # 3: the results sink (locked, swept); the machine's probe; agents on other hosts (launcher over ssh, protocol, clocks)
   "variant"                       # 4: the acceleration variant every layer shares
   "speed file tls tunnel"         # 5: the four layers, siblings
-  "run"                           # 6: `cipherbench run`, over the layers
+  "run agent_server"              # 6: `cipherbench run`, over the layers; `cipherbench agent`'s loop, handing requests to the layers
   "cli"                           # 7: the command line, on top
 )
 

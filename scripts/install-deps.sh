@@ -12,6 +12,8 @@ packages=(
   # Debian 12: `nginx` is the server itself (nginx-light/-full are metapackages
   # pulling it in with extra modules); it has the SSL and stub_status modules.
   nginx iperf3 iproute2 nftables
+  # ssh: the launcher of `--agents` (cipherbench agent on other hosts).
+  openssh-client
   age gnupg wrk
   # `tunnel --stack strongswan`: charon with kernel-libipsec (userspace ESP over
   # TUN), swanctl to load its configuration, and the openssl/aesni/kdf plugins.
@@ -22,7 +24,10 @@ packages=(
 )
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.
-  packages+=(tshark chromium)
+  # openssh-server: the tests' own SSH hosts (sshd in network namespaces, started
+  # from a scratch config). Debian enables its ssh.service where systemd runs; the
+  # tests never use it.
+  packages+=(tshark chromium openssh-server)
 fi
 
 missing=()

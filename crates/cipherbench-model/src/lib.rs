@@ -7,6 +7,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod agents;
 pub mod env;
 pub mod file;
 pub mod fitness;

@@ -41,6 +41,9 @@ pub struct TlsResults {
     /// `tls ramp`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ramp: Option<RampResults>,
+    /// The agents that generated the load (`--agents`); empty when this machine did.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::agents::AgentRecord>,
 }
 
 /// One server under test: which nginx, which suite, which variant, and whether the
@@ -350,6 +353,10 @@ pub struct SweepPoint {
     /// (None: not recorded, as by an older cipherbench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
+    /// With `--agents`: each agent's share of the final window (the point's figures
+    /// are their exact merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::agents::AgentShare>,
 }
 
 impl SweepPoint {

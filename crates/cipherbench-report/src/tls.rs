@@ -1003,6 +1003,7 @@ mod tests {
             probes: Vec::new(),
             generator_cpu_per_thread: Vec::new(),
             search: None,
+            agents: Vec::new(),
         }
     }
 
@@ -1080,6 +1081,7 @@ mod tests {
                     noise: None,
                 }],
             }),
+            agents: Vec::new(),
         }
     }
 

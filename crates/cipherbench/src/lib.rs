@@ -5,6 +5,8 @@
 //! save -> report`. Runners return data and never print; the [`progress`] observer
 //! prints; the report crate renders. See ARCHITECTURE.md.
 
+pub mod agent;
+pub mod agent_server;
 pub mod cli;
 pub mod effect;
 pub mod file;

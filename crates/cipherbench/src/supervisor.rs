@@ -591,6 +591,12 @@ impl Child {
         Ok(())
     }
 
+    /// Takes the child's stdin, to write to it over its life (a conversation, as
+    /// with an agent over ssh); None if it was not piped or was already taken.
+    pub fn take_stdin(&mut self) -> Option<std::process::ChildStdin> {
+        self.inner.as_mut().and_then(|c| c.stdin.take())
+    }
+
     /// The next stdout line, waiting at most `timeout`.
     pub fn next_line(&self, timeout: Duration) -> Line {
         let Some(rx) = &self.stdout_lines else {

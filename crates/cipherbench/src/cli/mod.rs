@@ -90,6 +90,10 @@ pub enum Command {
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
     },
+    /// Run as an agent of another cipherbench: answer its requests (line-delimited
+    /// JSON) on stdin and stdout until stdin closes. Started by the coordinator over
+    /// ssh (`tls sweep --agents`), not by hand.
+    Agent,
     /// Internal: the measuring child of `speed` (reads a request on stdin).
     #[command(name = "__speed-worker", hide = true)]
     SpeedWorker,
@@ -138,6 +142,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Library { open } => {
             crate::library::child_main(open.as_deref()).map(|()| ExitCode::SUCCESS)
         }
+        Command::Agent => crate::agent_server::main().map(|()| ExitCode::SUCCESS),
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),
         Command::Charon {

@@ -194,6 +194,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -206,6 +207,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
             Preset::Quick => TlsPlan {
@@ -226,6 +228,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -238,6 +241,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
             Preset::Full => TlsPlan {
@@ -258,6 +262,7 @@ impl Preset {
                     generator_cpus: None,
                     resumption: false,
                     target: target.clone(),
+                    agents: None,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -270,6 +275,7 @@ impl Preset {
                     timeout: Duration::from_secs(2),
                     generator_cpus: None,
                     target,
+                    agents: None,
                 },
             },
         })

@@ -68,6 +68,22 @@ pub struct CommonArgs {
     /// to nginx).
     #[arg(long, value_name = "LIST")]
     pub generator_cpus: Option<String>,
+    /// Generate the load on these hosts instead of this machine: `cipherbench agent`
+    /// is started on each with OpenSSH (your ssh config, keys and known_hosts; the
+    /// same cipherbench version must be installed there), comma-separated
+    /// `[user@]host`. The server listens on the address each agent's ssh comes from.
+    #[arg(long, value_name = "HOSTS")]
+    pub agents: Option<String>,
+    /// ssh client config for --agents (ssh -F FILE; default: ssh's own).
+    #[arg(long, value_name = "FILE", requires = "agents")]
+    pub ssh_config: Option<PathBuf>,
+    /// The cipherbench binary on the agents' hosts (default: cipherbench on their PATH).
+    #[arg(long, value_name = "PATH", requires = "agents")]
+    pub agent_path: Option<String>,
+    /// CPUs each agent's generator runs on, one thread each (default: every CPU the
+    /// agent may use).
+    #[arg(long, value_name = "LIST", requires = "agents")]
+    pub agent_cpus: Option<String>,
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
@@ -265,6 +281,22 @@ impl CommonArgs {
         }
     }
 
+    fn agents(&self) -> Result<Option<crate::agent::fleet::Launch>> {
+        let Some(hosts) = &self.agents else {
+            return Ok(None);
+        };
+        if self.generator_cpus.is_some() {
+            bail!("--generator-cpus applies to this machine's generator; with --agents each agent uses its own CPUs");
+        }
+        crate::agent::fleet::Launch::parse(
+            hosts,
+            self.ssh_config.clone(),
+            self.agent_path.as_deref(),
+            self.agent_cpus.as_deref(),
+        )
+        .map(Some)
+    }
+
     fn generator_cpus(&self) -> Result<Option<Vec<usize>>> {
         let Some(text) = &self.generator_cpus else {
             return Ok(None);
@@ -357,6 +389,7 @@ impl SweepArgs {
             resumption: self.resumption,
             generator_cpus: self.common.generator_cpus()?,
             target,
+            agents: self.common.agents()?,
         };
         plan.variants = self.common.variants()?;
         Ok(plan)
@@ -389,6 +422,7 @@ impl RampArgs {
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,
             generator_cpus: self.common.generator_cpus()?,
             target,
+            agents: self.common.agents()?,
         };
         plan.variants = self.common.variants()?;
         Ok(plan)

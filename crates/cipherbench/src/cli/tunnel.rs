@@ -36,6 +36,18 @@ pub struct TunnelArgs {
     /// sender's engine only).
     #[arg(long, value_enum, default_value = "both")]
     pub variant_side: VariantSideArg,
+    /// Run the tunnel to this host over the real network instead of between
+    /// namespaces: one gateway here, one there (started by `cipherbench agent` over
+    /// ssh, root on both), UDP 4500, iperf3 TCP on both ends, the underlay first.
+    /// Prints its figures; writes no results directory yet.
+    #[arg(long, value_name = "HOST")]
+    pub peer: Option<String>,
+    /// ssh client config for --peer (ssh -F FILE).
+    #[arg(long, value_name = "FILE", requires = "peer")]
+    pub ssh_config: Option<PathBuf>,
+    /// The cipherbench binary on the peer (default: cipherbench on its PATH).
+    #[arg(long, value_name = "PATH", requires = "peer")]
+    pub agent_path: Option<String>,
     /// Rate-limit the underlay with tc tbf, such as 1gbit (seed 004's LAN).
     #[arg(long, value_name = "RATE")]
     pub underlay_rate: Option<String>,
@@ -355,6 +367,9 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
         });
     }
     let plan = args.plan()?;
+    if let Some(peer) = &args.peer {
+        return peer_command(args, peer, &plan);
+    }
     measure(
         &args.output,
         args.preset.name(),
@@ -370,6 +385,45 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
             )
         },
     )
+}
+
+/// `tunnel --peer HOST`.
+fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<ExitCode> {
+    if peer.contains(',') {
+        bail!("--peer takes one host");
+    }
+    let launch = crate::agent::fleet::Launch::parse(
+        peer,
+        args.ssh_config.clone(),
+        args.agent_path.as_deref(),
+        None,
+    )?;
+    crate::interrupt::install();
+    let out = crate::tunnel::peer::run(&crate::tunnel::peer::PeerPlan {
+        launch,
+        transforms: plan.transforms.clone(),
+        seconds: plan.seconds,
+        mtu: plan.mtu,
+        length: plan.length,
+    })?;
+    let gbps = |r: &cipherbench_model::tunnel::IperfRun| r.receiver_bits_per_sec / 1e9;
+    crate::progress::write_stdout(format_args!(
+        "tunnel to {} ({} -> {}), iperf3 TCP {} s each:\n  underlay            {:>8.3} Gbit/s\n",
+        out.peer,
+        out.addresses.0,
+        out.addresses.1,
+        plan.seconds,
+        gbps(&out.underlay)
+    ));
+    for (t, r) in &out.tunnel {
+        crate::progress::write_stdout(format_args!(
+            "  {:<18}  {:>8.3} Gbit/s  ({:.0} % of the underlay)\n",
+            t.name(),
+            gbps(r),
+            100.0 * gbps(r) / gbps(&out.underlay).max(1e-12)
+        ));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 #[cfg(test)]

@@ -327,7 +327,7 @@ pub fn latency(h: &Histogram<u64>) -> Latency {
     }
 }
 
-fn histogram() -> Histogram<u64> {
+pub(crate) fn histogram() -> Histogram<u64> {
     // 1 µs to 1 hour, 3 significant digits: fixed bounds cannot fail.
     Histogram::new_with_bounds(1, 3_600_000_000, 3).expect("valid histogram bounds")
 }

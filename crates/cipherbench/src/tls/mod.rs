@@ -14,6 +14,7 @@
 //! through the progress observer. The variant is [`crate::variant`]'s; cores,
 //! pinning and CPU time are [`crate::host`]'s.
 
+pub mod agents;
 pub mod cert;
 pub mod cpu;
 pub mod engine;
@@ -149,6 +150,8 @@ pub struct SweepPlan {
     pub resumption: bool,
     /// Where the load goes.
     pub target: ServerTarget,
+    /// `--agents`: the load comes from these hosts instead of this machine.
+    pub agents: Option<crate::agent::fleet::Launch>,
 }
 
 /// `tls ramp`, resolved.
@@ -174,6 +177,8 @@ pub struct RampPlan {
     pub generator_cpus: Option<Vec<usize>>,
     /// Where the load goes.
     pub target: ServerTarget,
+    /// `--agents`: the load comes from these hosts instead of this machine.
+    pub agents: Option<crate::agent::fleet::Launch>,
 }
 
 /// Server and generator CPUs from the topology planner: nginx's workers on whole
@@ -292,6 +297,42 @@ pub(crate) fn server_library(info: &nginx::NginxInfo, variant: &Variant) -> Opti
         info.library.clone()
     } else {
         Some(variant.library.version())
+    }
+}
+
+/// `--agents`: connects and checks every agent before any server starts (a host that
+/// cannot be reached, or runs another version, is refused here), records them in the
+/// session and says who they are.
+pub(crate) fn connect_agents(
+    launch: Option<&crate::agent::fleet::Launch>,
+    session: &mut Session,
+) -> Result<Option<crate::agent::fleet::Fleet>> {
+    let Some(launch) = launch else {
+        return Ok(None);
+    };
+    let fleet = crate::agent::fleet::Fleet::connect(launch)?;
+    results(session).agents = fleet.records();
+    session
+        .progress
+        .note(&format!("load from agents {}", fleet.describe()));
+    Ok(Some(fleet))
+}
+
+/// Where an agent reaches `target`: a server on this machine (started on loopback and
+/// on the agents' addresses) at the address the agent's ssh came from, any other
+/// server at its own.
+pub(crate) fn agent_addr(
+    agent: &crate::agent::fleet::Agent,
+    target: &engine::Target,
+) -> SocketAddr {
+    match agent
+        .hello
+        .coordinator_addr
+        .as_deref()
+        .and_then(|s| s.parse::<IpAddr>().ok())
+    {
+        Some(ip) if target.addr.ip().is_loopback() => SocketAddr::new(ip, target.addr.port()),
+        _ => target.addr,
     }
 }
 

@@ -209,6 +209,9 @@ pub struct ConfigSettings {
     pub resumption: bool,
     /// Unix socket for `stub_status`, if the module is there.
     pub status_socket: Option<PathBuf>,
+    /// Addresses of this machine to listen on as well (`--agents`: where the agents
+    /// reach it), same port.
+    pub also_listen: Vec<std::net::IpAddr>,
     /// `user` directive when started as root.
     pub user: Option<(String, String)>,
 }
@@ -256,6 +259,16 @@ pub fn render_config(s: &ConfigSettings) -> String {
         "        listen 127.0.0.1:{} ssl backlog=4096;\n",
         s.port
     ));
+    for ip in &s.also_listen {
+        let ip = match ip {
+            std::net::IpAddr::V6(v6) => format!("[{v6}]"),
+            v4 => v4.to_string(),
+        };
+        c.push_str(&format!(
+            "        listen {ip}:{} ssl backlog=4096;\n",
+            s.port
+        ));
+    }
     c.push_str(&format!(
         "        ssl_certificate {d}/cert.pem;\n        ssl_certificate_key {d}/key.pem;\n"
     ));
@@ -316,6 +329,8 @@ pub struct ServerSpec<'a> {
     pub port: Option<u16>,
     /// Session resumption on.
     pub resumption: bool,
+    /// Addresses of this machine to listen on besides 127.0.0.1 (`--agents`).
+    pub also_listen: Vec<std::net::IpAddr>,
 }
 
 /// The one-line error for a port someone else holds.
@@ -387,6 +402,7 @@ impl Server {
             resumption: spec.resumption,
             status_socket: status_socket.clone(),
             user: unprivileged_user(),
+            also_listen: spec.also_listen.clone(),
         };
         let config = render_config(&settings);
         let conf_path = dir.join(format!("nginx-{port}.conf"));
@@ -618,6 +634,7 @@ mod tests {
             resumption: false,
             status_socket: Some(PathBuf::from("/tmp/cb-x/status.sock")),
             user: Some(("nobody".into(), "nogroup".into())),
+            also_listen: Vec::new(),
         }
     }
 

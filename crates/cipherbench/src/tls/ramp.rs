@@ -61,6 +61,8 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
         target_rate: plan.target_rate,
         duration: plan.duration,
     };
+    let mut fleet = super::connect_agents(plan.agents.as_ref(), session)?;
+    let fleet = &mut fleet;
     match &plan.target {
         ServerTarget::External(url) => {
             let Some(suite) = plan.suites.first() else {
@@ -80,6 +82,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 &target,
                 &generator_cpus,
                 None,
+                fleet,
                 schedule,
                 suite.openssl,
                 size,
@@ -104,6 +107,10 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            let also_listen = match fleet {
+                Some(f) => f.coordinator_addrs()?,
+                None => Vec::new(),
+            };
             session
                 .progress
                 .layer("tls ramp", plan.total_runs(), plan.estimate());
@@ -133,6 +140,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             ia32cap: variants.mask(variant),
                             port: *port,
                             resumption: false,
+                            also_listen: also_listen.clone(),
                         };
                         let server = Server::start(&spec, &client)?;
                         let mut placement = placed.placement.clone();
@@ -167,6 +175,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             &target,
                             generator_cpus,
                             Some(&server),
+                            fleet,
                             schedule,
                             suite.openssl,
                             size,
@@ -192,6 +201,7 @@ fn one(
     target: &Target,
     generator_cpus: &[usize],
     server: Option<&Server>,
+    fleet: &mut Option<crate::agent::fleet::Fleet>,
     schedule: Schedule,
     suite: &str,
     size: u64,
@@ -215,7 +225,25 @@ fn one(
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));
     // Around the whole ramp, closed while nginx runs (nginx is under this process).
     let noise_window = crate::machine::noise::Window::open(window_cpus, &[std::process::id()]);
-    let r = engine::run(client, &spec)?;
+    let r = match fleet {
+        None => engine::run(client, &spec)?,
+        // The rate split over the agents; an agent's failure ends the ramp, naming it
+        // (a ramp is one window: there is no other point to go on with).
+        Some(f) => {
+            let (r, _shares) =
+                super::agents::run(f, &spec, suite, false, &|a| super::agent_addr(a, target))
+                    .map_err(
+                        |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
+                            Ok(failure) => anyhow::anyhow!(
+                                "ramp {suite} {} {variant} failed: {failure}",
+                                ByteSize(size)
+                            ),
+                            Err(e) => e,
+                        },
+                    )?;
+            r
+        }
+    };
     let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();

@@ -56,6 +56,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             ia32cap: baseline.mask(&plan.variant),
             port: plan.port,
             resumption: false,
+            also_listen: Vec::new(),
         },
         &client,
     )?;

@@ -21,6 +21,7 @@ use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{ServerTarget, SweepPlan};
+use crate::agent::fleet::{AgentFailure, Fleet};
 use crate::interrupt;
 use crate::results::Session;
 use anyhow::{bail, Result};
@@ -101,8 +102,10 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             tls.sweep = None;
         }
     }
+    let mut fleet = super::connect_agents(plan.agents.as_ref(), session)?;
+    let fleet = &mut fleet;
     match &plan.target {
-        ServerTarget::External(url) => run_external(plan, url, config, session),
+        ServerTarget::External(url) => run_external(plan, url, config, session, fleet),
         ServerTarget::Nginx { binary, port } => {
             let binary = nginx::resolve_nginx(binary.as_deref())?;
             let info = nginx::nginx_info(&binary)?;
@@ -150,6 +153,10 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            let also_listen = match fleet {
+                Some(f) => f.coordinator_addrs()?,
+                None => Vec::new(),
+            };
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
@@ -190,6 +197,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 ia32cap: variants.mask(variant),
                                 port: *port,
                                 resumption: plan.resumption,
+                                also_listen: also_listen.clone(),
                             };
                             let server = Server::start(&spec, client)?;
                             let mut placement = placed.placement.clone();
@@ -207,7 +215,12 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 key: plan.key.name().to_string(),
                                 cores,
                                 server_cpus: server_cpus.clone(),
-                                generator_cpus: generator_cpus.clone(),
+                                // With agents, the load is theirs (see tls.agents).
+                                generator_cpus: if fleet.is_some() {
+                                    Vec::new()
+                                } else {
+                                    generator_cpus.clone()
+                                },
                                 variant: variants.record(variant, &server, suite),
                                 config: server.config().to_string(),
                                 placement: Some(placement),
@@ -229,6 +242,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 generator_cpus,
                                 Some(&server),
                                 start,
+                                fleet,
                                 Labels {
                                     suite: suite.openssl,
                                     protocol: suite.protocol.as_str(),
@@ -256,6 +270,7 @@ fn run_external(
     url: &super::ExternalUrl,
     config: SweepConfig,
     session: &mut Session,
+    fleet: &mut Option<Fleet>,
 ) -> Result<()> {
     let Some(suite) = plan.suites.first() else {
         bail!("no suite to measure");
@@ -278,6 +293,7 @@ fn run_external(
         &allowed,
         None,
         1,
+        fleet,
         Labels {
             suite: suite.openssl,
             protocol: suite.protocol.as_str(),
@@ -584,11 +600,17 @@ struct Measured {
     server_requests: Option<u64>,
     /// The machine's noise over the measurement, on the point's CPUs.
     noise: cipherbench_model::noise::Noise,
+    /// With agents: the one that failed the window, named, if one did.
+    agent_failure: Option<String>,
+    /// With agents: each one's share.
+    agents: Vec<cipherbench_model::agents::AgentShare>,
 }
 
 impl Measured {
     fn within(&self, limit: Duration) -> bool {
-        self.report.max_first_byte <= limit && self.report.failed == 0
+        self.report.max_first_byte <= limit
+            && self.report.failed == 0
+            && self.agent_failure.is_none()
     }
 }
 
@@ -599,6 +621,8 @@ fn measure(
     target: &Target,
     generator_cpus: &[usize],
     server: Option<&Server>,
+    fleet: &mut Option<Fleet>,
+    suite: &str,
     concurrency: usize,
     window: Duration,
     cpus: &[usize],
@@ -625,7 +649,22 @@ fn measure(
     // Around the whole measurement (warm-up and drain too), closed while nginx runs;
     // this process, its keeper and nginx under it are the run.
     let noise_window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
-    let report = engine::run(client, &spec)?;
+    let (report, agent_failure, agents) = match fleet {
+        None => (engine::run(client, &spec)?, None, Vec::new()),
+        Some(f) => match super::agents::run(f, &spec, suite, plan.resumption, &|a| {
+            super::agent_addr(a, target)
+        }) {
+            Ok((r, shares)) => (r, None, shares),
+            Err(e) => match e.downcast::<AgentFailure>() {
+                Ok(failure) => (
+                    super::agents::empty_report(&spec),
+                    Some(failure.0),
+                    Vec::new(),
+                ),
+                Err(e) => return Err(e),
+            },
+        },
+    };
     let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
         let (samples, _) = s.finish();
@@ -642,6 +681,8 @@ fn measure(
         server_cpu,
         server_requests,
         noise,
+        agent_failure,
+        agents,
     })
 }
 
@@ -770,6 +811,7 @@ pub(crate) fn search(
     generator_cpus: &[usize],
     server: Option<&Server>,
     start: usize,
+    fleet: &mut Option<Fleet>,
     labels: Labels<'_>,
 ) -> Result<SweepPoint> {
     let mut probes = Vec::new();
@@ -793,6 +835,8 @@ pub(crate) fn search(
             target,
             generator_cpus,
             server,
+            fleet,
+            labels.suite,
             concurrency,
             plan.probe,
             labels.cpus,
@@ -818,6 +862,8 @@ pub(crate) fn search(
             target,
             generator_cpus,
             server,
+            fleet,
+            labels.suite,
             chosen,
             plan.window,
             labels.cpus,
@@ -885,7 +931,9 @@ fn point(
             .iter()
             .any(|&c| c > GENERATOR_SATURATED);
     let within_limit = m.within(plan.limit);
-    let invalid_reason = if generator_saturated {
+    let invalid_reason = if let Some(failure) = &m.agent_failure {
+        Some(format!("failed: {failure}"))
+    } else if generator_saturated {
         Some(format!(
             "the load generator used {:.0} % of its cores (threads {}): the point measures the generator, not nginx",
             generator_cpu * 100.0,
@@ -940,6 +988,7 @@ fn point(
         probes,
         search: None,
         noise: Some(Box::new(m.noise)),
+        agents: m.agents,
     }
 }
 

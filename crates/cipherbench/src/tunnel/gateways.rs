@@ -41,7 +41,9 @@ pub struct Gateway {
 }
 
 impl Gateway {
-    fn start(
+    /// Starts one gateway with its configuration on stdin and waits for its ready
+    /// line (also the two-host tunnel's, `tunnel::peer`).
+    pub(crate) fn start(
         program: &std::path::Path,
         config: &GatewayConfig,
         variant: &Variant,

@@ -13,6 +13,7 @@ pub mod analysis;
 pub mod gateway;
 pub mod gateways;
 pub mod iperf;
+pub mod peer;
 pub mod search;
 pub mod strongswan;
 pub mod topology;

@@ -1,0 +1,425 @@
+//! Beyond one machine: `cipherbench agent`, the same binary on every client host,
+//! and the coordinator's side of it ([`fleet`]).
+//!
+//! The agent is launched by a launcher that already exists, OpenSSH (`ssh HOST
+//! cipherbench agent`, the user's own config, keys and known_hosts), and speaks over
+//! the channel's stdin and stdout: one JSON object per line, a [`Request`] in, a
+//! [`Reply`] out, in order. It keeps no state between requests but the connection,
+//! and ends when its stdin closes (the coordinator, or its ssh, went away), so a
+//! killed coordinator leaves nothing running on the hosts.
+//!
+//! This module holds the protocol (the messages, plain data, and the histogram codec:
+//! recorded buckets as `(value, count)` pairs) and, in [`fleet`], the launcher and
+//! the coordinator's connections. It sits below the layers: what a load request or a
+//! tunnel end means is the layers' (`tls::agents`, `tunnel::peer`), and the agent's
+//! own loop, which hands each request to its layer, is `agent_server` above them.
+
+pub mod fleet;
+
+use anyhow::{anyhow, bail, Result};
+use cipherbench_model::tls::FailureReason;
+use hdrhistogram::Histogram;
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Bumped whenever a message changes shape; agents of another protocol are refused
+/// like agents of another version.
+pub const PROTOCOL: u32 = 1;
+
+/// This build's version, which every agent must share.
+pub fn version() -> &'static str {
+    env!("CARGO_PKG_VERSION")
+}
+
+/// What the coordinator asks.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Request {
+    /// Who are you: [`Reply::Hello`].
+    Hello,
+    /// Your clock now: [`Reply::Clock`] (one exchange of the offset measurement).
+    Clock,
+    /// Run the load generator: [`Reply::Load`].
+    Load(Box<LoadRequest>),
+    /// `tunnel --peer`: an iperf3 server on this host's underlay address.
+    PeerIperf {
+        /// Address to bind.
+        bind: std::net::Ipv4Addr,
+    },
+    /// `tunnel --peer`: bring this host's end up (TUN, gateway, iperf3).
+    PeerUp(Box<EndSpec>),
+    /// `tunnel --peer`: take everything down.
+    PeerDown,
+    /// `tunnel --peer`, after a failure: remove a TUN a killed agent left.
+    PeerSweep {
+        /// Its name.
+        tun: String,
+    },
+    /// `tunnel --peer`: wait for the check datagram on a UDP port.
+    UdpListen {
+        /// Port.
+        port: u16,
+        /// How long.
+        timeout_ms: u64,
+    },
+    /// `tunnel --peer`: send the check datagram from a UDP port.
+    UdpSend {
+        /// To.
+        to: std::net::SocketAddrV4,
+        /// From this port.
+        port: u16,
+    },
+}
+
+/// What the agent answers.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum Reply {
+    /// Version and fingerprint.
+    Hello(Hello),
+    /// The agent's wall clock when it answered, ns since the Unix epoch.
+    Clock {
+        /// ns since the epoch.
+        unix_ns: u64,
+    },
+    /// The load's report.
+    Load(Box<WireReport>),
+    /// The request was carried out.
+    Done,
+    /// The request failed; one line.
+    Error {
+        /// What failed.
+        message: String,
+    },
+}
+
+/// An agent's identity: the version check and the environment fingerprint recorded
+/// with the results.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct Hello {
+    /// `cipherbench` version.
+    pub version: String,
+    /// [`PROTOCOL`].
+    pub protocol: u32,
+    /// Host name.
+    pub hostname: String,
+    /// Kernel release.
+    pub kernel: String,
+    /// CPU model.
+    pub cpu_model: String,
+    /// CPUs the agent may use (its generator's threads, one each).
+    pub cpus: Vec<usize>,
+    /// The OpenSSL the agent's generator runs on.
+    pub openssl: String,
+    /// `OPENSSL_ia32cap` as the library reports it.
+    pub cpu_settings: Option<String>,
+    /// Whether the agent runs as root.
+    pub root: bool,
+    /// The coordinator's address as this host sees it (from `SSH_CONNECTION`): where
+    /// this agent reaches a server on the coordinator.
+    pub coordinator_addr: Option<String>,
+    /// This host's address the ssh connection came in on (from `SSH_CONNECTION`):
+    /// where the coordinator reaches it.
+    #[serde(default)]
+    pub agent_addr: Option<String>,
+}
+
+impl Hello {
+    /// This process's.
+    pub fn here() -> Hello {
+        let read = |p: &str| {
+            std::fs::read_to_string(p)
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        let cpu_model = read("/proc/cpuinfo")
+            .lines()
+            .find_map(|l| {
+                l.strip_prefix("model name")
+                    .and_then(|r| r.split_once(':'))
+                    .map(|(_, v)| v.trim().to_string())
+            })
+            .unwrap_or_default();
+        Hello {
+            version: version().to_string(),
+            protocol: PROTOCOL,
+            hostname: read("/proc/sys/kernel/hostname"),
+            kernel: read("/proc/sys/kernel/osrelease"),
+            cpu_model,
+            cpus: crate::host::allowed_cpus(),
+            openssl: cipherbench_crypto::info::library_version(),
+            cpu_settings: cipherbench_crypto::info::cpu_settings(),
+            root: crate::host::is_root(),
+            coordinator_addr: std::env::var("SSH_CONNECTION")
+                .ok()
+                .and_then(|c| c.split_whitespace().next().map(str::to_string)),
+            agent_addr: std::env::var("SSH_CONNECTION")
+                .ok()
+                .and_then(|c| c.split_whitespace().nth(2).map(str::to_string)),
+        }
+    }
+
+    /// Refuses an agent that is not this very protocol and version; the message is
+    /// one line naming both versions and what to do.
+    pub fn check(&self, name: &str) -> Result<()> {
+        if self.version != version() || self.protocol != PROTOCOL {
+            bail!(
+                "agent {name} runs cipherbench {} (protocol {}), this is {} (protocol {}): install the same version on every host",
+                self.version,
+                self.protocol,
+                version(),
+                PROTOCOL
+            );
+        }
+        Ok(())
+    }
+}
+
+/// One agent's share of a load run.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct LoadRequest {
+    /// Suite, OpenSSL's name.
+    pub suite: String,
+    /// Resume sessions.
+    pub resumption: bool,
+    /// Server address as this agent reaches it.
+    pub addr: std::net::SocketAddr,
+    /// Host header.
+    pub host: String,
+    /// Path.
+    pub path: String,
+    /// Body length every response must have.
+    pub expected_len: Option<u64>,
+    /// Closed loop: this agent's clients; open loop: its schedule.
+    pub arrivals: WireArrivals,
+    /// Warm-up, ns.
+    pub warmup_ns: u64,
+    /// Window, ns.
+    pub window_ns: u64,
+    /// Drain, ns.
+    pub drain_ns: u64,
+    /// Per-request timeout, ns.
+    pub timeout_ns: u64,
+    /// Series interval, ns.
+    pub interval_ns: u64,
+    /// CPUs for the generator's threads, one each (None: every CPU it may use).
+    #[serde(default)]
+    pub cpus: Option<Vec<usize>>,
+    /// When to start, in the agent's own clock (ns since the epoch): the
+    /// coordinator's agreed start plus this agent's measured offset.
+    pub start_unix_ns: u64,
+}
+
+/// [`Arrivals`], on the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum WireArrivals {
+    /// Closed loop.
+    Closed {
+        /// Clients.
+        concurrency: usize,
+    },
+    /// Constant rate.
+    Constant {
+        /// Requests per second.
+        rate: f64,
+        /// Length, ns.
+        duration_ns: u64,
+    },
+    /// Linear ramp from 0.
+    Ramp {
+        /// Rate at the end.
+        target_rate: f64,
+        /// Length, ns.
+        duration_ns: u64,
+    },
+}
+
+/// An HDR histogram on the wire: every recorded bucket as `(value, count)`, where
+/// the value is the bucket's highest equivalent value. Recording those back into a
+/// histogram of the same bounds and precision lands each count in the bucket it came
+/// from, so the round trip is exact.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireHistogram(pub Vec<(u64, u64)>);
+
+impl WireHistogram {
+    /// Encodes.
+    pub fn of(h: &Histogram<u64>) -> WireHistogram {
+        WireHistogram(
+            h.iter_recorded()
+                .map(|v| (v.value_iterated_to(), v.count_at_value()))
+                .collect(),
+        )
+    }
+
+    /// Adds the counts into `h` (the engine's bounds).
+    pub fn add_into(&self, h: &mut Histogram<u64>) -> Result<()> {
+        for &(v, n) in &self.0 {
+            h.record_n(v, n)
+                .map_err(|e| anyhow!("a histogram value {v} is out of bounds: {e:?}"))?;
+        }
+        Ok(())
+    }
+}
+
+/// A [`Report`] on the wire, with the window's edges on the agent's wall clock.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct WireReport {
+    /// Window, ns.
+    pub window_ns: u64,
+    /// Interval, ns.
+    pub interval_ns: u64,
+    /// Series: bytes, attempted, ok, failed, max latency.
+    pub buckets: Vec<(u64, u64, u64, u64, u64)>,
+    /// See [`Report`].
+    pub window_bytes: u64,
+    /// See [`Report`].
+    pub ok: u64,
+    /// See [`Report`].
+    pub failed: u64,
+    /// See [`Report`].
+    pub failures: BTreeMap<FailureReason, u64>,
+    /// See [`Report`].
+    pub attempted: u64,
+    /// See [`Report`].
+    pub requests_sent: u64,
+    /// See [`Report`].
+    pub ok_total: u64,
+    /// See [`Report`].
+    pub body_bytes: u64,
+    /// See [`Report`].
+    pub cancelled: u64,
+    /// µs.
+    pub latency: WireHistogram,
+    /// µs.
+    pub first_byte: WireHistogram,
+    /// µs.
+    pub handshake: WireHistogram,
+    /// µs.
+    pub connect: WireHistogram,
+    /// ns.
+    pub max_first_byte_ns: u64,
+    /// Suite and protocol negotiated.
+    pub negotiated: Option<(String, String)>,
+    /// Generator CPU time in the window, ns.
+    pub cpu_ns: u64,
+    /// Generator threads.
+    pub threads: usize,
+    /// Each generator thread's CPU time in the window, ns.
+    #[serde(default)]
+    pub thread_cpu_ns: Vec<u64>,
+    /// Responses read with the receive mark set (paced wake-ups), whole run.
+    #[serde(default)]
+    pub paced: u64,
+    /// Window start, agent's clock, ns since the epoch.
+    pub window_start_unix_ns: u64,
+    /// Window end, same clock.
+    pub window_end_unix_ns: u64,
+    /// How long after the asked start the load began (ns; 0 when on time).
+    pub started_late_ns: u64,
+}
+
+impl WireReport {
+    /// Generator CPU as a fraction of its cores.
+    pub fn generator_cpu(&self) -> f64 {
+        self.cpu_ns as f64 / (self.window_ns.max(1) as f64 * self.threads.max(1) as f64)
+    }
+}
+
+/// One end of the tunnel, on the host this process runs on.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndSpec {
+    /// TUN device name (chosen by the coordinator, so it can remove it by name).
+    pub tun: String,
+    /// This end's inner address.
+    pub inner: std::net::Ipv4Addr,
+    /// The other end's.
+    pub peer_inner: std::net::Ipv4Addr,
+    /// Tunnel MTU.
+    pub mtu: u32,
+    /// This host's underlay address (the gateway's UDP 4500 socket).
+    pub local: std::net::SocketAddrV4,
+    /// The other host's.
+    pub peer: std::net::SocketAddrV4,
+    /// Transform.
+    pub transform: cipherbench_esp::Transform,
+    /// The run's secret, hex (handed over the ssh channel).
+    pub secret_hex: String,
+    /// Key-derivation label.
+    pub label: String,
+    /// Which SA pair this end takes.
+    pub initiator: bool,
+    /// Start an iperf3 server on the inner address.
+    pub iperf_server: bool,
+}
+
+/// Now, ns since the epoch.
+pub fn unix_ns() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
+}
+
+/// An `Instant` of this process on its wall clock.
+pub fn instant_to_unix(t: Instant) -> u64 {
+    let (now_i, now_u) = (Instant::now(), unix_ns());
+    if t <= now_i {
+        now_u.saturating_sub(now_i.duration_since(t).as_nanos() as u64)
+    } else {
+        now_u + t.duration_since(now_i).as_nanos() as u64
+    }
+}
+
+/// A wall-clock time of this process as an `Instant`.
+pub fn unix_to_instant(u: u64) -> Instant {
+    let (now_i, now_u) = (Instant::now(), unix_ns());
+    if u <= now_u {
+        let back = Duration::from_nanos(now_u - u);
+        now_i.checked_sub(back).unwrap_or(now_i)
+    } else {
+        now_i + Duration::from_nanos(u - now_u)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn histogram() -> Histogram<u64> {
+        Histogram::new_with_bounds(1, 3_600_000_000, 3).unwrap()
+    }
+
+    #[test]
+    fn histograms_round_trip_exactly_through_json() {
+        let mut h = histogram();
+        let mut x = 7u64;
+        for _ in 0..5000 {
+            x = x
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            h.record(100 + (x >> 33) % 900_000).unwrap();
+        }
+        let text = serde_json::to_string(&WireHistogram::of(&h)).unwrap();
+        let back: WireHistogram = serde_json::from_str(&text).unwrap();
+        let mut g = histogram();
+        back.add_into(&mut g).unwrap();
+        assert_eq!(g, h);
+    }
+
+    #[test]
+    fn agents_of_another_version_are_refused_in_one_line() {
+        let mut h = Hello::here();
+        assert!(h.check("a").is_ok());
+        h.version = "0.0.0-other".into();
+        let e = h.check("user@b").unwrap_err().to_string();
+        assert!(
+            e.contains("user@b") && e.contains("0.0.0-other") && !e.contains('\n'),
+            "{e}"
+        );
+        let mut h = Hello::here();
+        h.protocol += 1;
+        assert!(h.check("c").is_err());
+    }
+}

@@ -1,0 +1,458 @@
+//! `cipherbench tunnel --peer HOST`: the tunnel between two real hosts. One gateway
+//! runs here and one on the peer (started by the peer's `cipherbench agent` over
+//! ssh), over the real network: ESP in UDP on port 4500 (RFC 3948 section 2), the
+//! same `__gateway` and the same ESP as between namespaces. iperf3 runs on both ends.
+//!
+//! Order, as seed 004: UDP 4500 checked both ways (a firewall dropping it is one
+//! line), the underlay measured first (iperf3 TCP between the hosts' own addresses),
+//! then per transform: the peer's end up (its TUN, the responder gateway, an iperf3
+//! server on its inner address), this end up (TUN, initiator gateway), iperf3 TCP
+//! through the tunnel, both ends down. The SAs' secret is drawn here and handed to the
+//! peer over the ssh channel only (never a file, never a command line).
+//!
+//! Every end is an [`End`], removed on drop: its TUN device (and with it the inner
+//! address and route), gateway and iperf3. The agent drops its end when asked, when
+//! the coordinator's connection closes (Ctrl-C, a killed coordinator), or at exit; a
+//! killed agent cannot, so after any failure the coordinator connects again and asks
+//! a fresh agent to remove the TUN by name ([`Request`]`::PeerSweep`).
+
+use crate::agent::fleet::{Agent, Fleet, Launch};
+use crate::agent::{EndSpec, Reply, Request};
+use crate::supervisor::{Child, Spawn};
+use crate::tunnel::gateway::{to_hex, GatewayConfig};
+use crate::tunnel::gateways::Gateway;
+use crate::variant::Variant;
+use anyhow::{anyhow, bail, Context, Result};
+use cipherbench_esp::Transform;
+use cipherbench_model::tunnel::IperfRun;
+use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+/// ESP in UDP (RFC 3948 section 2, the NAT-traversal port).
+pub const ESP_PORT: u16 = 4500;
+/// This end's inner address (RFC 2544's benchmarking range, as the namespace tunnel).
+pub const INNER_HERE: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 1);
+/// The peer's.
+pub const INNER_PEER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
+/// iperf3's port on the peer.
+const IPERF_PORT: u16 = crate::tunnel::iperf::PORT;
+/// What the UDP check sends.
+const UDP_PROBE: &[u8] = b"cipherbench udp 4500 check";
+
+/// A running end: removed on drop (iperf3, gateway, TUN with its address and route,
+/// scratch directory).
+pub struct End {
+    tun: String,
+    dir: PathBuf,
+    gateway: Option<Gateway>,
+    iperf: Option<Child>,
+    tun_made: bool,
+}
+
+fn ip(args: &[&str]) -> Result<()> {
+    crate::tunnel::topology::command("ip", args).map(|_| ())
+}
+
+impl End {
+    /// Brings an end up; on any failure, what was made is removed.
+    pub fn up(spec: &EndSpec) -> Result<End> {
+        let dir = std::env::temp_dir().join(format!("cipherbench-peer-{}", spec.tun));
+        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
+        let mut end = End {
+            tun: spec.tun.clone(),
+            dir,
+            gateway: None,
+            iperf: None,
+            tun_made: false,
+        };
+        ip(&[
+            "tuntap",
+            "add",
+            "dev",
+            &spec.tun,
+            "mode",
+            "tun",
+            "multi_queue",
+        ])?;
+        end.tun_made = true;
+        let mtu = spec.mtu.to_string();
+        let queue = crate::tunnel::topology::TUN_QUEUE_LEN.to_string();
+        ip(&[
+            "link",
+            "set",
+            &spec.tun,
+            "mtu",
+            &mtu,
+            "txqueuelen",
+            &queue,
+            "up",
+        ])?;
+        ip(&[
+            "addr",
+            "add",
+            &spec.inner.to_string(),
+            "peer",
+            &spec.peer_inner.to_string(),
+            "dev",
+            &spec.tun,
+        ])?;
+        let side = if spec.initiator { "sender" } else { "receiver" };
+        let config = GatewayConfig {
+            name: side.to_string(),
+            netns: None,
+            tun: spec.tun.clone(),
+            local: spec.local,
+            peer: spec.peer,
+            transform: spec.transform,
+            secret_hex: spec.secret_hex.clone(),
+            label: spec.label.clone(),
+            initiator: spec.initiator,
+            stats_path: end.dir.join("stats.json"),
+            batch: 64,
+            offload: true,
+            udp_offload: true,
+            cpus: Vec::new(),
+            socket_buffer_bytes: 8 << 20,
+            replay_window: 1024,
+            mtu: spec.mtu as usize,
+            esp_keylog: None,
+            // The host's default, as on one machine (`tunnel --gateway-threads`).
+            threads: crate::tunnel::default_gateway_threads(crate::host::cores()),
+        };
+        end.gateway = Some(Gateway::start(
+            std::path::Path::new("/proc/self/exe"),
+            &config,
+            &Variant::accel(),
+            None,
+            side,
+        )?);
+        if spec.iperf_server {
+            end.iperf = Some(iperf_server(spec.inner)?);
+        }
+        Ok(end)
+    }
+}
+
+impl Drop for End {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.iperf.take() {
+            c.stop();
+        }
+        if let Some(g) = self.gateway.take() {
+            let _ = g.stop();
+        }
+        if self.tun_made {
+            // Deleting the device deletes its address and route.
+            let _ = ip(&["link", "del", &self.tun]);
+        }
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// An iperf3 server bound to `addr`, ready when its socket listens (read from
+/// `/proc/PID/net/tcp`, as the namespace tunnel's: a test connection would be taken
+/// for a client and reset the next one).
+fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
+    let mut child = Spawn::new("iperf3")
+        .args(["-s", "-B", &addr.to_string(), "-p", &IPERF_PORT.to_string()])
+        .start()
+        .context("starting iperf3 -s")?;
+    let pid = child.pid();
+    crate::supervisor::wait_until(
+        &format!("iperf3 -s listening on {addr}:{IPERF_PORT}"),
+        Duration::from_secs(10),
+        || {
+            if child.try_wait()?.is_some() {
+                bail!("iperf3 -s on {addr} exited: {}", child.stderr_tail());
+            }
+            let table = std::fs::read_to_string(format!("/proc/{pid}/net/tcp"))?;
+            Ok(crate::tunnel::iperf::listening(&table, IPERF_PORT))
+        },
+    )?;
+    Ok(child)
+}
+
+/// What the peer keeps between requests; dropped (so removed) at the agent's exit.
+#[derive(Default)]
+pub struct PeerState {
+    underlay_iperf: Option<Child>,
+    end: Option<End>,
+}
+
+impl PeerState {
+    /// Whether anything is up (the agent then cleans up on EOF instead of exiting).
+    pub fn busy(&self) -> bool {
+        self.underlay_iperf.is_some() || self.end.is_some()
+    }
+
+    /// Answers a tunnel request.
+    pub fn handle(&mut self, req: Request) -> Result<Reply> {
+        match req {
+            Request::PeerIperf { bind } => {
+                self.underlay_iperf = None;
+                self.underlay_iperf = Some(iperf_server(bind)?);
+            }
+            Request::PeerUp(spec) => {
+                self.end = None;
+                self.end = Some(End::up(&spec)?);
+            }
+            Request::PeerDown => {
+                self.end = None;
+                self.underlay_iperf = None;
+            }
+            Request::PeerSweep { tun } => {
+                self.end = None;
+                if std::path::Path::new("/sys/class/net").join(&tun).exists() {
+                    ip(&["link", "del", &tun])?;
+                }
+                let _ = std::fs::remove_dir_all(
+                    std::env::temp_dir().join(format!("cipherbench-peer-{tun}")),
+                );
+            }
+            Request::UdpListen { port, timeout_ms } => {
+                let s = UdpSocket::bind(("0.0.0.0", port))
+                    .with_context(|| format!("binding UDP port {port}"))?;
+                s.set_read_timeout(Some(Duration::from_millis(timeout_ms)))?;
+                let mut buf = [0u8; 64];
+                match s.recv_from(&mut buf) {
+                    Ok((n, _)) if &buf[..n] == UDP_PROBE => {}
+                    _ => bail!("nothing arrived on UDP port {port} within {timeout_ms} ms"),
+                }
+            }
+            Request::UdpSend { to, port } => {
+                let s = UdpSocket::bind(("0.0.0.0", port))
+                    .with_context(|| format!("binding UDP port {port}"))?;
+                for _ in 0..30 {
+                    let _ = s.send_to(UDP_PROBE, to);
+                    std::thread::sleep(Duration::from_millis(50));
+                }
+            }
+            _ => bail!("not a tunnel request"),
+        }
+        Ok(Reply::Done)
+    }
+}
+
+/// `tunnel --peer`, resolved.
+#[derive(Debug, Clone)]
+pub struct PeerPlan {
+    /// The peer (one host).
+    pub launch: Launch,
+    /// Transforms.
+    pub transforms: Vec<Transform>,
+    /// iperf3 `-t`.
+    pub seconds: u64,
+    /// Tunnel MTU.
+    pub mtu: u32,
+    /// iperf3 `-l` (None: iperf3's default), as the namespace tunnel's.
+    pub length: Option<u64>,
+}
+
+/// What `tunnel --peer` measured.
+#[derive(Debug, Clone)]
+pub struct PeerOutcome {
+    /// The peer as named.
+    pub peer: String,
+    /// This host's and the peer's underlay addresses.
+    pub addresses: (Ipv4Addr, Ipv4Addr),
+    /// iperf3 TCP between the hosts' own addresses.
+    pub underlay: IperfRun,
+    /// iperf3 TCP through the tunnel, per transform.
+    pub tunnel: Vec<(Transform, IperfRun)>,
+}
+
+/// Runs the two-host tunnel. After a failure (a killed peer, Ctrl-C), the peer's
+/// TUN is removed through a fresh agent, and this host's by [`End`]'s drop.
+pub fn run(plan: &PeerPlan) -> Result<PeerOutcome> {
+    if !crate::host::is_root() {
+        bail!("tunnel --peer needs root here (TUN devices): run it with sudo");
+    }
+    let tun = format!("cbp{:x}", std::process::id());
+    let mut fleet = Fleet::connect(&plan.launch)?;
+    let result = measure(plan, &mut fleet, &tun);
+    if result.is_err() {
+        drop(fleet);
+        // The agent we had may be dead, and with it the chance to remove its TUN:
+        // ask a fresh one. Best effort: the error that brought us here is the one
+        // to report.
+        if let Ok(mut again) = Fleet::connect(&plan.launch) {
+            let _ = again.agents[0].ask(&Request::PeerSweep { tun }, Duration::from_secs(20));
+        }
+    }
+    result
+}
+
+fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome> {
+    let agent = &mut fleet.agents[0];
+    let name = agent.name.clone();
+    if !agent.hello.root {
+        bail!("agent {name}: runs without root there, and the tunnel needs root on the peer too (TUN devices): ssh to it as root");
+    }
+    let parse = |what: &str, v: &Option<String>| -> Result<Ipv4Addr> {
+        v.as_deref()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("agent {name}: no IPv4 {what} address in its SSH_CONNECTION (the two-host tunnel is IPv4)"))
+    };
+    let here = parse("client", &agent.hello.coordinator_addr)?;
+    let there = parse("server", &agent.hello.agent_addr)?;
+    udp_check(fleet, here, there)?;
+    let agent = &mut fleet.agents[0];
+    let long = Duration::from_secs(plan.seconds + 30);
+    agent.ask(&Request::PeerIperf { bind: there }, long)?;
+    let underlay = iperf_client(agent, there, plan.seconds, plan.length)?;
+    agent.ask(&Request::PeerDown, long)?;
+    let mut tunnel = Vec::new();
+    for &transform in &plan.transforms {
+        crate::interrupt::check()?;
+        let mut secret = [0u8; 32];
+        openssl::rand::rand_bytes(&mut secret).context("drawing the tunnel's secret")?;
+        let spec = |initiator: bool| EndSpec {
+            tun: tun.to_string(),
+            inner: if initiator { INNER_HERE } else { INNER_PEER },
+            peer_inner: if initiator { INNER_PEER } else { INNER_HERE },
+            mtu: plan.mtu,
+            local: SocketAddrV4::new(if initiator { here } else { there }, ESP_PORT),
+            peer: SocketAddrV4::new(if initiator { there } else { here }, ESP_PORT),
+            transform,
+            secret_hex: to_hex(&secret),
+            label: format!("cipherbench peer {tun} {}", transform.name()),
+            initiator,
+            iperf_server: !initiator,
+        };
+        // The receiver first, so the sender's first packets find it.
+        agent.ask(&Request::PeerUp(Box::new(spec(false))), long)?;
+        let run = {
+            let _end = End::up(&spec(true))?;
+            iperf_client(agent, INNER_PEER, plan.seconds, plan.length)?
+        };
+        agent.ask(&Request::PeerDown, long)?;
+        tunnel.push((transform, run));
+    }
+    Ok(PeerOutcome {
+        peer: name,
+        addresses: (here, there),
+        underlay,
+        tunnel,
+    })
+}
+
+/// UDP 4500 both ways, before any gateway: a firewall that drops it is one line.
+fn udp_check(fleet: &mut Fleet, here: Ipv4Addr, there: Ipv4Addr) -> Result<()> {
+    let agent = &mut fleet.agents[0];
+    let name = agent.name.clone();
+    // Here to there: the agent listens while we send.
+    agent.send_only(&Request::UdpListen {
+        port: ESP_PORT,
+        timeout_ms: 3000,
+    })?;
+    let s = UdpSocket::bind((here, ESP_PORT)).context("binding UDP port 4500 here")?;
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let heard = loop {
+        let _ = s.send_to(UDP_PROBE, (there, ESP_PORT));
+        match agent.poll(Duration::from_millis(100)) {
+            Some(r) => break r,
+            None if Instant::now() > deadline => break Err(anyhow!("no answer")),
+            None => {}
+        }
+    };
+    if heard.is_err() {
+        bail!("agent {name}: UDP port 4500 from {here} to {there} is dropped (a firewall?): the tunnel needs ESP in UDP 4500 open both ways");
+    }
+    // There to here.
+    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    agent.send_only(&Request::UdpSend {
+        to: SocketAddrV4::new(here, ESP_PORT),
+        port: ESP_PORT,
+    })?;
+    let deadline = Instant::now() + Duration::from_secs(3);
+    let mut buf = [0u8; 64];
+    let mut got = false;
+    while Instant::now() < deadline {
+        if let Ok((n, _)) = s.recv_from(&mut buf) {
+            if &buf[..n] == UDP_PROBE {
+                got = true;
+                break;
+            }
+        }
+    }
+    // The agent's answer to the send, whatever came.
+    let _ = agent.poll(Duration::from_secs(5));
+    if !got {
+        bail!("agent {name}: UDP port 4500 from {there} to {here} is dropped (a firewall?): the tunnel needs ESP in UDP 4500 open both ways");
+    }
+    Ok(())
+}
+
+/// iperf3 TCP for `seconds` to `server`, parsed, watching the peer's agent: if it
+/// goes away (a killed agent takes its gateway and iperf3 with it, and a TCP stream
+/// into a dead tunnel would hang until its timeout), iperf3 is stopped at once and
+/// the error names the peer.
+fn iperf_client(
+    agent: &mut Agent,
+    server: Ipv4Addr,
+    seconds: u64,
+    length: Option<u64>,
+) -> Result<IperfRun> {
+    let mut args: Vec<String> = vec![
+        "-c".into(),
+        server.to_string(),
+        "-p".into(),
+        IPERF_PORT.to_string(),
+        "-t".into(),
+        seconds.to_string(),
+        "-J".into(),
+    ];
+    if let Some(l) = length {
+        args.extend(["-l".into(), l.to_string()]);
+    }
+    let mut child = Spawn::new("iperf3")
+        .args(&args)
+        .piped_stdout()
+        .start()
+        .context("starting iperf3 -c")?;
+    let deadline = Instant::now() + Duration::from_secs(seconds + 30);
+    let mut json = String::new();
+    loop {
+        match child.next_line(Duration::from_millis(100)) {
+            crate::supervisor::Line::Text(t) => {
+                json.push_str(&t);
+                json.push('\n');
+            }
+            crate::supervisor::Line::Closed => break,
+            crate::supervisor::Line::Timeout => {
+                if let Some(Err(e)) = agent.poll(Duration::from_millis(1)) {
+                    child.stop();
+                    bail!(
+                        "{}: the peer went away during the iperf3 run",
+                        crate::progress::one_line(&e)
+                    );
+                }
+                if let Err(e) = crate::interrupt::check() {
+                    child.stop();
+                    return Err(e.into());
+                }
+                if Instant::now() > deadline {
+                    child.stop();
+                    bail!(
+                        "iperf3 to {server} did not finish within {} s",
+                        seconds + 30
+                    );
+                }
+            }
+        }
+    }
+    let _ = child.wait(Duration::from_secs(5));
+    let mut command = vec!["iperf3".to_string()];
+    command.extend(args);
+    crate::tunnel::iperf::parse(&json, command).map_err(|e| {
+        // An iperf3 that failed because the peer went away: say so, naming it.
+        match agent.poll(Duration::from_secs(3)) {
+            Some(Err(gone)) => anyhow!(
+                "{}: the peer went away during the iperf3 run",
+                crate::progress::one_line(&gone)
+            ),
+            _ => anyhow!("iperf3 to {server}: {e}"),
+        }
+    })
+}

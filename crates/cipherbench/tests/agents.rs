@@ -1,0 +1,881 @@
+//! Beyond one machine, end to end on the project's own test hosts ([`hosts`]):
+//! network namespaces with a real sshd each, reached with OpenSSH and a config of
+//! the test's own. Needs root and openssh-server; each test prints why it skips
+//! where it cannot run.
+//!
+//! What they prove: the hosts are real SSH hosts and leave nothing; `cipherbench
+//! agent` is launched over SSH on each, its version, clock offset and environment are
+//! checked and recorded; a wrong launch or an unreachable host is one clear line; a
+//! sweep split over three agents merges their histograms exactly and measures what one
+//! generator does.
+
+mod hosts;
+
+use hosts::Hosts;
+use std::process::{Command, Output, Stdio};
+use std::sync::Mutex;
+
+const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
+
+/// One test at a time: they share two cores and a bridge each.
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn skip(test: &str) -> bool {
+    if let Some(why) = hosts::unavailable() {
+        eprintln!("skipping {test}: {why}");
+        return true;
+    }
+    false
+}
+
+fn text(o: &Output) -> (String, String) {
+    (
+        String::from_utf8_lossy(&o.stdout).into_owned(),
+        String::from_utf8_lossy(&o.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
+    if skip("test_hosts_are_separate_ssh_hosts_and_leave_nothing") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let (tag, dir) = (hosts.tag().to_string(), hosts.dir.clone());
+    for (i, h) in hosts.hosts.iter().enumerate() {
+        // Over ssh, each host has its own address and no other's.
+        let addrs = hosts
+            .ssh(i, "ip -4 -o addr show dev eth0")
+            .expect("ssh to a test host");
+        assert!(addrs.contains(&h.addr.to_string()), "{}: {addrs}", h.alias);
+        let other = &hosts.hosts[1 - i].addr.to_string();
+        assert!(!addrs.contains(other.as_str()), "{addrs}");
+        // SSH_CONNECTION names this machine's bridge address as the client.
+        let conn = hosts.ssh(i, "echo $SSH_CONNECTION").unwrap();
+        assert!(conn.starts_with(&hosts.gateway.to_string()), "{conn}");
+    }
+    // The hosts reach each other over the bridge.
+    let config = hosts.ssh_config().display().to_string();
+    let hop = hosts.exec(0, &["ssh", "-F", &config, "h1", "echo $SSH_CONNECTION"]);
+    let hop = hop.expect("ssh from h0 to h1");
+    assert!(hop.starts_with(&hosts.hosts[0].addr.to_string()), "{hop}");
+    drop(hosts);
+    assert_eq!(Hosts::leftovers_of(&tag, &dir), Vec::<String>::new());
+}
+
+#[test]
+fn test_hosts_are_removed_when_a_test_fails() {
+    if skip("test_hosts_are_removed_when_a_test_fails") {
+        return;
+    }
+    let _s = serial();
+    let seen = std::sync::Arc::new(Mutex::new(None));
+    let seen2 = seen.clone();
+    let r = std::thread::spawn(move || {
+        let hosts = Hosts::start(1);
+        *seen2.lock().unwrap() = Some((hosts.tag().to_string(), hosts.dir.clone()));
+        panic!("a failing test");
+    })
+    .join();
+    assert!(r.is_err());
+    let (tag, dir) = seen.lock().unwrap().clone().expect("the hosts were built");
+    assert_eq!(Hosts::leftovers_of(&tag, &dir), Vec::<String>::new());
+}
+
+/// cipherbench with `TMPDIR` in the harness's scratch directory (so what it leaves
+/// can be seen), and its output.
+fn coordinator(hosts: &Hosts, args: &[&str]) -> (Output, std::path::PathBuf) {
+    let tmp = hosts.dir.join("coordinator-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let out = Command::new(BIN)
+        .args(args)
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cipherbench");
+    (out, tmp)
+}
+
+/// `cipherbench agent` processes still running on the test hosts.
+fn agents_left(hosts: &Hosts) -> Vec<String> {
+    let mut left = Vec::new();
+    for h in &hosts.hosts {
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h.netns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if cmd.contains("agent") && cmd.contains("cipherbench") {
+                left.push(format!("{}: {pid} {}", h.alias, cmd.replace('\0', " ")));
+            }
+        }
+    }
+    left
+}
+
+/// Nothing of the coordinator's left: no agent on any host, no process working in
+/// its TMPDIR (nginx), and that directory empty.
+fn assert_nothing_left(hosts: &Hosts, tmp: &std::path::Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let mut left = agents_left(hosts);
+        for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+                if cwd.starts_with(tmp) {
+                    left.push(format!(
+                        "process {:?} in {}",
+                        entry.file_name(),
+                        cwd.display()
+                    ));
+                }
+            }
+        }
+        left.extend(
+            std::fs::read_dir(tmp)
+                .map(|d| {
+                    d.flatten()
+                        .map(|e| format!("file {}", e.path().display()))
+                        .collect()
+                })
+                .unwrap_or_else(|_| Vec::<String>::new()),
+        );
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn sweep_args<'a>(hosts: &'a str, config: &'a str, results: &'a str) -> Vec<&'a str> {
+    vec![
+        "tls",
+        "sweep",
+        "--agents",
+        hosts,
+        "--ssh-config",
+        config,
+        "--agent-path",
+        BIN,
+        "--suites",
+        "AES128-GCM-SHA256",
+        "--variants",
+        "accel",
+        "--sizes",
+        "64KiB",
+        "--concurrency",
+        "6",
+        "--warmup",
+        "200ms",
+        "--window",
+        "2s",
+        "--results",
+        results,
+    ]
+}
+
+#[test]
+fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
+    if skip("a_sweep_from_three_agents_records_each_and_merges_their_windows") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(3);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results");
+    let results_s = results.display().to_string();
+    let list = hosts.list(3);
+    let (out, tmp) = coordinator(&hosts, &sweep_args(&list, &config, &results_s));
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    let tls = &run["tls"];
+    // Each agent checked and recorded: the same version, its own host, a clock
+    // offset measured (these hosts share one kernel clock: within the round trip).
+    let agents = tls["agents"].as_array().expect("agents recorded");
+    assert_eq!(agents.len(), 3);
+    for a in agents {
+        assert_eq!(a["version"], env!("CARGO_PKG_VERSION"));
+        let offset = a["clock_offset_ns"].as_i64().unwrap().unsigned_abs();
+        let rtt = a["clock_rtt_ns"].as_u64().unwrap();
+        assert!(
+            rtt > 0 && offset <= rtt,
+            "offset {offset} ns, round trip {rtt} ns"
+        );
+    }
+    let point = &tls["sweep"]["points"][0];
+    assert_eq!(point["valid"], true, "{point}");
+    // The concurrency split 2/2/2, each share recorded, started together.
+    let shares = point["agents"].as_array().expect("shares recorded");
+    let names: Vec<&str> = shares.iter().map(|s| s["name"].as_str().unwrap()).collect();
+    assert_eq!(names, vec!["h0", "h1", "h2"]);
+    for s in shares {
+        assert_eq!(s["concurrency"], 2);
+        assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
+        assert!(s["start_skew_ns"].as_u64().unwrap() < 50_000_000, "{s}");
+    }
+    // The merge adds: requests and the latency histogram's count are the agents' sum,
+    // and nginx counted every request the agents sent.
+    let sum: u64 = shares.iter().map(|s| s["requests"].as_u64().unwrap()).sum();
+    assert_eq!(point["requests"].as_u64().unwrap(), sum);
+    assert!(point["latency"]["count"].as_u64().unwrap() >= sum);
+    if let Some(n) = point["server_requests"].as_u64() {
+        assert_eq!(n, point["requests_sent"].as_u64().unwrap(), "{point}");
+    }
+    // The server listened where the agents reach it.
+    let server_config = tls["servers"][0]["config"].as_str().unwrap();
+    assert!(
+        server_config.contains(&format!("listen {}:", hosts.gateway)),
+        "{server_config}"
+    );
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
+    if skip("an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts") {
+        return;
+    }
+    let _s = serial();
+    let mut hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results").display().to_string();
+    // h1's sshd is down: the connection is refused.
+    hosts.hosts[1].kill_sshd();
+    let list = hosts.list(2);
+    let (out, tmp) = coordinator(&hosts, &sweep_args(&list, &config, &results));
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("agent h1: refused the SSH connection"),
+        "{stderr}"
+    );
+    assert_nothing_left(&hosts, &tmp);
+    // An address where nothing answers: unreachable.
+    let nobody = format!(
+        "root@{}",
+        std::net::Ipv4Addr::from(u32::from(hosts.gateway) + 200)
+    );
+    let (out, tmp) = coordinator(&hosts, &sweep_args(&nobody, &config, &results));
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains(&format!("agent {nobody}: unreachable over SSH")),
+        "{stderr}"
+    );
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn a_missing_agent_binary_is_one_clear_line() {
+    if skip("a_missing_agent_binary_is_one_clear_line") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(1);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results").display().to_string();
+    let mut args = sweep_args("h0", &config, &results);
+    let i = args.iter().position(|a| *a == BIN).unwrap();
+    args[i] = "/nonexistent/cipherbench";
+    let (out, tmp) = coordinator(&hosts, &args);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(
+        stderr.contains("agent h0: has no cipherbench agent at the path given"),
+        "{stderr}"
+    );
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
+    if skip("an_agent_killed_mid_window_fails_the_point_with_its_name") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results");
+    let results_s = results.display().to_string();
+    let list = hosts.list(2);
+    let mut args = sweep_args(&list, &config, &results_s);
+    let w = args.iter().position(|a| *a == "2s").unwrap();
+    args[w] = "6s";
+    let tmp = hosts.dir.join("coordinator-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let child = Command::new(BIN)
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Wait for h1's agent, let its window begin, and kill it.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let pid = loop {
+        let on_h1: Vec<String> = agents_left(&hosts)
+            .into_iter()
+            .filter(|l| l.starts_with("h1:"))
+            .collect();
+        if let Some(l) = on_h1.first() {
+            break l.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap();
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "no agent started on h1"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // A pid read from our own test host's namespace.
+    hosts::kill(&pid.to_string());
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap())
+            .unwrap_or_else(|e| panic!("{e}: {stdout}\n{stderr}"));
+    let point = &run["tls"]["sweep"]["points"][0];
+    assert_eq!(point["valid"], false, "{point}");
+    let reason = point["invalid_reason"].as_str().unwrap();
+    assert!(reason.contains("agent h1"), "{reason}");
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
+    if skip("a_ramp_from_two_agents_attempts_the_whole_schedule") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results");
+    let results_s = results.display().to_string();
+    let list = hosts.list(2);
+    let args = [
+        "tls",
+        "ramp",
+        "--agents",
+        &list,
+        "--ssh-config",
+        &config,
+        "--agent-path",
+        BIN,
+        "--suites",
+        "AES128-GCM-SHA256",
+        "--variants",
+        "accel",
+        "--sizes",
+        "1KiB",
+        "--rate",
+        "40",
+        "--duration",
+        "3s",
+        "--results",
+        &results_s,
+    ];
+    let (out, tmp) = coordinator(&hosts, &args);
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    assert_eq!(run["tls"]["agents"].as_array().unwrap().len(), 2);
+    let r = &run["tls"]["ramp"]["runs"][0];
+    // 0 -> 40 req/s over 3 s is 60 requests; two ramps of 20 req/s, 30 each.
+    let attempted = r["attempted"].as_u64().unwrap();
+    assert!(attempted.abs_diff(60) <= 2, "{r}");
+    assert_eq!(
+        r["successful"].as_u64().unwrap() + r["unsuccessful"].as_u64().unwrap(),
+        attempted
+    );
+    // The per-second series adds the agents' seconds.
+    let series: u64 = r["series"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| s["attempted"].as_u64().unwrap())
+        .sum();
+    assert_eq!(series, attempted);
+    assert_nothing_left(&hosts, &tmp);
+}
+
+#[test]
+fn ctrl_c_on_the_coordinator_ends_every_agent() {
+    if skip("ctrl_c_on_the_coordinator_ends_every_agent") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results").display().to_string();
+    let list = hosts.list(2);
+    let mut args = sweep_args(&list, &config, &results);
+    let w = args.iter().position(|a| *a == "2s").unwrap();
+    args[w] = "20s";
+    let tmp = hosts.dir.join("coordinator-tmp");
+    std::fs::create_dir_all(&tmp).unwrap();
+    let child = Command::new(BIN)
+        .args(&args)
+        .env("TMPDIR", &tmp)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    while agents_left(&hosts).len() < 2 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the agents did not start"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Into the window, then Ctrl-C.
+    std::thread::sleep(std::time::Duration::from_secs(3));
+    // Our own child.
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_nothing_left(&hosts, &tmp);
+}
+
+/// Throughput of a sweep point, from a results directory.
+fn throughput(results: &std::path::Path) -> f64 {
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    let p = &run["tls"]["sweep"]["points"][0];
+    assert_eq!(p["valid"], true, "{p}");
+    p["throughput_bytes_per_sec"].as_f64().unwrap()
+}
+
+/// A measurement more than a check (run by hand, `-- --ignored`; on a shared
+/// two-core machine its spread is wide): three agents pinned to CPU 1 against this
+/// machine's generator on CPU 1, the same total CPU, the same nginx on CPU 0,
+/// alternated three times. Prints both and asserts they agree within 25 %.
+#[test]
+#[ignore]
+fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
+    if skip("three_agents_measure_what_one_generator_of_the_same_cpus_does") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(3);
+    let config = hosts.ssh_config().display().to_string();
+    let list = hosts.list(3);
+    let common = [
+        "--suites",
+        "AES128-GCM-SHA256",
+        "--variants",
+        "accel",
+        "--sizes",
+        "1MiB",
+        "--cores",
+        "1",
+        "--concurrency",
+        "6",
+        "--warmup",
+        "500ms",
+        "--window",
+        "4s",
+        "-q",
+    ];
+    let (mut local, mut agents) = (Vec::new(), Vec::new());
+    for k in 0..3 {
+        let dir = hosts.dir.join(format!("local-{k}"));
+        let d = dir.display().to_string();
+        let mut args = vec!["tls", "sweep", "--generator-cpus", "1", "--results", &d];
+        args.extend(common);
+        let (out, _) = coordinator(&hosts, &args);
+        assert!(out.status.success(), "{}", text(&out).1);
+        local.push(throughput(&dir));
+        let dir = hosts.dir.join(format!("agents-{k}"));
+        let d = dir.display().to_string();
+        let mut args = vec![
+            "tls",
+            "sweep",
+            "--agents",
+            &list,
+            "--ssh-config",
+            &config,
+            "--agent-path",
+            BIN,
+            "--agent-cpus",
+            "1",
+            "--results",
+            &d,
+        ];
+        args.extend(common);
+        let (out, _) = coordinator(&hosts, &args);
+        assert!(out.status.success(), "{}", text(&out).1);
+        agents.push(throughput(&dir));
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (l, a) = (median(&mut local), median(&mut agents));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "one generator: {:?} Gbit/s; three agents: {:?} Gbit/s; medians {:.2} / {:.2} = {:.3}; load {}",
+        local.iter().map(|x| x * 8e-9).collect::<Vec<_>>(),
+        agents.iter().map(|x| x * 8e-9).collect::<Vec<_>>(),
+        l * 8e-9,
+        a * 8e-9,
+        a / l,
+        load.trim()
+    );
+    assert!(
+        (0.75..1.33).contains(&(a / l)),
+        "agents/local = {:.3}",
+        a / l
+    );
+}
+
+/// Runs cipherbench inside host `i`'s namespace (as the machine "here").
+fn from_host(hosts: &Hosts, i: usize, args: &[&str]) -> Output {
+    Command::new("ip")
+        .args(["netns", "exec", &hosts.hosts[i].netns, BIN])
+        .args(args)
+        .stdin(Stdio::null())
+        .output()
+        .expect("running cipherbench in a test host")
+}
+
+/// What a two-host tunnel could leave on a test host: TUN devices of ours, processes
+/// other than sshd, scratch directories.
+fn tunnel_left(hosts: &Hosts, before: &[String]) -> Vec<String> {
+    let mut left = Vec::new();
+    for h in &hosts.hosts {
+        let links = Command::new("ip")
+            .args(["-n", &h.netns, "-o", "link"])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        left.extend(
+            links
+                .lines()
+                .filter(|l| l.contains(": cbp"))
+                .map(|l| format!("{}: {l}", h.alias)),
+        );
+        let pids = Command::new("ip")
+            .args(["netns", "pids", &h.netns])
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+            .unwrap_or_default();
+        for pid in pids.split_whitespace() {
+            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            if !cmd.is_empty() && !cmd.contains("sshd") {
+                left.push(format!("{}: {pid} {}", h.alias, cmd.replace('\0', " ")));
+            }
+        }
+    }
+    left.extend(peer_dirs().into_iter().filter(|d| !before.contains(d)));
+    left
+}
+
+fn peer_dirs() -> Vec<String> {
+    std::fs::read_dir(std::env::temp_dir())
+        .map(|d| {
+            d.flatten()
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .filter(|n| n.starts_with("cipherbench-peer-"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn assert_no_tunnel_left(hosts: &Hosts, before: &[String]) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let left = tunnel_left(hosts, before);
+        if left.is_empty() {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left behind: {left:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(100));
+    }
+}
+
+fn peer_args(config: &str) -> Vec<&str> {
+    vec![
+        "tunnel",
+        "--peer",
+        "h1",
+        "--ssh-config",
+        config,
+        "--agent-path",
+        BIN,
+        "--transforms",
+        "aes128-gcm,null",
+        "--seconds",
+        "2",
+    ]
+}
+
+#[test]
+fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
+    if skip("a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let out = from_host(&hosts, 0, &peer_args(&config));
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    // The underlay first, then each transform, each a positive figure.
+    let rate = |label: &str| -> f64 {
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with(label))
+            .unwrap();
+        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+    };
+    assert!(
+        stdout.contains(&format!(
+            "({} -> {})",
+            hosts.hosts[0].addr, hosts.hosts[1].addr
+        )),
+        "{stdout}"
+    );
+    for label in ["underlay", "aes128-gcm", "null"] {
+        assert!(rate(label) > 0.0, "{label}: {stdout}");
+    }
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+#[test]
+fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
+    if skip("udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    // nftables in the peer's namespace drops ESP in UDP (it goes with the namespace).
+    for rule in [
+        vec!["add", "table", "inet", "cbtest"],
+        vec![
+            "add",
+            "chain",
+            "inet",
+            "cbtest",
+            "in",
+            "{ type filter hook input priority 0; }",
+        ],
+        vec![
+            "add", "rule", "inet", "cbtest", "in", "udp", "dport", "4500", "drop",
+        ],
+    ] {
+        let mut args = vec!["nft"];
+        args.extend(rule);
+        hosts.exec(1, &args).expect("nft in the peer's namespace");
+    }
+    let out = from_host(&hosts, 0, &peer_args(&config));
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("agent h1: UDP port 4500 from") && stderr.contains("is dropped"),
+        "{stderr}"
+    );
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+/// Starts `tunnel --peer h1` from h0 with long iperf3 runs, waits until the peer's
+/// TUN is up, and hands back the running coordinator.
+fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Child {
+    let mut args = peer_args(config);
+    let s = args.iter().position(|a| *a == "2").unwrap();
+    args[s] = "8";
+    let mut child = Command::new("ip")
+        .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
+        .args(&args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    loop {
+        if child.try_wait().unwrap().is_some() {
+            let out = child.wait_with_output().unwrap();
+            panic!(
+                "the tunnel ended before the peer's end came up: {:?}",
+                text(&out)
+            );
+        }
+        let links = hosts.exec(1, &["ip", "-o", "link"]).unwrap_or_default();
+        if links.contains(": cbp") {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the peer's end never came up"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    // Into the iperf3 run through the tunnel.
+    std::thread::sleep(std::time::Duration::from_secs(2));
+    child
+}
+
+#[test]
+fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
+    if skip("a_killed_peer_agent_is_one_line_and_its_tun_is_removed") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let child = tunnel_until_the_peer_is_up(&hosts, &config);
+    let agent = agents_left(&hosts)
+        .into_iter()
+        .find(|l| l.starts_with("h1:"))
+        .expect("the peer's agent");
+    hosts::kill(agent.split_whitespace().nth(1).unwrap());
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("agent h1"), "{stderr}");
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+#[test]
+fn ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host() {
+    if skip("ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let child = tunnel_until_the_peer_is_up(&hosts, &config);
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (_, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stderr}");
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+/// A measurement more than a check (run by hand, `-- --ignored`): AES-128-GCM TCP
+/// through the two-host tunnel (h0 to h1 over the bridge) against the namespace
+/// tunnel on this machine, the same iperf3 length and seconds, alternated three
+/// times. Prints both and asserts they agree within 35 % (the namespace tunnel pins
+/// its gateways and iperf3, the two-host one does not).
+#[test]
+#[ignore]
+fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
+    if skip("the_two_host_tunnel_measures_what_the_namespace_tunnel_does") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let (mut peer, mut ns) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let out = from_host(
+            &hosts,
+            0,
+            &[
+                "tunnel",
+                "--peer",
+                "h1",
+                "--ssh-config",
+                &config,
+                "--agent-path",
+                BIN,
+                "--transforms",
+                "aes128-gcm",
+                "--seconds",
+                "3",
+                "--length",
+                "1220",
+            ],
+        );
+        let (stdout, stderr) = text(&out);
+        assert!(out.status.success(), "{stderr}");
+        let line = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("aes128-gcm"))
+            .unwrap();
+        peer.push(
+            line.split_whitespace()
+                .nth(1)
+                .unwrap()
+                .parse::<f64>()
+                .unwrap(),
+        );
+        let out = Command::new(BIN)
+            .args([
+                "tunnel",
+                "--preset",
+                "tiny",
+                "--transforms",
+                "aes128-gcm",
+                "--variants",
+                "accel",
+                "--protocols",
+                "tcp",
+                "--seconds",
+                "3",
+                "--length",
+                "1220",
+                "--no-underlay",
+                "--no-save",
+                "--json",
+                "-q",
+            ])
+            .output()
+            .unwrap();
+        assert!(out.status.success(), "{}", text(&out).1);
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let bps = v["points"][0]["runs"][0]["iperf"]["receiver_bits_per_sec"]
+            .as_f64()
+            .unwrap();
+        ns.push(bps / 1e9);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    let (p, n) = (median(&mut peer), median(&mut ns));
+    let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    eprintln!(
+        "two hosts: {peer:?} Gbit/s; namespaces: {ns:?} Gbit/s; medians {p:.3} / {n:.3} = {:.3}; load {}",
+        p / n,
+        load.trim()
+    );
+    assert!(
+        (0.65..1.54).contains(&(p / n)),
+        "two hosts / namespaces = {:.3}",
+        p / n
+    );
+}
