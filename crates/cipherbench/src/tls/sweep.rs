@@ -804,6 +804,7 @@ pub(crate) fn next_step(
 }
 
 /// Searches the concurrency and measures the final window.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn search(
     plan: &SweepPlan,
     client: &Client,
