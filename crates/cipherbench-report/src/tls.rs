@@ -780,6 +780,7 @@ mod tests {
             server_requests: Some(163),
             cancelled: 0,
             requests_ok_total: 163,
+            requests_resumed_total: 0,
             body_bytes: 163 << 24,
             errors: 0,
             errors_by_reason: Default::default(),
@@ -876,6 +877,7 @@ mod tests {
                     generator_saturated: false,
                 }],
             }),
+            handshake: None,
         }
     }
 

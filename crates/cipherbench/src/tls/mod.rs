@@ -17,7 +17,9 @@
 pub mod cert;
 pub mod cpu;
 pub mod engine;
+pub mod handshake;
 pub mod http;
+pub mod keystore;
 pub mod nginx;
 pub mod ramp;
 pub mod serve;

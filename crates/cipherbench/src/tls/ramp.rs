@@ -129,6 +129,10 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             ia32cap: variants.mask(variant),
                             port: *port,
                             resumption: false,
+                            groups: None,
+                            key_source: super::keystore::KeySource::File(
+                                workspace.dir().join("key.pem"),
+                            ),
                         };
                         let server = Server::start(&spec, &client)?;
                         super::note_libraries(session, variant, &server);

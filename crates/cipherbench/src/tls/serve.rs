@@ -56,6 +56,8 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             ia32cap: baseline.mask(&plan.variant),
             port: plan.port,
             resumption: false,
+            groups: None,
+            key_source: super::keystore::KeySource::File(workspace.dir().join("key.pem")),
         },
         &client,
     )?;

@@ -128,6 +128,10 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 ia32cap: variants.mask(variant),
                                 port: *port,
                                 resumption: plan.resumption,
+                                groups: None,
+                                key_source: super::keystore::KeySource::File(
+                                    workspace.dir().join("key.pem"),
+                                ),
                             };
                             let server = Server::start(&spec, client)?;
                             super::note_libraries(session, variant, &server);
@@ -551,6 +555,7 @@ fn point(
         server_requests: m.server_requests,
         cancelled: r.cancelled,
         requests_ok_total: r.ok_total,
+        requests_resumed_total: r.resumed_total,
         body_bytes: r.body_bytes,
         errors: r.failed,
         errors_by_reason: r.failures.clone(),
