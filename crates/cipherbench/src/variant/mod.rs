@@ -42,6 +42,8 @@ pub enum VariantKind {
     /// A user-given `OPENSSL_ia32cap` value (`ia32cap:MASK`), checked by
     /// [`mask::parse`].
     Ia32Cap(String),
+    /// A public-key path off (`noifma`, `noadx`, `nopkaccel`), AES left alone.
+    PublicKey(mask::PublicKeyMask),
 }
 
 /// An acceleration variant: the kind, and through it the environment its
@@ -92,13 +94,18 @@ impl Variant {
         match text.trim() {
             "accel" => Ok(Variant::accel()),
             "noaesni" => Ok(Variant::noaesni()),
+            "noifma" => Ok(Variant::of(VariantKind::PublicKey(mask::PublicKeyMask::NoIfma))),
+            "noadx" => Ok(Variant::of(VariantKind::PublicKey(mask::PublicKeyMask::NoAdx))),
+            "nopkaccel" => Ok(Variant::of(VariantKind::PublicKey(
+                mask::PublicKeyMask::NoPkAccel,
+            ))),
             t => match t.strip_prefix("ia32cap:") {
                 Some(m) => {
                     mask::parse(m)?;
                     Ok(Variant::of(VariantKind::Ia32Cap(m.to_string())))
                 }
                 None => bail!(
-                    "unknown variant '{t}': use accel, noaesni, or ia32cap:MASK (an OPENSSL_ia32cap value such as {})",
+                    "unknown variant '{t}': use accel, noaesni, noifma, noadx, nopkaccel, or ia32cap:MASK (an OPENSSL_ia32cap value such as {})",
                     mask::NOAESNI_FIVE_FIELDS
                 ),
             },
@@ -113,6 +120,7 @@ impl Variant {
             VariantKind::Accel => "accel".into(),
             VariantKind::NoAesni => "noaesni".into(),
             VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
+            VariantKind::PublicKey(m) => m.name().into(),
         };
         match &self.library.tag {
             Some(tag) => format!("{kind}@{tag}"),
@@ -128,6 +136,7 @@ impl Variant {
             VariantKind::Accel => None,
             VariantKind::NoAesni => Some(mask::noaesni_mask(library_version).to_string()),
             VariantKind::Ia32Cap(mask) => Some(mask.clone()),
+            VariantKind::PublicKey(m) => Some(m.mask(library_version).to_string()),
         }
     }
 
@@ -143,6 +152,15 @@ impl Variant {
             VariantKind::Accel => false,
             VariantKind::NoAesni => true,
             VariantKind::Ia32Cap(m) => mask::parse(m).is_ok_and(|m| m.clears_aesni()),
+            VariantKind::PublicKey(_) => false,
+        }
+    }
+
+    /// The public-key mask, if this is one.
+    fn public_key(&self) -> Option<mask::PublicKeyMask> {
+        match self.kind {
+            VariantKind::PublicKey(m) => Some(m),
+            _ => None,
         }
     }
 }
@@ -185,6 +203,8 @@ pub struct Facts<'a> {
     pub settings: &'a str,
     /// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
     pub cpu_has_aes: bool,
+    /// The CPU's flags (`/proc/cpuinfo`), for the public-key masks.
+    pub cpu_flags: &'a [String],
     /// The `OPENSSL_ia32cap` the variant's processes were given.
     pub mask: Option<&'a str>,
     /// What the variant's process measured (None: no probe ran).
@@ -279,7 +299,12 @@ fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool
         };
         return verdict(Verdict::Unjudged, missing.into());
     };
-    let ratios = ratios(probes, accel);
+    let mut ratios = ratios(probes, accel);
+    if let Some(pk) = variant.public_key() {
+        let mut effect = judge_public_key(pk, &mut ratios, facts);
+        effect.ratios = ratios;
+        return effect;
+    }
     let working = mask::noaesni_mask(&probes.library_version);
     let mut effect = if variant.masks_aes() {
         judge_masking(&ratios, facts, working)
@@ -382,6 +407,92 @@ fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect 
     }
     if effect.verdict != Verdict::TookEffect && suggest && facts.cpu_has_aes {
         effect.working_mask = Some(working.to_string());
+    }
+    effect
+}
+
+/// A public-key mask took effect if each of its treatments fell by its factor
+/// ([`mask::PublicKeyMask::treatments`]) and the controls (AES-128-GCM, 3DES, and
+/// ChaCha20-Poly1305 unless the mask reaches Poly1305) held within
+/// [`PROBE_CONTROL_TOLERANCE`]. The ratios' roles are rewritten to this variant's.
+fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &Facts) -> Effect {
+    let mut effect = Effect {
+        verdict: Verdict::TookEffect,
+        reason: String::new(),
+        ratios: Vec::new(),
+        treatment_factor: pk
+            .treatments()
+            .iter()
+            .map(|t| t.1)
+            .fold(f64::INFINITY, f64::min),
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    };
+    for r in ratios.iter_mut() {
+        r.role = if pk.treatments().iter().any(|t| t.0 == r.cipher) {
+            ProbeRole::Treatment
+        } else if pk.affected().contains(&r.cipher.as_str()) {
+            ProbeRole::Affected
+        } else {
+            ProbeRole::Control
+        };
+        r.moved = r.role != ProbeRole::Affected
+            && ((1.0 / r.slowdown) - 1.0).abs() > PROBE_CONTROL_TOLERANCE;
+    }
+    let has_feature = pk
+        .cpu_flags()
+        .iter()
+        .any(|f| facts.cpu_flags.iter().any(|c| c == f));
+    let mut short = Vec::new();
+    let mut fell = Vec::new();
+    for (name, factor) in pk.treatments() {
+        match ratios.iter().find(|r| r.cipher == *name) {
+            None => short.push(format!("{name} did not run")),
+            Some(r) if r.slowdown < *factor => short.push(format!(
+                "{name} fell {:.2}x (≥ {factor:.2}x needed)",
+                r.slowdown
+            )),
+            Some(r) => fell.push(format!("{name} fell {:.2}x (≥ {factor:.2}x)", r.slowdown)),
+        }
+    }
+    let controls: Vec<String> = ratios
+        .iter()
+        .filter(|r| r.role == ProbeRole::Control)
+        .map(|r| format!("{} {:.2}x", r.cipher, 1.0 / r.slowdown))
+        .collect();
+    let moved = ratios
+        .iter()
+        .any(|r| r.role == ProbeRole::Control && r.moved);
+    if !short.is_empty() {
+        effect.verdict = Verdict::TreatmentDidNotMove;
+        effect.reason = if has_feature {
+            format!(
+                "{}: the library does not take the path the mask gates here (built without assembler, or another path)",
+                short.join(", ")
+            )
+        } else {
+            format!(
+                "{}: this CPU has none of {}, so there is no such path to mask",
+                short.join(", "),
+                pk.cpu_flags().join(", ")
+            )
+        };
+    } else if moved {
+        effect.verdict = Verdict::ControlMoved;
+        effect.reason = format!(
+            "{}, but a control moved ({} of accel; ±{:.0} % allowed)",
+            fell.join(", "),
+            controls.join(", "),
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
+    } else {
+        effect.reason = format!(
+            "{}; controls {} of accel (±{:.0} % allowed)",
+            fell.join(", "),
+            controls.join(", "),
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
     }
     effect
 }
@@ -518,6 +629,8 @@ pub struct Baseline {
     pub accel: Vec<(Library, Probes)>,
     /// Whether the CPU has AES.
     pub cpu_has_aes: bool,
+    /// The CPU's flags, for the public-key masks.
+    pub cpu_flags: Vec<String>,
 }
 
 impl Baseline {
@@ -549,6 +662,7 @@ impl Baseline {
         Ok(Baseline {
             accel,
             cpu_has_aes: cpu_has_aes(),
+            cpu_flags: cpu_flags(),
         })
     }
 
@@ -628,6 +742,7 @@ impl Baseline {
             &Facts {
                 settings,
                 cpu_has_aes: self.cpu_has_aes,
+                cpu_flags: &self.cpu_flags,
                 mask: mask.as_deref(),
                 probes,
                 accel_probes: Some(accel_probes),
@@ -659,6 +774,19 @@ impl Baseline {
             )?,
         ))
     }
+}
+
+/// The CPU's flags (`/proc/cpuinfo`), sorted.
+pub fn cpu_flags() -> Vec<String> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| {
+            crate::probe::cpuinfo::parse(&t)
+                .flags
+                .iter()
+                .map(|f| f.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
@@ -842,6 +970,7 @@ mod tests {
             &Facts {
                 settings: &mine.cpu_settings,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask,
                 probes: Some(mine),
                 accel_probes: Some(accel),
@@ -987,6 +1116,7 @@ mod tests {
             &Facts {
                 settings: &accel.cpu_settings,
                 cpu_has_aes: false,
+                cpu_flags: &[],
                 mask: Some(mask::NOAESNI_FIVE_FIELDS),
                 probes: Some(&accel),
                 accel_probes: Some(&accel),
@@ -1080,6 +1210,7 @@ mod tests {
             &Facts {
                 settings: ACCEL,
                 cpu_has_aes: false,
+                cpu_flags: &[],
                 mask: None,
                 probes: Some(&accel),
                 accel_probes: Some(&accel),
@@ -1097,6 +1228,7 @@ mod tests {
             &Facts {
                 settings: NOAESNI,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask: None,
                 probes: None,
                 accel_probes: Some(&accel),
@@ -1116,6 +1248,7 @@ mod tests {
             &Facts {
                 settings: NOAESNI,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask: None,
                 probes: Some(&mine),
                 accel_probes: Some(&accel),
