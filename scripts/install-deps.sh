@@ -13,6 +13,9 @@ packages=(
   # pulling it in with extra modules); it has the SSL and stub_status modules.
   nginx iperf3 iproute2 nftables
   age gnupg wrk
+  # `tls --key-store pkcs11`: OpenSSL's pkcs11 engine (libp11) and SoftHSM2, the
+  # PKCS#11 module cipherbench sets a throwaway token up in (in the run's directory).
+  libengine-pkcs11-openssl softhsm2
 )
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.

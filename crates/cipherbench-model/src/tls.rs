@@ -43,6 +43,9 @@ pub struct ServerRecord {
     pub suite: String,
     /// Server key: `rsa2048` or `ecdsa-p256`.
     pub key: String,
+    /// Where the private key was: `file` or `pkcs11`.
+    #[serde(default = "file_store")]
+    pub key_store: String,
     /// Worker processes (= cores under test).
     pub cores: usize,
     /// The CPUs the workers were pinned to.

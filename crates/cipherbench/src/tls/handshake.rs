@@ -221,6 +221,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             library: super::server_library(&info, variant),
                             suite: suite.openssl.to_string(),
                             key: key.name().to_string(),
+                            key_store: store.name().into(),
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
@@ -385,6 +386,7 @@ fn record_point(
             && s.variant.name == server.variant.name
             && s.cores == server.cores
             && s.key == server.key
+            && s.key_store == server.key_store
     }) {
         tls.servers.push(server);
     }

@@ -337,6 +337,7 @@ pub(crate) fn external_record(
         library: None,
         suite: suite.openssl.to_string(),
         key: String::new(),
+        key_store: String::new(),
         cores: 0,
         server_cpus: Vec::new(),
         generator_cpus,

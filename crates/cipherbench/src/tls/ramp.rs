@@ -142,6 +142,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             library: super::server_library(&info, variant),
                             suite: suite.openssl.to_string(),
                             key: plan.key.name().to_string(),
+                            key_store: "file".into(),
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
