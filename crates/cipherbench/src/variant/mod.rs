@@ -983,6 +983,92 @@ mod tests {
         probes(ACCEL, 11e9, 3.7e9, 31e6)
     }
 
+    fn with_public_key(mut p: Probes, sign: f64, verify: f64, ecdh: f64) -> Probes {
+        for (name, rate) in [
+            ("rsa2048-sign", sign),
+            ("rsa2048-verify", verify),
+            ("ecdh-p256", ecdh),
+        ] {
+            p.figures.push(ProbeFigure {
+                cipher: name.into(),
+                role: ProbeRole::Control,
+                size_bytes: 0,
+                bytes_per_cpu_sec: rate,
+                rounds_bytes_per_cpu_sec: vec![rate; 3],
+            });
+        }
+        p
+    }
+
+    fn judged_pk(variant: &Variant, mine: &Probes, flags: &[String]) -> VariantRecord {
+        let accel = with_public_key(accel_probes(), 4200.0, 60_000.0, 31_000.0);
+        judge(
+            variant,
+            &Facts {
+                settings: &mine.cpu_settings,
+                cpu_has_aes: true,
+                cpu_flags: flags,
+                mask: variant.mask(&mine.library_version).as_deref(),
+                probes: Some(mine),
+                accel_probes: Some(&accel),
+                process_check: None,
+            },
+        )
+    }
+
+    #[test]
+    fn public_key_masks_are_judged_by_their_own_treatments_and_controls() {
+        let flags = vec!["avx512ifma".to_string(), "adx".to_string()];
+        let noifma = Variant::parse("noifma").unwrap();
+        assert_eq!(
+            noifma.mask("OpenSSL 3.0.19 27 Jan 2026").as_deref(),
+            Some("~0:~0x200000")
+        );
+        // Measured here: signing 2.5x slower, ChaCha20-Poly1305 1.24x (Poly1305's
+        // IFMA path: affected, not a control), everything else put.
+        let mine = with_public_key(probes(ACCEL, 11e9, 3.0e9, 31e6), 1680.0, 60_500.0, 31_000.0);
+        let r = judged_pk(&noifma, &mine, &flags);
+        assert!(r.took_effect, "{:?}", r.effect);
+        let e = r.effect.unwrap();
+        let role = |c: &str| e.ratios.iter().find(|r| r.cipher == c).unwrap().role;
+        assert_eq!(role("rsa2048-sign"), ProbeRole::Treatment);
+        assert_eq!(role("chacha20-poly1305"), ProbeRole::Affected);
+        assert_eq!(role("aes-128-gcm"), ProbeRole::Control);
+        // A mask that missed: signing did not fall.
+        let missed = with_public_key(probes(ACCEL, 11e9, 3.7e9, 31e6), 4100.0, 60_000.0, 31_000.0);
+        let r = judged_pk(&noifma, &missed, &flags);
+        assert_eq!(
+            r.effect.as_ref().unwrap().verdict,
+            Verdict::TreatmentDidNotMove
+        );
+        // Without the CPU flag there is nothing to mask, and the record says so.
+        let r = judged_pk(&noifma, &missed, &[]);
+        assert!(r.effect.unwrap().reason.contains("no such path"));
+        // AES moved: the mask changed more than the public-key code.
+        let nopk = Variant::parse("nopkaccel").unwrap();
+        let aes_moved =
+            with_public_key(probes(ACCEL, 2e9, 3.0e9, 31e6), 2100.0, 44_000.0, 27_000.0);
+        let r = judged_pk(&nopk, &aes_moved, &flags);
+        assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
+        let ok = with_public_key(probes(ACCEL, 11e9, 3.0e9, 31e6), 2100.0, 44_000.0, 27_000.0);
+        assert!(judged_pk(&nopk, &ok, &flags).took_effect);
+        // noaesni keeps the public-key probes as controls.
+        let noaesni = Variant::noaesni();
+        let mine = with_public_key(
+            probes(NOAESNI, 0.5e9, 3.7e9, 31e6),
+            1000.0,
+            60_000.0,
+            31_000.0,
+        );
+        let r = judged(
+            &noaesni,
+            Some(mask::NOAESNI_FIVE_FIELDS),
+            &mine,
+            &with_public_key(accel_probes(), 4200.0, 60_000.0, 31_000.0),
+        );
+        assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
+    }
+
     #[test]
     fn a_library_list_crosses_the_variants_and_tags_the_later_ones() {
         let variants = parse_variants("accel,noaesni").unwrap();
