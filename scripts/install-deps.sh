@@ -21,6 +21,9 @@ packages=(
   # and never reads or writes /etc/ipsec* or /etc/swanctl (see ARCHITECTURE.md).
   strongswan-charon strongswan-swanctl libcharon-extra-plugins
   libstrongswan-standard-plugins libstrongswan-extra-plugins
+  # `tls --key-store pkcs11`: OpenSSL's pkcs11 engine (libp11) and SoftHSM2, the
+  # PKCS#11 module cipherbench sets a throwaway token up in (in the run's directory).
+  libengine-pkcs11-openssl softhsm2
 )
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.

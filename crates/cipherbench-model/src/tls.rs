@@ -44,6 +44,9 @@ pub struct TlsResults {
     /// The agents that generated the load (`--agents`); empty when this machine did.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<crate::agents::AgentRecord>,
+    /// `tls handshake`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub handshake: Option<HandshakeResults>,
 }
 
 /// One server under test: which nginx, which suite, which variant, and whether the
@@ -60,6 +63,9 @@ pub struct ServerRecord {
     pub suite: String,
     /// Server key: `rsa2048` or `ecdsa-p256`.
     pub key: String,
+    /// Where the private key was: `file` or `pkcs11`.
+    #[serde(default = "file_store")]
+    pub key_store: String,
     /// Worker processes (= cores under test).
     pub cores: usize,
     /// The CPUs the workers were pinned to.
@@ -307,6 +313,10 @@ pub struct SweepPoint {
     /// Successful requests over the whole measurement (warm-up, window and drain).
     #[serde(default)]
     pub requests_ok_total: u64,
+    /// Of those, the requests whose TLS handshake resumed a session
+    /// (`SSL_session_reused` on the client): the proof that `--resumption` resumed.
+    #[serde(default)]
+    pub requests_resumed_total: u64,
     /// Body bytes of all successful responses over the whole measurement, each
     /// checked against the file's size.
     pub body_bytes: u64,
@@ -518,6 +528,110 @@ impl RampResults {
         self.runs
             .iter()
             .find(|r| r.suite == suite && r.size_bytes == size && r.variant == variant)
+    }
+}
+
+/// `tls handshake` settings.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeConfig {
+    /// Protocol (`TLSv1.3`, `TLSv1.2`).
+    pub protocol: String,
+    /// Server keys (`rsa2048`, `ecdsa-p256`).
+    pub keys: Vec<String>,
+    /// Key-exchange groups (`X25519`, `P-256`).
+    pub groups: Vec<String>,
+    /// `full` and/or `resumed`.
+    pub sessions: Vec<String>,
+    /// Where nginx's key is: `file`, `pkcs11`.
+    pub key_stores: Vec<String>,
+    /// Variant names.
+    pub variants: Vec<String>,
+    /// nginx workers (cores under test).
+    pub cores: usize,
+    /// Response body size (tiny: the handshake is the work).
+    pub size_bytes: u64,
+    /// The measured window.
+    pub window_ns: u64,
+    /// Each probe's window during the concurrency search.
+    pub probe_ns: u64,
+    /// Warm-up before each window.
+    pub warmup_ns: u64,
+    /// The latency limit on time to first byte.
+    pub latency_limit_ns: u64,
+    /// Highest concurrency tried.
+    pub max_concurrency: usize,
+}
+
+/// One handshake point: key x group x full/resumed x key store x variant, measured as
+/// a sweep point (closed loop, concurrency searched, keep-alive off, one request per
+/// connection) on a tiny file.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandshakePoint {
+    /// Server key (`rsa2048`, `ecdsa-p256`).
+    pub key: String,
+    /// Key-exchange group offered by both sides (`X25519`, `P-256`).
+    pub group: String,
+    /// `full` (no session cache, no tickets) or `resumed` (tickets and cache on, each
+    /// client thread offering its last session).
+    pub session: String,
+    /// Where nginx's private key was: `file` (PEM) or `pkcs11` (a PKCS#11 module
+    /// through the engine).
+    #[serde(default = "file_store")]
+    pub key_store: String,
+    /// Handshakes (= requests, one per connection) completed per second in the window.
+    pub handshakes_per_sec: f64,
+    /// Handshakes per second per nginx core fully busy: handshakes per second divided
+    /// by the CPU nginx's workers used (cores x mean utilisation). None without the
+    /// workers' CPU.
+    pub handshakes_per_core_sec: Option<f64>,
+    /// Successful requests over the measurement whose handshake resumed a session
+    /// (`SSL_session_reused`), as a fraction of all successful ones: near 1 for
+    /// `resumed`, 0 for `full`.
+    pub resumed_fraction: f64,
+    /// The measurement itself (suite, variant, latencies, CPU, probes, validity).
+    pub point: SweepPoint,
+}
+
+fn file_store() -> String {
+    "file".into()
+}
+
+/// `tls handshake` output.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HandshakeResults {
+    /// Settings.
+    pub config: HandshakeConfig,
+    /// Points as measured.
+    pub points: Vec<HandshakePoint>,
+}
+
+impl HandshakeResults {
+    /// The point for a key, group, session kind, key store and variant.
+    pub fn point(
+        &self,
+        key: &str,
+        group: &str,
+        session: &str,
+        key_store: &str,
+        variant: &str,
+    ) -> Option<&HandshakePoint> {
+        self.points.iter().find(|p| {
+            p.key == key
+                && p.group == group
+                && p.session == session
+                && p.key_store == key_store
+                && p.point.variant == variant
+        })
+    }
+
+    /// Handshakes-per-second ratio of two points with the sum of their spreads
+    /// (per-interval request rates).
+    pub fn ratio(a: &HandshakePoint, b: &HandshakePoint) -> Option<Ratio> {
+        (b.handshakes_per_sec > 0.0).then(|| Ratio {
+            value: a.handshakes_per_sec / b.handshakes_per_sec,
+            rel_spread: a.point.interval_throughput_bytes_per_sec.rel_spread
+                + b.point.interval_throughput_bytes_per_sec.rel_spread,
+        })
     }
 }
 

@@ -33,6 +33,9 @@ pub enum ProbeRole {
     Treatment,
     /// Code the variant must leave alone (ChaCha20-Poly1305, 3DES).
     Control,
+    /// Code the variant moves by design but does not aim at (ChaCha20-Poly1305 under
+    /// a mask of AVX-512 IFMA, which Poly1305 uses too): neither judged nor a control.
+    Affected,
 }
 
 /// One probe: a short measurement of one cipher in the variant's process.

@@ -212,6 +212,14 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!("- TLS capacity: {}\n", c.sentence()));
         }
     }
+    if let Some(h) = record.tls.as_ref().and_then(|t| t.handshake.as_ref()) {
+        let records = record
+            .tls
+            .as_ref()
+            .map(crate::tls::records)
+            .unwrap_or_default();
+        out.push_str(&crate::handshake::markdown(h, &records));
+    }
     if let Some(t) = &record.tunnel {
         if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
             out.push_str(&format!(

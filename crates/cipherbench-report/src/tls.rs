@@ -25,7 +25,7 @@ fn reasons(map: &std::collections::BTreeMap<cipherbench_model::tls::FailureReaso
 }
 
 /// The variant records of every nginx started, for looking a variant up by name.
-fn records(t: &TlsResults) -> Vec<VariantRecord> {
+pub fn records(t: &TlsResults) -> Vec<VariantRecord> {
     t.servers
         .iter()
         .filter(|s| s.kind == "nginx")
@@ -408,6 +408,9 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             ));
         }
     }
+    if let Some(h) = &t.handshake {
+        out.push_str(&crate::handshake::text(h, &records));
+    }
     let mut names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
     names.dedup();
     out.push_str(&crate::variants::text_legend(&records, &names));
@@ -532,6 +535,14 @@ pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
     }
     if let Some(r) = &t.ramp {
         out.push_str(&ramp_section(r, &records));
+    }
+    if let Some(h) = &t.handshake {
+        out.push_str(&crate::handshake::html(
+            h,
+            t.sweep.as_ref(),
+            &records,
+            target_gbps.unwrap_or(DEFAULT_TARGET_GBPS),
+        ));
     }
     if !t.servers.is_empty() {
         out.push_str("<h3>Servers</h3><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>workers</th><th class=\"l\">variant</th><th class=\"l\">effective vector (same environment)</th><th>took effect</th><th class=\"l\">why</th><th class=\"l\">server</th><th class=\"l\">library</th><th class=\"l\">CPUs: server / generator</th></tr>");
@@ -978,6 +989,7 @@ mod tests {
             server_requests: Some(163),
             cancelled: 0,
             requests_ok_total: 163,
+            requests_resumed_total: 0,
             body_bytes: 163 << 24,
             errors: 0,
             errors_by_reason: Default::default(),
@@ -1082,6 +1094,7 @@ mod tests {
                 }],
             }),
             agents: Vec::new(),
+            handshake: None,
         }
     }
 

@@ -46,10 +46,161 @@ pub const PROBES: [(CipherId, ProbeRole); 3] = [
     (CipherId::DesEde3Cbc, ProbeRole::Control),
 ];
 
+/// The public-key probes, measured after the symmetric ones in every variant
+/// process: RSA-2048 signing (the private-key operation a TLS server does per full
+/// handshake with an RSA key; CRT with two 1024-bit exponentiations, the AVX-512 IFMA
+/// path where the CPU has it), RSA-2048 verification (one public exponentiation,
+/// `bn_mul_mont`'s MULX/ADX path) and ECDH on P-256 (one variable-base scalar
+/// multiplication, `ecp_nistz256`'s MULX/ADX path). Their rate is operations per CPU
+/// second (`size_bytes` 0). Which variant a probe is the treatment of is
+/// `variant::judge`'s to say; recorded here as controls.
+pub const PK_PROBES: [&str; 3] = ["rsa2048-sign", "rsa2048-verify", "ecdh-p256"];
+
 /// Measures the treatment and the controls in this process (a control the library
-/// does not have, such as 3DES in a build without DES, is left out).
+/// does not have, such as 3DES in a build without DES, is left out), then the
+/// public-key probes.
 pub fn measure(measured_in: &str) -> Result<Probes, CryptoError> {
-    measure_these(&PROBES, measured_in, ROUNDS, ROUND)
+    let mut probes = measure_these(&PROBES, measured_in, ROUNDS, ROUND)?;
+    probes.figures.extend(measure_public_key(ROUNDS, ROUND)?);
+    Ok(probes)
+}
+
+/// The public-key probes, interleaved as the others are.
+pub fn measure_public_key(rounds: usize, round: Duration) -> Result<Vec<ProbeFigure>, CryptoError> {
+    let mut ops: Vec<(&str, Box<dyn BenchOp>, u64)> = Vec::new();
+    for name in PK_PROBES {
+        let mut op = public_key::op(name)?;
+        let batch = warm_up(op.as_mut(), WARMUP)?;
+        ops.push((name, op, batch));
+    }
+    let mut rates: Vec<Vec<f64>> = vec![Vec::with_capacity(rounds); ops.len()];
+    for _ in 0..rounds.max(1) {
+        for (i, (_, op, batch)) in ops.iter_mut().enumerate() {
+            rates[i].push(one_round(op.as_mut(), *batch, round)?);
+        }
+    }
+    Ok(ops
+        .iter()
+        .zip(rates)
+        .map(|((name, _, _), rounds)| ProbeFigure {
+            cipher: name.to_string(),
+            role: ProbeRole::Control,
+            size_bytes: 0,
+            bytes_per_cpu_sec: median(&rounds),
+            rounds_bytes_per_cpu_sec: rounds,
+        })
+        .collect())
+}
+
+/// The public-key operations of the probe, through the same libcrypto (the
+/// `openssl` crate links the library the process loaded, so `OPENSSL_ia32cap`
+/// gates them as it gates nginx's).
+mod public_key {
+    use cipherbench_crypto::catalogue::BenchOp;
+    use cipherbench_crypto::CryptoError;
+    use openssl::derive::Deriver;
+    use openssl::ec::{EcGroup, EcKey};
+    use openssl::hash::MessageDigest;
+    use openssl::nid::Nid;
+    use openssl::pkey::{PKey, Private, Public};
+    use openssl::sign::{Signer, Verifier};
+
+    /// The fixed probe key (see the file's header).
+    const RSA_KEY: &str = include_str!("effect_rsa2048.pem");
+    /// What is signed: a SHA-256-sized message, as a TLS 1.3 CertificateVerify
+    /// signs a digest-sized transcript hash.
+    const MESSAGE: &[u8; 32] = b"cipherbench effect probe message";
+
+    fn err(what: &str, e: openssl::error::ErrorStack) -> CryptoError {
+        CryptoError::Library(format!("{what}: {e}"))
+    }
+
+    struct Sign(PKey<Private>);
+    struct Verify(PKey<Public>, Vec<u8>);
+    struct Ecdh(PKey<Private>, PKey<Public>);
+
+    impl BenchOp for Sign {
+        fn run(&mut self) -> Result<(), CryptoError> {
+            let mut s = Signer::new(MessageDigest::sha256(), &self.0)
+                .map_err(|e| err("rsa2048-sign", e))?;
+            s.sign_oneshot_to_vec(MESSAGE)
+                .map_err(|e| err("rsa2048-sign", e))?;
+            Ok(())
+        }
+        fn payload_len(&self) -> usize {
+            1
+        }
+    }
+
+    impl BenchOp for Verify {
+        fn run(&mut self) -> Result<(), CryptoError> {
+            let mut v = Verifier::new(MessageDigest::sha256(), &self.0)
+                .map_err(|e| err("rsa2048-verify", e))?;
+            match v.verify_oneshot(&self.1, MESSAGE) {
+                Ok(true) => Ok(()),
+                Ok(false) => Err(CryptoError::Library(
+                    "rsa2048-verify: the probe's own signature did not verify".into(),
+                )),
+                Err(e) => Err(err("rsa2048-verify", e)),
+            }
+        }
+        fn payload_len(&self) -> usize {
+            1
+        }
+    }
+
+    impl BenchOp for Ecdh {
+        fn run(&mut self) -> Result<(), CryptoError> {
+            let mut d = Deriver::new(&self.0).map_err(|e| err("ecdh-p256", e))?;
+            d.set_peer(&self.1).map_err(|e| err("ecdh-p256", e))?;
+            d.derive_to_vec().map_err(|e| err("ecdh-p256", e))?;
+            Ok(())
+        }
+        fn payload_len(&self) -> usize {
+            1
+        }
+    }
+
+    /// The operation of a public-key probe; one "byte" per operation, so the
+    /// probe's rate is operations per CPU second.
+    pub fn op(name: &str) -> Result<Box<dyn BenchOp>, CryptoError> {
+        let rsa =
+            || PKey::private_key_from_pem(RSA_KEY.as_bytes()).map_err(|e| err("probe key", e));
+        Ok(match name {
+            "rsa2048-sign" => Box::new(Sign(rsa()?)),
+            "rsa2048-verify" => {
+                let key = rsa()?;
+                let mut s = Signer::new(MessageDigest::sha256(), &key)
+                    .map_err(|e| err("rsa2048-verify", e))?;
+                let sig = s
+                    .sign_oneshot_to_vec(MESSAGE)
+                    .map_err(|e| err("rsa2048-verify", e))?;
+                let public = PKey::public_key_from_pem(
+                    &key.public_key_to_pem().map_err(|e| err("probe key", e))?,
+                )
+                .map_err(|e| err("probe key", e))?;
+                Box::new(Verify(public, sig))
+            }
+            "ecdh-p256" => {
+                let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1)
+                    .map_err(|e| err("ecdh-p256", e))?;
+                let mine = EcKey::generate(&group).map_err(|e| err("ecdh-p256", e))?;
+                let peer = EcKey::generate(&group).map_err(|e| err("ecdh-p256", e))?;
+                let peer_public = EcKey::from_public_key(&group, peer.public_key())
+                    .map_err(|e| err("ecdh-p256", e))?;
+                Box::new(Ecdh(
+                    PKey::from_ec_key(mine).map_err(|e| err("ecdh-p256", e))?,
+                    PKey::from_ec_key(peer_public).map_err(|e| err("ecdh-p256", e))?,
+                ))
+            }
+            other => {
+                return Err(CryptoError::Unavailable {
+                    cipher: other.to_string(),
+                    reason: "not a public-key probe".into(),
+                })
+            }
+        })
+    }
 }
 
 /// Measures the treatment alone (for naming the AES-GCM path, where only it matters).
@@ -231,6 +382,26 @@ mod tests {
         }
         assert!(p.library_version.starts_with("OpenSSL "));
         assert!(p.figure("chacha20-poly1305").is_some());
+    }
+
+    #[test]
+    fn public_key_probes_count_operations_per_cpu_second() {
+        let figures = measure_public_key(2, Duration::from_millis(3)).unwrap();
+        let names: Vec<&str> = figures.iter().map(|f| f.cipher.as_str()).collect();
+        assert_eq!(names, PK_PROBES);
+        for f in &figures {
+            assert_eq!(f.size_bytes, 0);
+            assert_eq!(f.rounds_bytes_per_cpu_sec.len(), 2);
+            // Any x86 CPU of the last decade signs RSA-2048 more than 100 times a
+            // second and verifies and derives far faster; none does 10^7 a second.
+            assert!(
+                f.bytes_per_cpu_sec > 100.0 && f.bytes_per_cpu_sec < 1e7,
+                "{f:?}"
+            );
+        }
+        let sign = &figures[0];
+        let verify = &figures[1];
+        assert!(verify.bytes_per_cpu_sec > 3.0 * sign.bytes_per_cpu_sec);
     }
 
     #[test]

@@ -246,7 +246,13 @@ fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
         "{}",
         effect.reason
     );
-    assert_eq!(effect.ratios.len(), 3, "{effect:?}");
+    // AES-GCM, ChaCha20-Poly1305, 3DES and the three public-key probes (controls of
+    // noaesni, which must leave RSA and ECDH alone).
+    assert_eq!(effect.ratios.len(), 6, "{effect:?}");
+    assert!(effect
+        .ratios
+        .iter()
+        .any(|r| r.cipher == "rsa2048-sign" && !r.moved));
     let check = noaesni
         .variant
         .process_check

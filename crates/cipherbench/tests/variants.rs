@@ -197,7 +197,11 @@ fn noaesni_takes_effect_with_the_distribution_s_openssl_by_its_two_field_mask() 
     assert_eq!(noaesni.ia32cap_env.as_deref(), Some(expected), "{version}");
     assert!(noaesni.took_effect, "{}", noaesni.explanation());
     let ratios = &noaesni.effect.as_ref().unwrap().ratios;
-    assert_eq!(ratios.len(), 3, "treatment and both controls: {ratios:?}");
+    assert_eq!(
+        ratios.len(),
+        6,
+        "treatment, both symmetric controls and the three public-key probes: {ratios:?}"
+    );
     std::fs::remove_dir_all(&dir).unwrap();
 }
 

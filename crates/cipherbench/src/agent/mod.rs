@@ -287,6 +287,9 @@ pub struct WireReport {
     /// See [`Report`].
     pub ok_total: u64,
     /// See [`Report`].
+    #[serde(default)]
+    pub resumed_total: u64,
+    /// See [`Report`].
     pub body_bytes: u64,
     /// See [`Report`].
     pub cancelled: u64,

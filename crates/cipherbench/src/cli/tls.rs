@@ -5,8 +5,9 @@ use super::flags::{parse_duration, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use crate::interrupt;
 use crate::results::Session;
+use crate::tls::handshake::{self, Group, HandshakePlan, KeyStore};
 use crate::tls::serve::ServePlan;
-use crate::tls::suite::{self, KeyType, SEED_SUITES};
+use crate::tls::suite::{self, KeyType, Protocol, SEED_SUITES};
 use crate::tls::{ExternalUrl, RampPlan, ServerTarget, SweepPlan};
 use crate::variant::{self, Variant};
 use anyhow::{anyhow, bail, Result};
@@ -36,6 +37,201 @@ pub enum TlsCommand {
     /// Start the nginx a measurement would use and keep it running until Ctrl-C,
     /// printing its URLs (to compare other load generators against the same server).
     Serve(ServeArgs),
+    /// Full TLS handshakes per second per nginx core (keep-alive off, a tiny body):
+    /// RSA-2048 against ECDSA P-256, X25519 against P-256, full against resumed, by
+    /// variant (the public-key masks among them).
+    Handshake(HandshakeArgs),
+}
+
+/// `cipherbench tls handshake`.
+#[derive(Debug, Args)]
+pub struct HandshakeArgs {
+    /// Protocol: tls1.3 (TLS_AES_128_GCM_SHA256) or tls1.2 (ECDHE-RSA- or
+    /// ECDHE-ECDSA-AES128-GCM-SHA256, by key).
+    #[arg(long, default_value = "tls1.3")]
+    pub protocol: String,
+    /// Server keys: rsa2048, ecdsa-p256.
+    #[arg(long, value_name = "LIST", default_value = "rsa2048,ecdsa-p256")]
+    pub keys: String,
+    /// Key-exchange groups: x25519, p-256.
+    #[arg(long, value_name = "LIST", default_value = "x25519,p-256")]
+    pub groups: String,
+    /// full (no session cache, no tickets) and/or resumed (tickets and cache on).
+    #[arg(long, value_name = "LIST", default_value = "full,resumed")]
+    pub sessions: String,
+    /// Where nginx's key is: file, pkcs11 (a PKCS#11 module through the engine; nginx
+    /// then runs as one process), or file,pkcs11 to compare.
+    #[arg(long, value_name = "LIST", default_value = "file")]
+    pub key_store: String,
+    /// The PKCS#11 module for --key-store pkcs11 (default: SoftHSM2's).
+    #[arg(long, value_name = "PATH")]
+    pub pkcs11_module: Option<PathBuf>,
+    /// Variants of the server: accel, noaesni, noifma, noadx, nopkaccel, ia32cap:MASK.
+    #[arg(long, value_name = "LIST", default_value = "accel,nopkaccel")]
+    pub variants: String,
+    /// nginx workers (cores under test).
+    #[arg(long, default_value_t = 1)]
+    pub cores: usize,
+    /// Size of the file each request fetches (tiny: the handshake is the work).
+    #[arg(long, default_value = "64B")]
+    pub size: String,
+    /// The measured window at the chosen concurrency.
+    #[arg(long, default_value = "4s")]
+    pub window: String,
+    /// Each probe's window while searching the concurrency.
+    #[arg(long, default_value = "1s")]
+    pub probe: String,
+    /// Warm-up before every window.
+    #[arg(long, default_value = "300ms")]
+    pub warmup: String,
+    /// Limit on the maximum time to first byte.
+    #[arg(long, default_value = "2s")]
+    pub limit: String,
+    /// Highest concurrency the search tries.
+    #[arg(long, default_value_t = 256)]
+    pub max_concurrency: usize,
+    /// Measure at this concurrency only, without searching.
+    #[arg(long)]
+    pub concurrency: Option<usize>,
+    /// The nginx binary (default: nginx on PATH, else /usr/sbin/nginx).
+    #[arg(long, value_name = "PATH")]
+    pub nginx: Option<PathBuf>,
+    /// Port for nginx on 127.0.0.1 (default: a free one).
+    #[arg(long)]
+    pub port: Option<u16>,
+    /// CPUs for the load generator (default: every CPU not given to nginx).
+    #[arg(long, value_name = "LIST")]
+    pub generator_cpus: Option<String>,
+    /// Print the results as JSON on stdout instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// The library under test (nginx's).
+    #[command(flatten)]
+    pub library: LibraryArgs,
+    /// Where results go.
+    #[command(flatten)]
+    pub output: OutputArgs,
+}
+
+/// Parses a `--key-store` list and checks each store can be set up here.
+pub(crate) fn parse_key_stores(
+    text: &str,
+    module: Option<&std::path::Path>,
+) -> Result<Vec<KeyStore>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let k = match t.trim() {
+            "file" => KeyStore::File,
+            "pkcs11" => KeyStore::Pkcs11 {
+                module: module.map(|m| m.to_path_buf()),
+            },
+            t => bail!("--key-store: unknown '{t}': use file, pkcs11, or file,pkcs11"),
+        };
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    if module.is_some() && !out.iter().any(|k| matches!(k, KeyStore::Pkcs11 { .. })) {
+        bail!("--pkcs11-module applies only with --key-store pkcs11");
+    }
+    for k in &out {
+        crate::tls::keystore::check(k)?;
+    }
+    Ok(out)
+}
+
+impl HandshakeArgs {
+    /// Resolves the flags.
+    pub fn plan(&self) -> Result<HandshakePlan> {
+        let protocol = match self.protocol.trim().to_ascii_lowercase().as_str() {
+            "tls1.3" | "tlsv1.3" | "1.3" => Protocol::Tls13,
+            "tls1.2" | "tlsv1.2" | "1.2" => Protocol::Tls12,
+            t => bail!("--protocol: unknown '{t}': use tls1.3 or tls1.2"),
+        };
+        let mut keys = Vec::new();
+        for k in self.keys.split(',') {
+            let k = KeyType::parse(k).map_err(|e| anyhow!("--keys: {e}"))?;
+            if !keys.contains(&k) {
+                keys.push(k);
+            }
+        }
+        let mut groups = Vec::new();
+        for g in self.groups.split(',') {
+            let g = Group::parse(g)?;
+            if !groups.contains(&g) {
+                groups.push(g);
+            }
+        }
+        let sessions = handshake::parse_sessions(&self.sessions)?;
+        if self.cores == 0 || self.cores > 1024 {
+            bail!("--cores must be between 1 and 1024");
+        }
+        if self.port == Some(0) {
+            bail!("--port must be between 1 and 65535 (leave it out for a free one)");
+        }
+        if self.max_concurrency == 0 || self.max_concurrency > 100_000 {
+            bail!("--max-concurrency must be between 1 and 100000");
+        }
+        let size = sizes(&self.size, 1 << 20)?;
+        if size.len() != 1 {
+            bail!("--size takes one size");
+        }
+        let key_stores = parse_key_stores(&self.key_store, self.pkcs11_module.as_deref())?;
+        if self.cores > 1
+            && key_stores
+                .iter()
+                .any(|k| matches!(k, KeyStore::Pkcs11 { .. }))
+        {
+            bail!("--key-store pkcs11 runs nginx as one process (key handles break across fork): use --cores 1");
+        }
+        let sweep = SweepPlan {
+            suites: Vec::new(),
+            sizes: size.clone(),
+            cores: vec![self.cores],
+            variants: Vec::new(),
+            key: keys[0],
+            window: flag_duration("window", &self.window, Duration::from_millis(100))?,
+            probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
+            warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
+            limit: flag_duration("limit", &self.limit, Duration::from_millis(1))?,
+            timeout: Duration::from_secs(30),
+            drain: Duration::from_secs(5),
+            max_concurrency: self.max_concurrency,
+            fixed_concurrency: match self.concurrency {
+                Some(c) if c == 0 || c > 100_000 => {
+                    bail!("--concurrency must be between 1 and 100000")
+                }
+                c => c,
+            },
+            resumption: false,
+            generator_cpus: generator_cpus(self.generator_cpus.as_deref())?,
+            target: ServerTarget::Nginx {
+                binary: self.nginx.clone(),
+                port: self.port,
+            },
+            agents: None,
+        };
+        let mut variants: Vec<Variant> = Vec::new();
+        for v in variant::parse_variants(&self.variants)? {
+            if !variants.contains(&v) {
+                variants.push(v);
+            }
+        }
+        let variants = variant::cross(&variants, &self.library.libraries()?);
+        Ok(HandshakePlan {
+            protocol,
+            keys,
+            groups,
+            sessions,
+            key_stores,
+            variants,
+            cores: self.cores,
+            size: size[0],
+            sweep,
+            nginx: self.nginx.clone(),
+            port: self.port,
+        })
+    }
 }
 
 /// Flags both measurements share.
@@ -298,28 +494,7 @@ impl CommonArgs {
     }
 
     fn generator_cpus(&self) -> Result<Option<Vec<usize>>> {
-        let Some(text) = &self.generator_cpus else {
-            return Ok(None);
-        };
-        let allowed = crate::host::allowed_cpus();
-        let mut out = Vec::new();
-        for t in text.split(',') {
-            let c = t
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|c| allowed.contains(c))
-                .ok_or_else(|| {
-                    anyhow!(
-                        "--generator-cpus: '{}' is not one of this process's CPUs {allowed:?}",
-                        t.trim()
-                    )
-                })?;
-            if !out.contains(&c) {
-                out.push(c);
-            }
-        }
-        Ok(Some(out))
+        generator_cpus(self.generator_cpus.as_deref())
     }
 
     /// The variants, each once, under every library of `--openssl` (resolved here,
@@ -336,6 +511,32 @@ impl CommonArgs {
         }
         Ok(variant::cross(&out, &self.library.libraries()?))
     }
+}
+
+/// Parses `--generator-cpus`: CPUs of this process, each once.
+fn generator_cpus(text: Option<&str>) -> Result<Option<Vec<usize>>> {
+    let Some(text) = text else {
+        return Ok(None);
+    };
+    let allowed = crate::host::allowed_cpus();
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let c = t
+            .trim()
+            .parse::<usize>()
+            .ok()
+            .filter(|c| allowed.contains(c))
+            .ok_or_else(|| {
+                anyhow!(
+                    "--generator-cpus: '{}' is not one of this process's CPUs {allowed:?}",
+                    t.trim()
+                )
+            })?;
+        if !out.contains(&c) {
+            out.push(c);
+        }
+    }
+    Ok(Some(out))
 }
 
 fn parse_cores(text: &str) -> Result<Vec<usize>> {
@@ -446,6 +647,29 @@ pub fn command(args: &TlsArgs, quiet: bool) -> Result<ExitCode> {
             measure_tls(&a.common, quiet, &libraries, |s| {
                 crate::tls::ramp::run(&plan, s)
             })
+        }
+        TlsCommand::Handshake(a) => {
+            let plan = a.plan()?;
+            let libraries = variant::libraries_of(&plan.variants);
+            measure(
+                &a.output,
+                "custom",
+                quiet,
+                &libraries,
+                false,
+                |s| {
+                    s.record
+                        .environment
+                        .tools
+                        .extend(crate::probe::tool_versions(&["nginx"]));
+                    crate::tls::handshake::run(&plan, s)
+                },
+                |s| {
+                    summary(a.json, s.record.tls.as_ref(), |t| {
+                        cipherbench_report::tls::text(t, s.record.target_gbps)
+                    })
+                },
+            )
         }
         TlsCommand::Serve(a) => {
             let plan = a.plan()?;

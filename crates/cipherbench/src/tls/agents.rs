@@ -74,6 +74,7 @@ pub fn wire_report(r: &Report, started_late: Duration) -> WireReport {
         attempted: r.attempted,
         requests_sent: r.requests_sent,
         ok_total: r.ok_total,
+        resumed_total: r.resumed_total,
         body_bytes: r.body_bytes,
         cancelled: r.cancelled,
         latency: WireHistogram::of(&r.latency),
@@ -125,6 +126,7 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
     let attempted = sum(|r| r.attempted);
     let requests_sent = sum(|r| r.requests_sent);
     let ok_total = sum(|r| r.ok_total);
+    let resumed_total = sum(|r| r.resumed_total);
     let body_bytes = sum(|r| r.body_bytes);
     let cancelled = sum(|r| r.cancelled);
     let cpu_ns = sum(|r| r.cpu_ns);
@@ -185,6 +187,7 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
         attempted,
         requests_sent,
         ok_total,
+        resumed_total,
         body_bytes,
         cancelled,
         latency,
@@ -217,6 +220,7 @@ pub fn empty_report(spec: &engine::Spec) -> Report {
         attempted: 0,
         requests_sent: 0,
         ok_total: 0,
+        resumed_total: 0,
         body_bytes: 0,
         cancelled: 0,
         latency: engine::histogram(),
@@ -474,6 +478,7 @@ mod tests {
             attempted: samples.len() as u64,
             requests_sent: samples.len() as u64,
             ok_total: samples.len() as u64,
+            resumed_total: 0,
             body_bytes: 30,
             cancelled: 0,
             latency: WireHistogram::of(&h),

@@ -66,6 +66,14 @@ pub struct Client {
 impl Client {
     /// A client for `suite`.
     pub fn new(suite: &Suite, resumption: bool) -> Result<Client> {
+        Client::with_groups(suite, resumption, None)
+    }
+
+    /// A client for `suite` that offers only the key-exchange groups listed
+    /// (OpenSSL's spelling, `X25519` or `P-256`; None: the library's defaults), so
+    /// the group measured is the group negotiated (RFC 8446 §4.2.7; TLS 1.2's
+    /// "elliptic curves" extension, RFC 8422 §5.1.1).
+    pub fn with_groups(suite: &Suite, resumption: bool, groups: Option<&str>) -> Result<Client> {
         let mut b = SslContext::builder(SslMethod::tls_client())?;
         // The server's certificate is one cipherbench generated a moment ago (or the
         // user's own server); the measurement is the server's work, and a
@@ -87,6 +95,11 @@ impl Client {
         } else {
             b.set_session_cache_mode(SslSessionCacheMode::OFF);
             b.set_options(SslOptions::NO_TICKET);
+        }
+        if let Some(g) = groups {
+            b.set_groups_list(g).map_err(|e| {
+                anyhow::anyhow!("the client's library does not offer the group {g}: {e}")
+            })?;
         }
         Ok(Client {
             ctx: b.build(),
@@ -257,6 +270,9 @@ pub struct Report {
     pub requests_sent: u64,
     /// Successful requests over the whole run.
     pub ok_total: u64,
+    /// Of those, how many resumed a session (`SSL_session_reused`): what a
+    /// "resumed" handshake measurement must show is nearly all of them.
+    pub resumed_total: u64,
     /// Body bytes of the successful requests over the whole run.
     pub body_bytes: u64,
     /// Requests abandoned at the end (closed loop, after the drain).
@@ -389,6 +405,7 @@ pub fn run(client: &Client, spec: &Spec) -> Result<Report> {
         attempted: m.attempted,
         requests_sent: m.requests_sent,
         ok_total: m.ok_total,
+        resumed_total: m.resumed_total,
         body_bytes: m.body_bytes,
         cancelled: m.cancelled,
         latency: m.latency,
@@ -416,6 +433,7 @@ struct ThreadReport {
     attempted: u64,
     requests_sent: u64,
     ok_total: u64,
+    resumed_total: u64,
     body_bytes: u64,
     cancelled: u64,
     latency: Histogram<u64>,
@@ -442,6 +460,7 @@ impl ThreadReport {
             attempted: 0,
             requests_sent: 0,
             ok_total: 0,
+            resumed_total: 0,
             body_bytes: 0,
             cancelled: 0,
             latency: histogram(),
@@ -475,6 +494,7 @@ impl ThreadReport {
         self.attempted += o.attempted;
         self.requests_sent += o.requests_sent;
         self.ok_total += o.ok_total;
+        self.resumed_total += o.resumed_total;
         self.body_bytes += o.body_bytes;
         self.cancelled += o.cancelled;
         // Same bounds on both sides: adding cannot fail.
@@ -568,6 +588,7 @@ struct Conn {
     first_byte: Option<Instant>,
     /// The socket's SO_RCVLOWAT now (1 is the kernel's default).
     lowat: usize,
+    resumed: bool,
 }
 
 impl Conn {
@@ -585,6 +606,7 @@ impl Conn {
             handshaked: None,
             first_byte: None,
             lowat: 1,
+            resumed: false,
         }
     }
 }
@@ -861,6 +883,15 @@ impl<'a> Worker<'a> {
             Step::Pending => self.conns[i] = Some(conn),
             done => {
                 let now = Instant::now();
+                if self.client.resumption && matches!(done, Step::Ok) {
+                    // The server closed first, after the whole body: the session is
+                    // good. OpenSSL forgets a session whose connection is freed
+                    // without a close_notify sent (`ssl_clear_bad_session`), so send
+                    // one (non-blocking; a peer that already closed need not read it).
+                    if let Some(t) = conn.tls.as_mut() {
+                        let _ = t.shutdown();
+                    }
+                }
                 self.account(&conn, now, done);
                 self.release(i, conn);
             }
@@ -919,7 +950,8 @@ impl<'a> Worker<'a> {
                     if self.report.negotiated.is_none() {
                         self.report.negotiated = Some((suite.to_string(), version.to_string()));
                     }
-                    if self.client.resumption {
+                    conn.resumed = ssl.session_reused();
+                    if self.client.resumption && self.client.protocol != "TLSv1.3" {
                         if let Some(s) = ssl.session() {
                             self.session = Some(s.to_owned());
                         }
@@ -1047,6 +1079,14 @@ impl<'a> Worker<'a> {
             Step::Pending => {}
             Step::Ok => {
                 self.report.ok_total += 1;
+                self.report.resumed_total += u64::from(conn.resumed);
+                // TLS 1.3 sends its tickets after the handshake (RFC 8446 §4.6.1):
+                // the session worth resuming is the one read to the end.
+                if self.client.resumption && self.client.protocol == "TLSv1.3" {
+                    if let Some(s) = conn.tls.as_ref().and_then(|t| t.ssl().session()) {
+                        self.session = Some(s.to_owned());
+                    }
+                }
                 self.report.body_bytes += conn.body_read;
                 let latency = now.duration_since(conn.scheduled);
                 if counts {

@@ -18,7 +18,9 @@ pub mod agents;
 pub mod cert;
 pub mod cpu;
 pub mod engine;
+pub mod handshake;
 pub mod http;
+pub mod keystore;
 pub mod nginx;
 pub mod ramp;
 pub mod serve;
@@ -464,6 +466,7 @@ pub(crate) fn external_record(
         library: None,
         suite: suite.openssl.to_string(),
         key: String::new(),
+        key_store: String::new(),
         cores: 0,
         server_cpus: Vec::new(),
         generator_cpus,

@@ -141,6 +141,10 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             port: *port,
                             resumption: false,
                             also_listen: also_listen.clone(),
+                            groups: None,
+                            key_source: super::keystore::KeySource::File(
+                                workspace.dir().join("key.pem"),
+                            ),
                         };
                         let server = Server::start(&spec, &client)?;
                         let mut placement = placed.placement.clone();
@@ -156,6 +160,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             library: super::server_library(&info, variant),
                             suite: suite.openssl.to_string(),
                             key: plan.key.name().to_string(),
+                            key_store: "file".into(),
                             cores: plan.cores,
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),

@@ -57,6 +57,8 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             port: plan.port,
             resumption: false,
             also_listen: Vec::new(),
+            groups: None,
+            key_source: super::keystore::KeySource::File(workspace.dir().join("key.pem")),
         },
         &client,
     )?;

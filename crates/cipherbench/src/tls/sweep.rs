@@ -198,6 +198,10 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 port: *port,
                                 resumption: plan.resumption,
                                 also_listen: also_listen.clone(),
+                                groups: None,
+                                key_source: super::keystore::KeySource::File(
+                                    workspace.dir().join("key.pem"),
+                                ),
                             };
                             let server = Server::start(&spec, client)?;
                             let mut placement = placed.placement.clone();
@@ -213,6 +217,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 library: super::server_library(&info, variant),
                                 suite: suite.openssl.to_string(),
                                 key: plan.key.name().to_string(),
+                                key_store: "file".into(),
                                 cores,
                                 server_cpus: server_cpus.clone(),
                                 // With agents, the load is theirs (see tls.agents).
@@ -970,6 +975,7 @@ fn point(
         server_requests: m.server_requests,
         cancelled: r.cancelled,
         requests_ok_total: r.ok_total,
+        requests_resumed_total: r.resumed_total,
         body_bytes: r.body_bytes,
         errors: r.failed,
         errors_by_reason: r.failures.clone(),

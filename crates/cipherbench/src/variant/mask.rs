@@ -21,6 +21,97 @@ pub const NOAESNI_TWO_FIELDS: &str = "~0x200000200000000:~0x60000000000";
 /// fields C-E given as `~0` so they survive.
 pub const NOAESNI_FIVE_FIELDS: &str = "~0x200000200000000:~0x60000000000:~0:~0:~0";
 
+/// `noifma` for 3.0-3.4: AVX512_IFMA (field B bit 21, CPUID.7.0 EBX) off, which
+/// `ossl_rsaz_avx512ifma_eligible` (crypto/bn/asm/rsaz-2k-avx512.pl) needs with
+/// AVX512F, DQ and VL: RSA-2048/3072/4096's dual exponentiation
+/// (`ossl_rsaz_mod_exp_avx512_x2`, crypto/bn/rsaz_exp_x2.c) falls back to two
+/// single ones. Poly1305's base 2^44 path reads the same bit.
+pub const NOIFMA_TWO_FIELDS: &str = "~0:~0x200000";
+/// `noifma` for 3.5 and later: also AVX-IFMA (field C bit 55, CPUID.7.1 EAX bit 23),
+/// which `ossl_rsaz_avxifma_eligible` (crypto/bn/asm/rsaz-2k-avxifma.pl) reads.
+pub const NOIFMA_FIVE_FIELDS: &str = "~0:~0x200000:~0x80000000000000:~0:~0";
+/// `noadx` for 3.0-3.4: BMI2 and ADX (field B bits 8 and 19) off: every MULX/ADCX/ADOX
+/// big-number path tests `0x80100` (`bn_mul_mont`, x86_64-mont.pl; `rsaz_512_*`,
+/// rsaz-x86_64.pl; `ecp_nistz256_*`, ecp_nistz256-x86_64.pl; `x25519_fe64_*`,
+/// x25519-x86_64.pl) or `0x80108` with BMI1 (`bn_mul_mont_gather5`, `bn_power5`,
+/// x86_64-mont5.pl).
+pub const NOADX_TWO_FIELDS: &str = "~0:~0x80100";
+/// `noadx` for 3.5 and later (fields C-E kept).
+pub const NOADX_FIVE_FIELDS: &str = "~0:~0x80100:~0:~0:~0";
+/// `nopkaccel` for 3.0-3.4: `noifma` and `noadx` together.
+pub const NOPKACCEL_TWO_FIELDS: &str = "~0:~0x280100";
+/// `nopkaccel` for 3.5 and later.
+pub const NOPKACCEL_FIVE_FIELDS: &str = "~0:~0x280100:~0x80000000000000:~0:~0";
+
+/// Which public-key paths a public-key mask turns off.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PublicKeyMask {
+    /// RSA's AVX-512 IFMA (and 3.5+'s AVX-IFMA) dual exponentiation.
+    NoIfma,
+    /// The MULX/ADX big-number and elliptic-curve code.
+    NoAdx,
+    /// Both.
+    NoPkAccel,
+}
+
+impl PublicKeyMask {
+    /// The variant's name.
+    pub fn name(self) -> &'static str {
+        match self {
+            PublicKeyMask::NoIfma => "noifma",
+            PublicKeyMask::NoAdx => "noadx",
+            PublicKeyMask::NoPkAccel => "nopkaccel",
+        }
+    }
+
+    /// The mask for the library whose `OpenSSL_version()` is `library_version`. Pure.
+    pub fn mask(self, library_version: &str) -> &'static str {
+        let two = fields_read(library_version) == 2;
+        match (self, two) {
+            (PublicKeyMask::NoIfma, true) => NOIFMA_TWO_FIELDS,
+            (PublicKeyMask::NoIfma, false) => NOIFMA_FIVE_FIELDS,
+            (PublicKeyMask::NoAdx, true) => NOADX_TWO_FIELDS,
+            (PublicKeyMask::NoAdx, false) => NOADX_FIVE_FIELDS,
+            (PublicKeyMask::NoPkAccel, true) => NOPKACCEL_TWO_FIELDS,
+            (PublicKeyMask::NoPkAccel, false) => NOPKACCEL_FIVE_FIELDS,
+        }
+    }
+
+    /// The probes it must slow, each with the factor it must slow them by: RSA
+    /// signing by 1.5x where IFMA is masked (2.3-2.5x measured here, Zen 4, both
+    /// libraries), RSA verification by 1.2x where ADX and BMI2 are (1.37x). Pure.
+    pub fn treatments(self) -> &'static [(&'static str, f64)] {
+        match self {
+            PublicKeyMask::NoIfma => &[("rsa2048-sign", 1.5)],
+            PublicKeyMask::NoAdx => &[("rsa2048-verify", 1.2)],
+            PublicKeyMask::NoPkAccel => &[("rsa2048-sign", 1.5), ("rsa2048-verify", 1.2)],
+        }
+    }
+
+    /// Probes it moves by design and that are therefore neither treatment nor
+    /// control, recorded and shown but not judged: ChaCha20-Poly1305 where IFMA is
+    /// masked (Poly1305's base 2^44 IFMA path, poly1305-x86_64.pl; 1.24x measured
+    /// here), and P-256 ECDH where ADX is (`ecp_nistz256`'s MULX/ADX path: 1.07x in
+    /// the probe, 1.17x in `openssl speed ecdhp256`, too close to a shared
+    /// machine's noise to judge by). Pure.
+    pub fn affected(self) -> &'static [&'static str] {
+        match self {
+            PublicKeyMask::NoIfma => &["chacha20-poly1305"],
+            PublicKeyMask::NoAdx => &["ecdh-p256"],
+            PublicKeyMask::NoPkAccel => &["chacha20-poly1305", "ecdh-p256"],
+        }
+    }
+
+    /// The CPU flags (`/proc/cpuinfo`) without which there is nothing to mask: any of
+    /// them present is enough.
+    pub fn cpu_flags(self) -> &'static [&'static str] {
+        match self {
+            PublicKeyMask::NoIfma => &["avx512ifma", "avx_ifma"],
+            PublicKeyMask::NoAdx | PublicKeyMask::NoPkAccel => &["adx"],
+        }
+    }
+}
+
 /// The fields OpenSSL reads (3.5 and later: five; before: two).
 pub const MAX_FIELDS: usize = 5;
 
@@ -174,6 +265,32 @@ fn parse_field(n: usize, text: &str) -> Result<Field, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn public_key_masks_follow_the_fields_the_library_reads() {
+        for m in [
+            PublicKeyMask::NoIfma,
+            PublicKeyMask::NoAdx,
+            PublicKeyMask::NoPkAccel,
+        ] {
+            let two = m.mask("OpenSSL 3.0.19 27 Jan 2026");
+            let five = m.mask("OpenSSL 3.6.3 9 Jun 2026");
+            assert_eq!(parse(two).unwrap().fields.len(), 2, "{two}");
+            assert_eq!(parse(five).unwrap().fields.len(), 5, "{five}");
+            // Field A is kept whole: AES-NI and everything else of CPUID.1 stay on.
+            assert!(two.starts_with("~0:") && five.starts_with("~0:"));
+            assert!(!parse(two).unwrap().clears_aesni());
+        }
+        // nopkaccel is exactly noifma and noadx together, field by field.
+        let b = |m: &str| parse(m).unwrap().fields[1].value;
+        assert_eq!(
+            b(NOPKACCEL_TWO_FIELDS),
+            b(NOIFMA_TWO_FIELDS) | b(NOADX_TWO_FIELDS)
+        );
+        assert_eq!(b(NOIFMA_TWO_FIELDS), 1 << 21);
+        assert_eq!(b(NOADX_TWO_FIELDS), (1 << 8) | (1 << 19));
+        assert_eq!(parse(NOIFMA_FIVE_FIELDS).unwrap().fields[2].value, 1 << 55);
+    }
     use proptest::prelude::*;
 
     /// OpenSSL's reading of one field (crypto/cpuid.c: `ossl_strtouint64` after an

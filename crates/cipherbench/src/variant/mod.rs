@@ -61,6 +61,8 @@ pub enum VariantKind {
         /// The generated configuration: the children's `OPENSSL_CONF`.
         conf: std::path::PathBuf,
     },
+    /// A public-key path off (`noifma`, `noadx`, `nopkaccel`), AES left alone.
+    PublicKey(mask::PublicKeyMask),
 }
 
 /// An acceleration variant: the kind, and through it the environment its
@@ -128,13 +130,18 @@ impl Variant {
         match t {
             "accel" => Ok(Variant::accel()),
             "noaesni" => Ok(Variant::noaesni()),
+            "noifma" => Ok(Variant::of(VariantKind::PublicKey(mask::PublicKeyMask::NoIfma))),
+            "noadx" => Ok(Variant::of(VariantKind::PublicKey(mask::PublicKeyMask::NoAdx))),
+            "nopkaccel" => Ok(Variant::of(VariantKind::PublicKey(
+                mask::PublicKeyMask::NoPkAccel,
+            ))),
             t => match t.strip_prefix("ia32cap:") {
                 Some(m) => {
                     mask::parse(m)?;
                     Ok(Variant::of(VariantKind::Ia32Cap(m.to_string())))
                 }
                 None => bail!(
-                    "unknown variant '{t}': use accel, noaesni, ia32cap:MASK (an OPENSSL_ia32cap value such as {}), provider:CONF (an openssl.cnf loading a provider) or engine:ID",
+                    "unknown variant '{t}': use accel, noaesni, noifma, noadx, nopkaccel, ia32cap:MASK (an OPENSSL_ia32cap value such as {}), provider:CONF (an openssl.cnf loading a provider) or engine:ID",
                     mask::NOAESNI_FIVE_FIELDS
                 ),
             },
@@ -201,6 +208,7 @@ impl Variant {
             VariantKind::Ia32Cap(mask) => format!("ia32cap:{mask}"),
             VariantKind::Provider { given, .. } => format!("provider:{given}"),
             VariantKind::Engine { id, .. } => format!("engine:{id}"),
+            VariantKind::PublicKey(m) => m.name().into(),
         };
         match &self.library.tag {
             Some(tag) => format!("{kind}@{tag}"),
@@ -216,6 +224,7 @@ impl Variant {
             VariantKind::Accel | VariantKind::Provider { .. } | VariantKind::Engine { .. } => None,
             VariantKind::NoAesni => Some(mask::noaesni_mask(library_version).to_string()),
             VariantKind::Ia32Cap(mask) => Some(mask.clone()),
+            VariantKind::PublicKey(m) => Some(m.mask(library_version).to_string()),
         }
     }
 
@@ -231,6 +240,15 @@ impl Variant {
             VariantKind::Accel | VariantKind::Provider { .. } | VariantKind::Engine { .. } => false,
             VariantKind::NoAesni => true,
             VariantKind::Ia32Cap(m) => mask::parse(m).is_ok_and(|m| m.clears_aesni()),
+            VariantKind::PublicKey(_) => false,
+        }
+    }
+
+    /// The public-key mask, if this is one.
+    fn public_key(&self) -> Option<mask::PublicKeyMask> {
+        match self.kind {
+            VariantKind::PublicKey(m) => Some(m),
+            _ => None,
         }
     }
 }
@@ -273,6 +291,8 @@ pub struct Facts<'a> {
     pub settings: &'a str,
     /// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
     pub cpu_has_aes: bool,
+    /// The CPU's flags (`/proc/cpuinfo`), for the public-key masks.
+    pub cpu_flags: &'a [String],
     /// The `OPENSSL_ia32cap` the variant's processes were given.
     pub mask: Option<&'a str>,
     /// What the variant's process measured (None: no probe ran).
@@ -369,7 +389,12 @@ fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool
         };
         return verdict(Verdict::Unjudged, missing.into());
     };
-    let ratios = ratios(probes, accel);
+    let mut ratios = ratios(probes, accel);
+    if let Some(pk) = variant.public_key() {
+        let mut effect = judge_public_key(pk, &mut ratios, facts);
+        effect.ratios = ratios;
+        return effect;
+    }
     let working = mask::noaesni_mask(&probes.library_version);
     let mut effect = if let Some(expected) = variant.expected() {
         judge_implementation(&expected, probes)
@@ -515,6 +540,92 @@ fn judge_implementation(expected: &Expected, probes: &Probes) -> Effect {
         };
     } else {
         effect.reason = format!("ran: {}; active providers: {providers}", ran.join(", "));
+    }
+    effect
+}
+
+/// A public-key mask took effect if each of its treatments fell by its factor
+/// ([`mask::PublicKeyMask::treatments`]) and the controls (AES-128-GCM, 3DES, and
+/// ChaCha20-Poly1305 unless the mask reaches Poly1305) held within
+/// [`PROBE_CONTROL_TOLERANCE`]. The ratios' roles are rewritten to this variant's.
+fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &Facts) -> Effect {
+    let mut effect = Effect {
+        verdict: Verdict::TookEffect,
+        reason: String::new(),
+        ratios: Vec::new(),
+        treatment_factor: pk
+            .treatments()
+            .iter()
+            .map(|t| t.1)
+            .fold(f64::INFINITY, f64::min),
+        control_tolerance: PROBE_CONTROL_TOLERANCE,
+        working_mask: None,
+        first_judgement: None,
+    };
+    for r in ratios.iter_mut() {
+        r.role = if pk.treatments().iter().any(|t| t.0 == r.cipher) {
+            ProbeRole::Treatment
+        } else if pk.affected().contains(&r.cipher.as_str()) {
+            ProbeRole::Affected
+        } else {
+            ProbeRole::Control
+        };
+        r.moved = r.role != ProbeRole::Affected
+            && ((1.0 / r.slowdown) - 1.0).abs() > PROBE_CONTROL_TOLERANCE;
+    }
+    let has_feature = pk
+        .cpu_flags()
+        .iter()
+        .any(|f| facts.cpu_flags.iter().any(|c| c == f));
+    let mut short = Vec::new();
+    let mut fell = Vec::new();
+    for (name, factor) in pk.treatments() {
+        match ratios.iter().find(|r| r.cipher == *name) {
+            None => short.push(format!("{name} did not run")),
+            Some(r) if r.slowdown < *factor => short.push(format!(
+                "{name} fell {:.2}x (≥ {factor:.2}x needed)",
+                r.slowdown
+            )),
+            Some(r) => fell.push(format!("{name} fell {:.2}x (≥ {factor:.2}x)", r.slowdown)),
+        }
+    }
+    let controls: Vec<String> = ratios
+        .iter()
+        .filter(|r| r.role == ProbeRole::Control)
+        .map(|r| format!("{} {:.2}x", r.cipher, 1.0 / r.slowdown))
+        .collect();
+    let moved = ratios
+        .iter()
+        .any(|r| r.role == ProbeRole::Control && r.moved);
+    if !short.is_empty() {
+        effect.verdict = Verdict::TreatmentDidNotMove;
+        effect.reason = if has_feature {
+            format!(
+                "{}: the library does not take the path the mask gates here (built without assembler, or another path)",
+                short.join(", ")
+            )
+        } else {
+            format!(
+                "{}: this CPU has none of {}, so there is no such path to mask",
+                short.join(", "),
+                pk.cpu_flags().join(", ")
+            )
+        };
+    } else if moved {
+        effect.verdict = Verdict::ControlMoved;
+        effect.reason = format!(
+            "{}, but a control moved ({} of accel; ±{:.0} % allowed)",
+            fell.join(", "),
+            controls.join(", "),
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
+    } else {
+        effect.reason = format!(
+            "{}; controls {} of accel (±{:.0} % allowed)",
+            fell.join(", "),
+            controls.join(", "),
+            PROBE_CONTROL_TOLERANCE * 100.0
+        );
     }
     effect
 }
@@ -687,6 +798,8 @@ pub struct Baseline {
     pub accel: Vec<(Library, Probes)>,
     /// Whether the CPU has AES.
     pub cpu_has_aes: bool,
+    /// The CPU's flags, for the public-key masks.
+    pub cpu_flags: Vec<String>,
 }
 
 impl Baseline {
@@ -718,6 +831,7 @@ impl Baseline {
         Ok(Baseline {
             accel,
             cpu_has_aes: cpu_has_aes(),
+            cpu_flags: cpu_flags(),
         })
     }
 
@@ -797,6 +911,7 @@ impl Baseline {
             &Facts {
                 settings,
                 cpu_has_aes: self.cpu_has_aes,
+                cpu_flags: &self.cpu_flags,
                 mask: mask.as_deref(),
                 probes,
                 accel_probes: Some(accel_probes),
@@ -828,6 +943,19 @@ impl Baseline {
             )?,
         ))
     }
+}
+
+/// The CPU's flags (`/proc/cpuinfo`), sorted.
+pub fn cpu_flags() -> Vec<String> {
+    std::fs::read_to_string("/proc/cpuinfo")
+        .map(|t| {
+            crate::probe::cpuinfo::parse(&t)
+                .flags
+                .iter()
+                .map(|f| f.to_string())
+                .collect()
+        })
+        .unwrap_or_default()
 }
 
 /// Whether the CPU has AES (the `aes` flag of `/proc/cpuinfo`).
@@ -1013,6 +1141,7 @@ mod tests {
             &Facts {
                 settings: &mine.cpu_settings,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask,
                 probes: Some(mine),
                 accel_probes: Some(accel),
@@ -1023,6 +1152,92 @@ mod tests {
 
     fn accel_probes() -> Probes {
         probes(ACCEL, 11e9, 3.7e9, 31e6)
+    }
+
+    fn with_public_key(mut p: Probes, sign: f64, verify: f64, ecdh: f64) -> Probes {
+        for (name, rate) in [
+            ("rsa2048-sign", sign),
+            ("rsa2048-verify", verify),
+            ("ecdh-p256", ecdh),
+        ] {
+            p.figures.push(ProbeFigure {
+                cipher: name.into(),
+                role: ProbeRole::Control,
+                size_bytes: 0,
+                bytes_per_cpu_sec: rate,
+                rounds_bytes_per_cpu_sec: vec![rate; 3],
+            });
+        }
+        p
+    }
+
+    fn judged_pk(variant: &Variant, mine: &Probes, flags: &[String]) -> VariantRecord {
+        let accel = with_public_key(accel_probes(), 4200.0, 60_000.0, 31_000.0);
+        judge(
+            variant,
+            &Facts {
+                settings: &mine.cpu_settings,
+                cpu_has_aes: true,
+                cpu_flags: flags,
+                mask: variant.mask(&mine.library_version).as_deref(),
+                probes: Some(mine),
+                accel_probes: Some(&accel),
+                process_check: None,
+            },
+        )
+    }
+
+    #[test]
+    fn public_key_masks_are_judged_by_their_own_treatments_and_controls() {
+        let flags = vec!["avx512ifma".to_string(), "adx".to_string()];
+        let noifma = Variant::parse("noifma").unwrap();
+        assert_eq!(
+            noifma.mask("OpenSSL 3.0.19 27 Jan 2026").as_deref(),
+            Some("~0:~0x200000")
+        );
+        // Measured here: signing 2.5x slower, ChaCha20-Poly1305 1.24x (Poly1305's
+        // IFMA path: affected, not a control), everything else put.
+        let mine = with_public_key(probes(ACCEL, 11e9, 3.0e9, 31e6), 1680.0, 60_500.0, 31_000.0);
+        let r = judged_pk(&noifma, &mine, &flags);
+        assert!(r.took_effect, "{:?}", r.effect);
+        let e = r.effect.unwrap();
+        let role = |c: &str| e.ratios.iter().find(|r| r.cipher == c).unwrap().role;
+        assert_eq!(role("rsa2048-sign"), ProbeRole::Treatment);
+        assert_eq!(role("chacha20-poly1305"), ProbeRole::Affected);
+        assert_eq!(role("aes-128-gcm"), ProbeRole::Control);
+        // A mask that missed: signing did not fall.
+        let missed = with_public_key(probes(ACCEL, 11e9, 3.7e9, 31e6), 4100.0, 60_000.0, 31_000.0);
+        let r = judged_pk(&noifma, &missed, &flags);
+        assert_eq!(
+            r.effect.as_ref().unwrap().verdict,
+            Verdict::TreatmentDidNotMove
+        );
+        // Without the CPU flag there is nothing to mask, and the record says so.
+        let r = judged_pk(&noifma, &missed, &[]);
+        assert!(r.effect.unwrap().reason.contains("no such path"));
+        // AES moved: the mask changed more than the public-key code.
+        let nopk = Variant::parse("nopkaccel").unwrap();
+        let aes_moved =
+            with_public_key(probes(ACCEL, 2e9, 3.0e9, 31e6), 2100.0, 44_000.0, 27_000.0);
+        let r = judged_pk(&nopk, &aes_moved, &flags);
+        assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
+        let ok = with_public_key(probes(ACCEL, 11e9, 3.0e9, 31e6), 2100.0, 44_000.0, 27_000.0);
+        assert!(judged_pk(&nopk, &ok, &flags).took_effect);
+        // noaesni keeps the public-key probes as controls.
+        let noaesni = Variant::noaesni();
+        let mine = with_public_key(
+            probes(NOAESNI, 0.5e9, 3.7e9, 31e6),
+            1000.0,
+            60_000.0,
+            31_000.0,
+        );
+        let r = judged(
+            &noaesni,
+            Some(mask::NOAESNI_FIVE_FIELDS),
+            &mine,
+            &with_public_key(accel_probes(), 4200.0, 60_000.0, 31_000.0),
+        );
+        assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
     }
 
     #[test]
@@ -1256,6 +1471,7 @@ mod tests {
             &Facts {
                 settings: &accel.cpu_settings,
                 cpu_has_aes: false,
+                cpu_flags: &[],
                 mask: Some(mask::NOAESNI_FIVE_FIELDS),
                 probes: Some(&accel),
                 accel_probes: Some(&accel),
@@ -1349,6 +1565,7 @@ mod tests {
             &Facts {
                 settings: ACCEL,
                 cpu_has_aes: false,
+                cpu_flags: &[],
                 mask: None,
                 probes: Some(&accel),
                 accel_probes: Some(&accel),
@@ -1366,6 +1583,7 @@ mod tests {
             &Facts {
                 settings: NOAESNI,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask: None,
                 probes: None,
                 accel_probes: Some(&accel),
@@ -1385,6 +1603,7 @@ mod tests {
             &Facts {
                 settings: NOAESNI,
                 cpu_has_aes: true,
+                cpu_flags: &[],
                 mask: None,
                 probes: Some(&mine),
                 accel_probes: Some(&accel),

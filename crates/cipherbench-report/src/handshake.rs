@@ -1,0 +1,377 @@
+//! `tls handshake` renderings: the terminal table and its ratio rows, the lines of
+//! summary.md, and the report section with handshake capacity beside the sweep's
+//! bulk capacity. Pure functions of the record.
+//!
+//! Ratios are of handshakes per nginx core-second (what one busy core completes),
+//! not of handshakes per second: on a machine where the load generator is the limit
+//! nginx idles, and only the per-core figure still says what a core can do. A ratio
+//! with a variant that did not take effect is replaced by its `n/a` line.
+
+use crate::svg::escape;
+use cipherbench_model::tls::{HandshakePoint, HandshakeResults, SweepResults};
+use cipherbench_model::variant::VariantRecord;
+
+/// One comparison the tables show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct HandshakeRatio {
+    /// `rsa2048 X25519 full file: nopkaccel / accel`.
+    pub label: String,
+    /// Per-core ratio, with the sum of the two points' interval spreads.
+    pub value: Option<(f64, f64)>,
+    /// What stands in its place (a variant that did not take effect).
+    pub not_applicable: Option<String>,
+}
+
+fn what(p: &HandshakePoint) -> String {
+    format!("{} {} {} {}", p.key, p.group, p.session, p.key_store)
+}
+
+fn per_core_ratio(a: &HandshakePoint, b: &HandshakePoint) -> Option<(f64, f64)> {
+    let (x, y) = (a.handshakes_per_core_sec?, b.handshakes_per_core_sec?);
+    (y > 0.0).then(|| {
+        (
+            x / y,
+            a.point.interval_throughput_bytes_per_sec.rel_spread
+                + b.point.interval_throughput_bytes_per_sec.rel_spread,
+        )
+    })
+}
+
+/// Every variant against its accel (same key, group, session kind and key store),
+/// and every PKCS#11 point against the file point of the same variant.
+pub fn ratios(h: &HandshakeResults, records: &[VariantRecord]) -> Vec<HandshakeRatio> {
+    let mut out = Vec::new();
+    for p in &h.points {
+        let accel = accel_of(&p.point.variant);
+        if p.point.variant != accel {
+            if let Some(a) = h.point(&p.key, &p.group, &p.session, &p.key_store, &accel) {
+                out.push(HandshakeRatio {
+                    label: format!("{}: accel / {}", what(p), p.point.variant),
+                    value: per_core_ratio(a, p),
+                    not_applicable: crate::variants::not_applicable(
+                        records,
+                        &[&accel, &p.point.variant],
+                    ),
+                });
+            }
+        }
+        if p.key_store != "file" {
+            if let Some(f) = h.point(&p.key, &p.group, &p.session, "file", &p.point.variant) {
+                out.push(HandshakeRatio {
+                    label: format!(
+                        "{} {} {} {}: file / {}",
+                        p.key, p.group, p.session, p.point.variant, p.key_store
+                    ),
+                    value: per_core_ratio(f, p),
+                    not_applicable: crate::variants::not_applicable(records, &[&p.point.variant]),
+                });
+            }
+        }
+    }
+    out
+}
+
+/// accel of a variant's library: `accel` or `accel@TAG`.
+fn accel_of(variant: &str) -> String {
+    match variant.split_once('@') {
+        Some((_, tag)) => format!("accel@{tag}"),
+        None => "accel".into(),
+    }
+}
+
+fn ratio_text(r: &HandshakeRatio) -> String {
+    match (&r.not_applicable, r.value) {
+        (Some(na), _) => na.clone(),
+        (None, Some((v, s))) => format!("{v:.2}x ±{:.0} %", s * 100.0),
+        (None, None) => "-".into(),
+    }
+}
+
+fn per_core(p: &HandshakePoint) -> String {
+    p.handshakes_per_core_sec
+        .map(|c| format!("{c:.0}"))
+        .unwrap_or_else(|| "-".into())
+}
+
+/// The terminal table.
+pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
+    let mut out = format!(
+        "\nTLS handshakes: {} , {} B body, keep-alive off, {} nginx worker(s); per core = handshakes/s / nginx CPU used\n",
+        h.config.protocol, h.config.size_bytes, h.config.cores
+    );
+    let w = h
+        .points
+        .iter()
+        .map(|p| p.point.variant.len() + 1)
+        .chain([9])
+        .max()
+        .unwrap_or(9);
+    out.push_str(&format!(
+        "{:<10} {:<7} {:<8} {:<7} {:<w$} {:>11} {:>9} {:>8} {:>7} {:>9} {:>10} {:>8}\n",
+        "key",
+        "group",
+        "session",
+        "store",
+        "variant",
+        "handshk/s",
+        "per core",
+        "resumed",
+        "clients",
+        "hs p50 ms",
+        "nginx CPU",
+        "gen CPU"
+    ));
+    for p in &h.points {
+        out.push_str(&format!(
+            "{:<10} {:<7} {:<8} {:<7} {:<w$} {:>10.0}{} {:>9} {:>7.0}% {:>7} {:>9.2} {:>10} {:>7.0}%{}\n",
+            p.key,
+            p.group,
+            p.session,
+            p.key_store,
+            crate::variants::text_name(records, &p.point.variant),
+            p.handshakes_per_sec,
+            if p.point.interval_throughput_bytes_per_sec.high_spread() {
+                "~"
+            } else {
+                " "
+            },
+            per_core(p),
+            p.resumed_fraction * 100.0,
+            p.point.concurrency,
+            p.point.handshake.p50_ns as f64 / 1e6,
+            p.point
+                .server_cpu
+                .as_ref()
+                .map(|c| format!("{:.0} %", c.total * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            p.point.generator_cpu * 100.0,
+            if p.point.valid {
+                String::new()
+            } else if p.point.generator_saturated {
+                "  gen-bound (per core still valid)".into()
+            } else {
+                "  INVALID".into()
+            }
+        ));
+    }
+    let rs = ratios(h, records);
+    if !rs.is_empty() {
+        out.push_str(
+            "ratios (handshakes per nginx core-second; ± is the sum of the two points' spreads):\n",
+        );
+        for r in &rs {
+            out.push_str(&format!("  {:<52} {}\n", r.label, ratio_text(r)));
+        }
+    }
+    out
+}
+
+/// summary.md lines.
+pub fn markdown(h: &HandshakeResults, records: &[VariantRecord]) -> String {
+    let mut out = String::new();
+    for p in &h.points {
+        out.push_str(&format!(
+            "- TLS handshakes {} {}: {:.0}/s, {} per nginx core-second ({:.0} % resumed){}\n",
+            what(p),
+            crate::variants::text_name(records, &p.point.variant),
+            p.handshakes_per_sec,
+            per_core(p),
+            p.resumed_fraction * 100.0,
+            if p.point.valid {
+                ""
+            } else {
+                " (not valid: see report)"
+            }
+        ));
+    }
+    for r in ratios(h, records) {
+        out.push_str(&format!(
+            "- TLS handshakes {}: {}\n",
+            r.label,
+            ratio_text(&r)
+        ));
+    }
+    out
+}
+
+/// The report section: the table, the ratios, and handshake capacity beside bulk
+/// capacity when the same run has a sweep.
+pub fn html(
+    h: &HandshakeResults,
+    sweep: Option<&SweepResults>,
+    records: &[VariantRecord],
+    target_gbps: f64,
+) -> String {
+    let mut out = format!(
+        "<h3 id=\"tls-handshake\">Handshakes <a class=\"how\" href=\"#m-tls-handshake\">how measured</a></h3>\
+<p>{}, a {}-byte file per connection (keep-alive off: one handshake per request), {} nginx worker(s), each point a fresh nginx offering one group. \
+<b>Per core</b> = handshakes per second divided by the CPU nginx's workers used.</p>\
+<div class=\"scroll\"><table id=\"table-tls-handshake\"><tr><th class=\"l\">key</th><th class=\"l\">group</th><th class=\"l\">session</th><th class=\"l\">key store</th><th class=\"l\">variant</th>\
+<th>handshakes/s</th><th>per core</th><th>resumed</th><th>clients</th><th>handshake p50 ms</th><th>nginx CPU</th><th>generator CPU</th><th class=\"l\">valid</th></tr>",
+        escape(&h.config.protocol),
+        h.config.size_bytes,
+        h.config.cores
+    );
+    for p in &h.points {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td><b>{}</b></td><td>{:.0} %</td><td>{}</td><td>{:.2}</td><td>{}</td><td>{:.0} %</td><td class=\"l\">{}</td></tr>",
+            escape(&p.key),
+            escape(&p.group),
+            escape(&p.session),
+            escape(&p.key_store),
+            crate::variants::html_name(records, &p.point.variant),
+            p.handshakes_per_sec,
+            per_core(p),
+            p.resumed_fraction * 100.0,
+            p.point.concurrency,
+            p.point.handshake.p50_ns as f64 / 1e6,
+            p.point
+                .server_cpu
+                .as_ref()
+                .map(|c| format!("{:.0} %", c.total * 100.0))
+                .unwrap_or_else(|| "-".into()),
+            p.point.generator_cpu * 100.0,
+            match &p.point.invalid_reason {
+                None => "yes".to_string(),
+                Some(r) => format!("<span class=\"bad\">{}</span>", escape(r)),
+            }
+        ));
+    }
+    out.push_str("</table></div>");
+    let rs = ratios(h, records);
+    if !rs.is_empty() {
+        out.push_str("<table id=\"table-tls-handshake-ratios\"><tr><th class=\"l\">ratio (per nginx core-second)</th><th>value</th></tr>");
+        for r in &rs {
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td>{}</td></tr>",
+                escape(&r.label),
+                escape(&ratio_text(r))
+            ));
+        }
+        out.push_str("</table>");
+    }
+    if let Some(s) = sweep {
+        let bulk = crate::tls::capacity(s, target_gbps);
+        if !bulk.is_empty() {
+            out.push_str("<h4>Handshake capacity beside bulk capacity</h4><p>What one nginx core does, per variant: full handshakes per second (first key, group and key store of the handshake run) beside the Gbit/s of bulk transfer of the sweep.</p><table id=\"table-tls-handshake-bulk\"><tr><th class=\"l\">variant</th><th>full handshakes/s per core</th><th class=\"l\">of</th><th class=\"l\">bulk suite</th><th>Gbit/s per core</th></tr>");
+            for c in &bulk {
+                let hs = h
+                    .points
+                    .iter()
+                    .find(|p| p.session == "full" && p.point.variant == c.variant);
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{}</td><td><b>{}</b></td><td class=\"l\">{}</td><td class=\"l\">{}</td><td><b>{:.2}</b></td></tr>",
+                    escape(&c.variant),
+                    hs.map(per_core).unwrap_or_else(|| "not measured".into()),
+                    hs.map(|p| escape(&what(p))).unwrap_or_default(),
+                    escape(&c.suite),
+                    c.bits_per_sec_per_core / 1e9
+                ));
+            }
+            out.push_str("</table>");
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_model::tls::{HandshakeConfig, Latency, ServerCpu, SweepPoint};
+    use cipherbench_model::Summary;
+
+    fn point(key: &str, store: &str, variant: &str, per_core: f64) -> HandshakePoint {
+        HandshakePoint {
+            key: key.into(),
+            group: "X25519".into(),
+            session: "full".into(),
+            key_store: store.into(),
+            handshakes_per_sec: per_core / 2.0,
+            handshakes_per_core_sec: Some(per_core),
+            resumed_fraction: 0.0,
+            point: SweepPoint {
+                suite: "TLS_AES_128_GCM_SHA256".into(),
+                protocol: "TLSv1.3".into(),
+                negotiated_suite: None,
+                negotiated_protocol: None,
+                size_bytes: 64,
+                cores: 1,
+                variant: variant.into(),
+                concurrency: 16,
+                window_ns: 1,
+                interval_ns: 1,
+                throughput_bytes_per_sec: 1.0,
+                interval_throughput_bytes_per_sec: Summary::of_or_empty(&[1.0, 1.0]),
+                requests_per_sec: per_core / 2.0,
+                requests: 1,
+                requests_sent: 1,
+                server_requests: None,
+                cancelled: 0,
+                requests_ok_total: 1,
+                requests_resumed_total: 0,
+                body_bytes: 64,
+                errors: 0,
+                errors_by_reason: Default::default(),
+                latency: Latency::default(),
+                first_byte: Latency::default(),
+                handshake: Latency::default(),
+                connect: Latency::default(),
+                max_first_byte_ns: 0,
+                within_limit: true,
+                server_cpu: Some(ServerCpu::default()),
+                generator_cpu: 0.5,
+                generator_threads: 1,
+                generator_saturated: false,
+                valid: true,
+                invalid_reason: None,
+                probes: Vec::new(),
+                generator_cpu_per_thread: Vec::new(),
+                search: None,
+                noise: None,
+                agents: Vec::new(),
+            },
+        }
+    }
+
+    fn results() -> HandshakeResults {
+        HandshakeResults {
+            config: HandshakeConfig {
+                protocol: "TLSv1.3".into(),
+                keys: vec!["rsa2048".into()],
+                groups: vec!["X25519".into()],
+                sessions: vec!["full".into()],
+                key_stores: vec!["file".into(), "pkcs11".into()],
+                variants: vec!["accel".into(), "nopkaccel".into()],
+                cores: 1,
+                size_bytes: 64,
+                window_ns: 1,
+                probe_ns: 1,
+                warmup_ns: 0,
+                latency_limit_ns: 1,
+                max_concurrency: 16,
+            },
+            points: vec![
+                point("rsa2048", "file", "accel", 2000.0),
+                point("rsa2048", "file", "nopkaccel", 1000.0),
+                point("rsa2048", "pkcs11", "accel", 1000.0),
+            ],
+        }
+    }
+
+    #[test]
+    fn ratios_compare_variants_with_accel_and_modules_with_files_per_core() {
+        let rs = ratios(&results(), &[]);
+        assert_eq!(rs.len(), 2, "{rs:?}");
+        assert_eq!(rs[0].label, "rsa2048 X25519 full file: accel / nopkaccel");
+        assert_eq!(rs[0].value.unwrap().0, 2.0);
+        assert_eq!(rs[1].label, "rsa2048 X25519 full accel: file / pkcs11");
+        assert_eq!(rs[1].value.unwrap().0, 2.0);
+        let t = text(&results(), &[]);
+        assert!(t.contains("accel / nopkaccel"), "{t}");
+        assert!(t.contains("2.00x"), "{t}");
+        let m = markdown(&results(), &[]);
+        assert!(m.contains("file / pkcs11: 2.00x"), "{m}");
+        let h = html(&results(), None, &[], 10.0);
+        assert!(h.contains("table-tls-handshake-ratios"), "{h}");
+    }
+}

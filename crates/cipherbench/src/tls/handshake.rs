@@ -1,0 +1,467 @@
+//! `cipherbench tls handshake`: how many TLS handshakes one nginx core completes per
+//! second, by server key (RSA-2048, ECDSA P-256), key-exchange group (X25519,
+//! P-256), full against resumed, and variant (the public-key masks among them).
+//!
+//! Each point is a sweep point on a tiny file (keep-alive off, one request per
+//! connection, so every request is one handshake): a fresh nginx offering exactly
+//! the one group (`ssl_ecdh_curve`) and a client offering only that group, the
+//! concurrency searched as the sweep searches it ([`super::sweep::search`]), and the
+//! figure divided by the CPU nginx's workers used. "Resumed" turns nginx's session
+//! cache and tickets on and has each generator thread offer its last session; the
+//! share of handshakes that did resume is counted by the client
+//! (`SSL_session_reused`) and recorded, so a "resumed" point that did not resume
+//! says so. Variants innermost, so that the two sides of a ratio are measured a few
+//! seconds apart.
+
+use super::engine::{Client, Target};
+use super::nginx::{self, Server, ServerSpec, Workspace};
+use super::suite::{KeyType, Protocol, Suite};
+use super::SweepPlan;
+use crate::interrupt;
+use crate::results::Session;
+use crate::variant::Variant;
+use anyhow::{anyhow, bail, Result};
+use cipherbench_model::tls::{HandshakeConfig, HandshakePoint, HandshakeResults, ServerRecord};
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// A key-exchange group (RFC 8446 §4.2.7).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Group {
+    /// X25519 (RFC 7748).
+    X25519,
+    /// NIST P-256 (secp256r1).
+    P256,
+}
+
+impl Group {
+    /// Parses `x25519` or `p-256` (`p256`, `secp256r1`, `prime256v1`).
+    pub fn parse(text: &str) -> Result<Group> {
+        match text.trim().to_ascii_lowercase().as_str() {
+            "x25519" => Ok(Group::X25519),
+            "p-256" | "p256" | "secp256r1" | "prime256v1" => Ok(Group::P256),
+            t => bail!("--groups: unknown group '{t}': use x25519 or p-256"),
+        }
+    }
+
+    /// As OpenSSL's groups list and nginx's `ssl_ecdh_curve` spell it.
+    pub fn openssl(self) -> &'static str {
+        match self {
+            Group::X25519 => "X25519",
+            Group::P256 => "P-256",
+        }
+    }
+}
+
+/// Where nginx's private key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyStore {
+    /// A PEM file in the run's workspace.
+    File,
+    /// A PKCS#11 module (SoftHSM2 unless a module path is given), reached through
+    /// libengine-pkcs11-openssl.
+    Pkcs11 {
+        /// The module (`--pkcs11-module`), None: SoftHSM2's.
+        module: Option<PathBuf>,
+    },
+}
+
+impl KeyStore {
+    /// The name in records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KeyStore::File => "file",
+            KeyStore::Pkcs11 { .. } => "pkcs11",
+        }
+    }
+}
+
+/// `tls handshake`, resolved.
+#[derive(Debug, Clone)]
+pub struct HandshakePlan {
+    /// TLS 1.3 (`TLS_AES_128_GCM_SHA256`) or TLS 1.2 (`ECDHE-{RSA,ECDSA}-AES128-GCM-SHA256`).
+    pub protocol: Protocol,
+    /// Server keys.
+    pub keys: Vec<KeyType>,
+    /// Groups.
+    pub groups: Vec<Group>,
+    /// `false` full, `true` resumed, in order.
+    pub sessions: Vec<bool>,
+    /// Where nginx's key is.
+    pub key_stores: Vec<KeyStore>,
+    /// Variants.
+    pub variants: Vec<Variant>,
+    /// nginx workers.
+    pub cores: usize,
+    /// Body size of the file requested.
+    pub size: u64,
+    /// The measuring part, as a sweep of one size and one core count.
+    pub sweep: SweepPlan,
+    /// `--nginx`.
+    pub nginx: Option<PathBuf>,
+    /// `--port`.
+    pub port: Option<u16>,
+}
+
+/// The suite for a key under a protocol: one AES-128-GCM suite, so that the record
+/// layer costs the same across points and the handshake is what differs.
+pub fn suite_for(protocol: Protocol, key: KeyType) -> Suite {
+    let name = match (protocol, key) {
+        (Protocol::Tls13, _) => "TLS_AES_128_GCM_SHA256",
+        (Protocol::Tls12, KeyType::Rsa2048) => "ECDHE-RSA-AES128-GCM-SHA256",
+        (Protocol::Tls12, KeyType::EcdsaP256) => "ECDHE-ECDSA-AES128-GCM-SHA256",
+    };
+    // The three names are in the suite table (suite.rs); a test holds it so.
+    Suite::find(name).expect("handshake suites are in the suite table")
+}
+
+fn session_name(resumed: bool) -> &'static str {
+    if resumed {
+        "resumed"
+    } else {
+        "full"
+    }
+}
+
+impl HandshakePlan {
+    /// Points to measure.
+    pub fn total_points(&self) -> usize {
+        self.keys.len()
+            * self.groups.len()
+            * self.sessions.len()
+            * self.key_stores.len()
+            * self.variants.len()
+    }
+
+    fn config(&self) -> HandshakeConfig {
+        HandshakeConfig {
+            protocol: self.protocol.as_str().into(),
+            keys: self.keys.iter().map(|k| k.name().into()).collect(),
+            groups: self.groups.iter().map(|g| g.openssl().into()).collect(),
+            sessions: self
+                .sessions
+                .iter()
+                .map(|&r| session_name(r).into())
+                .collect(),
+            key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
+            variants: self.variants.iter().map(|v| v.name()).collect(),
+            cores: self.cores,
+            size_bytes: self.size,
+            window_ns: self.sweep.window.as_nanos() as u64,
+            probe_ns: self.sweep.probe.as_nanos() as u64,
+            warmup_ns: self.sweep.warmup.as_nanos() as u64,
+            latency_limit_ns: self.sweep.limit.as_nanos() as u64,
+            max_concurrency: self.sweep.max_concurrency,
+        }
+    }
+}
+
+/// Runs every point, saving after each.
+pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
+    let config = plan.config();
+    if let Some(tls) = session.record.tls.as_mut() {
+        if tls.handshake.as_ref().is_some_and(|h| h.config != config) {
+            tls.handshake = None;
+        }
+    }
+    let binary = nginx::resolve_nginx(plan.nginx.as_deref())?;
+    let info = nginx::nginx_info(&binary)?;
+    if let Some(p) = plan.port {
+        nginx::check_port(p)?;
+    }
+    let topology = super::topology(session);
+    let placed = super::assign_cpus(&topology, plan.cores, plan.sweep.generator_cpus.as_deref())?;
+    let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+    let placement_cpus = placed.placement.all_cpus();
+    let variants = super::NginxVariants::judge(&plan.variants)?;
+    session.progress.layer(
+        "tls handshake",
+        plan.total_points(),
+        plan.sweep.estimate() * plan.total_points() as u32,
+    );
+    for &key in &plan.keys {
+        let suite = suite_for(plan.protocol, key);
+        suite.check_offered()?;
+        for store in &plan.key_stores {
+            let workspace = Workspace::create(&[plan.size], key)?;
+            let key_source = super::keystore::prepare(store, &workspace)?;
+            for &group in &plan.groups {
+                for &resumed in &plan.sessions {
+                    let client = Client::with_groups(&suite, resumed, Some(group.openssl()))?;
+                    for variant in &plan.variants {
+                        interrupt::check()?;
+                        let labels = PointLabels {
+                            key,
+                            group,
+                            resumed,
+                            store: store.name(),
+                            variant,
+                        };
+                        if measured(session, &labels) {
+                            session.progress.skip(1);
+                            continue;
+                        }
+                        let spec = ServerSpec {
+                            nginx: &binary,
+                            info: &info,
+                            workspace: &workspace,
+                            suite,
+                            cpus: server_cpus.clone(),
+                            variant,
+                            ia32cap: variants.mask(variant),
+                            port: plan.port,
+                            resumption: resumed,
+                            groups: Some(group.openssl().into()),
+                            key_source: key_source.clone(),
+                            also_listen: Vec::new(),
+                        };
+                        let server = Server::start(&spec, &client)?;
+                        let mut placement = placed.placement.clone();
+                        if let Some(why) = super::apply_placement(&server, server_cpus) {
+                            placement.disjoint = false;
+                            placement.warnings.push(why);
+                        }
+                        super::warn_placement(session, &placement);
+                        super::note_libraries(session, variant, &server);
+                        let record = ServerRecord {
+                            kind: "nginx".into(),
+                            version: Some(info.version.clone()),
+                            library: super::server_library(&info, variant),
+                            suite: suite.openssl.to_string(),
+                            key: key.name().to_string(),
+                            key_store: store.name().into(),
+                            cores: plan.cores,
+                            server_cpus: server_cpus.clone(),
+                            generator_cpus: generator_cpus.clone(),
+                            variant: variants.record(variant, &server, &suite),
+                            config: server.config().to_string(),
+                            placement: Some(placement),
+                        };
+                        let target = Target {
+                            addr: server.addr(),
+                            host: "127.0.0.1".into(),
+                            path: Workspace::url_path(plan.size),
+                            expected_len: Some(plan.size),
+                        };
+                        let point = super::sweep::search(
+                            &plan.sweep,
+                            &client,
+                            &target,
+                            generator_cpus,
+                            Some(&server),
+                            1,
+                            &mut None,
+                            super::sweep::Labels {
+                                suite: suite.openssl,
+                                protocol: suite.protocol.as_str(),
+                                size: plan.size,
+                                cores: plan.cores,
+                                variant: &variant.name(),
+                                cpus: &placement_cpus,
+                            },
+                        )?;
+                        server.stop();
+                        record_point(session, &config, record, handshake_point(&labels, point))?;
+                    }
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+struct PointLabels<'a> {
+    key: KeyType,
+    group: Group,
+    resumed: bool,
+    store: &'static str,
+    variant: &'a Variant,
+}
+
+fn measured(session: &Session, l: &PointLabels<'_>) -> bool {
+    session
+        .record
+        .tls
+        .as_ref()
+        .and_then(|t| t.handshake.as_ref())
+        .is_some_and(|h| {
+            h.point(
+                l.key.name(),
+                l.group.openssl(),
+                session_name(l.resumed),
+                l.store,
+                &l.variant.name(),
+            )
+            .is_some()
+        })
+}
+
+/// The handshake figures of a measured sweep point. Pure.
+fn handshake_point(
+    l: &PointLabels<'_>,
+    point: cipherbench_model::tls::SweepPoint,
+) -> HandshakePoint {
+    let per_core = point.server_cpu.as_ref().and_then(|c| {
+        let used = c.total * point.cores as f64;
+        (used > 0.0).then(|| point.requests_per_sec / used)
+    });
+    let resumed_fraction = if point.requests_ok_total > 0 {
+        point.requests_resumed_total as f64 / point.requests_ok_total as f64
+    } else {
+        0.0
+    };
+    HandshakePoint {
+        key: l.key.name().into(),
+        group: l.group.openssl().into(),
+        session: session_name(l.resumed).into(),
+        key_store: l.store.into(),
+        handshakes_per_sec: point.requests_per_sec,
+        handshakes_per_core_sec: per_core,
+        resumed_fraction,
+        point,
+    }
+}
+
+/// A "resumed" point must have resumed most handshakes (each generator thread's first
+/// connections, opened before any session exists, cannot), a "full" one none:
+/// otherwise the figure is not what its label says.
+pub const RESUMED_AT_LEAST: f64 = 0.75;
+
+fn record_point(
+    session: &mut Session,
+    config: &HandshakeConfig,
+    server: ServerRecord,
+    point: HandshakePoint,
+) -> Result<()> {
+    let label = format!(
+        "{} {} {} {} {}: {:.0} handshakes/s{}, {:.0} % resumed at {} client(s), nginx {}{}",
+        point.key,
+        point.group,
+        point.session,
+        point.key_store,
+        point.point.variant,
+        point.handshakes_per_sec,
+        point
+            .handshakes_per_core_sec
+            .map(|c| format!(" ({c:.0} per core)"))
+            .unwrap_or_default(),
+        point.resumed_fraction * 100.0,
+        point.point.concurrency,
+        point
+            .point
+            .server_cpu
+            .as_ref()
+            .map(|c| format!("{:.0} %", c.total * 100.0))
+            .unwrap_or_else(|| "-".into()),
+        if point.point.valid { "" } else { " [INVALID]" }
+    );
+    session.progress.point(&label);
+    let what = format!(
+        "{} {} {} {} {}",
+        point.key, point.group, point.session, point.key_store, point.point.variant
+    );
+    let wrong_resumption = match point.session.as_str() {
+        "resumed" => point.resumed_fraction < RESUMED_AT_LEAST,
+        _ => point.point.requests_resumed_total > 0,
+    };
+    if wrong_resumption {
+        session.record.warn(
+            "tls",
+            "resumption_mismatch",
+            format!(
+                "{what}: {:.0} % of the handshakes resumed a session: the point does not measure what its label says",
+                point.resumed_fraction * 100.0
+            ),
+        );
+    }
+    if let Some(reason) = &point.point.invalid_reason {
+        session.record.warn(
+            "tls",
+            "handshake_point_invalid",
+            format!("{what}: {reason}"),
+        );
+    }
+    if !server.variant.took_effect {
+        session.record.warn(
+            "tls",
+            "variant_not_effective",
+            format!(
+                "variant {} did not take effect for nginx: {}",
+                server.variant.name,
+                server.variant.explanation()
+            ),
+        );
+    }
+    let tls = super::results(session);
+    if !tls.servers.iter().any(|s| {
+        s.suite == server.suite
+            && s.variant.name == server.variant.name
+            && s.cores == server.cores
+            && s.key == server.key
+            && s.key_store == server.key_store
+    }) {
+        tls.servers.push(server);
+    }
+    tls.handshake
+        .get_or_insert_with(|| HandshakeResults {
+            config: config.clone(),
+            points: Vec::new(),
+        })
+        .points
+        .push(point);
+    session.save()
+}
+
+/// Parses a `--sessions` list: `full`, `resumed`.
+pub fn parse_sessions(text: &str) -> Result<Vec<bool>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let r = match t.trim() {
+            "full" => false,
+            "resumed" => true,
+            t => {
+                return Err(anyhow!(
+                    "--sessions: unknown '{t}': use full, resumed or both"
+                ))
+            }
+        };
+        if !out.contains(&r) {
+            out.push(r);
+        }
+    }
+    Ok(out)
+}
+
+/// The default window of a handshake point: short, as handshakes are small and many.
+pub const DEFAULT_WINDOW: Duration = Duration::from_secs(4);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_key_and_protocol_has_a_suite_the_key_fits() {
+        for p in [Protocol::Tls12, Protocol::Tls13] {
+            for k in [KeyType::Rsa2048, KeyType::EcdsaP256] {
+                let s = suite_for(p, k);
+                assert_eq!(s.protocol, p);
+                s.check_key(k).unwrap();
+            }
+        }
+    }
+
+    #[test]
+    fn groups_and_sessions_parse_and_refuse_in_one_line() {
+        assert_eq!(Group::parse("X25519").unwrap(), Group::X25519);
+        assert_eq!(Group::parse("prime256v1").unwrap(), Group::P256);
+        assert!(Group::parse("ffdhe2048")
+            .unwrap_err()
+            .to_string()
+            .contains("x25519 or p-256"));
+        assert_eq!(
+            parse_sessions("full,resumed,full").unwrap(),
+            vec![false, true]
+        );
+        assert!(parse_sessions("half").is_err());
+    }
+}

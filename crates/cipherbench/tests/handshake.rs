@@ -1,0 +1,287 @@
+//! `tls handshake` end to end against the real nginx on loopback: full and resumed
+//! handshakes counted by the client (a "resumed" point resumed, a "full" one did
+//! not), the group asked for is the group nginx was told to offer, the key in a
+//! PKCS#11 token (SoftHSM2 through the pkcs11 engine, token and configs in the run's
+//! directory, nginx as one process) beside the key in a file, and the public-key
+//! mask judged by effect on nginx's environment. Nothing is left behind: each test
+//! runs cipherbench with its own `TMPDIR`, which must end empty, with no process
+//! working in it.
+
+use cipherbench_model::RunRecord;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("cb-hs-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(dir.join("tmp")).unwrap();
+    dir
+}
+
+fn bin(dir: &Path) -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
+    c.env("TMPDIR", dir.join("tmp"));
+    c
+}
+
+fn record(dir: &Path) -> RunRecord {
+    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
+    RunRecord::from_json(&text).expect("run.json reads under the schema")
+}
+
+/// Nothing left: no process working under `dir`, an empty TMPDIR.
+fn assert_nothing_left(dir: &Path) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut procs = Vec::new();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
+                if cwd.starts_with(dir) {
+                    procs.push(e.file_name());
+                }
+            }
+        }
+        if procs.is_empty() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "left running: {procs:?}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+const SHORT: &[&str] = &[
+    "--window",
+    "500ms",
+    "--probe",
+    "200ms",
+    "--warmup",
+    "100ms",
+    "--concurrency",
+    "4",
+];
+
+#[test]
+fn full_handshakes_do_not_resume_and_resumed_ones_do() {
+    let dir = scratch("sessions");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "handshake",
+            "--keys",
+            "ecdsa-p256",
+            "--groups",
+            "p-256",
+            "--sessions",
+            "full,resumed",
+            "--variants",
+            "accel",
+        ])
+        .args(SHORT)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tls = record(&results).tls.expect("tls results");
+    let h = tls.handshake.expect("handshake results");
+    assert_eq!(h.points.len(), 2);
+    let full = h
+        .point("ecdsa-p256", "P-256", "full", "file", "accel")
+        .unwrap();
+    let resumed = h
+        .point("ecdsa-p256", "P-256", "resumed", "file", "accel")
+        .unwrap();
+    for p in [full, resumed] {
+        assert_eq!(p.point.errors, 0, "{:?}", p.point.errors_by_reason);
+        assert_eq!(
+            p.point.negotiated_suite.as_deref(),
+            Some("TLS_AES_128_GCM_SHA256")
+        );
+        assert!(p.handshakes_per_sec > 0.0);
+        assert!(p.handshakes_per_core_sec.is_some_and(|c| c > 0.0), "{p:?}");
+    }
+    assert_eq!(full.point.requests_resumed_total, 0);
+    assert_eq!(full.resumed_fraction, 0.0);
+    // Four clients on one thread: only the first connections start without a session.
+    assert!(resumed.resumed_fraction > 0.75, "{resumed:?}");
+    // nginx was told to offer exactly the one group, and tickets only when resuming.
+    let configs: Vec<&str> = tls.servers.iter().map(|s| s.config.as_str()).collect();
+    assert!(configs.iter().all(|c| c.contains("ssl_ecdh_curve P-256;")));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("TLS handshakes"), "{stdout}");
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(summary.contains("TLS handshakes ecdsa-p256 P-256 resumed file accel"));
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("table-tls-handshake"));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
+    let dir = scratch("pkcs11");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "handshake",
+            "--keys",
+            "rsa2048",
+            "--groups",
+            "x25519",
+            "--sessions",
+            "full",
+            "--key-store",
+            "file,pkcs11",
+            "--variants",
+            "accel",
+        ])
+        .args(SHORT)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tls = record(&results).tls.expect("tls results");
+    let h = tls.handshake.expect("handshake results");
+    for store in ["file", "pkcs11"] {
+        let p = h
+            .point("rsa2048", "X25519", "full", store, "accel")
+            .unwrap_or_else(|| panic!("no {store} point"));
+        assert_eq!(p.point.errors, 0, "{store}: {:?}", p.point.errors_by_reason);
+        assert!(p.handshakes_per_sec > 0.0, "{store}");
+    }
+    // The PKCS#11 nginx ran as one process, its key named by the engine, with the
+    // run's own OpenSSL and SoftHSM2 configs (nothing system-wide).
+    let engine = tls
+        .servers
+        .iter()
+        .find(|s| s.config.contains("engine:pkcs11:"))
+        .expect("an nginx with the key in the token");
+    assert!(engine.config.contains("master_process off;"));
+    assert!(engine.config.contains("env SOFTHSM2_CONF;"));
+    assert!(engine.config.contains("env OPENSSL_CONF;"));
+    assert!(!engine.config.contains("key.pem"));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("file / pkcs11"), "{stdout}");
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma() {
+    let has_ifma = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "avx512ifma"));
+    let dir = scratch("noifma");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "handshake",
+            "--keys",
+            "rsa2048",
+            "--groups",
+            "x25519",
+            "--sessions",
+            "full",
+            "--variants",
+            "accel,noifma",
+        ])
+        .args(SHORT)
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let tls = record(&results).tls.expect("tls results");
+    let noifma = tls
+        .servers
+        .iter()
+        .find(|s| s.variant.name == "noifma")
+        .expect("the noifma nginx");
+    let effect = noifma.variant.effect.as_ref().expect("judged");
+    let sign = effect
+        .ratios
+        .iter()
+        .find(|r| r.cipher == "rsa2048-sign")
+        .expect("the RSA-sign probe ran");
+    let aes = effect
+        .ratios
+        .iter()
+        .find(|r| r.cipher == "aes-128-gcm")
+        .expect("the AES control ran");
+    assert!(!aes.moved, "{effect:?}");
+    if has_ifma {
+        assert!(noifma.variant.took_effect, "{effect:?}");
+        assert!(sign.slowdown >= 1.5, "{effect:?}");
+    } else {
+        assert!(!noifma.variant.took_effect, "{effect:?}");
+        assert!(effect.reason.contains("no such path"), "{effect:?}");
+    }
+    assert!(noifma
+        .variant
+        .ia32cap_env
+        .as_deref()
+        .is_some_and(|m| m.starts_with("~0:~0x200000")));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn bad_handshake_flags_are_one_line() {
+    let dir = scratch("bad");
+    for (args, needle) in [
+        (&["--groups", "ffdhe2048"][..], "x25519 or p-256"),
+        (&["--sessions", "half"][..], "full, resumed"),
+        (&["--key-store", "hsm"][..], "file, pkcs11"),
+        (&["--key-store", "pkcs11", "--cores", "2"][..], "--cores 1"),
+        (
+            &[
+                "--key-store",
+                "pkcs11",
+                "--pkcs11-module",
+                "/nonexistent.so",
+            ][..],
+            "/nonexistent.so",
+        ),
+        (&["--variants", "nopk"][..], "nopkaccel"),
+    ] {
+        let out = bin(&dir)
+            .args(["tls", "handshake"])
+            .args(args)
+            .output()
+            .unwrap();
+        assert!(!out.status.success(), "{args:?}");
+        let err = String::from_utf8_lossy(&out.stderr);
+        let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+        assert_eq!(lines.len(), 1, "{args:?}: {err}");
+        assert!(lines[0].contains(needle), "{args:?}: {err}");
+    }
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
