@@ -23,7 +23,7 @@ use cipherbench::tunnel::topology::{self, Names, TopologyOptions};
 use cipherbench::tunnel::{analysis, check_prerequisites, measured_run, Lab};
 use cipherbench::variant::Variant;
 use cipherbench_esp::{derive_sa_pair, Role, Transform};
-use cipherbench_model::tunnel::{Protocol, TunnelRun};
+use cipherbench_model::tunnel::{GatewayRun, Protocol, TunnelRun};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -152,7 +152,8 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
         assert_eq!(
             s.drops_total() + r.drops_total(),
             0,
-            "{transform} tcp drops"
+            "{transform} tcp drops: {}",
+            drops_by_reason(s, r)
         );
         // Every inner packet the sender sealed, the receiver opened (a few may be in
         // flight at a snapshot: the connection's closing segments).
@@ -185,7 +186,8 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
         assert_eq!(
             s.drops_total() + r.drops_total(),
             0,
-            "{transform} udp drops"
+            "{transform} udp drops: {}",
+            drops_by_reason(s, r)
         );
         // Each datagram is 1220 bytes of payload + UDP 8 + IPv4 20 = 1248 inner
         // bytes; beyond them only the control connection crossed (a few KiB), and
@@ -216,6 +218,23 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
         assert!(receiver.rx.coalesced > 0, "{transform}: {:?}", receiver.rx);
     }
     lab.stop().expect("teardown");
+}
+
+/// The drops of a run by side and reason, the non-zero ones, for a failure message.
+fn drops_by_reason(sender: &GatewayRun, receiver: &GatewayRun) -> String {
+    [("sender", sender), ("receiver", receiver)]
+        .iter()
+        .map(|(side, g)| {
+            let reasons: Vec<String> = g
+                .drops
+                .iter()
+                .filter(|(_, &n)| n > 0)
+                .map(|(reason, n)| format!("{reason} {n}"))
+                .collect();
+            format!("{side} [{}]", reasons.join(", "))
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The names of a process's threads, from `/proc/PID/task/*/comm`.
@@ -269,7 +288,8 @@ fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
         assert_eq!(
             s.drops_total() + r.drops_total(),
             0,
-            "{transform} tcp drops"
+            "{transform} tcp drops: {}",
+            drops_by_reason(s, r)
         );
         assert!(
             s.sealed_packets.abs_diff(r.opened_packets) <= 4,
@@ -298,7 +318,8 @@ fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
         assert_eq!(
             s.drops_total() + r.drops_total(),
             0,
-            "{transform} udp drops"
+            "{transform} udp drops: {}",
+            drops_by_reason(s, r)
         );
         assert_eq!(i.out_of_order, Some(0), "{transform}: datagrams reordered");
         assert!(analysis::unaccounted(r).is_none(), "{transform}: {r:?}");
