@@ -20,7 +20,9 @@
 //! would give.
 
 use cipherbench_esp::pipeline::{self, Hooks};
-use cipherbench_esp::{derive_sa_pair, InboundSa, OutboundSa, Reserved, Role, Transform};
+use cipherbench_esp::{
+    derive_sa_pair, InboundSa, OutboundSa, Reserved, Role, Transform, Unsettled,
+};
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use std::time::{Duration, Instant};
 
@@ -122,7 +124,9 @@ fn seal_inline(t: Transform, inputs: &[Vec<u8>], batches: u64) -> Duration {
 struct OpenJob {
     batch: usize,
     out: Vec<u8>,
-    opened: usize,
+    /// Each packet of the batch opened but not yet settled, as the gateway's
+    /// workers leave them for `open-out`.
+    unsettled: Vec<Unsettled>,
 }
 
 /// Opens `batches` of the pre-sealed batches (in rounds of a fresh inbound SA).
@@ -156,11 +160,14 @@ fn open_batches(
                     .map(|_| OpenJob {
                         batch: 0,
                         out: vec![0u8; BATCH * (INNER + 64)],
-                        opened: 0,
+                        unsettled: Vec::with_capacity(BATCH),
                     })
                     .collect();
                 let states: Vec<InboundSa> =
                     (0..workers).map(|_| sa.worker().expect("worker")).collect();
+                // The consumer settles in arrival order on its own handle, as the
+                // gateway's `open-out` does.
+                let mut settler = sa.worker().expect("worker");
                 let (mut next, mut expected) = (0usize, 0usize);
                 pipeline::run(
                     jobs,
@@ -175,17 +182,19 @@ fn open_batches(
                         next <= round
                     },
                     |receiver, job| {
-                        job.opened = 0;
+                        job.unsettled.clear();
                         for (i, packet) in sealed[job.batch].iter().enumerate() {
                             let out = &mut job.out[i * (INNER + 64)..(i + 1) * (INNER + 64)];
-                            if receiver.open(packet, out).is_ok() {
-                                job.opened += 1;
-                            }
+                            let opened = receiver.open_unsettled(packet, out).expect("open");
+                            job.unsettled.push(opened);
                         }
                     },
                     |job| {
                         assert_eq!(job.batch, expected, "batches out of order");
-                        assert_eq!(job.opened, BATCH, "a packet did not open");
+                        for (i, &packet) in job.unsettled.iter().enumerate() {
+                            let out = &mut job.out[i * (INNER + 64)..(i + 1) * (INNER + 64)];
+                            settler.settle(packet, out).expect("a packet did not open");
+                        }
                         expected += 1;
                     },
                 );

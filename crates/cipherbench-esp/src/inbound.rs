@@ -9,7 +9,7 @@
 //! as received and under exactly one outcome ([`InboundSet::accounting`]).
 
 use crate::counters::{Accounting, DropCounts, DropReason, SetCounters};
-use crate::sa::{InboundSa, SaError};
+use crate::sa::{InboundSa, SaError, Unsettled};
 use crate::udp::{self, UdpPayload};
 use crate::ESP_HEADER_LEN;
 
@@ -133,14 +133,38 @@ impl InboundSet {
 
     /// Opens an ESP packet with the SA its SPI names (see [`InboundSa::open`]).
     pub fn open(&mut self, esp: &[u8], out: &mut [u8]) -> Result<usize, DropReason> {
+        let unsettled = self.open_unsettled(esp, out)?;
+        self.settle(unsettled, out)
+    }
+
+    /// [`InboundSa::open_unsettled`] with the SA its SPI names; a packet no SA claims
+    /// is dropped and counted here.
+    pub fn open_unsettled(&mut self, esp: &[u8], out: &mut [u8]) -> Result<Unsettled, DropReason> {
         if esp.len() < ESP_HEADER_LEN {
             self.counters.drops.increment(DropReason::Truncated);
             return Err(DropReason::Truncated);
         }
         let spi = u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]);
         match self.sas.iter_mut().find(|sa| sa.spi() == spi) {
-            Some(sa) => sa.open(esp, out),
+            Some(sa) => sa.open_unsettled(esp, out),
             None => {
+                self.counters.drops.increment(DropReason::UnknownSpi);
+                Err(DropReason::UnknownSpi)
+            }
+        }
+    }
+
+    /// [`InboundSa::settle`] on this set's handle of the packet's SA, counted here.
+    /// Settle a set's packets in the order they arrived, on one thread (the
+    /// [`crate::pipeline`] consumer): `out` is the buffer the packet was opened into.
+    /// If the SA left the set meanwhile, the packet is dropped as `UnknownSpi`.
+    pub fn settle(&mut self, packet: Unsettled, out: &mut [u8]) -> Result<usize, DropReason> {
+        match self.sas.iter_mut().find(|sa| sa.spi() == packet.spi()) {
+            Some(sa) => sa.settle(packet, out),
+            None => {
+                if let Some(written) = out.get_mut(..packet.written()) {
+                    written.fill(0);
+                }
                 self.counters.drops.increment(DropReason::UnknownSpi);
                 Err(DropReason::UnknownSpi)
             }
@@ -150,27 +174,45 @@ impl InboundSet {
     /// RFC 3948: handles one UDP payload received on the ESP-in-UDP port, counting it
     /// as received and under its outcome.
     pub fn receive_udp<'a>(&mut self, payload: &'a [u8], out: &'a mut [u8]) -> Inbound<'a> {
+        let esp = match self.classify(payload) {
+            Ok(esp) => esp,
+            Err(other) => return other,
+        };
+        match self.open(esp, out) {
+            Ok(len) => Inbound::Packet {
+                spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
+                inner: &mut out[..len],
+            },
+            Err(reason) => Inbound::Dropped(reason),
+        }
+    }
+
+    /// [`InboundSet::receive_udp`] for a parallel worker: an ESP packet comes back
+    /// [`Unsettled`] (for [`InboundSet::settle`] in arrival order); anything else
+    /// (a keepalive, IKE, a drop) is counted here and gives `None`.
+    pub fn receive_udp_unsettled(&mut self, payload: &[u8], out: &mut [u8]) -> Option<Unsettled> {
+        let esp = self.classify(payload).ok()?;
+        self.open_unsettled(esp, out).ok()
+    }
+
+    /// Counts a payload as received and classifies it (RFC 3948 §2.2): the ESP packet,
+    /// or the outcome of anything else, counted.
+    fn classify<'a>(&mut self, payload: &'a [u8]) -> Result<&'a [u8], Inbound<'a>> {
         self.counters.received = self.counters.received.saturating_add(1);
         match udp::classify(payload) {
+            UdpPayload::Esp(esp) => Ok(esp),
             UdpPayload::NatKeepalive => {
                 self.counters.nat_keepalives += 1;
-                Inbound::NatKeepalive
+                Err(Inbound::NatKeepalive)
             }
             UdpPayload::NonEsp(ike) => {
                 self.counters.non_esp += 1;
-                Inbound::NonEsp(ike)
+                Err(Inbound::NonEsp(ike))
             }
             UdpPayload::Unclassifiable => {
                 self.counters.drops.increment(DropReason::Unclassifiable);
-                Inbound::Dropped(DropReason::Unclassifiable)
+                Err(Inbound::Dropped(DropReason::Unclassifiable))
             }
-            UdpPayload::Esp(esp) => match self.open(esp, out) {
-                Ok(len) => Inbound::Packet {
-                    spi: u32::from_be_bytes([esp[0], esp[1], esp[2], esp[3]]),
-                    inner: &mut out[..len],
-                },
-                Err(reason) => Inbound::Dropped(reason),
-            },
         }
     }
 }

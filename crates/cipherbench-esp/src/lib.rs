@@ -50,6 +50,7 @@ pub use inbound::{Inbound, InboundSet};
 pub use replay::{ReplayCheck, ReplayWindow};
 pub use sa::{
     InboundSa, Lifetime, OutboundSa, Reserved, SaError, SaParams, SealError, SequenceCounter,
+    Unsettled,
 };
 pub use transform::{Transform, TransformError};
 

@@ -524,7 +524,47 @@ pub struct InboundSa {
     /// for the check and the update, never across the crypto.
     window: Arc<Mutex<ReplayWindow>>,
     lifetime: Lifetime,
+    /// Packets and bytes this handle decrypted whole, what its lifetime counts
+    /// (settled here or by another handle of the SA).
+    decrypted: (u64, u64),
     counters: Counters,
+}
+
+/// An ESP packet that passed every check that does not depend on the packets around
+/// it (length, SPI, lifetime, ICV, trailer) but whose sequence number the SA's
+/// replay window has not yet taken. [`InboundSa::settle`] decides it.
+///
+/// Workers that open one SA's packets in parallel settle them afterwards in arrival
+/// order, on one thread: the window then sees the sequence numbers exactly as a single
+/// receiver would, whatever order the workers finished in and however many packets
+/// were in flight, so parallel opening needs no wider window (wireguard-go checks its
+/// replay counter in its sequential receive stage for the same reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[must_use = "an unsettled packet is neither delivered nor counted until settled"]
+pub struct Unsettled {
+    spi: u32,
+    sequence: u64,
+    /// The inner packet's length, or why it cannot be delivered (a drop the window
+    /// may still turn into `Replayed` or `TooOld`, as it would have come first).
+    outcome: Result<usize, DropReason>,
+    /// Bytes written to the output buffer, zeroed if the packet is dropped.
+    written: usize,
+    /// The ICV verified: the packet is the peer's, so it slides the window even if
+    /// its contents are malformed (§3.4.3).
+    authentic: bool,
+}
+
+impl Unsettled {
+    /// The SPI of the SA that opened it.
+    pub fn spi(&self) -> u32 {
+        self.spi
+    }
+
+    /// The bytes of the output buffer it occupies (the decrypted payload; 0 once
+    /// dropped): the next packet may be opened just past them.
+    pub fn written(&self) -> usize {
+        self.written
+    }
 }
 
 impl InboundSa {
@@ -538,13 +578,14 @@ impl InboundSa {
             keymat: params.keymat,
             window: Arc::new(Mutex::new(ReplayWindow::new(params.replay_window))),
             lifetime: params.lifetime,
+            decrypted: (0, 0),
             counters: Counters::default(),
         })
     }
 
     /// Another receiver on the same SA for another thread: its own cipher context and
-    /// counters, the SA's one replay window. The lifetime is checked against each
-    /// worker's own counters.
+    /// counters, the SA's one replay window. The lifetime is checked against what each
+    /// handle decrypted.
     pub fn worker(&self) -> Result<InboundSa, SaError> {
         Ok(InboundSa {
             spi: self.spi,
@@ -553,6 +594,7 @@ impl InboundSa {
             keymat: self.keymat.clone(),
             window: Arc::clone(&self.window),
             lifetime: self.lifetime,
+            decrypted: (0, 0),
             counters: Counters::default(),
         })
     }
@@ -561,18 +603,6 @@ impl InboundSa {
         // The window's methods do not panic midway, so a poisoned lock (a worker that
         // panicked elsewhere) still guards a consistent window.
         self.window.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
-    /// §3.4.3 for concurrent workers: checks the window again under the lock and
-    /// slides it. Two workers may both pass the first check with the same sequence
-    /// number; only the first to get here accepts it, the other drops it as a replay.
-    fn accept(&self, sequence: u64) -> Result<(), DropReason> {
-        let mut window = self.lock_window();
-        if let ReplayCheck::Drop(reason) = window.check(sequence) {
-            return Err(reason);
-        }
-        window.update(sequence);
-        Ok(())
     }
 
     /// The SPI.
@@ -603,19 +633,62 @@ impl InboundSa {
     /// window update (only once the ICV verified, §3.4.3, so a forged packet never
     /// moves it), then padding, next header and the inner header. Every drop is
     /// counted once under its reason, and leaves no plaintext in `out`.
+    ///
+    /// The same as [`InboundSa::open_unsettled`] then [`InboundSa::settle`] at once.
     pub fn open(&mut self, esp: &[u8], out: &mut [u8]) -> Result<usize, DropReason> {
-        let result = self.open_checked(esp, out);
+        let unsettled = self.open_unsettled(esp, out)?;
+        self.settle(unsettled, out)
+    }
+
+    /// The part of [`InboundSa::open`] that can run on any worker: everything but the
+    /// window's last word. A drop that no other packet can change (length, SPI,
+    /// lifetime) is counted here and returned as an error; anything else comes back
+    /// [`Unsettled`], counted by [`InboundSa::settle`] on whichever handle of the SA
+    /// settles it. The window is only read here (a packet it already rejects skips the
+    /// crypto, as in `open`).
+    pub fn open_unsettled(&mut self, esp: &[u8], out: &mut [u8]) -> Result<Unsettled, DropReason> {
+        self.unsettled(esp, out)
+            .inspect_err(|&reason| self.counters.drops.increment(reason))
+    }
+
+    /// Decides an [`Unsettled`] packet against the SA's window and counts its outcome
+    /// on this handle: the packet's inner length, or its drop (its bytes in `out`, the
+    /// buffer `open_unsettled` wrote, are zeroed). Settling an SA's packets in the
+    /// order they arrived gives exactly the outcomes of calling `open` on each in
+    /// that order.
+    pub fn settle(&mut self, packet: Unsettled, out: &mut [u8]) -> Result<usize, DropReason> {
+        let result = self.settled(&packet);
         match result {
             Ok(len) => {
                 self.counters.opened_packets += 1;
                 self.counters.opened_bytes += len as u64;
             }
-            Err(reason) => self.counters.drops.increment(reason),
+            Err(reason) => {
+                if let Some(written) = out.get_mut(..packet.written) {
+                    written.fill(0);
+                }
+                self.counters.drops.increment(reason);
+            }
         }
         result
     }
 
-    fn open_checked(&mut self, esp: &[u8], out: &mut [u8]) -> Result<usize, DropReason> {
+    /// §3.4.3: the window has the first word (a packet it rejects now it would have
+    /// rejected before the ICV, so before any other reason); a packet the peer sent
+    /// (ICV verified), or a whole one of the null baseline that has no ICV, then
+    /// slides it.
+    fn settled(&self, packet: &Unsettled) -> Result<usize, DropReason> {
+        let mut window = self.lock_window();
+        if let ReplayCheck::Drop(reason) = window.check(packet.sequence) {
+            return Err(reason);
+        }
+        if packet.authentic || packet.outcome.is_ok() {
+            window.update(packet.sequence);
+        }
+        packet.outcome
+    }
+
+    fn unsettled(&mut self, esp: &[u8], out: &mut [u8]) -> Result<Unsettled, DropReason> {
         let transform = self.transform;
         if esp.len() < ESP_HEADER_LEN {
             return Err(DropReason::Truncated);
@@ -635,27 +708,50 @@ impl InboundSa {
         if body_len > out.len() {
             return Err(DropReason::TooLarge);
         }
-        if self
-            .lifetime
-            .expired(self.counters.opened_packets, self.counters.opened_bytes)
-        {
+        if self.lifetime.expired(self.decrypted.0, self.decrypted.1) {
             return Err(DropReason::SaExpired);
         }
         let sequence = u64::from(read_u32(esp, 4));
+        let mut packet = Unsettled {
+            spi: self.spi,
+            sequence,
+            outcome: Err(DropReason::AuthenticationFailed),
+            written: 0,
+            authentic: false,
+        };
+        // A packet the window rejects already is not decrypted; `settle` gives the
+        // reason the window has then.
         if let ReplayCheck::Drop(reason) = self.lock_window().check(sequence) {
-            return Err(reason);
+            packet.outcome = Err(reason);
+            return Ok(packet);
         }
+        let payload = &mut out[..body_len];
+        packet.outcome = self.decrypt(esp, body_start, body_end, payload, &mut packet.authentic);
+        if let Ok(len) = packet.outcome {
+            packet.written = body_len;
+            self.decrypted.0 += 1;
+            self.decrypted.1 += len as u64;
+        }
+        Ok(packet)
+    }
 
+    /// Verifies and decrypts the body into `payload` and parses its trailer: the inner
+    /// length. `authentic` is set once the ICV verified. On any error `payload` holds
+    /// no plaintext.
+    fn decrypt(
+        &mut self,
+        esp: &[u8],
+        body_start: usize,
+        body_end: usize,
+        payload: &mut [u8],
+        authentic: &mut bool,
+    ) -> Result<usize, DropReason> {
         let header = &esp[..ESP_HEADER_LEN];
         let iv = &esp[ESP_HEADER_LEN..body_start];
         let body = &esp[body_start..body_end];
         let icv = &esp[body_end..];
-        let payload = &mut out[..body_len];
-        let authenticated = match &mut self.engine {
-            Engine::Null => {
-                payload.copy_from_slice(body);
-                false
-            }
+        match &mut self.engine {
+            Engine::Null => payload.copy_from_slice(body),
             Engine::Aead(engine) => {
                 let mut explicit = [0u8; AEAD_IV_LEN];
                 explicit.copy_from_slice(iv);
@@ -664,13 +760,14 @@ impl InboundSa {
                 engine
                     .open(&explicit, header, body, payload, icv)
                     .map_err(|_| DropReason::AuthenticationFailed)?;
-                true
+                *authentic = true;
             }
             Engine::CbcHmac(engine) => {
                 // §3.4.4: verify before decrypting (encrypt-then-MAC).
                 engine
                     .verify_icv(&esp[..body_end], icv)
                     .map_err(|_| DropReason::AuthenticationFailed)?;
+                *authentic = true;
                 let mut cbc_iv = [0u8; CBC_IV_LEN];
                 cbc_iv.copy_from_slice(iv);
                 // Whole blocks (checked above) with a 16-byte IV cannot fail short of
@@ -679,20 +776,9 @@ impl InboundSa {
                     payload.fill(0);
                     DropReason::AuthenticationFailed
                 })?;
-                true
             }
-        };
-        if authenticated {
-            // §3.4.3: the ICV verified, so the packet is the peer's: slide the window
-            // even if its contents turn out to be malformed.
-            self.accept(sequence).inspect_err(|_| payload.fill(0))?;
         }
-        let inner_len = parse_trailer(payload).inspect_err(|_| payload.fill(0))?;
-        if !authenticated {
-            // The null baseline has no ICV: only a packet accepted in full moves it.
-            self.accept(sequence).inspect_err(|_| payload.fill(0))?;
-        }
-        Ok(inner_len)
+        parse_trailer(payload).inspect_err(|_| payload.fill(0))
     }
 }
 

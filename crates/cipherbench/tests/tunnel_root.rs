@@ -117,8 +117,7 @@ fn pair_with(
             sender_cpus: vec![],
             receiver_cpus: vec![],
             threads,
-            replay_window: cipherbench::tunnel::gateway::parallel::min_replay_window(threads, 64)
-                .max(1024),
+            replay_window: cipherbench::tunnel::gateway::REPLAY_WINDOW,
             sender_peer: peer,
             esp_keylog: esp_keylog.map(Path::to_path_buf),
         },

@@ -493,8 +493,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             sender_cpus: pinning.sender_gateway.clone(),
             receiver_cpus: pinning.receiver_gateway.clone(),
             threads: plan.gateway_threads,
-            replay_window: gateway::parallel::min_replay_window(plan.gateway_threads, plan.batch)
-                .max(1024),
+            replay_window: gateway::REPLAY_WINDOW,
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };

@@ -114,11 +114,7 @@ impl End {
             udp_offload: true,
             cpus: Vec::new(),
             socket_buffer_bytes: 8 << 20,
-            replay_window: crate::tunnel::gateway::parallel::min_replay_window(
-                crate::tunnel::default_gateway_threads(crate::host::cores()),
-                64,
-            )
-            .max(1024),
+            replay_window: crate::tunnel::gateway::REPLAY_WINDOW,
             mtu: spec.mtu as usize,
             esp_keylog: None,
             // The host's default, as on one machine (`tunnel --gateway-threads`).

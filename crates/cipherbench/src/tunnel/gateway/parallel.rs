@@ -11,12 +11,17 @@
 //!   order. The sequence numbers on the wire therefore increase in the order the
 //!   packets are sent.
 //! - UDP -> TUN: the `udp->tun` thread receives a `recvmmsg` batch; `open/I` workers
-//!   open it, all sharing the SA's one replay window; `open-out` writes the inner
+//!   check and decrypt it with their own cipher context, reading the SA's one replay
+//!   window to skip packets it already rejects; `open-out` settles each packet
+//!   against the window in arrival order (RFC 4303 §3.4.3 as one receiver would
+//!   apply it, see [`cipherbench_esp::Unsettled`]) and writes the accepted inner
 //!   packets to the TUN device (coalesced per TCP flow with offloads on), in order.
 //!
 //! A pool of 2N + 2 jobs per direction circulates, so at most that many batches are
-//! in flight: the replay window must cover them (the gateway refuses a window
-//! narrower than `jobs * batch` datagrams, see [`min_replay_window`]).
+//! in flight. Neither direction needs a wider replay window for it: the sealed
+//! datagrams leave in sequence order, and the receiver's window moves only in
+//! arrival order, however far the workers run ahead of each other (a job of
+//! GRO-coalesced datagrams can hold thousands).
 //!
 //! The reading and the writing threads stay single: one TUN queue and one UDP socket
 //! per direction, so they are where this design stops scaling (their CPU is in the
@@ -27,7 +32,7 @@ use super::pump::{self, lock, slot_len, RxPath, Shared, TxPath};
 use super::stats::{RxCounters, TxCounters};
 use super::sys::Batch;
 use cipherbench_esp::pipeline::{self, Hooks, Stage};
-use cipherbench_esp::{Inbound, InboundSet, OutboundSa, Reserved};
+use cipherbench_esp::{Accounting, InboundSet, OutboundSa, Reserved, Unsettled};
 use std::io::{self, Read};
 use std::os::fd::AsRawFd;
 use std::time::Duration;
@@ -47,13 +52,6 @@ const MAX_READ: usize = VNET_HDR_LEN + 65_536;
 /// more can become.
 const TX_SLOTS: usize = 512;
 const SLOT_MARGIN: usize = 128;
-
-/// The narrowest anti-replay window that no reordering between in-flight jobs can
-/// push a packet out of: every job's datagrams, `jobs(workers) * batch`, plus one
-/// job for a super-packet's segments.
-pub fn min_replay_window(workers: usize, batch: usize) -> u32 {
-    ((jobs(workers) + 1) * batch.max(SLOT_MARGIN)) as u32
-}
 
 /// How many ESP packets one TUN read will become: its segments when it is an
 /// offloaded TCP super-packet, else one.
@@ -241,8 +239,12 @@ struct RxJob {
     received: usize,
     /// Opened inner packets, each behind room for a virtio header that stays zero.
     arena: Vec<u8>,
-    /// (start, inner length) of each opened packet in `arena`.
-    opened: Vec<(usize, usize)>,
+    /// Each ESP packet opened into `arena` (at its start), for `open-out` to settle.
+    opened: Vec<(usize, Unsettled)>,
+    /// The worker's totals once it finished this job, published by `open-out` with
+    /// the job's settled outcomes so that a snapshot never counts a datagram
+    /// received without its outcome.
+    totals: Option<(usize, Accounting, RxCounters)>,
 }
 
 struct OpenWorker {
@@ -264,6 +266,7 @@ pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
             received: 0,
             arena: vec![0u8; arena_len + VNET_HDR_LEN + slot],
             opened: Vec::new(),
+            totals: None,
         })
         .collect();
     let states: Vec<OpenWorker> = (0..workers)
@@ -278,7 +281,12 @@ pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
     if states.is_empty() {
         return;
     }
-    *lock(&shared.open_workers) = vec![Default::default(); workers];
+    // One slot per worker (what it was given), one for `open-out` (the outcomes).
+    *lock(&shared.open_workers) = vec![Default::default(); workers + 1];
+    // `open-out`'s handle on the SAs: the same windows, its own counters.
+    let Ok(mut settler) = path.sas.worker() else {
+        return;
+    };
     let header = if path.vnet_hdr { VNET_HDR_LEN } else { 0 };
     let mut coalescer = path.vnet_hdr.then(|| Coalescer::new(8));
     let mut written = RxCounters::default();
@@ -319,21 +327,23 @@ pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
                     worker.counters.udp_bytes += datagram.len() as u64;
                     let room = &mut job.arena[at..];
                     room[..VNET_HDR_LEN].fill(0);
-                    let len = match worker.sas.receive_udp(datagram, &mut room[VNET_HDR_LEN..]) {
-                        Inbound::Packet { inner, .. } => inner.len(),
-                        Inbound::NatKeepalive | Inbound::NonEsp(_) | Inbound::Dropped(_) => {
-                            continue
-                        }
-                    };
-                    job.opened.push((at, len));
-                    at += VNET_HDR_LEN + len;
+                    // Keepalives, IKE and drops are counted by the set and go no further.
+                    let room = &mut room[VNET_HDR_LEN..];
+                    if let Some(packet) = worker.sas.receive_udp_unsettled(datagram, room) {
+                        job.opened.push((at, packet));
+                        at += VNET_HDR_LEN + packet.written();
+                    }
                 }
             }
-            lock(&shared.open_workers)[worker.index] = (worker.sas.accounting(), worker.counters);
+            job.totals = Some((worker.index, worker.sas.accounting(), worker.counters));
         },
         |job| {
             written.receive_calls += 1;
-            for &(start, len) in &job.opened {
+            for &(start, packet) in &job.opened {
+                let inner = &mut job.arena[start + VNET_HDR_LEN..];
+                let Ok(len) = settler.settle(packet, inner) else {
+                    continue;
+                };
                 pump::deliver(
                     &mut tun,
                     &mut coalescer,
@@ -347,6 +357,13 @@ pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
                 let tun = &mut tun;
                 c.flush_all(|bytes| pump::write_tun(tun, bytes, &mut written));
                 written.coalesced = c.merged;
+            }
+            {
+                let mut published = lock(&shared.open_workers);
+                if let Some((index, accounting, given)) = job.totals.take() {
+                    published[index] = (accounting, given);
+                }
+                published[workers] = (settler.accounting(), RxCounters::default());
             }
             lock(&shared.rx).1 = written;
         },
@@ -388,18 +405,5 @@ mod tests {
             ..tso
         };
         assert!(packets_in(&read_with(small, 65_535 - 52), true) <= SLOT_MARGIN);
-    }
-
-    #[test]
-    fn the_minimum_window_covers_every_job_in_flight() {
-        for workers in 1..=16 {
-            for batch in [1, 64, 256] {
-                let w = min_replay_window(workers, batch) as usize;
-                assert!(
-                    w >= jobs(workers) * batch,
-                    "{workers} workers, batch {batch}"
-                );
-            }
-        }
     }
 }
