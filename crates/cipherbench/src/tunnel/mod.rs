@@ -518,50 +518,15 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         for &protocol in &plan.protocols {
             interrupt::check()?;
             let underlay_rate = plan.underlay_rate.as_ref().map(|r| r.1);
-            let mut runs = Vec::new();
-            let (search, rate) = match protocol {
-                Protocol::Tcp => (None, None),
-                Protocol::Udp => {
-                    let start = tcp_rate.or(underlay_tcp).unwrap_or(1e9) * 1.05;
-                    let mut probes = Vec::new();
-                    let s = udp_search(plan, start, |rate| {
-                        let c = client(
-                            topology::INNER_RECEIVER,
-                            Protocol::Udp,
-                            plan.probe_seconds,
-                            Some(rate),
-                        );
-                        let run =
-                            measured_run_on(&c, &mut pair, names, underlay_rate, &noise_cpus)?;
-                        let iperf = run.iperf.clone();
-                        probes.push(run);
-                        Ok(iperf)
-                    })?;
-                    let chosen = s.chosen_bits_per_sec;
-                    // A probe as long as a measured run at the chosen rate is a
-                    // measured run: keep it rather than repeat it.
-                    if plan.probe_seconds == plan.seconds {
-                        if let Some(run) = probes
-                            .into_iter()
-                            .rev()
-                            .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
-                        {
-                            runs.push(run);
-                        }
-                    }
-                    (Some(s), Some(chosen))
-                }
-            };
-            while runs.len() < plan.repeats {
-                let c = client(topology::INNER_RECEIVER, protocol, plan.seconds, rate);
-                runs.push(measured_run_on(
-                    &c,
-                    &mut pair,
-                    names,
-                    underlay_rate,
-                    &noise_cpus,
-                )?);
-            }
+            let (search, runs) = protocol_runs(
+                plan,
+                protocol,
+                tcp_rate.or(underlay_tcp),
+                |p, seconds, rate| {
+                    let c = client(topology::INNER_RECEIVER, p, seconds, rate);
+                    measured_run_on(&c, &mut pair, names, underlay_rate, &noise_cpus)
+                },
+            )?;
             let point = tunnel_point(
                 transform,
                 &variant,
@@ -811,6 +776,50 @@ fn udp_search(
             }
         }
     }
+}
+
+/// A point's runs through one pair of a stack (the own gateways or strongSwan's
+/// charons) for one protocol: for UDP the loss search first, from just above
+/// `tcp_rate` (the pair's TCP figure, else the underlay's), then runs of
+/// `plan.seconds` until there are `plan.repeats`. `measure` makes one run of a
+/// protocol, length in seconds and rate.
+fn protocol_runs(
+    plan: &TunnelPlan,
+    protocol: Protocol,
+    tcp_rate: Option<f64>,
+    mut measure: impl FnMut(Protocol, u64, Option<f64>) -> Result<TunnelRun>,
+) -> Result<(Option<cipherbench_model::tunnel::UdpSearch>, Vec<TunnelRun>)> {
+    let mut runs = Vec::new();
+    let (search, rate) = match protocol {
+        Protocol::Tcp => (None, None),
+        Protocol::Udp => {
+            let start = tcp_rate.unwrap_or(1e9) * 1.05;
+            let mut probes = Vec::new();
+            let s = udp_search(plan, start, |rate| {
+                let run = measure(Protocol::Udp, plan.probe_seconds, Some(rate))?;
+                let iperf = run.iperf.clone();
+                probes.push(run);
+                Ok(iperf)
+            })?;
+            let chosen = s.chosen_bits_per_sec;
+            // A probe as long as a measured run at the chosen rate is a
+            // measured run: keep it rather than repeat it.
+            if plan.probe_seconds == plan.seconds {
+                if let Some(run) = probes
+                    .into_iter()
+                    .rev()
+                    .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
+                {
+                    runs.push(run);
+                }
+            }
+            (Some(s), Some(chosen))
+        }
+    };
+    while runs.len() < plan.repeats {
+        runs.push(measure(protocol, plan.seconds, rate)?);
+    }
+    Ok((search, runs))
 }
 
 /// One iperf3 run with both gateways' stats (and the sending TUN queue's drops)

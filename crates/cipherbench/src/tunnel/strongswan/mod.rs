@@ -23,7 +23,7 @@ pub mod config;
 pub mod sys;
 
 use super::topology::{self, Names};
-use super::{analysis, iperf, udp_search, Lab, TunnelPlan};
+use super::{analysis, iperf, Lab, TunnelPlan};
 use crate::interrupt;
 use crate::results::Session;
 use crate::supervisor::{Child, Spawn};
@@ -992,36 +992,14 @@ fn measure_into(
         let mut tcp_rate = None;
         for &protocol in &plan.protocols {
             interrupt::check()?;
-            let mut runs = Vec::new();
-            let (search, rate) = match protocol {
-                Protocol::Tcp => (None, None),
-                Protocol::Udp => {
-                    let start = tcp_rate.or(underlay_tcp).unwrap_or(1e9) * 1.05;
-                    let mut probes = Vec::new();
-                    let s = udp_search(plan, start, |rate| {
-                        let c = client(Protocol::Udp, plan.probe_seconds, Some(rate));
-                        let run = measured_run(&c, &mut pair, underlay_rate)?;
-                        let iperf = run.iperf.clone();
-                        probes.push(run);
-                        Ok(iperf)
-                    })?;
-                    let chosen = s.chosen_bits_per_sec;
-                    if plan.probe_seconds == plan.seconds {
-                        if let Some(run) = probes
-                            .into_iter()
-                            .rev()
-                            .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
-                        {
-                            runs.push(run);
-                        }
-                    }
-                    (Some(s), Some(chosen))
-                }
-            };
-            while runs.len() < plan.repeats {
-                let c = client(protocol, plan.seconds, rate);
-                runs.push(measured_run(&c, &mut pair, underlay_rate)?);
-            }
+            let (search, runs) = super::protocol_runs(
+                plan,
+                protocol,
+                tcp_rate.or(underlay_tcp),
+                |p, seconds, rate| {
+                    measured_run(&client(p, seconds, rate), &mut pair, underlay_rate)
+                },
+            )?;
             let point = super::tunnel_point(
                 transform,
                 &variant,
