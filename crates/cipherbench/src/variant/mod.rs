@@ -335,8 +335,10 @@ pub fn judge(variant: &Variant, facts: &Facts) -> VariantRecord {
     }
 }
 
-fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool) -> Effect {
-    let verdict = |verdict: Verdict, reason: String| Effect {
+/// An effect with `verdict` and `reason`, judged by the usual factor and tolerance,
+/// before its ratios are attached: the skeleton every judge fills.
+fn verdict(verdict: Verdict, reason: String) -> Effect {
+    Effect {
         verdict,
         reason,
         ratios: Vec::new(),
@@ -344,7 +346,10 @@ fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool
         control_tolerance: PROBE_CONTROL_TOLERANCE,
         working_mask: None,
         first_judgement: None,
-    };
+    }
+}
+
+fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool) -> Effect {
     if let Some(check) = facts.process_check.filter(|c| !c.passed) {
         return verdict(
             Verdict::Unjudged,
@@ -434,15 +439,7 @@ fn ratios(probes: &Probes, accel: &Probes) -> Vec<ProbeRatio> {
 }
 
 fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect {
-    let mut effect = Effect {
-        verdict: Verdict::TookEffect,
-        reason: String::new(),
-        ratios: Vec::new(),
-        treatment_factor: TREATMENT_FACTOR,
-        control_tolerance: PROBE_CONTROL_TOLERANCE,
-        working_mask: None,
-        first_judgement: None,
-    };
+    let mut effect = verdict(Verdict::TookEffect, String::new());
     let Some(treatment) = ratios.iter().find(|r| r.role == ProbeRole::Treatment) else {
         effect.verdict = Verdict::Unjudged;
         effect.reason = "the treatment probe (aes-128-gcm) did not run".into();
@@ -507,19 +504,11 @@ fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect 
 /// implementation served at least one algorithm; a fallback if the default provider
 /// served them all. Per cipher, the record says which (`VariantRecord::fallback`).
 fn judge_implementation(expected: &Expected, probes: &Probes) -> Effect {
-    let mut effect = Effect {
-        verdict: Verdict::TookEffect,
-        reason: String::new(),
-        ratios: Vec::new(),
-        treatment_factor: TREATMENT_FACTOR,
-        control_tolerance: PROBE_CONTROL_TOLERANCE,
-        working_mask: None,
-        first_judgement: None,
-    };
     let Some(imp) = &probes.implementation else {
-        effect.verdict = Verdict::Unjudged;
-        effect.reason = "the variant's process did not say which implementation served it".into();
-        return effect;
+        return verdict(
+            Verdict::Unjudged,
+            "the variant's process did not say which implementation served it".into(),
+        );
     };
     let ran: Vec<String> = imp
         .served
@@ -528,20 +517,23 @@ fn judge_implementation(expected: &Expected, probes: &Probes) -> Effect {
         .map(|s| format!("{} ({})", s.algorithm, Expected::who(s)))
         .collect();
     let providers = imp.providers.join(", ");
-    if ran.is_empty() {
-        effect.verdict = Verdict::Fallback;
-        effect.reason = match expected {
+    if !ran.is_empty() {
+        return verdict(
+            Verdict::TookEffect,
+            format!("ran: {}; active providers: {providers}", ran.join(", ")),
+        );
+    }
+    verdict(
+        Verdict::Fallback,
+        match expected {
             Expected::Provider => format!(
                 "fallback: the default provider served every algorithm (active providers: {providers}); the configuration's provider has none of them or did not load"
             ),
             Expected::Engine(id) => format!(
                 "fallback: engine {id} is bound to no algorithm this process fetches (active providers: {providers}); it did not initialise, or fetches bypass it"
             ),
-        };
-    } else {
-        effect.reason = format!("ran: {}; active providers: {providers}", ran.join(", "));
-    }
-    effect
+        },
+    )
 }
 
 /// A public-key mask took effect if each of its treatments fell by its factor
@@ -549,19 +541,6 @@ fn judge_implementation(expected: &Expected, probes: &Probes) -> Effect {
 /// ChaCha20-Poly1305 unless the mask reaches Poly1305) held within
 /// [`PROBE_CONTROL_TOLERANCE`]. The ratios' roles are rewritten to this variant's.
 fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &Facts) -> Effect {
-    let mut effect = Effect {
-        verdict: Verdict::TookEffect,
-        reason: String::new(),
-        ratios: Vec::new(),
-        treatment_factor: pk
-            .treatments()
-            .iter()
-            .map(|t| t.1)
-            .fold(f64::INFINITY, f64::min),
-        control_tolerance: PROBE_CONTROL_TOLERANCE,
-        working_mask: None,
-        first_judgement: None,
-    };
     for r in ratios.iter_mut() {
         r.role = if pk.treatments().iter().any(|t| t.0 == r.cipher) {
             ProbeRole::Treatment
@@ -597,37 +576,49 @@ fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &
     let moved = ratios
         .iter()
         .any(|r| r.role == ProbeRole::Control && r.moved);
-    if !short.is_empty() {
-        effect.verdict = Verdict::TreatmentDidNotMove;
-        effect.reason = if has_feature {
-            format!(
-                "{}: the library does not take the path the mask gates here (built without assembler, or another path)",
-                short.join(", ")
-            )
+    let (judged, reason) = if !short.is_empty() {
+        let why = if has_feature {
+            "the library does not take the path the mask gates here (built without assembler, or another path)".to_string()
         } else {
             format!(
-                "{}: this CPU has none of {}, so there is no such path to mask",
-                short.join(", "),
+                "this CPU has none of {}, so there is no such path to mask",
                 pk.cpu_flags().join(", ")
             )
         };
+        (
+            Verdict::TreatmentDidNotMove,
+            format!("{}: {why}", short.join(", ")),
+        )
     } else if moved {
-        effect.verdict = Verdict::ControlMoved;
-        effect.reason = format!(
-            "{}, but a control moved ({} of accel; ±{:.0} % allowed)",
-            fell.join(", "),
-            controls.join(", "),
-            PROBE_CONTROL_TOLERANCE * 100.0
-        );
+        (
+            Verdict::ControlMoved,
+            format!(
+                "{}, but a control moved ({} of accel; ±{:.0} % allowed)",
+                fell.join(", "),
+                controls.join(", "),
+                PROBE_CONTROL_TOLERANCE * 100.0
+            ),
+        )
     } else {
-        effect.reason = format!(
-            "{}; controls {} of accel (±{:.0} % allowed)",
-            fell.join(", "),
-            controls.join(", "),
-            PROBE_CONTROL_TOLERANCE * 100.0
-        );
+        (
+            Verdict::TookEffect,
+            format!(
+                "{}; controls {} of accel (±{:.0} % allowed)",
+                fell.join(", "),
+                controls.join(", "),
+                PROBE_CONTROL_TOLERANCE * 100.0
+            ),
+        )
+    };
+    Effect {
+        // The smallest factor any of its treatments must fall by.
+        treatment_factor: pk
+            .treatments()
+            .iter()
+            .map(|t| t.1)
+            .fold(f64::INFINITY, f64::min),
+        ..verdict(judged, reason)
     }
-    effect
 }
 
 fn judge_other(
@@ -649,7 +640,7 @@ fn judge_other(
     } else {
         format!("probes that moved: {}", moved.join(", "))
     };
-    let (verdict, reason) = match (cap, accel) {
+    let (judged, reason) = match (cap, accel) {
         (Some(c), Some(a)) if c == a => (
             Verdict::Unchanged,
             format!("the vector is accel's: the mask changed nothing ({moved_text})"),
@@ -663,15 +654,7 @@ fn judge_other(
             "the vector could not be read to compare with accel's".to_string(),
         ),
     };
-    Effect {
-        verdict,
-        reason,
-        ratios: Vec::new(),
-        treatment_factor: TREATMENT_FACTOR,
-        control_tolerance: PROBE_CONTROL_TOLERANCE,
-        working_mask: None,
-        first_judgement: None,
-    }
+    verdict(judged, reason)
 }
 
 /// Judges a provider or engine variant's record against what its layer asked for:
