@@ -143,6 +143,26 @@ impl Run {
         unsafe { libc::kill(self.child.id() as i32, signal) };
     }
 
+    /// SIGKILL; the run ends within [`PROMPT`] and every process of it goes
+    /// ([`assert_no_process_left`]). Its status and stderr.
+    fn sigkill(&mut self, case: &Case, what: &str) -> (ExitStatus, String) {
+        self.signal(libc::SIGKILL);
+        let ended = self.end(what);
+        assert_no_process_left(case, self, what);
+        ended
+    }
+
+    /// Ctrl-C twice, a tenth of a second apart; the run exits 130 within
+    /// [`PROMPT`]. Its stderr.
+    fn ctrl_c_twice(&mut self, what: &str) -> String {
+        self.signal(libc::SIGINT);
+        std::thread::sleep(Duration::from_millis(100));
+        self.signal(libc::SIGINT);
+        let (status, err) = self.end(what);
+        assert_eq!(status.code(), Some(130), "{what}: {err}");
+        err
+    }
+
     fn seen(&self) -> Vec<(u32, u64)> {
         self.seen.lock().unwrap().iter().copied().collect()
     }
@@ -230,9 +250,9 @@ fn namespaces_of(pid: u32) -> Vec<String> {
         .collect()
 }
 
-/// No process of the run, nothing working under the case's directory, no
-/// namespace of it, no port it listened on; `TMPDIR` empty unless `tmp_may_hold`
-/// (what a SIGKILLed run cannot remove itself, for the next run to sweep).
+/// No process of the run (within [`PROMPT`]) and nothing working under the
+/// case's directory. What a SIGKILLed run cannot remove itself (files,
+/// namespaces) is left for the caller to check, or for the next run to sweep.
 fn assert_no_process_left(case: &Case, run: &Run, how: &str) {
     let seen = run.seen();
     let deadline = Instant::now() + PROMPT;
@@ -250,14 +270,35 @@ fn assert_no_process_left(case: &Case, run: &Run, how: &str) {
     }
 }
 
+/// [`assert_no_process_left`], and `TMPDIR` empty, no namespace named after the
+/// run, none of `ports` listening.
 fn assert_nothing_left(case: &Case, run: &Run, ports: &[u16], how: &str) {
     assert_no_process_left(case, run, how);
     assert_eq!(case.tmp_entries(), Vec::<String>::new(), "{how}: TMPDIR");
     assert_eq!(namespaces_of(run.pid()), Vec::<String>::new(), "{how}");
+    assert_ports_closed(ports, how);
+}
+
+fn assert_ports_closed(ports: &[u16], how: &str) {
     for port in ports {
         let open = std::net::TcpStream::connect(("127.0.0.1", *port)).is_ok();
         assert!(!open, "{how}: port {port} still listening");
     }
+}
+
+/// The scratch directories of file layers in a results directory.
+fn file_scratch(res: &Path) -> Vec<String> {
+    names_in(res)
+        .into_iter()
+        .filter(|n| n.starts_with("cipherbench-file-"))
+        .collect()
+}
+
+/// The lines of `err` saying what the sweep at start removed.
+fn removal_notes(err: &str) -> Vec<&str> {
+    err.lines()
+        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
+        .collect()
 }
 
 fn record(dir: &Path) -> RunRecord {
@@ -288,29 +329,34 @@ fn one_line(err: &str) -> &str {
     lines[lines.len() - 1]
 }
 
-/// A short speed run: three ciphers, two variants, one size, into `--results`.
-fn speed_args(res: &Path) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "speed",
-        "--cipher",
-        "aes-128-gcm,aes-256-gcm,chacha20-poly1305",
-        "--sizes",
-        "1KiB",
-        "--threads",
-        "1",
-        "--direction",
-        "encrypt",
-        "--sample-ms",
-        "150",
-        "--samples",
-        "3",
-        "--results",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
+/// `args`, then `--results res`.
+fn with_results(args: &[&str], res: &Path) -> Vec<String> {
+    let mut v: Vec<String> = args.iter().map(|s| s.to_string()).collect();
+    v.push("--results".into());
     v.push(res.display().to_string());
     v
+}
+
+/// A short speed run: three ciphers, two variants, one size, into `--results`.
+fn speed_args(res: &Path) -> Vec<String> {
+    with_results(
+        &[
+            "speed",
+            "--cipher",
+            "aes-128-gcm,aes-256-gcm,chacha20-poly1305",
+            "--sizes",
+            "1KiB",
+            "--threads",
+            "1",
+            "--direction",
+            "encrypt",
+            "--sample-ms",
+            "150",
+            "--samples",
+            "3",
+        ],
+        res,
+    )
 }
 
 fn has_speed_point(res: &Path) -> bool {
@@ -334,10 +380,8 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
         Duration::from_millis(100),
         Duration::from_millis(2500),
     ));
-    run.signal(libc::SIGKILL);
-    let (status, _) = run.end("speed SIGKILL");
+    let (status, _) = run.sigkill(&case, "speed SIGKILL");
     assert_eq!(status.code(), None, "killed by a signal");
-    assert_no_process_left(&case, &run, "speed SIGKILL");
     // A write killed between its temporary file and the rename leaves this name
     // (write_atomic's); made here, since hitting that moment by timing is luck.
     let stale = res.join(format!(".speed.csv.tmp-{}", run.pid()));
@@ -368,11 +412,7 @@ fn speed_ctrl_c_twice_exits_130_and_leaves_nothing() {
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
     run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
-    run.signal(libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(100));
-    run.signal(libc::SIGINT);
-    let (status, err) = run.end("speed SIGINT twice");
-    assert_eq!(status.code(), Some(130), "{err}");
+    let err = run.ctrl_c_twice("speed SIGINT twice");
     assert!(!err.contains("panicked"), "{err}");
     assert_nothing_left(&case, &run, &[], "speed SIGINT twice");
     let r = record(&res);
@@ -528,41 +568,32 @@ fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() 
     let case = Case::new("file-kill");
     let res = case.res();
     let args = |res: &Path| {
-        let mut v: Vec<String> = [
-            "file",
-            "--size",
-            "8MiB",
-            "--tools",
-            "cp,openssl-aes-256-ctr",
-            "--variants",
-            "accel",
-            "--cache",
-            "warm",
-            "--repetitions",
-            "4",
-            "--results",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-        v.push(res.display().to_string());
-        v
+        with_results(
+            &[
+                "file",
+                "--size",
+                "8MiB",
+                "--tools",
+                "cp,openssl-aes-256-ctr",
+                "--variants",
+                "accel",
+                "--cache",
+                "warm",
+                "--repetitions",
+                "4",
+            ],
+            res,
+        )
     };
     let mut run = Run::spawn(case.cmd().args(args(&res)));
-    let scratch = || {
-        names_in(&res)
-            .into_iter()
-            .any(|n| n.starts_with("cipherbench-file-"))
-    };
+    let scratch = || !file_scratch(&res).is_empty();
     run.wait_for("the scratch directory", LAYER_START, scratch);
     std::thread::sleep(random_point(
         "file SIGKILL",
         Duration::from_millis(50),
         Duration::from_millis(1500),
     ));
-    run.signal(libc::SIGKILL);
-    run.end("file SIGKILL");
-    assert_no_process_left(&case, &run, "file SIGKILL");
+    run.sigkill(&case, "file SIGKILL");
     let out = case.cmd().args(args(&res)).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
@@ -615,40 +646,41 @@ fn seal_from_a_pipe_killed_by_sigkill_leaves_no_file_and_no_temporary() {
 
 // ---- tls: nginx master and workers, its workspace with the private key ----
 
-fn nginx_found() -> bool {
-    Command::new("nginx")
+fn nginx_possible() -> bool {
+    let found = Command::new("nginx")
         .arg("-v")
         .stderr(Stdio::null())
         .status()
         .is_ok()
-        || Path::new("/usr/sbin/nginx").exists()
+        || Path::new("/usr/sbin/nginx").exists();
+    if !found {
+        eprintln!("skipping: nginx is not installed (scripts/install-deps.sh test)");
+    }
+    found
 }
 
 fn sweep_args(res: &Path) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "tls",
-        "sweep",
-        "--suites",
-        "AES128-GCM-SHA256,AES128-SHA",
-        "--sizes",
-        "64KiB,128KiB",
-        "--variants",
-        "accel",
-        "--window",
-        "400ms",
-        "--probe",
-        "200ms",
-        "--warmup",
-        "0s",
-        "--max-concurrency",
-        "2",
-        "--results",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.push(res.display().to_string());
-    v
+    with_results(
+        &[
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-GCM-SHA256,AES128-SHA",
+            "--sizes",
+            "64KiB,128KiB",
+            "--variants",
+            "accel",
+            "--window",
+            "400ms",
+            "--probe",
+            "200ms",
+            "--warmup",
+            "0s",
+            "--max-concurrency",
+            "2",
+        ],
+        res,
+    )
 }
 
 /// The ports nginx listens on, from the configs in the case's workspaces.
@@ -697,8 +729,7 @@ fn wait_for_nginx(run: &mut Run, case: &Case) -> Vec<u16> {
 
 #[test]
 fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_workspace() {
-    if !nginx_found() {
-        eprintln!("skipping: nginx is not installed (scripts/install-deps.sh test)");
+    if !nginx_possible() {
         return;
     }
     let case = Case::new("tls-kill");
@@ -710,12 +741,8 @@ fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_work
         Duration::from_millis(0),
         Duration::from_millis(800),
     ));
-    run.signal(libc::SIGKILL);
-    run.end("tls SIGKILL");
-    assert_no_process_left(&case, &run, "tls SIGKILL");
-    for port in &ports {
-        assert!(std::net::TcpStream::connect(("127.0.0.1", *port)).is_err());
-    }
+    run.sigkill(&case, "tls SIGKILL");
+    assert_ports_closed(&ports, "tls SIGKILL");
     // What the kernel cannot remove: the workspace, named after the dead run.
     let root = names_in(&case.0.join("tmp"));
     assert_eq!(root.len(), 1, "{root:?}");
@@ -728,10 +755,7 @@ fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_work
     let out = case.cmd().args(sweep_args(&res)).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let notes: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
-        .collect();
+    let notes = removal_notes(&err);
     assert_eq!(notes.len(), 1, "{err}");
     assert!(
         notes[0].contains("nginx workspace") && notes[0].contains(&left[0]),
@@ -744,17 +768,14 @@ fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_work
 
 #[test]
 fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
-    if !nginx_found() {
-        eprintln!("skipping: nginx is not installed");
+    if !nginx_possible() {
         return;
     }
     let case = Case::new("tls-cleanup");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(sweep_args(&res)));
     wait_for_nginx(&mut run, &case);
-    run.signal(libc::SIGKILL);
-    run.end("tls SIGKILL");
-    assert_no_process_left(&case, &run, "tls SIGKILL");
+    run.sigkill(&case, "tls SIGKILL");
     // A held-by-nobody results directory is cleaned too (its lock is free).
     let out = case
         .cmd()
@@ -785,19 +806,14 @@ fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
 
 #[test]
 fn tls_sweep_ctrl_c_twice_a_tenth_of_a_second_apart_exits_130_and_leaves_nothing() {
-    if !nginx_found() {
-        eprintln!("skipping: nginx is not installed");
+    if !nginx_possible() {
         return;
     }
     let case = Case::new("tls-int2");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(sweep_args(&res)));
     let ports = wait_for_nginx(&mut run, &case);
-    run.signal(libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(100));
-    run.signal(libc::SIGINT);
-    let (status, err) = run.end("tls SIGINT twice");
-    assert_eq!(status.code(), Some(130), "{err}");
+    run.ctrl_c_twice("tls SIGINT twice");
     assert_nothing_left(&case, &run, &ports, "tls SIGINT twice");
     if res.join("run.json").exists() {
         assert!(record(&res).interrupted);
@@ -806,8 +822,7 @@ fn tls_sweep_ctrl_c_twice_a_tenth_of_a_second_apart_exits_130_and_leaves_nothing
 
 #[test]
 fn tls_ramp_sigterm_at_a_random_point_exits_130_and_leaves_nothing() {
-    if !nginx_found() {
-        eprintln!("skipping: nginx is not installed");
+    if !nginx_possible() {
         return;
     }
     let case = Case::new("tls-ramp");
@@ -902,10 +917,8 @@ fn tunnel_sigkill_then_another_tunnel_removes_the_stale_namespaces_in_one_line()
     let case = Case::new("tun-kill");
     let mut run = Run::spawn(case.cmd().args(tunnel_args()));
     wait_for_namespaces(&mut run);
-    run.signal(libc::SIGKILL);
-    run.end("tunnel SIGKILL");
     // Gateways and iperf3 die with it (their keepers); the namespaces cannot.
-    assert_no_process_left(&case, &run, "tunnel SIGKILL");
+    run.sigkill(&case, "tunnel SIGKILL");
     let stale = namespaces_of(run.pid());
     assert_eq!(stale.len(), 2, "{stale:?}");
     let mut args = tunnel_args();
@@ -913,10 +926,7 @@ fn tunnel_sigkill_then_another_tunnel_removes_the_stale_namespaces_in_one_line()
     let out = case.cmd().args(&args).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
-    let notes: Vec<&str> = err
-        .lines()
-        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
-        .collect();
+    let notes = removal_notes(&err);
     assert_eq!(notes.len(), 1, "{err}");
     for ns in &stale {
         assert!(notes[0].contains(ns.as_str()), "{}", notes[0]);
@@ -933,11 +943,7 @@ fn tunnel_ctrl_c_twice_exits_130_and_leaves_no_namespace_or_process() {
     let case = Case::new("tun-int2");
     let mut run = Run::spawn(case.cmd().args(tunnel_args()));
     wait_for_namespaces(&mut run);
-    run.signal(libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(100));
-    run.signal(libc::SIGINT);
-    let (status, err) = run.end("tunnel SIGINT twice");
-    assert_eq!(status.code(), Some(130), "{err}");
+    run.ctrl_c_twice("tunnel SIGINT twice");
     assert_nothing_left(&case, &run, &[], "tunnel SIGINT twice");
 }
 
@@ -958,8 +964,8 @@ fn tunnel_sigterm_exits_130_says_so_and_leaves_no_namespace_or_process() {
 
 // ---- file tools that start helpers: gpg and its agent ----
 
-fn gpg_found() -> bool {
-    ["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"]
+fn gpg_possible() -> bool {
+    let found = ["gpg", "gpg-agent", "gpgconf", "gpg-connect-agent"]
         .iter()
         .all(|p| {
             Command::new(p)
@@ -968,29 +974,30 @@ fn gpg_found() -> bool {
                 .stderr(Stdio::null())
                 .status()
                 .is_ok_and(|s| s.success())
-        })
+        });
+    if !found {
+        eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
+    }
+    found
 }
 
 /// A file run of `tools` (gpg among them), long enough to be caught with gpg's
 /// agent running.
 fn gpg_file_args(res: &Path, tools: &str) -> Vec<String> {
-    let mut v: Vec<String> = [
-        "file",
-        "--size",
-        "4MiB",
-        "--tools",
-        tools,
-        "--cache",
-        "warm",
-        "--repetitions",
-        "8",
-        "--results",
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    v.push(res.display().to_string());
-    v
+    with_results(
+        &[
+            "file",
+            "--size",
+            "4MiB",
+            "--tools",
+            tools,
+            "--cache",
+            "warm",
+            "--repetitions",
+            "8",
+        ],
+        res,
+    )
 }
 
 /// Waits until gpg's agent runs on the run's private GnuPG home.
@@ -1005,8 +1012,7 @@ fn wait_for_gpg_agent(run: &mut Run, case: &Case) {
 
 #[test]
 fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_along() {
-    if !gpg_found() {
-        eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
+    if !gpg_possible() {
         return;
     }
     let case = Case::new("gpg-kill");
@@ -1021,16 +1027,13 @@ fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_al
         Duration::from_millis(0),
         Duration::from_millis(4000),
     ));
-    run.signal(libc::SIGKILL);
-    run.end("gpg SIGKILL");
     // Without a next run: the agent is gone with the run, not left to a sweep.
-    assert_no_process_left(&case, &run, "gpg SIGKILL");
+    run.sigkill(&case, "gpg SIGKILL");
 }
 
 #[test]
 fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
-    if !gpg_found() {
-        eprintln!("skipping: gpg is not installed (scripts/install-deps.sh)");
+    if !gpg_possible() {
         return;
     }
     let case = Case::new("gpg-int");
@@ -1041,12 +1044,8 @@ fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
     let (status, err) = run.end("gpg SIGINT");
     assert_eq!(status.code(), Some(130), "{err}");
     assert_nothing_left(&case, &run, &[], "gpg SIGINT");
-    let scratch: Vec<String> = names_in(&res)
-        .into_iter()
-        .filter(|n| n.starts_with("cipherbench-file-"))
-        .collect();
     assert_eq!(
-        scratch,
+        file_scratch(&res),
         Vec::<String>::new(),
         "the scratch with the GnuPG home"
     );
@@ -1055,13 +1054,7 @@ fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
 // ---- run: every layer in turn into one results directory ----
 
 fn run_args(res: &Path) -> Vec<String> {
-    vec![
-        "run".into(),
-        "--preset".into(),
-        "tiny".into(),
-        "--results".into(),
-        res.display().to_string(),
-    ]
+    with_results(&["run", "--preset", "tiny"], res)
 }
 
 /// What run.json holds of the layers a killed or interrupted run completed, as
@@ -1073,25 +1066,10 @@ fn completed(res: &Path) -> (Vec<String>, String, String) {
     (r.completed_layers, speed, file)
 }
 
-/// The scratch directories of file layers in a results directory.
-fn file_scratch(res: &Path) -> Vec<String> {
-    names_in(res)
-        .into_iter()
-        .filter(|n| n.starts_with("cipherbench-file-"))
-        .collect()
-}
-
-/// The lines of `err` saying what the sweep at start removed.
-fn removal_notes(err: &str) -> Vec<&str> {
-    err.lines()
-        .filter(|l| l.contains("removed what an earlier, killed cipherbench left"))
-        .collect()
-}
-
 #[test]
 fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes_keeping_what_it_measured(
 ) {
-    if !tunnel_possible() || !nginx_found() {
+    if !tunnel_possible() || !nginx_possible() {
         return;
     }
     let case = Case::new("run-kill");
@@ -1108,9 +1086,7 @@ fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes
         Duration::from_millis(0),
         Duration::from_millis(300),
     ));
-    run.signal(libc::SIGKILL);
-    run.end("run SIGKILL in file");
-    assert_no_process_left(&case, &run, "run SIGKILL in file");
+    run.sigkill(&case, "run SIGKILL in file");
     let (layers, speed, _) = completed(&res);
     assert_eq!(layers[0], "speed", "saved before the kill: {layers:?}");
     let scratch = file_scratch(&res);
@@ -1126,9 +1102,7 @@ fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes
         Duration::from_millis(0),
         Duration::from_millis(1500),
     ));
-    run.signal(libc::SIGKILL);
-    let (_, err) = run.end("run SIGKILL in tunnel");
-    assert_no_process_left(&case, &run, "run SIGKILL in tunnel");
+    let (_, err) = run.sigkill(&case, "run SIGKILL in tunnel");
     assert!(err.contains("resuming the unfinished run"), "{err}");
     assert!(
         err.contains("speed: measured by the run being resumed, skipped"),
@@ -1180,19 +1154,14 @@ fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes
 
 #[test]
 fn run_ctrl_c_twice_in_the_tls_layer_exits_130_keeps_what_it_measured_and_leaves_nothing() {
-    if !nginx_found() {
-        eprintln!("skipping: nginx is not installed");
+    if !nginx_possible() {
         return;
     }
     let case = Case::new("run-int2");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(run_args(&res)));
     let ports = wait_for_nginx(&mut run, &case);
-    run.signal(libc::SIGINT);
-    std::thread::sleep(Duration::from_millis(100));
-    run.signal(libc::SIGINT);
-    let (status, err) = run.end("run SIGINT twice");
-    assert_eq!(status.code(), Some(130), "{err}");
+    let err = run.ctrl_c_twice("run SIGINT twice");
     assert!(!err.contains("panicked"), "{err}");
     assert_nothing_left(&case, &run, &ports, "run SIGINT twice");
     let r = record(&res);
