@@ -15,6 +15,7 @@
 use cipherbench_model::RunRecord;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};
+use std::os::unix::process::ExitStatusExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, ExitStatus, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -566,7 +567,6 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
 #[test]
 fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() {
     let case = Case::new("file-kill");
-    let res = case.res();
     let args = |res: &Path| {
         with_results(
             &[
@@ -585,15 +585,36 @@ fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() 
             res,
         )
     };
-    let mut run = Run::spawn(case.cmd().args(args(&res)));
+    // The run is short, and on a fast machine it may finish before the kill point:
+    // then it is measured again into a fresh directory with the point drawn from a
+    // shorter span, so that the kill always lands in a live measurement.
+    let mut latest = Duration::from_millis(1500);
+    let res = loop {
+        let res = case.0.join(format!("res-{}", latest.as_millis()));
+        let mut run = Run::spawn(case.cmd().args(args(&res)));
+        run.wait_for("the scratch directory", LAYER_START, || {
+            !file_scratch(&res).is_empty()
+        });
+        std::thread::sleep(random_point(
+            "file SIGKILL",
+            Duration::from_millis(50),
+            latest,
+        ));
+        let (status, err) = run.sigkill(&case, "file SIGKILL");
+        if status.signal() == Some(libc::SIGKILL) {
+            break res;
+        }
+        assert!(
+            status.success(),
+            "the file run failed before the kill: {err}"
+        );
+        assert!(
+            latest > Duration::from_millis(100),
+            "the file run always finished within 50 ms of its scratch directory"
+        );
+        latest /= 2;
+    };
     let scratch = || !file_scratch(&res).is_empty();
-    run.wait_for("the scratch directory", LAYER_START, scratch);
-    std::thread::sleep(random_point(
-        "file SIGKILL",
-        Duration::from_millis(50),
-        Duration::from_millis(1500),
-    ));
-    run.sigkill(&case, "file SIGKILL");
     let out = case.cmd().args(args(&res)).output().unwrap();
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success(), "{err}");
