@@ -25,6 +25,16 @@ use std::sync::mpsc;
 use std::sync::{Condvar, Mutex, MutexGuard};
 use std::thread;
 
+/// How many times a worker with an empty queue, or the consumer missing its next
+/// job, yields its core and looks again before it sleeps. Sleeping costs a futex
+/// wait, and waking it a futex wake (an IPI to an idle vCPU under KVM): measured on
+/// the 2-vCPU machine of BENCHMARKS.md section 5a, 16 yields took 2 workers from
+/// 3.1-3.5 to 4.1-4.5 GB/s sealing aes128-gcm (CPU per batch 46-50 -> 38-41 µs),
+/// and more bought nothing but CPU burnt by the waiting stages. A yield lets any
+/// other runnable thread have the core, and after 16 the stage sleeps as before,
+/// so an idle gateway costs nothing.
+const SPINS: usize = 16;
+
 /// Which thread of the pipeline is starting, for [`Hooks::on_start`] (pinning a
 /// core, registering the thread's CPU clock).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -46,44 +56,76 @@ pub struct Hooks<'a> {
 
 /// A multi-consumer queue of jobs for the workers; closed by the producer.
 struct WorkQueue<T> {
-    state: Mutex<(VecDeque<T>, bool)>,
+    state: Mutex<QueueState<T>>,
     ready: Condvar,
+}
+
+struct QueueState<T> {
+    items: VecDeque<T>,
+    closed: bool,
+    /// Workers asleep in [`WorkQueue::pop`]. A push wakes one only if one sleeps:
+    /// a condvar's notify is a system call even with no waiter, and while the
+    /// workers are busy (the case that matters) nobody needs waking.
+    sleeping: usize,
 }
 
 impl<T> WorkQueue<T> {
     fn new(capacity: usize) -> WorkQueue<T> {
         WorkQueue {
-            state: Mutex::new((VecDeque::with_capacity(capacity), false)),
+            state: Mutex::new(QueueState {
+                items: VecDeque::with_capacity(capacity),
+                closed: false,
+                sleeping: 0,
+            }),
             ready: Condvar::new(),
         }
     }
 
-    fn lock(&self) -> MutexGuard<'_, (VecDeque<T>, bool)> {
+    fn lock(&self) -> MutexGuard<'_, QueueState<T>> {
         // Nothing panics while holding the lock, so a poisoned one is consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn push(&self, item: T) {
-        self.lock().0.push_back(item);
-        self.ready.notify_one();
+        let mut state = self.lock();
+        state.items.push_back(item);
+        let wake = state.sleeping > 0;
+        drop(state);
+        if wake {
+            self.ready.notify_one();
+        }
     }
 
     /// The next job; `None` once closed and empty.
     fn pop(&self) -> Option<T> {
+        for _ in 0..SPINS {
+            {
+                let mut state = self.lock();
+                if let Some(item) = state.items.pop_front() {
+                    return Some(item);
+                }
+                if state.closed {
+                    return None;
+                }
+            }
+            thread::yield_now();
+        }
         let mut state = self.lock();
         loop {
-            if let Some(item) = state.0.pop_front() {
+            if let Some(item) = state.items.pop_front() {
                 return Some(item);
             }
-            if state.1 {
+            if state.closed {
                 return None;
             }
+            state.sleeping += 1;
             state = self.ready.wait(state).unwrap_or_else(|p| p.into_inner());
+            state.sleeping -= 1;
         }
     }
 
     fn close(&self) {
-        self.lock().1 = true;
+        self.lock().closed = true;
         self.ready.notify_all();
     }
 }
@@ -96,6 +138,97 @@ impl<T> Drop for CloseOnDrop<'_, T> {
     fn drop(&mut self) {
         self.0.close();
     }
+}
+
+/// The free jobs, returned by the consumer to the producer. A producer that ran out
+/// sleeps until half the pool is back (or the consumer is gone), not until the
+/// first job is: with every job in flight the workers have enough queued, and one
+/// wake-up per half pool instead of one per job keeps the producer's thread (and
+/// its system calls) off the cores the workers need.
+struct FreeList<T> {
+    state: Mutex<FreeState<T>>,
+    back: Condvar,
+    /// How many free jobs wake a sleeping producer.
+    wake_at: usize,
+}
+
+struct FreeState<T> {
+    jobs: Vec<T>,
+    producer_sleeping: bool,
+    consumer_gone: bool,
+}
+
+impl<T> FreeList<T> {
+    fn new(jobs: Vec<T>) -> FreeList<T> {
+        let wake_at = jobs.len().div_ceil(2).max(1);
+        FreeList {
+            state: Mutex::new(FreeState {
+                jobs,
+                producer_sleeping: false,
+                consumer_gone: false,
+            }),
+            back: Condvar::new(),
+            wake_at,
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, FreeState<T>> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// A free job for the producer; `None` once the consumer has stopped and none
+    /// is left.
+    fn take(&self) -> Option<T> {
+        let mut state = self.lock();
+        if state.jobs.is_empty() {
+            state.producer_sleeping = true;
+            while state.jobs.len() < self.wake_at && !state.consumer_gone {
+                state = self.back.wait(state).unwrap_or_else(|p| p.into_inner());
+            }
+            state.producer_sleeping = false;
+        }
+        state.jobs.pop()
+    }
+
+    /// The consumer gives a job back.
+    fn give(&self, job: T) {
+        let mut state = self.lock();
+        state.jobs.push(job);
+        let wake = state.producer_sleeping && state.jobs.len() >= self.wake_at;
+        drop(state);
+        if wake {
+            self.back.notify_one();
+        }
+    }
+
+    /// The consumer has stopped (finished or unwinding): a waiting producer
+    /// takes what is left and then stops.
+    fn consumer_gone(&self) {
+        self.lock().consumer_gone = true;
+        self.back.notify_one();
+    }
+}
+
+/// Tells the free list the consumer is gone when dropped, including on unwinding.
+struct GoneOnDrop<'a, T>(&'a FreeList<T>);
+
+impl<T> Drop for GoneOnDrop<'_, T> {
+    fn drop(&mut self) {
+        self.0.consumer_gone();
+    }
+}
+
+/// The next finished job for the consumer, yielding up to [`SPINS`] times before
+/// it sleeps; `None` once every worker is gone and nothing is left.
+fn receive_done<T>(done: &mpsc::Receiver<T>) -> Option<T> {
+    for _ in 0..SPINS {
+        match done.try_recv() {
+            Ok(item) => return Some(item),
+            Err(mpsc::TryRecvError::Disconnected) => return None,
+            Err(mpsc::TryRecvError::Empty) => thread::yield_now(),
+        }
+    }
+    done.recv().ok()
 }
 
 /// Runs the pipeline until `produce` returns false, then drains it: every job
@@ -131,11 +264,7 @@ where
     assert!(!workers.is_empty(), "a pipeline needs a worker");
     assert!(!jobs.is_empty(), "a pipeline needs a job");
     let depth = jobs.len();
-    let (free_tx, free_rx) = mpsc::channel::<J>();
-    for job in jobs {
-        // The receiver is alive in this scope.
-        let _ = free_tx.send(job);
-    }
+    let free = FreeList::new(jobs);
     let queue = WorkQueue::<(u64, J)>::new(depth);
     let (done_tx, done_rx) = mpsc::channel::<(u64, J)>();
     thread::scope(|scope| {
@@ -165,28 +294,28 @@ where
             })
             .collect();
         drop(done_tx);
+        let free = &free;
         let consumer = thread::Builder::new()
             .name(format!("{}-out", hooks.name))
             .spawn_scoped(scope, move || {
+                let _gone = GoneOnDrop(free);
                 (hooks.on_start)(Stage::Consumer);
                 // In flight are at most `depth` jobs with consecutive numbers from
                 // `next`, so `seq % depth` never holds two at once.
                 let mut held: Vec<Option<J>> = (0..depth).map(|_| None).collect();
                 let mut next = 0u64;
-                for (seq, job) in done_rx {
+                while let Some((seq, job)) = receive_done(&done_rx) {
                     held[(seq % depth as u64) as usize] = Some(job);
                     while let Some(mut job) = held[(next % depth as u64) as usize].take() {
                         consume(&mut job);
                         next += 1;
-                        // Refused once the producer has stopped: drain without
-                        // recycling.
-                        let _ = free_tx.send(job);
+                        free.give(job);
                     }
                 }
             })
             .expect("spawning the pipeline's consumer");
         let mut seq = 0u64;
-        while let Ok(mut job) = free_rx.recv() {
+        while let Some(mut job) = free.take() {
             if !produce(&mut job) {
                 break;
             }
@@ -250,6 +379,53 @@ mod tests {
             4,
             "three workers, one consumer"
         );
+    }
+
+    #[test]
+    fn every_pool_size_drains_in_order_although_the_producer_waits_for_half_the_pool() {
+        for jobs in 1..=7 {
+            for workers in 1..=3 {
+                let mut produced = 0u32;
+                let mut seen = Vec::new();
+                run(
+                    vec![0u32; jobs],
+                    vec![(); workers],
+                    &hooks(&|_| {}),
+                    |job| {
+                        *job = produced;
+                        produced += 1;
+                        produced <= 100
+                    },
+                    |_, _| {},
+                    |job| seen.push(*job),
+                );
+                assert_eq!(
+                    seen,
+                    (0..100).collect::<Vec<_>>(),
+                    "{jobs} jobs, {workers} workers"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn a_panicking_consumer_stops_the_pipeline_and_is_reraised() {
+        let outcome = std::panic::catch_unwind(|| {
+            let mut n = 0u32;
+            run(
+                vec![0u32; 4],
+                vec![(); 2],
+                &hooks(&|_| {}),
+                |job| {
+                    n += 1;
+                    *job = n;
+                    true
+                },
+                |_, _| {},
+                |job| assert!(*job != 50, "consumer fails on job 50"),
+            )
+        });
+        assert!(outcome.is_err());
     }
 
     #[test]
