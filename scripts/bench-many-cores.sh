@@ -7,21 +7,25 @@
 #     wrk's, and requests per generator-CPU-second;
 #  B. the core-count sweep (`tls sweep --cores 1,2,4,...`): Gbit/s, per core, the
 #     clients the search chose, what limited each point, nginx and generator CPU;
-#  C. the tunnel against wireguard-go at both lengths: a hook (see tunnel_part).
+#  C. the tunnel against wireguard-go at -l 1220 and iperf3's default length, one TCP
+#     flow, ChaCha20-Poly1305 on both (aes128-gcm beside), each gateway thread's CPU
+#     (root; wireguard-go built from its Go module, or WG_GO=path).
 # Writes one Markdown table to stdout and to $OUT/many-cores.md (with the raw JSON).
 # Usage: scripts/bench-many-cores.sh
 # Env: BIN (target/release/cipherbench) OUT (a new temp dir, kept) SUITE (AES128-GCM-SHA256)
 #      SIZE (16MiB) ROUNDS (3) SECS (4) PER_CONN (4 clients per generator CPU)
-#      SWEEP_WINDOW (5s) SWEEP_PROBE (2s) PARTS ("gen sweep tunnel")
+#      SWEEP_WINDOW (5s) SWEEP_PROBE (2s) PARTS ("gen sweep tunnel") WG_GO WG_VERSION
 #      PRIO (empty; on a machine other programs keep busy, PRIO="chrt -f 10" runs nginx,
 #      wrk and cipherbench ahead of them, so each round measures the parts, not the crowd)
 set -uo pipefail
 BIN=$(realpath "${BIN:-target/release/cipherbench}" 2>/dev/null) || true
 [[ -x ${BIN:-} ]] || { echo "bench-many-cores: build first (cargo build --release) or set BIN" >&2; exit 1; }
-command -v wrk >/dev/null || { echo "bench-many-cores: wrk is missing (scripts/install-deps.sh, or apt-get install wrk)" >&2; exit 1; }
+PARTS=${PARTS:-"gen sweep tunnel"}
+[[ " $PARTS " != *" gen "* ]] || command -v wrk >/dev/null ||
+  { echo "bench-many-cores: wrk is missing (scripts/install-deps.sh, or apt-get install wrk)" >&2; exit 1; }
 SUITE=${SUITE:-AES128-GCM-SHA256}; SIZE=${SIZE:-16MiB}; ROUNDS=${ROUNDS:-3}; SECS=${SECS:-4}
 PER_CONN=${PER_CONN:-4}; SWEEP_WINDOW=${SWEEP_WINDOW:-5s}; SWEEP_PROBE=${SWEEP_PROBE:-2s}
-PARTS=${PARTS:-"gen sweep tunnel"}; PRIO=${PRIO:-}
+PRIO=${PRIO:-}
 OUT=${OUT:-$(mktemp -d /tmp/bench-many-cores.XXXXXX)}; mkdir -p "$OUT" || exit 1
 started=$(date +%s)
 # The CPUs this process may use, in order (taskset's list, expanded).
@@ -38,7 +42,9 @@ join() { local IFS=,; echo "$*"; }
 : > "$OUT/many-cores.md"
 md "# Many cores: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $N CPU(s), $(uname -r), $(date -u +%FT%TZ)"
 md ""
-md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; $SUITE, $SIZE, keep-alive off; $ROUNDS alternating rounds of ${SECS} s (medians, min-max)"
+md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; parts: $PARTS"
+[[ " $PARTS " == *" gen "* || " $PARTS " == *" sweep "* ]] &&
+  md "TLS: $SUITE, $SIZE, keep-alive off; $ROUNDS alternating rounds of ${SECS} s (medians, min-max)"
 
 # Descendant PIDs of $1 (nginx runs under cipherbench's keeper).
 desc() { local p=$1 c; echo "$p"; for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do desc "$c"; done; }
@@ -148,19 +154,132 @@ for w in r.get("warnings", []):
 EOF
 }
 
-# C. Hook: the tunnel against wireguard-go at -l 1220 and the default length, with
-# each gateway thread's CPU. It belongs to issue 12 item 2 (branch `pipeline`): when
-# `cipherbench tunnel` can run wireguard-go as its peer, call it here and append its
-# table; until then the part says it was not run.
+# C. The tunnel against wireguard-go, one iperf3 TCP flow at -l 1220 and at iperf3's
+# default length: wireguard-go (built from its Go module, or $WG_GO) between two
+# namespaces of this script over a veth, then `cipherbench tunnel` (ChaCha20-Poly1305,
+# the same cipher, and aes128-gcm beside it) at its defaults (gateway threads sized to
+# the machine, pinned); $ROUNDS runs of $SECS s each. wireguard-go runs unpinned, as
+# users run it (the Go runtime spreads it over every CPU); its CPU is the process's
+# utime+stime over the run. Root only (namespaces).
+WG_VERSION=${WG_VERSION:-v0.0.0-20260522210424-ecfc5a8d5446}
+wg_ns=(); wg_pids=()
+wg_cleanup() {
+  local p n
+  for p in "${wg_pids[@]}"; do kill "$p" 2>/dev/null; wait "$p" 2>/dev/null; done
+  for n in "${wg_ns[@]}"; do ip netns del "$n" 2>/dev/null; done
+  wg_pids=(); wg_ns=()
+}
+# The wireguard-go binary: $WG_GO, or built into $OUT/wg-bin with the Go toolchain.
+wg_binary() {
+  if [[ -n ${WG_GO:-} ]]; then [[ -x $WG_GO ]] && { echo "$WG_GO"; return; }; return 1; fi
+  command -v go >/dev/null || return 1
+  GOBIN=$OUT/wg-bin GOPATH=${GOPATH:-$OUT/gopath} GOFLAGS=-modcacherw \
+    go install "golang.zx2c4.com/wireguard@$WG_VERSION" > "$OUT/wg-build.log" 2>&1 || return 1
+  echo "$OUT/wg-bin/wireguard"
+}
+# CPU seconds (utime+stime) of process $1.
+cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' /proc/"$1"/stat 2>/dev/null || echo 0; }
+# One wireguard-go run of iperf3 TCP: prints "bits/s sender-cores receiver-cores".
+wg_run() {
+  local len=$1 s=$2 r=$3 c0s c0r json=$OUT/wg-iperf3.json
+  c0s=$(cpu_s "${wg_pids[0]}"); c0r=$(cpu_s "${wg_pids[1]}")
+  ip netns exec "$s" iperf3 -c 10.77.0.2 -t "$SECS" -J ${len:+-l "$len"} > "$json" 2>&1
+  python3 - "$json" "$SECS" "$c0s" "$(cpu_s "${wg_pids[0]}")" "$c0r" "$(cpu_s "${wg_pids[1]}")" <<'PY'
+import json, sys
+secs, a0, a1, b0, b1 = map(float, sys.argv[2:])
+try:
+    bps = json.load(open(sys.argv[1]))["end"]["sum_received"]["bits_per_second"]
+except Exception:
+    bps = 0
+print(bps, (a1 - a0) / secs, (b1 - b0) / secs)
+PY
+}
 tunnel_part() {
   md ""
-  md "## C. Tunnel vs wireguard-go"
+  md "## C. Tunnel vs wireguard-go (one iperf3 TCP flow)"
   md ""
-  if "$BIN" tunnel --help 2>/dev/null | grep -q -- "wireguard"; then
-    md "HOOK: this cipherbench's tunnel knows wireguard-go; wire its command in here (scripts/bench-many-cores.sh, tunnel_part)."
-  else
-    md "not run: this cipherbench's \`tunnel\` cannot compare against wireguard-go yet (issue 12 item 2)."
-  fi
+  if ((EUID != 0)); then md "not run: the tunnel needs root (namespaces)."; return; fi
+  local m
+  for m in iperf3 wg; do
+    command -v "$m" >/dev/null || { md "not run: $m is missing (apt-get install ${m/wg/wireguard-tools})."; return; }
+  done
+  local wg; wg=$(wg_binary) || { md "not run: no wireguard-go (set WG_GO, or install Go >= 1.21, which fetches the 1.23 toolchain golang.zx2c4.com/wireguard@$WG_VERSION needs; log: $OUT/wg-build.log)."; return; }
+  local s=cbwg-$$-s r=cbwg-$$-r is=cbwg$$s ir=cbwg$$r
+  trap 'wg_cleanup; cleanup' EXIT
+  trap 'wg_cleanup; cleanup; exit 130' INT TERM
+  wg_ns=("$s" "$r")
+  ip netns add "$s" && ip netns add "$r" &&
+    ip link add "cbwg$$a" netns "$s" type veth peer name "cbwg$$b" netns "$r" &&
+    ip -n "$s" addr add 198.18.2.1/30 dev "cbwg$$a" && ip -n "$r" addr add 198.18.2.2/30 dev "cbwg$$b" &&
+    ip -n "$s" link set lo up && ip -n "$r" link set lo up &&
+    ip -n "$s" link set "cbwg$$a" up && ip -n "$r" link set "cbwg$$b" up ||
+    { md "not run: the namespaces could not be set up."; wg_cleanup; return; }
+  ( umask 077; wg genkey > "$OUT/wg-s.key"; wg genkey > "$OUT/wg-r.key" )
+  LOG_LEVEL=error ip netns exec "$s" "$wg" -f "$is" > "$OUT/wg-s.log" 2>&1 & wg_pids+=($!)
+  LOG_LEVEL=error ip netns exec "$r" "$wg" -f "$ir" > "$OUT/wg-r.log" 2>&1 & wg_pids+=($!)
+  local i
+  for i in $(seq 50); do [[ -S /var/run/wireguard/$is.sock && -S /var/run/wireguard/$ir.sock ]] && break; sleep 0.1; done
+  ip netns exec "$s" wg set "$is" listen-port 51820 private-key "$OUT/wg-s.key" \
+      peer "$(wg pubkey < "$OUT/wg-r.key")" allowed-ips 10.77.0.2/32 endpoint 198.18.2.2:51820 &&
+    ip netns exec "$r" wg set "$ir" listen-port 51820 private-key "$OUT/wg-r.key" \
+      peer "$(wg pubkey < "$OUT/wg-s.key")" allowed-ips 10.77.0.1/32 endpoint 198.18.2.1:51820 &&
+    ip -n "$s" addr add 10.77.0.1/24 dev "$is" && ip -n "$r" addr add 10.77.0.2/24 dev "$ir" &&
+    ip -n "$s" link set "$is" up && ip -n "$r" link set "$ir" up ||
+    { md "not run: wireguard-go did not come up (logs: $OUT/wg-*.log)."; wg_cleanup; return; }
+  ip netns exec "$r" iperf3 -s > /dev/null 2>&1 & wg_pids+=($!)
+  sleep 0.5
+  md "wireguard-go $WG_VERSION, MTU $(ip -n "$s" -o link show "$is" | sed -n 's/.* mtu \([0-9]*\).*/\1/p'), unpinned; cipherbench tunnel at its defaults; $ROUNDS runs of $SECS s each (median, min-max)"
+  md ""
+  md "| iperf3 length | wireguard-go Gbit/s | wireguard-go cores, sender / receiver | cipherbench chacha20-poly1305 Gbit/s | vs wireguard-go | cipherbench aes128-gcm Gbit/s | vs wireguard-go | cipherbench gateway threads (CPU) |"
+  md "|---|---|---|---|---|---|---|---|"
+  local len
+  for len in 1220 default; do
+    local l=$len; [[ $len == default ]] && l=
+    : > "$OUT/wg-$len.txt"
+    for i in $(seq "$ROUNDS"); do wg_run "$l" "$s" "$r" >> "$OUT/wg-$len.txt"; done
+    $PRIO "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
+      --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --length "$len" --results "$OUT/tunnel-$len" \
+      > "$OUT/tunnel-$len.txt" 2> "$OUT/tunnel-$len.err"
+    python3 - "$OUT/wg-$len.txt" "$OUT/tunnel-$len/run.json" "$len" <<'PY' | tee -a "$OUT/many-cores.md"
+import json, statistics, sys
+rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
+wg = [r[0] / 1e9 for r in rows if r[0] > 0]
+def span(v): return f"{statistics.median(v):.2f} ({min(v):.2f}-{max(v):.2f})" if v else "failed"
+cores = "/".join(f"{statistics.median([r[i] for r in rows]):.2f}" for i in (1, 2)) if rows else "-"
+points = {}
+try:
+    rec = json.load(open(sys.argv[2]))
+    def walk(x):
+        if isinstance(x, dict):
+            if "transform" in x and "throughput_bits_per_sec" in x and x.get("protocol") in ("tcp", "Tcp", "TCP"):
+                points[x["transform"]] = x
+            for v in x.values(): walk(v)
+        elif isinstance(x, list):
+            for v in x: walk(v)
+    walk(rec)
+except Exception:
+    pass
+def cell(t):
+    p = points.get(t)
+    if not p: return "failed", "-"
+    g = [r["iperf"]["received_bytes"] * 8 / r["iperf"]["seconds"] / 1e9 for r in p["runs"]] or [p["throughput_bits_per_sec"]["median"] / 1e9]
+    ratio = f"{statistics.median(g) / statistics.median(wg):.2f}x" if wg else "-"
+    return span(g), ratio
+c, cr = cell("chacha20-poly1305")
+a, ar = cell("aes128-gcm")
+threads = "-"
+p = points.get("chacha20-poly1305")
+if p and p["runs"]:
+    run = p["runs"][0]
+    def th(gw):
+        t = gw.get("threads") or []
+        return ", ".join(f"{x.get('name','?')} {x.get('cpu_cores_used', 0):.2f}" for x in t) if t else "-"
+    threads = f"sender: {th(run['sender'])}; receiver: {th(run['receiver'])}"
+print(f"| {sys.argv[3]} | {span(wg)} | {cores} | {c} | {cr} | {a} | {ar} | {threads} |")
+PY
+  done
+  [[ -s $OUT/tunnel-1220.err ]] && md "" && md "cipherbench tunnel said: $(tail -1 "$OUT/tunnel-1220.err")"
+  wg_cleanup
 }
 
 for part in $PARTS; do

@@ -24,6 +24,9 @@ packages=(
   # `tls --key-store pkcs11`: OpenSSL's pkcs11 engine (libp11) and SoftHSM2, the
   # PKCS#11 module cipherbench sets a throwaway token up in (in the run's directory).
   libengine-pkcs11-openssl softhsm2
+  # scripts/bench-many-cores.sh, part C: `wg` configures wireguard-go, the peer the
+  # tunnel is compared with (wireguard-go itself is built from its Go module).
+  wireguard-tools
 )
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.
