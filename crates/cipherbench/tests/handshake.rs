@@ -7,10 +7,23 @@
 //! runs cipherbench with its own `TMPDIR`, which must end empty, with no process
 //! working in it.
 
+use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
+
+/// The tests that measure take turns: a variant is judged by rates per CPU second,
+/// and on a 2-vCPU machine (whose vCPUs may be SMT siblings) one test's nginx and
+/// probes beside another's move the other's figures (make test once saw the AES-GCM
+/// control at 0.79x of accel with two of these running at once). The tool measures
+/// alone on its CPUs; so do its tests.
+static MEASURING: Mutex<()> = Mutex::new(());
+
+fn measuring() -> MutexGuard<'static, ()> {
+    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
+}
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cb-hs-{name}-{}", std::process::id()));
@@ -69,6 +82,7 @@ const SHORT: &[&str] = &[
 
 #[test]
 fn full_handshakes_do_not_resume_and_resumed_ones_do() {
+    let _turn = measuring();
     let dir = scratch("sessions");
     let results = dir.join("results");
     let out = bin(&dir)
@@ -132,6 +146,7 @@ fn full_handshakes_do_not_resume_and_resumed_ones_do() {
 
 #[test]
 fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
+    let _turn = measuring();
     let dir = scratch("pkcs11");
     let results = dir.join("results");
     let out = bin(&dir)
@@ -188,42 +203,66 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
 
 #[test]
 fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma() {
+    let _turn = measuring();
     let has_ifma = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap()
         .lines()
         .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "avx512ifma"));
-    let dir = scratch("noifma");
-    let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "handshake",
-            "--keys",
-            "rsa2048",
-            "--groups",
-            "x25519",
-            "--sessions",
-            "full",
-            "--variants",
-            "accel,noifma",
-        ])
-        .args(SHORT)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let tls = record(&results).tls.expect("tls results");
-    let noifma = tls
-        .servers
-        .iter()
-        .find(|s| s.variant.name == "noifma")
-        .expect("the noifma nginx");
+    // The judge says "a control moved" when the machine's speed shifted between
+    // accel's probes and the variant's, even after its paired re-measure (seen on a
+    // KVM guest whose host was busy: AES-GCM at 0.75x of accel, both ways in turn).
+    // That is the tool being honest about a noisy machine, not the mask failing: the
+    // run is measured again, once, before the test judges it.
+    let mut attempt = 0;
+    let (dir, noifma) = loop {
+        attempt += 1;
+        let dir = scratch(&format!("noifma{attempt}"));
+        let results = dir.join("results");
+        let out = bin(&dir)
+            .args([
+                "--quiet",
+                "tls",
+                "handshake",
+                "--keys",
+                "rsa2048",
+                "--groups",
+                "x25519",
+                "--sessions",
+                "full",
+                "--variants",
+                "accel,noifma",
+            ])
+            .args(SHORT)
+            .arg("--results")
+            .arg(&results)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let tls = record(&results).tls.expect("tls results");
+        let noifma = tls
+            .servers
+            .into_iter()
+            .find(|s| s.variant.name == "noifma")
+            .expect("the noifma nginx");
+        let moved = noifma
+            .variant
+            .effect
+            .as_ref()
+            .is_some_and(|e| e.verdict == Verdict::ControlMoved);
+        if moved && attempt == 1 {
+            eprintln!(
+                "a control moved (noisy machine), measuring again: {:?}",
+                noifma.variant.effect.as_ref().map(|e| &e.reason)
+            );
+            let _ = std::fs::remove_dir_all(&dir);
+            continue;
+        }
+        break (dir, noifma);
+    };
     let effect = noifma.variant.effect.as_ref().expect("judged");
     let sign = effect
         .ratios
