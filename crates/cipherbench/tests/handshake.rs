@@ -80,16 +80,34 @@ const SHORT: &[&str] = &[
     "4",
 ];
 
+/// `cipherbench --quiet tls handshake ARGS` with the short windows, results into
+/// `results`; asserts it succeeded.
+fn handshake(dir: &Path, results: &Path, args: &[&str]) -> std::process::Output {
+    let out = bin(dir)
+        .args(["--quiet", "tls", "handshake"])
+        .args(args)
+        .args(SHORT)
+        .arg("--results")
+        .arg(results)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    out
+}
+
 #[test]
 fn full_handshakes_do_not_resume_and_resumed_ones_do() {
     let _turn = measuring();
     let dir = scratch("sessions");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "handshake",
+    let out = handshake(
+        &dir,
+        &results,
+        &[
             "--keys",
             "ecdsa-p256",
             "--groups",
@@ -98,16 +116,7 @@ fn full_handshakes_do_not_resume_and_resumed_ones_do() {
             "full,resumed",
             "--variants",
             "accel",
-        ])
-        .args(SHORT)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let tls = record(&results).tls.expect("tls results");
     let h = tls.handshake.expect("handshake results");
@@ -149,11 +158,10 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
     let _turn = measuring();
     let dir = scratch("pkcs11");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "handshake",
+    let out = handshake(
+        &dir,
+        &results,
+        &[
             "--keys",
             "rsa2048",
             "--groups",
@@ -164,16 +172,7 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
             "file,pkcs11",
             "--variants",
             "accel",
-        ])
-        .args(SHORT)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
+        ],
     );
     let tls = record(&results).tls.expect("tls results");
     let h = tls.handshake.expect("handshake results");
@@ -218,11 +217,10 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
         attempt += 1;
         let dir = scratch(&format!("noifma{attempt}"));
         let results = dir.join("results");
-        let out = bin(&dir)
-            .args([
-                "--quiet",
-                "tls",
-                "handshake",
+        handshake(
+            &dir,
+            &results,
+            &[
                 "--keys",
                 "rsa2048",
                 "--groups",
@@ -231,16 +229,7 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
                 "full",
                 "--variants",
                 "accel,noifma",
-            ])
-            .args(SHORT)
-            .arg("--results")
-            .arg(&results)
-            .output()
-            .unwrap();
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
+            ],
         );
         let tls = record(&results).tls.expect("tls results");
         let noifma = tls
