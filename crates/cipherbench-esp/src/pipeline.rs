@@ -130,13 +130,14 @@ impl<T> WorkQueue<T> {
     }
 }
 
-/// Closes the work queue when dropped, including on unwinding, so that no worker
-/// waits for a job that will never come.
-struct CloseOnDrop<'a, T>(&'a WorkQueue<T>);
+/// Runs its closure when dropped, including on unwinding: a stage that stops, by
+/// finishing or by panicking, closes the work queue (no worker waits for a job
+/// that will never come) or tells the free list the consumer is gone.
+struct OnDrop<F: FnMut()>(F);
 
-impl<T> Drop for CloseOnDrop<'_, T> {
+impl<F: FnMut()> Drop for OnDrop<F> {
     fn drop(&mut self) {
-        self.0.close();
+        (self.0)();
     }
 }
 
@@ -209,15 +210,6 @@ impl<T> FreeList<T> {
     }
 }
 
-/// Tells the free list the consumer is gone when dropped, including on unwinding.
-struct GoneOnDrop<'a, T>(&'a FreeList<T>);
-
-impl<T> Drop for GoneOnDrop<'_, T> {
-    fn drop(&mut self) {
-        self.0.consumer_gone();
-    }
-}
-
 /// The next finished job for the consumer, yielding up to [`SPINS`] times before
 /// it sleeps; `None` once every worker is gone and nothing is left.
 fn receive_done<T>(done: &mpsc::Receiver<T>) -> Option<T> {
@@ -268,7 +260,7 @@ where
     let queue = WorkQueue::<(u64, J)>::new(depth);
     let (done_tx, done_rx) = mpsc::channel::<(u64, J)>();
     thread::scope(|scope| {
-        let close = CloseOnDrop(&queue);
+        let close = OnDrop(|| queue.close());
         let handles: Vec<_> = workers
             .into_iter()
             .enumerate()
@@ -280,7 +272,7 @@ where
                         // A panicking worker closes the queue: the others finish
                         // what is queued, the consumer stops at the gap, and the
                         // producer finds no free job.
-                        let _close = CloseOnDrop(queue);
+                        let _close = OnDrop(|| queue.close());
                         (hooks.on_start)(Stage::Worker(i));
                         while let Some((seq, mut job)) = queue.pop() {
                             work(&mut state, &mut job);
@@ -298,7 +290,7 @@ where
         let consumer = thread::Builder::new()
             .name(format!("{}-out", hooks.name))
             .spawn_scoped(scope, move || {
-                let _gone = GoneOnDrop(free);
+                let _gone = OnDrop(|| free.consumer_gone());
                 (hooks.on_start)(Stage::Consumer);
                 // In flight are at most `depth` jobs with consecutive numbers from
                 // `next`, so `seq % depth` never holds two at once.
