@@ -179,9 +179,10 @@ wg_binary() {
 }
 # CPU seconds (utime+stime) of process $1.
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' /proc/"$1"/stat 2>/dev/null || echo 0; }
-# One wireguard-go run of iperf3 TCP: prints "bits/s sender-cores receiver-cores".
+# One wireguard-go run of iperf3 TCP from namespace $2 (length $1, empty for
+# iperf3's own): prints "bits/s sender-cores receiver-cores".
 wg_run() {
-  local len=$1 s=$2 r=$3 c0s c0r json=$OUT/wg-iperf3.json
+  local len=$1 s=$2 c0s c0r json=$OUT/wg-iperf3.json
   c0s=$(cpu_s "${wg_pids[0]}"); c0r=$(cpu_s "${wg_pids[1]}")
   ip netns exec "$s" iperf3 -c 10.77.0.2 -t "$SECS" -J ${len:+-l "$len"} > "$json" 2>&1
   python3 - "$json" "$SECS" "$c0s" "$(cpu_s "${wg_pids[0]}")" "$c0r" "$(cpu_s "${wg_pids[1]}")" <<'PY'
@@ -236,7 +237,7 @@ tunnel_part() {
   for len in 1220 default; do
     local l=$len; [[ $len == default ]] && l=
     : > "$OUT/wg-$len.txt"
-    for i in $(seq "$ROUNDS"); do wg_run "$l" "$s" "$r" >> "$OUT/wg-$len.txt"; done
+    for i in $(seq "$ROUNDS"); do wg_run "$l" "$s" >> "$OUT/wg-$len.txt"; done
     $PRIO "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
       --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --length "$len" --results "$OUT/tunnel-$len" \
       > "$OUT/tunnel-$len.txt" 2> "$OUT/tunnel-$len.err"
