@@ -10,10 +10,8 @@
  * bound to the cipher's NID, even for a fetched cipher, and the count rises); asked
  * for ChaCha20-Poly1305, which it lacks, the default provider serves it.
  *
- * Counting: if CIPHERBENCH_PROVIDER_COUNTER names a file, every process that
- * initialises the engine maps it shared and adds to four 64-bit counters (magic,
- * contexts initialised with a key, calls into the cipher, bytes through it), the
- * layout the counting provider writes, so cipherbench reads both the same way.
+ * Counting: the counting provider's tally (../counter.h: contexts initialised with
+ * a key, calls into the cipher, bytes through it), mapped when the engine starts.
  *
  * Delegation: each cipher is a copy of the library's EVP_aes_*_gcm() (same context
  * size, flags, ctrl and cleanup), with init and do_cipher replaced by ours, which
@@ -27,56 +25,16 @@
  */
 #define OPENSSL_SUPPRESS_DEPRECATED
 
-#include <fcntl.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/engine.h>
 #include <openssl/evp.h>
 #include <openssl/objects.h>
 
-#define COUNTER_ENV "CIPHERBENCH_PROVIDER_COUNTER"
-#define COUNTER_MAGIC 0x474e49544e554f43ULL /* "COUNTING", little-endian */
+#include "../counter.h"
 
 static const char engine_id[] = "cbcount";
 static const char engine_name[] = "cipherbench counting test engine (AES-GCM)";
-
-enum { C_MAGIC, C_CONTEXTS, C_CALLS, C_BYTES, C_N };
-
-static uint64_t *shared_counts; /* NULL without the variable */
-
-static void count(int which, uint64_t n)
-{
-    if (shared_counts != NULL)
-        __atomic_fetch_add(&shared_counts[which], n, __ATOMIC_RELAXED);
-}
-
-static void map_counter(void)
-{
-    const char *path = getenv(COUNTER_ENV);
-    int fd;
-    struct stat st;
-    void *p;
-
-    if (shared_counts != NULL || path == NULL || *path == '\0')
-        return;
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return;
-    /* Several processes may race here; growing to the same size is harmless. */
-    if (fstat(fd, &st) == 0 && st.st_size < (off_t)(C_N * sizeof(uint64_t)))
-        (void)ftruncate(fd, C_N * sizeof(uint64_t));
-    p = mmap(NULL, C_N * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return;
-    shared_counts = p;
-    __atomic_store_n(&shared_counts[C_MAGIC], COUNTER_MAGIC, __ATOMIC_RELAXED);
-}
 
 typedef int (*init_fn)(EVP_CIPHER_CTX *, const unsigned char *, const unsigned char *, int);
 typedef int (*cipher_fn)(EVP_CIPHER_CTX *, unsigned char *, const unsigned char *, size_t);
@@ -114,7 +72,7 @@ static int counting_init(EVP_CIPHER_CTX *ctx, const unsigned char *key,
     if (s == NULL)
         return 0;
     if (key != NULL)
-        count(C_CONTEXTS, 1);
+        count_shared(C_CONTEXTS, 1);
     return s->init(ctx, key, iv, enc);
 }
 
@@ -125,10 +83,10 @@ static int counting_cipher(EVP_CIPHER_CTX *ctx, unsigned char *out,
 
     if (s == NULL)
         return -1;
-    count(C_CALLS, 1);
+    count_shared(C_CALLS, 1);
     /* A GCM custom cipher is called with in == NULL to finish; no bytes then. */
     if (in != NULL)
-        count(C_BYTES, len);
+        count_shared(C_BYTES, len);
     return s->do_cipher(ctx, out, in, len);
 }
 
