@@ -8,15 +8,13 @@
  * AES-GCM, a process under this provider runs it here (and the count rises); asked
  * for ChaCha20-Poly1305, the fetch falls back to the default provider.
  *
- * Counting: if CIPHERBENCH_PROVIDER_COUNTER names a file, every process that loads
- * the provider maps it shared and adds to four 64-bit counters at its start (magic,
- * contexts made, calls into the cipher, bytes through update/cipher), so the counts
- * of nginx's workers and of every other child of one variant add up in one place.
+ * Counting: the tally of ../counter.h (contexts made, calls into the cipher, bytes
+ * through update/cipher), mapped at the provider's start.
  * The provider's own parameter "cipherbench-calls" gives this process's count.
  *
  * Build: cc -shared -fPIC -O2 -o counting.so counting.c -lcrypto (the tests do; see
- * crates/cipherbench/tests/common/provider.rs). Load it with an OPENSSL_CONF such as
- * testdata/provider/counting.cnf.in.
+ * crates/cipherbench/tests/provider.rs). Load it with an OPENSSL_CONF such as
+ * testdata/provider/counting.cnf.
  *
  * Delegation: the default provider's dispatch table of each algorithm is found with
  * OSSL_PROVIDER_query_operation on the first context (not at provider init, where
@@ -25,14 +23,8 @@
  * constant parameters are answered here, since they are asked for while the cipher
  * is being fetched.
  */
-#include <fcntl.h>
 #include <pthread.h>
-#include <stdint.h>
-#include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <openssl/core.h>
 #include <openssl/core_dispatch.h>
@@ -40,44 +32,17 @@
 #include <openssl/params.h>
 #include <openssl/provider.h>
 
-#define COUNTER_ENV "CIPHERBENCH_PROVIDER_COUNTER"
-#define COUNTER_MAGIC 0x474e49544e554f43ULL /* "COUNTING", little-endian */
+#include "../counter.h"
+
 #define CALLS_PARAM "cipherbench-calls"
 
-enum { C_MAGIC, C_CONTEXTS, C_CALLS, C_BYTES, C_N };
-
 static uint64_t local_counts[C_N];
-static uint64_t *shared_counts; /* NULL without the variable */
 static OSSL_LIB_CTX *libctx;    /* the library context that loaded us */
 
 static void count(int which, uint64_t n)
 {
     __atomic_fetch_add(&local_counts[which], n, __ATOMIC_RELAXED);
-    if (shared_counts != NULL)
-        __atomic_fetch_add(&shared_counts[which], n, __ATOMIC_RELAXED);
-}
-
-static void map_counter(void)
-{
-    const char *path = getenv(COUNTER_ENV);
-    int fd;
-    struct stat st;
-    void *p;
-
-    if (path == NULL || *path == '\0')
-        return;
-    fd = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0600);
-    if (fd < 0)
-        return;
-    /* Several processes may race here; growing to the same size is harmless. */
-    if (fstat(fd, &st) == 0 && st.st_size < (off_t)(C_N * sizeof(uint64_t)))
-        (void)ftruncate(fd, C_N * sizeof(uint64_t));
-    p = mmap(NULL, C_N * sizeof(uint64_t), PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
-    close(fd);
-    if (p == MAP_FAILED)
-        return;
-    shared_counts = p;
-    __atomic_store_n(&shared_counts[C_MAGIC], COUNTER_MAGIC, __ATOMIC_RELAXED);
+    count_shared(which, n);
 }
 
 /*

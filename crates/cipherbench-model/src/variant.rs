@@ -269,8 +269,8 @@ pub struct VariantRecord {
     /// For a provider or engine variant: what should serve its work.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expected: Option<Expected>,
-    /// For a provider variant: the counting provider's tally over the layer, where
-    /// the provider keeps one.
+    /// For a provider or engine variant: its tally over the layer, where the
+    /// provider or engine keeps one (the counting test provider and engine do).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub provider_calls: Option<ProviderCalls>,
 }
@@ -357,8 +357,12 @@ impl VariantRecord {
             None => parts.push("its process did not say which implementation served it".into()),
         }
         if let Some(c) = &self.provider_calls {
+            let whose = match expected {
+                Expected::Provider => "provider",
+                Expected::Engine(_) => "engine",
+            };
             parts.push(format!(
-                "{} provider calls, {} contexts, {} bytes (the provider's own tally, the effect probe's AES-128-GCM included)",
+                "{} {whose} calls, {} contexts, {} bytes (the {whose}'s own tally, the effect probe's AES-128-GCM included)",
                 c.calls, c.contexts, c.bytes
             ));
         }

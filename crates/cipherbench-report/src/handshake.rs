@@ -46,7 +46,7 @@ pub fn ratios(h: &HandshakeResults, records: &[VariantRecord]) -> Vec<HandshakeR
         if p.point.variant != accel {
             if let Some(a) = h.point(&p.key, &p.group, &p.session, &p.key_store, &accel) {
                 out.push(HandshakeRatio {
-                    label: format!("{}: accel / {}", what(p), p.point.variant),
+                    label: format!("{}: {accel} / {}", what(p), p.point.variant),
                     value: per_core_ratio(a, p),
                     not_applicable: crate::variants::not_applicable(
                         records,

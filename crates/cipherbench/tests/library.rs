@@ -569,3 +569,94 @@ fn bad_openssl_directories_are_one_line_and_start_nothing() {
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn the_handshake_mode_measures_rsa_under_both_libraries_with_each_ones_ifma_mask() {
+    let up = upstream();
+    let tag = version_of(&up);
+    let has_ifma = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "avx512ifma"));
+    let dir = scratch("handshake");
+    let results = dir.join("results");
+    let out = run_ok(
+        bin(&dir)
+            .args(["tls", "handshake", "--openssl"])
+            .arg(format!("system,{}", up.display()))
+            .args([
+                "--keys",
+                "rsa2048",
+                "--groups",
+                "x25519",
+                "--sessions",
+                "full",
+                "--variants",
+                "accel,noifma",
+                "--window",
+                "500ms",
+                "--probe",
+                "200ms",
+                "--warmup",
+                "100ms",
+                "--max-concurrency",
+                "4",
+                "--results",
+            ])
+            .arg(&results),
+    );
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let r = record(&results);
+    // nginx under the upstream library mapped its files, master and workers.
+    let found = parts(&r, "tls", &up);
+    assert!(!found.is_empty(), "{:?}", r.environment.loaded);
+    for p in &found {
+        assert_inside(p, &up);
+    }
+    let tls = r.tls.as_ref().unwrap();
+    let server = |name: &str| {
+        tls.servers
+            .iter()
+            .find(|s| s.variant.name == name)
+            .unwrap_or_else(|| panic!("no {name} server"))
+    };
+    for name in ["noifma".to_string(), format!("noifma@{tag}")] {
+        let v = &server(&name).variant;
+        let effect = v.effect.as_ref().expect("judged");
+        // The mask is the library's own: it starts by clearing IFMA in word 2.
+        assert!(
+            v.ia32cap_env
+                .as_deref()
+                .is_some_and(|m| m.starts_with("~0:~0x200000")),
+            "{v:?}"
+        );
+        assert!(
+            effect.ratios.iter().any(|r| r.cipher == "rsa2048-sign"),
+            "{effect:?}"
+        );
+        // Where the CPU has IFMA, the mask takes effect unless the machine moved a
+        // control (then the judge says so, which is honest, not a failed mask).
+        if has_ifma {
+            assert!(
+                v.took_effect
+                    || effect.verdict == cipherbench_model::variant::Verdict::ControlMoved,
+                "{name}: {effect:?}"
+            );
+        } else {
+            assert!(!v.took_effect, "{name}: {effect:?}");
+        }
+    }
+    assert_eq!(
+        server(&format!("accel@{tag}")).library.as_deref(),
+        Some(r.environment.libraries[1].version.as_str())
+    );
+    // Each library's ratio divides by its own accel.
+    let label = format!("rsa2048 X25519 full file: accel@{tag} / noifma@{tag}");
+    assert!(stdout.contains(&label), "{stdout}");
+    assert!(
+        stdout.contains("rsa2048 X25519 full file: accel / noifma "),
+        "{stdout}"
+    );
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

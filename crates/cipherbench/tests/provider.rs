@@ -1,12 +1,14 @@
-//! Provider variants judged by which implementation ran, end to end, with the
-//! counting test provider (`testdata/provider/counting.c`), which these tests build
-//! with the system's C compiler against libssl-dev's headers: a real OpenSSL 3
-//! provider that serves AES-128-GCM through the default provider's implementation
-//! and counts its calls. Asked for AES-128-GCM the variant must show "ran" and a
-//! non-zero count; asked for ChaCha20-Poly1305, which it lacks, "fallback"; both in
-//! the terminal, summary.md and report.html, for the speed workers and for a real
-//! nginx. A configuration whose provider does not load, a file that is not there, an
-//! engine that is not there, are refused in one line before anything starts.
+//! Provider and engine variants judged by which implementation ran, end to end, with
+//! the counting test provider (`testdata/provider/counting.c`) and the counting
+//! test engine (`testdata/engine/cbcount.c`), which these tests build with the
+//! system's C compiler against libssl-dev's headers: a real OpenSSL 3 provider and a
+//! real ENGINE that serve AES-128-GCM and AES-256-GCM through the library's own
+//! implementations and count their calls. Asked for AES-128-GCM the variant must show
+//! "ran" and a non-zero count; asked for ChaCha20-Poly1305, which they lack,
+//! "fallback"; both in the terminal, summary.md and report.html, for the speed
+//! workers and for a real nginx. What the engine seals opens without it, and back. A
+//! configuration whose provider does not load, a file that is not there, an engine
+//! that is not there, are refused in one line before anything starts.
 
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
@@ -43,6 +45,36 @@ fn module_dir() -> &'static Path {
     })
 }
 
+/// Builds `source` (a C file of testdata/) into `dir/name`, once per test binary
+/// and file.
+fn build_module(source: &str, dir: &Path, name: &str) {
+    std::fs::create_dir_all(dir).unwrap();
+    let out = Command::new("cc")
+        .args([
+            "-shared", "-fPIC", "-O2", "-Wall", "-Wextra", "-Werror", "-o",
+        ])
+        .arg(dir.join(name))
+        .arg(source_dir().join("..").join(source))
+        .arg("-lcrypto")
+        .output()
+        .expect("running cc (scripts/install-deps.sh installs build-essential and libssl-dev)");
+    assert!(
+        out.status.success(),
+        "building {source} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+}
+
+/// The directory holding cbcount.so, the counting test engine, built once.
+fn engine_dir() -> &'static Path {
+    static DIR: OnceLock<PathBuf> = OnceLock::new();
+    DIR.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR")).join("counting-engine");
+        build_module("engine/cbcount.c", &dir, "cbcount.so");
+        dir
+    })
+}
+
 fn conf() -> String {
     source_dir()
         .join("counting.cnf")
@@ -61,6 +93,7 @@ fn bin(dir: &Path) -> Command {
         .env_remove("OPENSSL_CONF")
         .env_remove("LD_LIBRARY_PATH")
         .env("OPENSSL_MODULES", module_dir())
+        .env("OPENSSL_ENGINES", engine_dir())
         .env("TMPDIR", dir.join("tmp"));
     c
 }
@@ -315,11 +348,13 @@ fn a_provider_that_does_not_load_is_refused_in_one_line_before_anything_starts()
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-#[test]
-fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() {
-    let dir = scratch("nginx");
+/// A sweep of nginx under `variant` over an AES-GCM and a ChaCha20 suite: the GCM
+/// server ran in the variant (`ran`, as the terminal words it) with nginx's workers'
+/// contexts in its tally, far more than the effect probe's few; the ChaCha20 server
+/// fell back; both in the terminal, summary.md and report.html.
+fn nginx_runs_aes_gcm_under_and_chacha20_falls_back(name: &str, variant: &str, ran: &str) {
+    let dir = scratch(name);
     let results = dir.join("results");
-    let variant = format!("provider:{}", conf());
     let out = bin(&dir)
         .args([
             "tls",
@@ -358,8 +393,7 @@ fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() 
     let gcm = of("ECDHE-RSA-AES128-GCM-SHA256");
     assert!(gcm.took_effect, "{gcm:?}");
     assert_eq!(gcm.fallback("aes-128-gcm"), None);
-    // nginx's workers made contexts in the provider: its own tally, not the probe's.
-    let calls = gcm.provider_calls.as_ref().expect("the provider's tally");
+    let calls = gcm.provider_calls.as_ref().expect("the variant's tally");
     assert!(calls.contexts > 10, "{calls:?}");
     let chacha = of("ECDHE-RSA-CHACHA20-POLY1305");
     assert!(!chacha.took_effect);
@@ -369,21 +403,25 @@ fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() 
         Some(fallback)
     );
     assert!(
-        stdout.contains("ran: counting provider served aes-128-gcm"),
+        stdout.contains(ran) && stdout.contains(fallback),
         "{stdout}"
     );
-    assert!(stdout.contains(fallback), "{stdout}");
     let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
-    assert!(
-        summary.contains("ran: counting provider served aes-128-gcm"),
-        "{summary}"
-    );
+    assert!(summary.contains(ran), "{summary}");
     assert!(summary.contains(&format!("**{fallback}**")), "{summary}");
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
-    assert!(html.contains("ran: counting provider served aes-128-gcm"));
-    assert!(html.contains(fallback));
+    assert!(html.contains(ran) && html.contains(fallback));
     nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() {
+    nginx_runs_aes_gcm_under_and_chacha20_falls_back(
+        "nginx",
+        &format!("provider:{}", conf()),
+        "ran: counting provider served aes-128-gcm",
+    );
 }
 
 #[test]
@@ -441,6 +479,151 @@ fn seal_under_the_counting_provider_runs_aes_256_gcm_and_chacha20_falls_back() {
     );
     let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
     assert!(summary.contains(&format!("**{fallback}**")), "{summary}");
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn the_counting_engine_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_back() {
+    let dir = scratch("engine");
+    let results = dir.join("results");
+    let variant = "engine:cbcount";
+    let out = speed(
+        bin(&dir),
+        "aes-128-gcm,chacha20-poly1305",
+        &format!("accel,{variant}"),
+        &results,
+    );
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stderr}");
+
+    let r = record(&results);
+    let v = r
+        .speed
+        .as_ref()
+        .unwrap()
+        .variants
+        .iter()
+        .find(|v| v.name == variant)
+        .unwrap()
+        .clone();
+    assert!(v.took_effect, "{v:?}");
+    // The engine's own tally: it took the work, not only the name.
+    let calls = v.provider_calls.as_ref().expect("the engine's tally");
+    assert!(
+        calls.calls > 0 && calls.contexts > 0 && calls.bytes > 0,
+        "{calls:?}"
+    );
+    assert_eq!(v.fallback("aes-128-gcm"), None);
+    let fallback = "fallback: default provider served chacha20-poly1305";
+    assert_eq!(v.fallback("chacha20-poly1305").as_deref(), Some(fallback));
+    let imp = v.probes.as_ref().unwrap().implementation.as_ref().unwrap();
+    let gcm = imp
+        .served
+        .iter()
+        .find(|s| s.cipher == "aes-128-gcm")
+        .unwrap();
+    assert_eq!(gcm.engine.as_deref(), Some("cbcount"), "{imp:?}");
+
+    let ran = "ran: engine cbcount served aes-128-gcm";
+    let tally = format!("{} engine calls", calls.calls);
+    assert!(stdout.contains(ran) && stdout.contains(&tally), "{stdout}");
+    assert!(stdout.contains(&format!("n/a: {fallback}")), "{stdout}");
+    let summary = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        summary.contains(ran) && summary.contains(&tally),
+        "{summary}"
+    );
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains(ran) && html.contains(&tally));
+    assert!(html.contains(&format!("n/a: {fallback}")));
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn nginx_under_the_counting_engine_runs_aes_gcm_and_falls_back_for_chacha20() {
+    // libssl routes nginx's record cipher to the engine bound to its NID.
+    nginx_runs_aes_gcm_under_and_chacha20_falls_back(
+        "engine-nginx",
+        "engine:cbcount",
+        "ran: engine cbcount served aes-128-gcm",
+    );
+}
+
+#[test]
+fn what_the_engine_seals_opens_without_it_and_back_and_a_flipped_byte_fails_under_it() {
+    let dir = scratch("engine-seal");
+    let plain = dir.join("plain");
+    let data: Vec<u8> = (0..3_000_000u32)
+        .map(|i| (i * 2_654_435_761) as u8)
+        .collect();
+    std::fs::write(&plain, &data).unwrap();
+    let key = dir.join("key");
+    let counter = dir.join("engine.count");
+    let conf = source_dir().join("../engine/cbcount.cnf");
+    // `cipherbench VERB -q -k KEY FILE...`, through the engine or not.
+    let run = |engine: bool, verb: &str, files: &[&Path]| -> Output {
+        let mut c = bin(&dir);
+        if engine {
+            c.env("OPENSSL_CONF", &conf)
+                .env("CIPHERBENCH_PROVIDER_COUNTER", &counter);
+        }
+        c.args([verb, "-q", "-k"])
+            .arg(&key)
+            .args(files)
+            .output()
+            .unwrap()
+    };
+    let ok = |out: Output| assert!(out.status.success(), "{}", text(&out).1);
+    let gen = bin(&dir)
+        .arg("seal")
+        .arg("--gen-key")
+        .arg(&key)
+        .output()
+        .unwrap();
+    ok(gen);
+    // The tally's bytes word (magic, contexts, calls, bytes).
+    let tally = || {
+        let bytes = std::fs::read(&counter).unwrap();
+        u64::from_ne_bytes(bytes[24..32].try_into().unwrap())
+    };
+
+    // Sealed through the engine (AES-256-GCM, the seal's default), opened by the
+    // default provider.
+    let sealed = dir.join("sealed");
+    ok(run(true, "seal", &[&plain, &sealed]));
+    assert!(
+        tally() >= data.len() as u64,
+        "the engine took {} bytes",
+        tally()
+    );
+    let opened = dir.join("opened");
+    ok(run(false, "open", &[&sealed, &opened]));
+    assert!(std::fs::read(&opened).unwrap() == data);
+
+    // Sealed by the default provider, opened through the engine (its tag check).
+    std::fs::remove_file(&counter).unwrap();
+    let sealed2 = dir.join("sealed2");
+    ok(run(false, "seal", &[&plain, &sealed2]));
+    let opened2 = dir.join("opened2");
+    ok(run(true, "open", &[&sealed2, &opened2]));
+    assert!(
+        tally() >= data.len() as u64,
+        "the engine took {} bytes",
+        tally()
+    );
+    assert!(std::fs::read(&opened2).unwrap() == data);
+
+    // One flipped ciphertext byte: the engine's tag check refuses the chunk.
+    let mut bad = std::fs::read(&sealed2).unwrap();
+    bad[1000] ^= 1;
+    std::fs::write(&sealed2, &bad).unwrap();
+    let refused = dir.join("refused");
+    let out = run(true, "open", &[&sealed2, &refused]);
+    assert!(!out.status.success());
+    assert!(text(&out).1.contains("did not verify"), "{}", text(&out).1);
+    assert!(!refused.exists());
     nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }

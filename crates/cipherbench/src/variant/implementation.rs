@@ -15,9 +15,10 @@
 //! nginx's environment) asks its library who serves every algorithm the layers
 //! fetch ([`crate::effect::implementation_here`]), and `judge` calls the variant's work on a cipher a fallback
 //! when the default provider served it (METHODOLOGY.md, "Provider and engine
-//! variants"). A provider that keeps a tally (the counting test provider,
-//! `testdata/provider/counting.c`) writes it to the file named by [`COUNTER_ENV`],
-//! one per variant, read after each layer: an independent check that it took work.
+//! variants"). A provider or engine that keeps a tally (the counting test provider,
+//! `testdata/provider/counting.c`, and test engine, `testdata/engine/cbcount.c`)
+//! writes it to the file named by [`COUNTER_ENV`], one per variant, read after each
+//! layer: an independent check that it took work.
 
 use crate::lifetime::RunDir;
 use anyhow::{bail, Context, Result};
@@ -73,9 +74,10 @@ pub fn provider(conf: &str) -> Result<(PathBuf, PathBuf)> {
 }
 
 /// A checked `engine:ID`: the generated configuration that makes the engine the
-/// default for its algorithms. The engine must load and initialise here (`openssl
-/// engine -t` says `available`), else one line says what OpenSSL said.
-pub fn engine(id: &str) -> Result<PathBuf> {
+/// default for its algorithms, and the counter file its processes may tally in.
+/// The engine must load and initialise here (`openssl engine -t` says
+/// `available`), else one line says what OpenSSL said.
+pub fn engine(id: &str) -> Result<(PathBuf, PathBuf)> {
     if id.is_empty()
         || !id
             .chars()
@@ -119,7 +121,7 @@ pub fn engine(id: &str) -> Result<PathBuf> {
         ),
     )
     .with_context(|| format!("writing {}", path.display()))?;
-    Ok(path)
+    Ok((path, counter_path()?))
 }
 
 /// The provider names a configuration declares: the keys of the section its
@@ -153,8 +155,8 @@ pub fn declared_providers(text: &str) -> Vec<String> {
         .collect()
 }
 
-/// A fresh counter file's path for one provider variant (the file is made by the
-/// provider, in this run's scratch directory).
+/// A fresh counter file's path for one provider or engine variant (the file is
+/// made by the provider or engine, in this run's scratch directory).
 fn counter_path() -> Result<PathBuf> {
     static NEXT: AtomicU64 = AtomicU64::new(0);
     Ok(scratch()?.join(format!(

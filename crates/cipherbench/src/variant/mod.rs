@@ -60,6 +60,9 @@ pub enum VariantKind {
         id: String,
         /// The generated configuration: the children's `OPENSSL_CONF`.
         conf: std::path::PathBuf,
+        /// The tally file a counting engine (such as the test engine,
+        /// `testdata/engine/cbcount.c`) keeps; others leave it unwritten.
+        counter: std::path::PathBuf,
     },
     /// A public-key path off (`noifma`, `noadx`, `nopkaccel`), AES left alone.
     PublicKey(mask::PublicKeyMask),
@@ -121,10 +124,11 @@ impl Variant {
             }));
         }
         if let Some(id) = t.strip_prefix("engine:") {
-            let conf = implementation::engine(id)?;
+            let (conf, counter) = implementation::engine(id)?;
             return Ok(Variant::of(VariantKind::Engine {
                 id: id.to_string(),
                 conf,
+                counter,
             }));
         }
         match t {
@@ -153,16 +157,14 @@ impl Variant {
     /// nothing for the others (the user's own `OPENSSL_CONF`, if any, passes).
     pub fn environment(&self) -> Vec<(&'static str, std::ffi::OsString)> {
         match &self.kind {
-            VariantKind::Provider { conf, counter, .. } => vec![
+            VariantKind::Provider { conf, counter, .. }
+            | VariantKind::Engine { conf, counter, .. } => vec![
                 ("OPENSSL_CONF", conf.clone().into_os_string()),
                 (
                     implementation::COUNTER_ENV,
                     counter.clone().into_os_string(),
                 ),
             ],
-            VariantKind::Engine { conf, .. } => {
-                vec![("OPENSSL_CONF", conf.clone().into_os_string())]
-            }
             _ => Vec::new(),
         }
     }
@@ -176,10 +178,12 @@ impl Variant {
         }
     }
 
-    /// The counter file of a provider variant.
+    /// The counter file of a provider or engine variant.
     pub fn counter(&self) -> Option<&std::path::Path> {
         match &self.kind {
-            VariantKind::Provider { counter, .. } => Some(counter),
+            VariantKind::Provider { counter, .. } | VariantKind::Engine { counter, .. } => {
+                Some(counter)
+            }
             _ => None,
         }
     }
