@@ -162,6 +162,7 @@ fn summary(record: &RunRecord) -> String {
             ),
             categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
             series: vec![Series {
+                intervals: Vec::new(),
                 name: "accel / noaesni".into(),
                 values: ladder.steps.iter().map(|st| Some(st.gain)).collect(),
             }],
@@ -262,6 +263,7 @@ fn layer_warnings(record: &RunRecord, layer: &str) -> String {
 /// same definitions as METHODOLOGY.md.
 const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are measured</h2>
 <h3 id="m-statistics">Samples, median, spread</h3><p>Every point is a set of samples after a warm-up. The figure shown is the median; the spread (±) is the median absolute deviation divided by the median. Above 5 % a point is flagged. Raw samples are in run.json.</p>
+<h3 id="m-intervals">Ratios and their intervals</h3><p>A ratio is shown with its 95 % interval in brackets, from a seeded percentile bootstrap (2,000 resamples): speed, over each point's samples; file, over each run's time (paired by pass); TLS sweep and handshakes, over the per-interval throughputs of the two final windows at the concurrency each search chose (handshakes per core take each window's nginx CPU as measured); the tunnel, over the runs (or, with fewer than 3 runs, their per-second intervals); the ladder's <b>keeps</b>, with both layers' sets resampled together. A ratio whose interval holds 1.0 reads <b>no clear difference</b> and is never called a gain; a ladder layer whose gain holds 1.0 gets no keep share. Bars that plot a ratio carry the interval as a whisker. "No interval" marks fewer than 3 rounds a side (or a record written before the rounds were kept).</p>
 <h3 id="m-variants">accel and noaesni, judged by effect</h3><p><b>accel</b> runs with the library's defaults (<code>OPENSSL_ia32cap</code> removed). <b>noaesni</b> runs the same program in a child process with every AES and GHASH hardware path masked: AES-NI, PCLMULQDQ, VAES and VPCLMULQDQ (<code>~0x200000200000000:~0x60000000000</code> for OpenSSL 3.0 to 3.4, with <code>:~0:~0:~0</code> added for 3.5 and later, which read five fields), every other feature as detected. A variant is judged by effect in every layer: its process (or a probe child with exactly its environment, for nginx and the <code>openssl</code> tool) measures AES-128-GCM (the treatment) and ChaCha20-Poly1305 and 3DES (the controls) on 16 KiB messages for a few interleaved rounds of 20 ms of CPU time each, as bytes per CPU second. It took effect if the treatment ran at least 3× slower than accel's and each control stayed within ±25 %. A variant that did not take effect is marked wherever its figures appear, with the reason and the mask that works, and no ratio from it is shown.</p>
 <h3 id="m-speed">Layer 1: primitive</h3><p>Payload bytes per second of wall time (decimal units), one operation per buffer: for AEADs a fresh nonce, 13 bytes of additional data and the tag, as a TLS record or an ESP packet uses them; decryption verifies a genuine tag every time.</p>
 <h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
@@ -483,10 +485,12 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         categories: categories.clone(),
         series: vec![
             Series {
+                intervals: Vec::new(),
                 name: "aes-128-gcm / aes-128-cbc-hmac-sha1 (accel)".into(),
                 values: gcm_vs_cbc.clone(),
             },
             Series {
+                intervals: Vec::new(),
                 name: match &na {
                     Some(na) => format!("aes-128-gcm accel / noaesni ({na})"),
                     None => "aes-128-gcm accel / noaesni".into(),
@@ -539,6 +543,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         series: ["accel", "noaesni"]
             .iter()
             .map(|v| Series {
+                intervals: Vec::new(),
                 name: if crate::variants::ineffective(&s.variants, v).is_some() {
                     format!("{v} (did not take effect)")
                 } else {
@@ -625,7 +630,7 @@ fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
 /// A ratio cell with its 95 % interval where the samples allow one (`5.38×
 /// [5.06–5.57]`), and "no clear difference" when the interval holds 1.0; the bare
 /// ratio otherwise.
-fn interval_cell(
+pub(crate) fn interval_cell(
     point: Option<f64>,
     interval: Option<cipherbench_model::interval::RatioInterval>,
 ) -> String {

@@ -205,6 +205,15 @@ pub fn summary(record: &RunRecord) -> String {
                 }
             ));
         }
+        let records = record
+            .tls
+            .as_ref()
+            .map(crate::tls::records)
+            .unwrap_or_default();
+        // Each ratio with its interval ("no clear difference" when it holds 1.0).
+        for r in crate::tls::ratios(sweep, &records) {
+            out.push_str(&format!("- TLS {}: {}\n", r.label(), r.display()));
+        }
         let target = record
             .target_gbps
             .unwrap_or(crate::tls::DEFAULT_TARGET_GBPS);
