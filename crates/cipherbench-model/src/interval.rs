@@ -272,7 +272,7 @@ impl Rounds {
         }
     }
 
-    /// The figure as measured.
+    /// The figure as measured (NaN when a set is empty).
     pub fn value(&self) -> f64 {
         let n = self.centre.of(&self.num);
         match &self.den {
@@ -402,8 +402,12 @@ fn verdict_of(low: f64, high: f64) -> Verdict {
     }
 }
 
-/// The median (sets here are small; a copy and a sort is cheapest to read).
+/// The median (sets here are small; a copy and a sort is cheapest to read); NaN
+/// for an empty set (a figure of no rounds is not a number, never a panic).
 fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -656,6 +660,11 @@ mod tests {
             Centre::Median,
         );
         assert!(bootstrap_figures(&[&some, &flat], |v| v[0].ln() / v[1].ln(), 1).is_none());
+        // No rounds at all (a record that kept none): no figure, no panic.
+        let none = Rounds::ratio(Vec::new(), Vec::new(), Pairing::Paired, Centre::Median);
+        assert!(none.value().is_nan());
+        assert!(bootstrap_figures(&[&none], |v| v[0], 1).is_none());
+        assert!(Rounds::single(Vec::new(), Centre::Mean).value().is_nan());
     }
 
     #[test]

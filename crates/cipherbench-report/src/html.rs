@@ -132,19 +132,17 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
     } else {
         s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
-        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
         for step in &ladder.steps {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.1}×</b></td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.accel),
                 escape(&step.noaesni),
-                step.gain,
-                step.survives.map(crate::ladder::pct).unwrap_or_else(|| "–".into()),
-                step.crypto_share
-                    .map(|v| crate::ladder::pct(v.clamp(0.0, 1.0)))
-                    .unwrap_or_else(|| "–".into())
+                gain_cell(step.gain, step.gain_interval.as_ref()),
+                escape(&ladder.keeps_text(step)),
+                ladder.share_of_time_text(step)
             ));
         }
         s.push_str("</table></div>");
@@ -161,18 +159,24 @@ fn summary(record: &RunRecord) -> String {
                     .join(", ")
             ),
             categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
-            series: vec![Series {
-                intervals: Vec::new(),
-                name: "accel / noaesni".into(),
-                values: ladder.steps.iter().map(|st| Some(st.gain)).collect(),
-            }],
+            series: vec![Series::new(
+                "accel / noaesni",
+                ladder.steps.iter().map(|st| Some(st.gain)).collect(),
+            )
+            .with_intervals(
+                ladder
+                    .steps
+                    .iter()
+                    .map(|st| st.gain_interval.map(|i| (i.low, i.high)))
+                    .collect(),
+            )],
             y_label: "gain (×)".into(),
             reference: Some(1.0),
             format: |v| format!("{v:.1}×"),
         };
         s.push_str("<figure>");
         s.push_str(&chart.render());
-        s.push_str("<figcaption>The ladder: AES-NI's gain for AES-GCM from the primitive up to the tunnel. The dashed line is no gain.</figcaption></figure><ul>");
+        s.push_str("<figcaption>The ladder: AES-NI's gain for AES-GCM from the primitive up to the tunnel. The dashed line is no gain; a whisker is the gain's 95 % interval over the layer's rounds (none where the record kept too few).</figcaption></figure><ul>");
         for line in crate::ladder::sentences(&ladder) {
             s.push_str(&format!("<li>{}</li>", escape(&line)));
         }
@@ -189,7 +193,7 @@ fn summary(record: &RunRecord) -> String {
             escape(why)
         ));
     }
-    s.push_str(&library_steps(&ladder.libraries));
+    s.push_str(&library_steps(&ladder));
     let general: Vec<_> = record
         .warnings
         .iter()
@@ -353,9 +357,29 @@ fn machine(record: &RunRecord) -> String {
     s
 }
 
+/// A gain cell: `<b>3.10×</b> [2.95–3.26]`, with "no clear difference" when its
+/// interval holds 1.0 and "(no interval)" without one.
+fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInterval>) -> String {
+    match interval {
+        Some(i) => {
+            let base = format!(
+                "<b>{:.2}×</b> <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                i.point, i.low, i.high
+            );
+            if i.is_clear() {
+                base
+            } else {
+                format!("{base} <span class=\"bad\">no clear difference</span>")
+            }
+        }
+        None => format!("<b>{gain:.2}×</b> <span class=\"muted\">(no interval)</span>"),
+    }
+}
+
 /// The library step: accel on each later library over accel on the baseline, per
 /// layer.
-fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
+fn library_steps(ladder: &crate::ladder::Ladder) -> String {
+    let steps = &ladder.libraries;
     let mut tags: Vec<&str> = steps.iter().map(|s| s.tag.as_str()).collect();
     tags.dedup();
     let mut s = String::new();
@@ -370,15 +394,13 @@ fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
         s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
         for step in rows {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.baseline_figure),
                 escape(&step.library_figure),
-                step.gain,
-                step.survives
-                    .map(crate::ladder::pct)
-                    .unwrap_or_else(|| "–".into())
+                gain_cell(step.gain, step.gain_interval.as_ref()),
+                escape(&ladder.library_keeps_text(step))
             ));
         }
         s.push_str("</table></div>");
