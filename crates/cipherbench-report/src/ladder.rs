@@ -92,6 +92,8 @@ pub struct LibraryStep {
     /// at the primitive the layer keeps; None for the primitive itself, or when the
     /// libraries were within 5 % of each other there.
     pub survives: Option<f64>,
+    /// The rounds behind the gain, for `compare`.
+    pub rounds: Option<Rounds>,
     /// The gain's 95 % interval (later library's rounds over the baseline's).
     pub gain_interval: Option<RatioInterval>,
     /// The 95 % interval of `survives`, resampled with the primitive's rounds.
@@ -372,6 +374,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 gain_interval: gain_interval(Some(&rounds), gain),
                 survives_interval: share
                     .and_then(|(g0, p)| share_interval(Some(&rounds), gain, Some(p), *g0)),
+                rounds: Some(rounds),
             });
         }
     }
