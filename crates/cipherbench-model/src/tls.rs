@@ -526,6 +526,20 @@ impl SweepResults {
                 + b.interval_throughput_bytes_per_sec.rel_spread,
         })
     }
+
+    /// The throughput ratio of two points with its 95 % interval over their final
+    /// windows' per-interval throughputs (METHODOLOGY.md, "Ratios and their
+    /// intervals"); None for the interval where a point kept fewer than 3 intervals.
+    pub fn ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
+        if b.throughput_bytes_per_sec <= 0.0 {
+            return None;
+        }
+        window_interval(
+            a,
+            b,
+            a.throughput_bytes_per_sec / b.throughput_bytes_per_sec,
+        )
+    }
 }
 
 /// The 95 % interval of `a`'s figure over `b`'s, from the per-interval throughputs
@@ -553,38 +567,6 @@ fn window_interval(a: &SweepPoint, b: &SweepPoint, point: f64) -> Option<RatioIn
         )
         .scaled_to(point),
     )
-}
-
-impl SweepResults {
-    /// The throughput ratio of two points with its 95 % interval over their final
-    /// windows' per-interval throughputs (METHODOLOGY.md, "Ratios and their
-    /// intervals"); None for the interval where a point kept fewer than 3 intervals.
-    pub fn ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
-        if b.throughput_bytes_per_sec <= 0.0 {
-            return None;
-        }
-        window_interval(
-            a,
-            b,
-            a.throughput_bytes_per_sec / b.throughput_bytes_per_sec,
-        )
-    }
-}
-
-impl HandshakeResults {
-    /// The ratio of two points' handshakes per nginx core-second with its 95 %
-    /// interval: the per-interval rates of the two windows resampled (the body is a
-    /// constant size, so bytes per interval count handshakes), the CPU each window's
-    /// workers used taken as measured (one figure per window). None without both
-    /// per-core figures or with fewer than 3 intervals a window.
-    pub fn per_core_ratio_interval(
-        a: &HandshakePoint,
-        b: &HandshakePoint,
-    ) -> Option<RatioInterval> {
-        let (x, y) = (a.handshakes_per_core_sec?, b.handshakes_per_core_sec?);
-        (y > 0.0).then_some(())?;
-        window_interval(&a.point, &b.point, x / y)
-    }
 }
 
 impl RampResults {
@@ -697,6 +679,20 @@ impl HandshakeResults {
             rel_spread: a.point.interval_throughput_bytes_per_sec.rel_spread
                 + b.point.interval_throughput_bytes_per_sec.rel_spread,
         })
+    }
+
+    /// The ratio of two points' handshakes per nginx core-second with its 95 %
+    /// interval: the per-interval rates of the two windows resampled (the body is a
+    /// constant size, so bytes per interval count handshakes), the CPU each window's
+    /// workers used taken as measured (one figure per window). None without both
+    /// per-core figures or with fewer than 3 intervals a window.
+    pub fn per_core_ratio_interval(
+        a: &HandshakePoint,
+        b: &HandshakePoint,
+    ) -> Option<RatioInterval> {
+        let (x, y) = (a.handshakes_per_core_sec?, b.handshakes_per_core_sec?);
+        (y > 0.0).then_some(())?;
+        window_interval(&a.point, &b.point, x / y)
     }
 }
 

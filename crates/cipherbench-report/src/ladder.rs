@@ -2,7 +2,8 @@
 //! primitive, file, TLS, tunnel — and how much of the primitive's gain survives each
 //! step, with a sentence on where the rest went, from the measured CPU figures.
 //!
-//! Definitions (METHODOLOGY.md, "The ladder"):
+//! Definitions (report.html's methodology, "The ladder"; intervals: METHODOLOGY.md,
+//! "Ratios and their intervals"):
 //! - **gain** G = throughput with AES-NI / throughput without (same work, same run);
 //! - **survives** = ln G_layer / ln G_primitive: the share of the primitive's speed-up,
 //!   on a multiplicative scale, that the layer keeps (100 %: all of it; 0 %: none);
