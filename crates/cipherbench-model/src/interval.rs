@@ -181,6 +181,217 @@ impl RatioInterval {
     }
 }
 
+impl RatioInterval {
+    /// The interval of a ratio figure from [`bootstrap_figures`], with the verdict
+    /// its ends allow. `rounds` is what the caller reports as the two sides' counts.
+    pub fn from_estimate(e: Estimate, pairing: Pairing, rounds: (usize, usize)) -> Self {
+        RatioInterval {
+            point: e.point,
+            low: e.low,
+            high: e.high,
+            level: e.level,
+            pairing,
+            rounds,
+            verdict: verdict_of(e.low, e.high),
+        }
+    }
+
+    /// The same interval moved to a point the caller shows (both ends multiplied by
+    /// `point / self.point`, the verdict recomputed): for a figure that is the
+    /// resampled one times a factor taken as measured (a per-core rate divides by one
+    /// CPU figure per window), or computed from the same rounds a slightly different
+    /// way (a window's bytes over its length against the mean of its intervals).
+    /// Unchanged when either point is not finite and positive.
+    pub fn scaled_to(self, point: f64) -> Self {
+        if !(point.is_finite() && point > 0.0 && self.point > 0.0) {
+            return self;
+        }
+        let k = point / self.point;
+        let (low, high) = (self.low * k, self.high * k);
+        RatioInterval {
+            point,
+            low,
+            high,
+            verdict: verdict_of(low, high),
+            ..self
+        }
+    }
+}
+
+/// How a set of rounds is summarised into a figure.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Centre {
+    /// The median (the figure of repeated runs: robust to one disturbed run).
+    Median,
+    /// The mean (the figure of a window cut into intervals: the window's total over
+    /// its length is the mean of its intervals' rates).
+    Mean,
+}
+
+impl Centre {
+    fn of(self, values: &[f64]) -> f64 {
+        match self {
+            Centre::Median => median(values),
+            Centre::Mean => values.iter().sum::<f64>() / values.len() as f64,
+        }
+    }
+}
+
+/// The rounds behind one figure: the centre of `num`, or, with `den`, the ratio of
+/// the centres of `num` and `den` (a gain: accel's rounds over noaesni's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct Rounds {
+    /// The figure's rounds (the numerator's, for a ratio).
+    pub num: Vec<f64>,
+    /// The denominator's rounds, for a ratio.
+    pub den: Option<Vec<f64>>,
+    /// How `num` and `den` were measured together (ignored without `den`).
+    pub pairing: Pairing,
+    /// How each set is summarised.
+    pub centre: Centre,
+}
+
+impl Rounds {
+    /// One set's figure.
+    pub fn single(values: Vec<f64>, centre: Centre) -> Self {
+        Rounds {
+            num: values,
+            den: None,
+            pairing: Pairing::Independent,
+            centre,
+        }
+    }
+
+    /// A ratio of two sets' figures.
+    pub fn ratio(num: Vec<f64>, den: Vec<f64>, pairing: Pairing, centre: Centre) -> Self {
+        Rounds {
+            num,
+            den: Some(den),
+            pairing,
+            centre,
+        }
+    }
+
+    /// The figure as measured (NaN when a set is empty).
+    pub fn value(&self) -> f64 {
+        let n = self.centre.of(&self.num);
+        match &self.den {
+            Some(d) => n / self.centre.of(d),
+            None => n,
+        }
+    }
+
+    /// Enough rounds, all positive, and pairs that can pair.
+    fn usable(&self) -> bool {
+        let ok = |s: &[f64]| s.len() >= MIN_ROUNDS && s.iter().all(|v| *v > 0.0);
+        ok(&self.num)
+            && self.den.as_deref().is_none_or(|d| {
+                ok(d) && (self.pairing != Pairing::Paired || d.len() == self.num.len())
+            })
+    }
+
+    /// The figure of one resample, drawn with `rng` into the scratch buffers.
+    fn resampled(&self, rng: &mut SplitMix64, a: &mut [f64], b: &mut [f64]) -> f64 {
+        match (&self.den, self.pairing) {
+            (Some(d), Pairing::Paired) => {
+                for k in 0..self.num.len() {
+                    let i = rng.below(self.num.len());
+                    a[k] = self.num[i];
+                    b[k] = d[i];
+                }
+                self.centre.of(a) / self.centre.of(b)
+            }
+            (Some(d), Pairing::Independent) => {
+                for x in a.iter_mut() {
+                    *x = self.num[rng.below(self.num.len())];
+                }
+                for x in b.iter_mut() {
+                    *x = d[rng.below(d.len())];
+                }
+                self.centre.of(a) / self.centre.of(b)
+            }
+            (None, _) => {
+                for x in a.iter_mut() {
+                    *x = self.num[rng.below(self.num.len())];
+                }
+                self.centre.of(a)
+            }
+        }
+    }
+}
+
+/// A statistic with its 95 % interval and no verdict (a share, such as the ladder's
+/// "keeps", is not judged against 1.0).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct Estimate {
+    /// The statistic of the figures as measured.
+    pub point: f64,
+    /// Lower end.
+    pub low: f64,
+    /// Upper end.
+    pub high: f64,
+    /// Coverage (0.95).
+    pub level: f64,
+}
+
+/// A statistic of several figures, each from its own rounds, with its 95 %
+/// percentile-bootstrap interval: every figure's rounds resampled (a ratio's two
+/// sets together when paired, on their own when not; different figures always
+/// independently), `statistic` applied to the resampled figures, [`RESAMPLES`]
+/// times. The joint resampling is what lets a statistic of two gains (the ladder's
+/// ln G_layer / ln G_primitive) carry the uncertainty of both. None when a figure
+/// has fewer than [`MIN_ROUNDS`] rounds a set or a value not above 0, when the
+/// statistic of the figures as measured is not finite, or when more than the
+/// interval's tails of the resamples give a statistic that is not (a resampled
+/// primitive gain of exactly 1 makes a share undefined).
+pub fn bootstrap_figures(
+    figures: &[&Rounds],
+    statistic: impl Fn(&[f64]) -> f64,
+    seed: u64,
+) -> Option<Estimate> {
+    if figures.is_empty() || !figures.iter().all(|f| f.usable()) {
+        return None;
+    }
+    let values: Vec<f64> = figures.iter().map(|f| f.value()).collect();
+    let point = statistic(&values);
+    if !point.is_finite() {
+        return None;
+    }
+    let mut rng = SplitMix64(seed);
+    let mut scratch: Vec<(Vec<f64>, Vec<f64>)> = figures
+        .iter()
+        .map(|f| {
+            (
+                vec![0.0; f.num.len()],
+                vec![0.0; f.den.as_ref().map_or(0, Vec::len)],
+            )
+        })
+        .collect();
+    let mut v = vec![0.0; figures.len()];
+    let mut stats = Vec::with_capacity(RESAMPLES);
+    for _ in 0..RESAMPLES {
+        for (k, f) in figures.iter().enumerate() {
+            let (a, b) = &mut scratch[k];
+            v[k] = f.resampled(&mut rng, a, b);
+        }
+        let s = statistic(&v);
+        if s.is_finite() {
+            stats.push(s);
+        }
+    }
+    let tail = (1.0 - LEVEL) / 2.0;
+    if (stats.len() as f64) < RESAMPLES as f64 * (1.0 - tail) {
+        return None;
+    }
+    stats.sort_by(f64::total_cmp);
+    Some(Estimate {
+        point,
+        low: quantile_of_sorted(&stats, tail).min(point),
+        high: quantile_of_sorted(&stats, 1.0 - tail).max(point),
+        level: LEVEL,
+    })
+}
+
 fn verdict_of(low: f64, high: f64) -> Verdict {
     if low > 1.0 {
         Verdict::Higher
@@ -191,8 +402,12 @@ fn verdict_of(low: f64, high: f64) -> Verdict {
     }
 }
 
-/// The median (sets here are small; a copy and a sort is cheapest to read).
+/// The median (sets here are small; a copy and a sort is cheapest to read); NaN
+/// for an empty set (a figure of no rounds is not a number, never a panic).
 fn median(values: &[f64]) -> f64 {
+    if values.is_empty() {
+        return f64::NAN;
+    }
     let mut v = values.to_vec();
     v.sort_by(f64::total_cmp);
     let n = v.len();
@@ -347,6 +562,109 @@ mod tests {
         let two = RatioInterval::bootstrap_of(&[&aes_b, &aes_a], |m| m[0] / m[1], 5).unwrap();
         assert!((two.point - 1.5).abs() < 1e-12);
         assert!(RatioInterval::bootstrap_of(&[&aes_b[..2], &aes_a], |m| m[0] / m[1], 5).is_none());
+    }
+
+    #[test]
+    fn a_ratio_figure_agrees_with_the_two_set_bootstrap() {
+        let a = [10.0, 10.2, 9.9, 10.1, 10.0];
+        let b = [5.0, 5.1, 4.9, 5.0, 5.05];
+        for pairing in [Pairing::Paired, Pairing::Independent] {
+            let direct = RatioInterval::bootstrap(&a, &b, pairing, 11).unwrap();
+            let g = Rounds::ratio(a.to_vec(), b.to_vec(), pairing, Centre::Median);
+            let e = bootstrap_figures(&[&g], |v| v[0], 11).unwrap();
+            let via = RatioInterval::from_estimate(e, pairing, (5, 5));
+            assert_eq!(via, direct);
+        }
+    }
+
+    #[test]
+    fn a_share_of_two_gains_carries_both_gains_uncertainty() {
+        // The primitive gains 10x, steadily; the layer 2x, with a noisy accel side.
+        let p_accel = [100.0, 101.0, 99.0, 100.5, 99.5];
+        let p_no = [10.0, 10.1, 9.9, 10.05, 9.95];
+        let l_accel = [20.0, 24.0, 17.0, 22.0, 19.0];
+        let l_no = [10.0, 10.0, 10.0, 10.0, 10.0];
+        let prim = Rounds::ratio(
+            p_accel.to_vec(),
+            p_no.to_vec(),
+            Pairing::Independent,
+            Centre::Median,
+        );
+        let layer = Rounds::ratio(
+            l_accel.to_vec(),
+            l_no.to_vec(),
+            Pairing::Independent,
+            Centre::Median,
+        );
+        let keeps = bootstrap_figures(&[&layer, &prim], |v| v[0].ln() / v[1].ln(), 3).unwrap();
+        assert!((keeps.point - 2f64.ln() / 10f64.ln()).abs() < 1e-12);
+        assert!(
+            keeps.low < keeps.point && keeps.point < keeps.high,
+            "{keeps:?}"
+        );
+        // The layer's spread is most of it: a steady layer gives a narrower share.
+        let steady = Rounds::ratio(
+            vec![20.0, 20.1, 19.9, 20.05, 19.95],
+            l_no.to_vec(),
+            Pairing::Independent,
+            Centre::Median,
+        );
+        let narrow = bootstrap_figures(&[&steady, &prim], |v| v[0].ln() / v[1].ln(), 3).unwrap();
+        assert!(narrow.high - narrow.low < (keeps.high - keeps.low) / 3.0);
+    }
+
+    #[test]
+    fn a_mean_figure_is_the_mean_and_rescaling_keeps_the_relative_width() {
+        let a = Rounds::ratio(
+            vec![1.0, 2.0, 3.0, 6.0],
+            vec![1.0, 1.0, 1.0, 1.0],
+            Pairing::Independent,
+            Centre::Mean,
+        );
+        assert_eq!(a.value(), 3.0);
+        let e = bootstrap_figures(&[&a], |v| v[0], 1).unwrap();
+        let r = RatioInterval::from_estimate(e, Pairing::Independent, (4, 4));
+        let s = r.scaled_to(1.5);
+        assert_eq!(s.point, 1.5);
+        assert!((s.low / s.point - r.low / r.point).abs() < 1e-12);
+        assert!((s.high / s.point - r.high / r.point).abs() < 1e-12);
+        // The verdict follows the new ends: centred on 1.0 it holds 1.0; moved
+        // well above, it is a gain.
+        let centred = r.scaled_to(r.point / (r.low * r.high).sqrt());
+        assert_eq!(centred.verdict, Verdict::NoClearDifference, "{centred:?}");
+        assert_eq!(r.scaled_to(r.point * 2.0 / r.low).verdict, Verdict::Higher);
+    }
+
+    #[test]
+    fn figures_without_enough_rounds_give_no_estimate() {
+        let few = Rounds::single(vec![1.0, 2.0], Centre::Median);
+        assert!(bootstrap_figures(&[&few], |v| v[0], 1).is_none());
+        let unpaired = Rounds::ratio(
+            vec![1.0, 2.0, 3.0],
+            vec![1.0, 2.0, 3.0, 4.0],
+            Pairing::Paired,
+            Centre::Median,
+        );
+        assert!(bootstrap_figures(&[&unpaired], |v| v[0], 1).is_none());
+        // A share of a primitive that did not move is undefined, not infinite.
+        let flat = Rounds::ratio(
+            vec![1.0, 1.0, 1.0],
+            vec![1.0, 1.0, 1.0],
+            Pairing::Independent,
+            Centre::Median,
+        );
+        let some = Rounds::ratio(
+            vec![2.0, 2.0, 2.0],
+            vec![1.0, 1.0, 1.0],
+            Pairing::Independent,
+            Centre::Median,
+        );
+        assert!(bootstrap_figures(&[&some, &flat], |v| v[0].ln() / v[1].ln(), 1).is_none());
+        // No rounds at all (a record that kept none): no figure, no panic.
+        let none = Rounds::ratio(Vec::new(), Vec::new(), Pairing::Paired, Centre::Median);
+        assert!(none.value().is_nan());
+        assert!(bootstrap_figures(&[&none], |v| v[0], 1).is_none());
+        assert!(Rounds::single(Vec::new(), Centre::Mean).value().is_nan());
     }
 
     #[test]

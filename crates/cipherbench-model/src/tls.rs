@@ -7,6 +7,7 @@
 //! or of a set of cores, as each field says. How each number is measured is in
 //! METHODOLOGY.md, "Layer 3".
 
+use crate::interval::{bootstrap_figures, Centre, Pairing, RatioInterval, Rounds, DEFAULT_SEED};
 use crate::speed::VariantRecord;
 use crate::stats::{Ratio, Summary};
 use serde::{Deserialize, Serialize};
@@ -297,6 +298,11 @@ pub struct SweepPoint {
     pub throughput_bytes_per_sec: f64,
     /// The same, per interval of the window: its spread is the point's spread.
     pub interval_throughput_bytes_per_sec: Summary,
+    /// Each interval's throughput, in order: the rounds a ratio's interval resamples
+    /// ([`SweepResults::ratio_interval`]). Empty in records written before they were
+    /// kept: such a point's ratios have no interval.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub interval_samples_bytes_per_sec: Vec<f64>,
     /// Requests completed in the window / window.
     pub requests_per_sec: f64,
     /// Requests completed successfully in the window.
@@ -520,6 +526,47 @@ impl SweepResults {
                 + b.interval_throughput_bytes_per_sec.rel_spread,
         })
     }
+
+    /// The throughput ratio of two points with its 95 % interval over their final
+    /// windows' per-interval throughputs (METHODOLOGY.md, "Ratios and their
+    /// intervals"); None for the interval where a point kept fewer than 3 intervals.
+    pub fn ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
+        if b.throughput_bytes_per_sec <= 0.0 {
+            return None;
+        }
+        window_interval(
+            a,
+            b,
+            a.throughput_bytes_per_sec / b.throughput_bytes_per_sec,
+        )
+    }
+}
+
+/// The 95 % interval of `a`'s figure over `b`'s, from the per-interval throughputs
+/// of their final windows (the rounds at the concurrency each search chose),
+/// resampled independently (the two windows are apart: each variant has its own
+/// nginx), each window's figure the mean of its intervals (= its bytes over its
+/// length), moved to `point` (the figure the tables show). None when a window kept
+/// fewer than 3 intervals (records written before they were kept keep none).
+fn window_interval(a: &SweepPoint, b: &SweepPoint, point: f64) -> Option<RatioInterval> {
+    let rounds = Rounds::ratio(
+        a.interval_samples_bytes_per_sec.clone(),
+        b.interval_samples_bytes_per_sec.clone(),
+        Pairing::Independent,
+        Centre::Mean,
+    );
+    let e = bootstrap_figures(&[&rounds], |v| v[0], DEFAULT_SEED)?;
+    Some(
+        RatioInterval::from_estimate(
+            e,
+            Pairing::Independent,
+            (
+                a.interval_samples_bytes_per_sec.len(),
+                b.interval_samples_bytes_per_sec.len(),
+            ),
+        )
+        .scaled_to(point),
+    )
 }
 
 impl RampResults {
@@ -632,6 +679,20 @@ impl HandshakeResults {
             rel_spread: a.point.interval_throughput_bytes_per_sec.rel_spread
                 + b.point.interval_throughput_bytes_per_sec.rel_spread,
         })
+    }
+
+    /// The ratio of two points' handshakes per nginx core-second with its 95 %
+    /// interval: the per-interval rates of the two windows resampled (the body is a
+    /// constant size, so bytes per interval count handshakes), the CPU each window's
+    /// workers used taken as measured (one figure per window). None without both
+    /// per-core figures or with fewer than 3 intervals a window.
+    pub fn per_core_ratio_interval(
+        a: &HandshakePoint,
+        b: &HandshakePoint,
+    ) -> Option<RatioInterval> {
+        let (x, y) = (a.handshakes_per_core_sec?, b.handshakes_per_core_sec?);
+        (y > 0.0).then_some(())?;
+        window_interval(&a.point, &b.point, x / y)
     }
 }
 

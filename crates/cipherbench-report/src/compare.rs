@@ -8,7 +8,9 @@
 
 use crate::ratio;
 use crate::svg::escape;
-use cipherbench_model::interval::RatioInterval;
+use cipherbench_model::interval::{
+    bootstrap_figures, Centre, Pairing, RatioInterval, Rounds, DEFAULT_SEED,
+};
 use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
@@ -46,6 +48,32 @@ pub struct SpeedRow {
     /// Per record: the variant did not take effect there, so its figure is not shown
     /// and no ratio is drawn from it.
     pub not_effective: Vec<bool>,
+    /// Per record: the samples behind the figure, for the ratios' intervals.
+    pub rounds: Vec<Option<Rounds>>,
+}
+
+impl SpeedRow {
+    /// Record `i`'s ratio to the baseline with its 95 % interval.
+    pub fn interval(&self, i: usize) -> Option<RatioInterval> {
+        cross_interval(&self.values, &self.rounds, i)
+    }
+}
+
+/// Record `i`'s figure over the baseline's with its 95 % interval: each record's
+/// rounds resampled on their own (a gain's two sets as its own pairing says), moved
+/// to the ratio shown. None without the figures, or with fewer than 3 rounds a set.
+fn cross_interval(
+    values: &[Option<f64>],
+    rounds: &[Option<Rounds>],
+    i: usize,
+) -> Option<RatioInterval> {
+    let shown = ratio(values[i], values[0])?;
+    let (a, b) = (rounds.get(i)?.as_ref()?, rounds.first()?.as_ref()?);
+    let e = bootstrap_figures(&[a, b], |v| v[0] / v[1], DEFAULT_SEED)?;
+    Some(
+        RatioInterval::from_estimate(e, Pairing::Independent, (a.num.len(), b.num.len()))
+            .scaled_to(shown),
+    )
 }
 
 /// How record `i` relates to the baseline (record 0).
@@ -115,9 +143,17 @@ pub struct LayerRow {
     pub values: Vec<Option<f64>>,
     /// Per record: the variant did not take effect there.
     pub not_effective: Vec<bool>,
+    /// Per record: the rounds behind the figure (a gain's two sets), for the
+    /// ratios' intervals.
+    pub rounds: Vec<Option<Rounds>>,
 }
 
 impl LayerRow {
+    /// Record `i`'s ratio to the baseline with its 95 % interval.
+    pub fn interval(&self, i: usize) -> Option<RatioInterval> {
+        cross_interval(&self.values, &self.rounds, i)
+    }
+
     fn format(&self, v: Option<f64>) -> String {
         match (v, self.unit) {
             (None, _) => "-".into(),
@@ -129,8 +165,13 @@ impl LayerRow {
 }
 
 /// One figure of a record: (layer, what, unit, value, the variant did not take
-/// effect).
-type Figure = (&'static str, String, Unit, f64, bool);
+/// effect, the rounds behind the value).
+type Figure = (&'static str, String, Unit, f64, bool, Option<Rounds>);
+
+/// A sweep point's final window's per-interval throughputs (its figure their mean).
+fn tls_rounds(p: &cipherbench_model::tls::SweepPoint) -> Rounds {
+    Rounds::single(p.interval_samples_bytes_per_sec.clone(), Centre::Mean)
+}
 
 /// The figures of one record, keyed by (layer, what).
 fn layer_figures(r: &RunRecord) -> Vec<Figure> {
@@ -143,6 +184,7 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
             Unit::Gain,
             step.gain,
             false,
+            step.rounds,
         ));
     }
     let layers = crate::variants::of_record(r);
@@ -162,6 +204,7 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
             Unit::Gain,
             step.gain,
             false,
+            step.rounds,
         ));
     }
     if let Some(f) = &r.file {
@@ -180,6 +223,7 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
                 Unit::Bytes,
                 p.throughput_bytes_per_sec.median,
                 ineffective("file", &p.variant),
+                Some(Rounds::single(crate::ladder::file_rates(p), Centre::Median)),
             ));
         }
     }
@@ -197,6 +241,7 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
                 Unit::Bits,
                 p.throughput_bytes_per_sec,
                 ineffective("tls", &p.variant),
+                Some(tls_rounds(p)),
             ));
         }
     }
@@ -208,6 +253,7 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
                 Unit::Bits,
                 u.throughput_bits_per_sec.median / 8.0,
                 false,
+                Some(underlay_rounds(u)),
             ));
         }
         for p in &t.points {
@@ -217,16 +263,39 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
                 Unit::Bits,
                 p.throughput_bits_per_sec.median / 8.0,
                 ineffective("tunnel", &p.variant),
+                Some({
+                    let (v, c) = crate::ladder::tunnel_samples(p);
+                    Rounds::single(v, c)
+                }),
             ));
         }
     }
     out
 }
 
+/// The underlay's rounds: its runs' server-side rates with at least 3 runs, else
+/// the runs' per-interval rates pooled (as for a tunnel point).
+fn underlay_rounds(u: &cipherbench_model::tunnel::UnderlayPoint) -> Rounds {
+    if u.runs.len() >= cipherbench_model::interval::MIN_ROUNDS {
+        Rounds::single(
+            u.runs.iter().map(|r| r.receiver_bits_per_sec).collect(),
+            Centre::Median,
+        )
+    } else {
+        Rounds::single(
+            u.runs
+                .iter()
+                .flat_map(|r| r.interval_bits_per_sec.iter().copied())
+                .collect(),
+            Centre::Mean,
+        )
+    }
+}
+
 fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
     let mut rows: Vec<LayerRow> = Vec::new();
     for (i, r) in records.iter().enumerate() {
-        for (layer, what, unit, value, not_effective) in layer_figures(r) {
+        for (layer, what, unit, value, not_effective, rounds) in layer_figures(r) {
             let idx = match rows.iter().position(|x| x.layer == layer && x.what == what) {
                 Some(idx) => idx,
                 None => {
@@ -236,6 +305,7 @@ fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
                         unit,
                         values: vec![None; records.len()],
                         not_effective: vec![false; records.len()],
+                        rounds: vec![None; records.len()],
                     });
                     rows.len() - 1
                 }
@@ -244,6 +314,7 @@ fn layer_rows(records: &[RunRecord]) -> Vec<LayerRow> {
                 rows[idx].not_effective[i] = true;
             } else {
                 rows[idx].values[i] = Some(value);
+                rows[idx].rounds[i] = rounds;
             }
         }
     }
@@ -475,6 +546,7 @@ fn speed_rows(records: &[RunRecord]) -> Vec<SpeedRow> {
                         threads: p.threads,
                         values: vec![None; records.len()],
                         not_effective: vec![false; records.len()],
+                        rounds: vec![None; records.len()],
                     });
                     rows.len() - 1
                 }
@@ -483,6 +555,10 @@ fn speed_rows(records: &[RunRecord]) -> Vec<SpeedRow> {
                 rows[idx].not_effective[i] = true;
             } else {
                 rows[idx].values[i] = Some(p.throughput_bytes_per_sec.median);
+                rows[idx].rounds[i] = Some(Rounds::single(
+                    crate::ladder::speed_rates(p),
+                    Centre::Median,
+                ));
             }
         }
     }
@@ -548,12 +624,32 @@ fn cell(v: Option<f64>, not_effective: bool, format: &impl Fn(Option<f64>) -> St
     }
 }
 
-/// A ratio cell against the baseline: `n/a` if either side did not take effect.
-fn ratio_cell(values: &[Option<f64>], not_effective: &[bool], i: usize) -> String {
+/// How a ratio cell shows its interval.
+#[derive(Clone, Copy, PartialEq)]
+enum Cell {
+    /// The terminal's narrow column: `1.23x`, and `1.02x?` when the interval holds
+    /// 1.0.
+    Mark,
+    /// Markdown and HTML: `1.23x [1.18-1.29]`, `..., no clear difference`.
+    Full,
+}
+
+/// A ratio cell against the baseline with its interval: `n/a` if either side did
+/// not take effect.
+fn ratio_cell(
+    values: &[Option<f64>],
+    not_effective: &[bool],
+    i: usize,
+    interval: Option<RatioInterval>,
+    style: Cell,
+) -> String {
     if not_effective[i] || not_effective[0] {
-        "n/a".into()
-    } else {
-        fmt_ratio(ratio(values[i], values[0]))
+        return "n/a".into();
+    }
+    match (interval, style) {
+        (Some(x), Cell::Full) => x.display(),
+        (Some(x), Cell::Mark) if !x.is_clear() => format!("{}?", fmt_ratio(Some(x.point))),
+        _ => fmt_ratio(ratio(values[i], values[0])),
     }
 }
 
@@ -562,13 +658,17 @@ fn text_value_columns(
     values: &[Option<f64>],
     not_effective: &[bool],
     format: impl Fn(Option<f64>) -> String,
+    interval: impl Fn(usize) -> Option<RatioInterval>,
 ) -> String {
     let mut out = String::new();
     for (v, n) in values.iter().zip(not_effective) {
         out.push_str(&format!(" {:>12}", cell(*v, *n, &format)));
     }
     for i in 1..values.len() {
-        out.push_str(&format!(" {:>9}", ratio_cell(values, not_effective, i)));
+        out.push_str(&format!(
+            " {:>9}",
+            ratio_cell(values, not_effective, i, interval(i), Cell::Mark)
+        ));
     }
     out
 }
@@ -596,12 +696,16 @@ fn md_value_cells(
     values: &[Option<f64>],
     not_effective: &[bool],
     format: impl Fn(Option<f64>) -> String,
+    interval: impl Fn(usize) -> Option<RatioInterval>,
 ) -> String {
     values
         .iter()
         .zip(not_effective)
         .map(|(v, n)| cell(*v, *n, &format))
-        .chain((1..values.len()).map(|i| ratio_cell(values, not_effective, i)))
+        .chain(
+            (1..values.len())
+                .map(|i| ratio_cell(values, not_effective, i, interval(i), Cell::Full)),
+        )
         .collect::<Vec<_>>()
         .join(" | ")
 }
@@ -623,6 +727,7 @@ fn html_value_cells(
     values: &[Option<f64>],
     not_effective: &[bool],
     format: impl Fn(Option<f64>) -> String,
+    interval: impl Fn(usize) -> Option<RatioInterval>,
 ) -> String {
     let mut out = String::new();
     for (v, n) in values.iter().zip(not_effective) {
@@ -631,7 +736,13 @@ fn html_value_cells(
     for i in 1..values.len() {
         out.push_str(&format!(
             "<td>{}</td>",
-            ratio_cell(values, not_effective, i)
+            escape(&ratio_cell(
+                values,
+                not_effective,
+                i,
+                interval(i),
+                Cell::Full
+            ))
         ));
     }
     out
@@ -687,6 +798,7 @@ pub fn text(c: &Comparison) -> String {
                 &r.values,
                 &r.not_effective,
                 speed_value,
+                |i| r.interval(i),
             ));
             out.push('\n');
         }
@@ -698,11 +810,20 @@ pub fn text(c: &Comparison) -> String {
         out.push('\n');
         for r in &c.layers {
             out.push_str(&format!("  {:<7} {:<58}", r.layer, truncate(&r.what, 58)));
-            out.push_str(&text_value_columns(&r.values, &r.not_effective, |v| {
-                r.format(v)
-            }));
+            out.push_str(&text_value_columns(
+                &r.values,
+                &r.not_effective,
+                |v| r.format(v),
+                |i| r.interval(i),
+            ));
             out.push('\n');
         }
+    }
+    if !c.speed.is_empty() || !c.layers.is_empty() {
+        out.push_str(&format!(
+            "(? marks a ratio whose {:.0} % bootstrap interval holds 1.0: no clear difference; --out DIR writes compare.md and compare.html with every interval)\n",
+            cipherbench_model::interval::LEVEL * 100.0
+        ));
     }
     out
 }
@@ -759,7 +880,7 @@ pub fn markdown(c: &Comparison) -> String {
                 r.direction.as_str(),
                 ByteSize(r.size_bytes),
                 r.threads,
-                md_value_cells(&r.values, &r.not_effective, speed_value)
+                md_value_cells(&r.values, &r.not_effective, speed_value, |i| r.interval(i))
             ));
         }
     }
@@ -771,7 +892,12 @@ pub fn markdown(c: &Comparison) -> String {
                 "| {} | {} | {} |\n",
                 r.layer,
                 r.what.replace('|', "\\|"),
-                md_value_cells(&r.values, &r.not_effective, |v| r.format(v))
+                md_value_cells(
+                    &r.values,
+                    &r.not_effective,
+                    |v| r.format(v),
+                    |i| r.interval(i)
+                )
             ));
         }
     }
@@ -823,7 +949,12 @@ pub fn html(c: &Comparison) -> String {
                 ByteSize(r.size_bytes),
                 r.threads
             ));
-            body.push_str(&html_value_cells(&r.values, &r.not_effective, speed_value));
+            body.push_str(&html_value_cells(
+                &r.values,
+                &r.not_effective,
+                speed_value,
+                |i| r.interval(i),
+            ));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");
@@ -838,9 +969,12 @@ pub fn html(c: &Comparison) -> String {
                 r.layer,
                 escape(&r.what)
             ));
-            body.push_str(&html_value_cells(&r.values, &r.not_effective, |v| {
-                r.format(v)
-            }));
+            body.push_str(&html_value_cells(
+                &r.values,
+                &r.not_effective,
+                |v| r.format(v),
+                |i| r.interval(i),
+            ));
             body.push_str("</tr>");
         }
         body.push_str("</table></div>");

@@ -275,6 +275,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         let series: Vec<Series> = variants
             .iter()
             .map(|v| Series {
+                intervals: Vec::new(),
                 name: if crate::variants::ineffective(&r.variants, v).is_some() {
                     format!("{v} (did not take effect)")
                 } else {

@@ -18,6 +18,9 @@ pub struct HandshakeRatio {
     pub label: String,
     /// Per-core ratio, with the sum of the two points' interval spreads.
     pub value: Option<(f64, f64)>,
+    /// Its 95 % interval over the two windows' per-interval rates (each window's
+    /// nginx CPU as measured); None where a window kept fewer than 3 intervals.
+    pub interval: Option<cipherbench_model::interval::RatioInterval>,
     /// What stands in its place (a variant that did not take effect).
     pub not_applicable: Option<String>,
 }
@@ -48,6 +51,7 @@ pub fn ratios(h: &HandshakeResults, records: &[VariantRecord]) -> Vec<HandshakeR
                 out.push(HandshakeRatio {
                     label: format!("{}: {accel} / {}", what(p), p.point.variant),
                     value: per_core_ratio(a, p),
+                    interval: HandshakeResults::per_core_ratio_interval(a, p),
                     not_applicable: crate::variants::not_applicable(
                         records,
                         &[&accel, &p.point.variant],
@@ -63,6 +67,7 @@ pub fn ratios(h: &HandshakeResults, records: &[VariantRecord]) -> Vec<HandshakeR
                         p.key, p.group, p.session, p.point.variant, p.key_store
                     ),
                     value: per_core_ratio(f, p),
+                    interval: HandshakeResults::per_core_ratio_interval(f, p),
                     not_applicable: crate::variants::not_applicable(records, &[&p.point.variant]),
                 });
             }
@@ -79,11 +84,14 @@ fn accel_of(variant: &str) -> String {
     }
 }
 
+/// `2.00x [1.91-2.10]`, `..., no clear difference` when the interval holds 1.0, or
+/// `2.00x ±3 % (no interval)` from a record without per-interval rates.
 fn ratio_text(r: &HandshakeRatio) -> String {
-    match (&r.not_applicable, r.value) {
-        (Some(na), _) => na.clone(),
-        (None, Some((v, s))) => format!("{v:.2}x ±{:.0} %", s * 100.0),
-        (None, None) => "-".into(),
+    match (&r.not_applicable, r.interval, r.value) {
+        (Some(na), _, _) => na.clone(),
+        (None, Some(i), _) => i.display(),
+        (None, None, Some((v, s))) => format!("{v:.2}x ±{:.0} % (no interval)", s * 100.0),
+        (None, None, None) => "-".into(),
     }
 }
 
@@ -157,7 +165,7 @@ pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
     let rs = ratios(h, records);
     if !rs.is_empty() {
         out.push_str(
-            "ratios (handshakes per nginx core-second; ± is the sum of the two points' spreads):\n",
+            "ratios (handshakes per nginx core-second; [95 % interval over the two windows' per-interval rates]):\n",
         );
         for r in &rs {
             out.push_str(&format!("  {:<52} {}\n", r.label, ratio_text(r)));
@@ -240,7 +248,7 @@ pub fn html(
     out.push_str("</table></div>");
     let rs = ratios(h, records);
     if !rs.is_empty() {
-        out.push_str("<table id=\"table-tls-handshake-ratios\"><tr><th class=\"l\">ratio (per nginx core-second)</th><th>value</th></tr>");
+        out.push_str("<table id=\"table-tls-handshake-ratios\"><tr><th class=\"l\">ratio (per nginx core-second)</th><th>value [95 % interval]</th></tr>");
         for r in &rs {
             out.push_str(&format!(
                 "<tr><td class=\"l\">{}</td><td>{}</td></tr>",
@@ -302,6 +310,8 @@ mod tests {
                 interval_ns: 1,
                 throughput_bytes_per_sec: 1.0,
                 interval_throughput_bytes_per_sec: Summary::of_or_empty(&[1.0, 1.0]),
+                // Steady windows, each interval's bytes counting handshakes.
+                interval_samples_bytes_per_sec: vec![per_core * 32.0; 4],
                 requests_per_sec: per_core / 2.0,
                 requests: 1,
                 requests_sent: 1,
@@ -373,5 +383,38 @@ mod tests {
         assert!(m.contains("file / pkcs11: 2.00x"), "{m}");
         let h = html(&results(), None, &[], 10.0);
         assert!(h.contains("table-tls-handshake-ratios"), "{h}");
+    }
+
+    #[test]
+    fn a_per_core_ratio_whose_interval_holds_one_is_no_clear_difference() {
+        let mut r = results();
+        // nopkaccel at 1950 per core against accel's 2000, each window's rate
+        // swinging ±10 % an interval.
+        r.points[1] = point("rsa2048", "file", "nopkaccel", 1950.0);
+        for p in &mut r.points[..2] {
+            let per_core = p.handshakes_per_core_sec.unwrap();
+            p.point.interval_samples_bytes_per_sec = [0.9, 1.1, 0.95, 1.05]
+                .iter()
+                .map(|k| k * per_core * 32.0)
+                .collect();
+        }
+        let rs = ratios(&r, &[]);
+        let i = rs[0].interval.unwrap();
+        assert!((i.point - 2000.0 / 1950.0).abs() < 1e-9, "{i:?}");
+        assert!(!i.is_clear(), "{i:?}");
+        let t = text(&r, &[]);
+        assert!(
+            t.lines()
+                .any(|l| l.contains("accel / nopkaccel") && l.ends_with("no clear difference")),
+            "{t}"
+        );
+        assert!(markdown(&r, &[]).contains("no clear difference"));
+        assert!(html(&r, None, &[], 10.0).contains("no clear difference"));
+        // Without the per-interval rates (an older record): the ratio, said to have
+        // no interval.
+        for p in &mut r.points {
+            p.point.interval_samples_bytes_per_sec.clear();
+        }
+        assert!(text(&r, &[]).contains("(no interval)"));
     }
 }

@@ -132,19 +132,17 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
     } else {
         s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
-        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
         for step in &ladder.steps {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.1}×</b></td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.accel),
                 escape(&step.noaesni),
-                step.gain,
-                step.survives.map(crate::ladder::pct).unwrap_or_else(|| "–".into()),
-                step.crypto_share
-                    .map(|v| crate::ladder::pct(v.clamp(0.0, 1.0)))
-                    .unwrap_or_else(|| "–".into())
+                gain_cell(step.gain, step.gain_interval.as_ref()),
+                escape(&ladder.keeps_text(step)),
+                ladder.share_of_time_text(step)
             ));
         }
         s.push_str("</table></div>");
@@ -161,17 +159,24 @@ fn summary(record: &RunRecord) -> String {
                     .join(", ")
             ),
             categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
-            series: vec![Series {
-                name: "accel / noaesni".into(),
-                values: ladder.steps.iter().map(|st| Some(st.gain)).collect(),
-            }],
+            series: vec![Series::new(
+                "accel / noaesni",
+                ladder.steps.iter().map(|st| Some(st.gain)).collect(),
+            )
+            .with_intervals(
+                ladder
+                    .steps
+                    .iter()
+                    .map(|st| st.gain_interval.map(|i| (i.low, i.high)))
+                    .collect(),
+            )],
             y_label: "gain (×)".into(),
             reference: Some(1.0),
             format: |v| format!("{v:.1}×"),
         };
         s.push_str("<figure>");
         s.push_str(&chart.render());
-        s.push_str("<figcaption>The ladder: AES-NI's gain for AES-GCM from the primitive up to the tunnel. The dashed line is no gain.</figcaption></figure><ul>");
+        s.push_str("<figcaption>The ladder: AES-NI's gain for AES-GCM from the primitive up to the tunnel. The dashed line is no gain; a whisker is the gain's 95 % interval over the layer's rounds (none where the record kept too few).</figcaption></figure><ul>");
         for line in crate::ladder::sentences(&ladder) {
             s.push_str(&format!("<li>{}</li>", escape(&line)));
         }
@@ -188,7 +193,7 @@ fn summary(record: &RunRecord) -> String {
             escape(why)
         ));
     }
-    s.push_str(&library_steps(&ladder.libraries));
+    s.push_str(&library_steps(&ladder));
     let general: Vec<_> = record
         .warnings
         .iter()
@@ -262,6 +267,7 @@ fn layer_warnings(record: &RunRecord, layer: &str) -> String {
 /// same definitions as METHODOLOGY.md.
 const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are measured</h2>
 <h3 id="m-statistics">Samples, median, spread</h3><p>Every point is a set of samples after a warm-up. The figure shown is the median; the spread (±) is the median absolute deviation divided by the median. Above 5 % a point is flagged. Raw samples are in run.json.</p>
+<h3 id="m-intervals">Ratios and their intervals</h3><p>A ratio is shown with its 95 % interval in brackets, from a seeded percentile bootstrap (2,000 resamples): speed, over each point's samples; file, over each run's time (paired by pass); TLS sweep and handshakes, over the per-interval throughputs of the two final windows at the concurrency each search chose (handshakes per core take each window's nginx CPU as measured); the tunnel, over the runs (or, with fewer than 3 runs, their per-second intervals); the ladder's <b>keeps</b>, with both layers' sets resampled together. A ratio whose interval holds 1.0 reads <b>no clear difference</b> and is never called a gain; a ladder layer whose gain holds 1.0 gets no keep share. Bars that plot a ratio carry the interval as a whisker. "No interval" marks fewer than 3 rounds a side (or a record written before the rounds were kept).</p>
 <h3 id="m-variants">accel and noaesni, judged by effect</h3><p><b>accel</b> runs with the library's defaults (<code>OPENSSL_ia32cap</code> removed). <b>noaesni</b> runs the same program in a child process with every AES and GHASH hardware path masked: AES-NI, PCLMULQDQ, VAES and VPCLMULQDQ (<code>~0x200000200000000:~0x60000000000</code> for OpenSSL 3.0 to 3.4, with <code>:~0:~0:~0</code> added for 3.5 and later, which read five fields), every other feature as detected. A variant is judged by effect in every layer: its process (or a probe child with exactly its environment, for nginx and the <code>openssl</code> tool) measures AES-128-GCM (the treatment) and ChaCha20-Poly1305 and 3DES (the controls) on 16 KiB messages for a few interleaved rounds of 20 ms of CPU time each, as bytes per CPU second. It took effect if the treatment ran at least 3× slower than accel's and each control stayed within ±25 %. A variant that did not take effect is marked wherever its figures appear, with the reason and the mask that works, and no ratio from it is shown.</p>
 <h3 id="m-speed">Layer 1: primitive</h3><p>Payload bytes per second of wall time (decimal units), one operation per buffer: for AEADs a fresh nonce, 13 bytes of additional data and the tag, as a TLS record or an ESP packet uses them; decryption verifies a genuine tag every time.</p>
 <h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
@@ -351,9 +357,29 @@ fn machine(record: &RunRecord) -> String {
     s
 }
 
+/// A gain cell: `<b>3.10×</b> [2.95–3.26]`, with "no clear difference" when its
+/// interval holds 1.0 and "(no interval)" without one.
+fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInterval>) -> String {
+    match interval {
+        Some(i) => {
+            let base = format!(
+                "<b>{:.2}×</b> <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                i.point, i.low, i.high
+            );
+            if i.is_clear() {
+                base
+            } else {
+                format!("{base} <span class=\"bad\">no clear difference</span>")
+            }
+        }
+        None => format!("<b>{gain:.2}×</b> <span class=\"muted\">(no interval)</span>"),
+    }
+}
+
 /// The library step: accel on each later library over accel on the baseline, per
 /// layer.
-fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
+fn library_steps(ladder: &crate::ladder::Ladder) -> String {
+    let steps = &ladder.libraries;
     let mut tags: Vec<&str> = steps.iter().map(|s| s.tag.as_str()).collect();
     tags.dedup();
     let mut s = String::new();
@@ -368,15 +394,13 @@ fn library_steps(steps: &[crate::ladder::LibraryStep]) -> String {
         s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
         for step in rows {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td><b>{:.2}×</b></td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.baseline_figure),
                 escape(&step.library_figure),
-                step.gain,
-                step.survives
-                    .map(crate::ladder::pct)
-                    .unwrap_or_else(|| "–".into())
+                gain_cell(step.gain, step.gain_interval.as_ref()),
+                escape(&ladder.library_keeps_text(step))
             ));
         }
         s.push_str("</table></div>");
@@ -482,17 +506,43 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         description: "For each buffer size: AES-128-GCM throughput divided by AES-128-CBC-HMAC-SHA1 throughput with AES-NI, and AES-128-GCM with AES-NI divided by AES-128-GCM with AES-NI masked. Above 1 means the first is faster.".into(),
         categories: categories.clone(),
         series: vec![
-            Series {
-                name: "aes-128-gcm / aes-128-cbc-hmac-sha1 (accel)".into(),
-                values: gcm_vs_cbc.clone(),
-            },
-            Series {
-                name: match &na {
+            Series::new(
+                "aes-128-gcm / aes-128-cbc-hmac-sha1 (accel)",
+                gcm_vs_cbc.clone(),
+            )
+            .with_intervals(
+                sizes
+                    .iter()
+                    .map(|&z| {
+                        s.ratio_interval_between(
+                            ("aes-128-gcm", "accel"),
+                            ("aes-128-cbc-hmac-sha1", "accel"),
+                            enc,
+                            z,
+                            1,
+                        )
+                        .map(|i| (i.low, i.high))
+                    })
+                    .collect(),
+            ),
+            Series::new(
+                match &na {
                     Some(na) => format!("aes-128-gcm accel / noaesni ({na})"),
                     None => "aes-128-gcm accel / noaesni".into(),
                 },
-                values: gcm_accel.clone(),
-            },
+                gcm_accel.clone(),
+            )
+            .with_intervals(
+                sizes
+                    .iter()
+                    .map(|&z| {
+                        na.is_none()
+                            .then(|| s.ratio_interval("aes-128-gcm", "accel", "noaesni", enc, z, 1))
+                            .flatten()
+                            .map(|i| (i.low, i.high))
+                    })
+                    .collect(),
+            ),
         ],
         y_label: "ratio (×)".into(),
         reference: Some(1.0),
@@ -500,7 +550,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>After seed 003's Figure 1: how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity.</figcaption></figure>");
+    out.push_str("<figcaption>After seed 003's Figure 1: how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity; a whisker is the ratio's 95 % interval over the samples.</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th>size</th><th>GCM / CBC-HMAC-SHA1 (accel)</th><th>GCM accel / noaesni</th></tr>");
     for (i, c) in categories.iter().enumerate() {
         out.push_str(&format!(
@@ -539,6 +589,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
         series: ["accel", "noaesni"]
             .iter()
             .map(|v| Series {
+                intervals: Vec::new(),
                 name: if crate::variants::ineffective(&s.variants, v).is_some() {
                     format!("{v} (did not take effect)")
                 } else {
@@ -625,7 +676,7 @@ fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
 /// A ratio cell with its 95 % interval where the samples allow one (`5.38×
 /// [5.06–5.57]`), and "no clear difference" when the interval holds 1.0; the bare
 /// ratio otherwise.
-fn interval_cell(
+pub(crate) fn interval_cell(
     point: Option<f64>,
     interval: Option<cipherbench_model::interval::RatioInterval>,
 ) -> String {

@@ -2,7 +2,8 @@
 //! primitive, file, TLS, tunnel — and how much of the primitive's gain survives each
 //! step, with a sentence on where the rest went, from the measured CPU figures.
 //!
-//! Definitions (METHODOLOGY.md, "The ladder"):
+//! Definitions (report.html's methodology, "The ladder"; intervals: METHODOLOGY.md,
+//! "Ratios and their intervals"):
 //! - **gain** G = throughput with AES-NI / throughput without (same work, same run);
 //! - **survives** = ln G_layer / ln G_primitive: the share of the primitive's speed-up,
 //!   on a multiplicative scale, that the layer keeps (100 %: all of it; 0 %: none);
@@ -15,6 +16,9 @@
 //! (the first), same work, same run ([`library_steps`]).
 
 use cipherbench_model::file::{Cache, FilePoint, FileResults, SyncMode};
+use cipherbench_model::interval::{
+    bootstrap_figures, Centre, Estimate, Pairing, RatioInterval, Rounds, DEFAULT_SEED, MIN_ROUNDS,
+};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::speed::{SpeedPoint, SpeedResults};
 use cipherbench_model::tls::{SweepPoint, SweepResults};
@@ -43,6 +47,14 @@ pub struct Step {
     pub crypto_share: Option<f64>,
     /// Where the rest went, from the CPU figures.
     pub note: String,
+    /// The rounds behind the gain (accel's over noaesni's), for intervals here and
+    /// in `compare`; None where the layer kept none.
+    pub rounds: Option<Rounds>,
+    /// The gain's 95 % interval over those rounds; None with fewer than 3 a side.
+    pub gain_interval: Option<RatioInterval>,
+    /// The 95 % interval of `survives`, the layer's and the primitive's rounds
+    /// resampled together.
+    pub survives_interval: Option<Estimate>,
 }
 
 /// The whole ladder.
@@ -81,6 +93,12 @@ pub struct LibraryStep {
     /// at the primitive the layer keeps; None for the primitive itself, or when the
     /// libraries were within 5 % of each other there.
     pub survives: Option<f64>,
+    /// The rounds behind the gain, for `compare`.
+    pub rounds: Option<Rounds>,
+    /// The gain's 95 % interval (later library's rounds over the baseline's).
+    pub gain_interval: Option<RatioInterval>,
+    /// The 95 % interval of `survives`, resampled with the primitive's rounds.
+    pub survives_interval: Option<Estimate>,
 }
 
 /// Builds the ladder from a record. A layer whose accel or noaesni did not take
@@ -100,36 +118,163 @@ pub fn build(record: &RunRecord) -> Ladder {
     };
     let g0 = primitive.gain;
     ladder.steps.push(primitive);
-    for (layer, step) in [
+    let mut rungs = vec![
         ("file", file(record)),
         ("tls", tls(record)),
         ("tunnel", tunnel(record)),
-    ] {
+    ];
+    // strongSwan's rung only where it ran: a reference beside the gateways' tunnel.
+    if let Some(step) = strongswan(record) {
+        rungs.push((STRONGSWAN_RUNG, step));
+    }
+    for (layer, step) in rungs {
         match step {
             Ok(mut s) => {
                 if g0 > 1.0 && s.gain > 0.0 {
                     s.survives = Some(survives(s.gain, g0));
                     s.crypto_share = Some(crypto_share(s.gain, g0));
+                    let p = &ladder.steps[0];
+                    s.survives_interval =
+                        share_interval(s.rounds.as_ref(), s.gain, p.rounds.as_ref(), g0);
                 }
                 ladder.steps.push(s);
             }
             Err(why) => ladder.missing.push((layer, why)),
         }
     }
-    // strongSwan's rung only where it ran: a reference beside the gateways' tunnel.
-    if let Some(step) = strongswan(record) {
-        match step {
-            Ok(mut s) => {
-                if g0 > 1.0 && s.gain > 0.0 {
-                    s.survives = Some(survives(s.gain, g0));
-                    s.crypto_share = Some(crypto_share(s.gain, g0));
-                }
-                ladder.steps.push(s);
-            }
-            Err(why) => ladder.missing.push((STRONGSWAN_RUNG, why)),
-        }
-    }
     ladder
+}
+
+/// The 95 % interval of a gain `gain` from its rounds (moved to `gain` where the
+/// figure shown is computed from the same rounds a little differently).
+fn gain_interval(r: Option<&Rounds>, gain: f64) -> Option<RatioInterval> {
+    let r = r?;
+    let e = bootstrap_figures(&[r], |v| v[0], DEFAULT_SEED)?;
+    Some(
+        RatioInterval::from_estimate(
+            e,
+            r.pairing,
+            (r.num.len(), r.den.as_ref().map_or(0, Vec::len)),
+        )
+        .scaled_to(gain),
+    )
+}
+
+/// The 95 % interval of ln(g) / ln(g0), the layer's and the primitive's rounds
+/// resampled together (each resampled gain scaled as its shown gain is, so the
+/// point is the share shown).
+fn share_interval(
+    layer: Option<&Rounds>,
+    g: f64,
+    prim: Option<&Rounds>,
+    g0: f64,
+) -> Option<Estimate> {
+    let (l, p) = (layer?, prim?);
+    let (kl, kp) = (g / l.value(), g0 / p.value());
+    if !(kl.is_finite() && kp.is_finite()) {
+        return None;
+    }
+    bootstrap_figures(
+        &[l, p],
+        |v| (v[0] * kl).ln() / (v[1] * kp).ln(),
+        DEFAULT_SEED,
+    )
+}
+
+/// Throughput of each sample of a speed point.
+pub(crate) fn speed_rates(p: &SpeedPoint) -> Vec<f64> {
+    p.samples
+        .iter()
+        .map(cipherbench_model::speed::SpeedSample::throughput_bytes_per_sec)
+        .collect()
+}
+
+/// Throughput of each run of a file point (its size over the run's wall time).
+pub(crate) fn file_rates(p: &FilePoint) -> Vec<f64> {
+    p.samples
+        .iter()
+        .map(|s| {
+            if s.elapsed_ns == 0 {
+                0.0
+            } else {
+                p.bytes as f64 * 1e9 / s.elapsed_ns as f64
+            }
+        })
+        .collect()
+}
+
+/// The rounds behind a tunnel point's throughput: its runs' server-side rates when
+/// it has at least 3 runs (its figure is their median), else every run's
+/// per-interval rates pooled (its figure is then about their mean): what run.json
+/// keeps today.
+pub(crate) fn tunnel_samples(p: &TunnelPoint) -> (Vec<f64>, Centre) {
+    if p.runs.len() >= MIN_ROUNDS {
+        (
+            p.runs
+                .iter()
+                .map(|r| r.iperf.receiver_bits_per_sec)
+                .collect(),
+            Centre::Median,
+        )
+    } else {
+        (
+            p.runs
+                .iter()
+                .flat_map(|r| r.iperf.interval_bits_per_sec.iter().copied())
+                .collect(),
+            Centre::Mean,
+        )
+    }
+}
+
+/// The rounds of a gain between two speed points (samples of different worker
+/// processes: independent).
+fn speed_rounds(a: &SpeedPoint, b: &SpeedPoint) -> Rounds {
+    Rounds::ratio(
+        speed_rates(a),
+        speed_rates(b),
+        Pairing::Independent,
+        Centre::Median,
+    )
+}
+
+/// The rounds of a gain between two file points: paired when both have as many
+/// runs (one pass of the file layer runs every scenario once).
+fn file_rounds(a: &FilePoint, b: &FilePoint) -> Rounds {
+    let pairing = if a.samples.len() == b.samples.len() {
+        Pairing::Paired
+    } else {
+        Pairing::Independent
+    };
+    Rounds::ratio(file_rates(a), file_rates(b), pairing, Centre::Median)
+}
+
+/// The rounds of a gain between two sweep points: their final windows'
+/// per-interval throughputs (each variant its own nginx: independent).
+fn tls_rounds(a: &SweepPoint, b: &SweepPoint) -> Rounds {
+    Rounds::ratio(
+        a.interval_samples_bytes_per_sec.clone(),
+        b.interval_samples_bytes_per_sec.clone(),
+        Pairing::Independent,
+        Centre::Mean,
+    )
+}
+
+/// The rounds of a gain between two tunnel points ([`tunnel_samples`]; runs only
+/// when both have enough).
+fn tunnel_rounds(a: &TunnelPoint, b: &TunnelPoint) -> Rounds {
+    let ((ra, ca), (rb, cb)) = (tunnel_samples(a), tunnel_samples(b));
+    if ca == cb {
+        Rounds::ratio(ra, rb, Pairing::Independent, ca)
+    } else {
+        let pooled = |p: &TunnelPoint| {
+            p.runs
+                .iter()
+                .flat_map(|r| r.iperf.interval_bits_per_sec.iter().copied())
+                .collect()
+        };
+        Rounds::ratio(pooled(a), pooled(b), Pairing::Independent, Centre::Mean)
+    }
 }
 
 /// The library steps of a record: for each library after the first, at each layer
@@ -145,7 +290,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
             continue;
         };
         let top = format!("accel@{tag}");
-        let mut rows: Vec<(&'static str, String, String, String, f64)> = Vec::new();
+        let mut rows: Vec<(&'static str, String, String, String, f64, Rounds)> = Vec::new();
         if let Some((b, a, size)) = record
             .speed
             .as_ref()
@@ -161,6 +306,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 format_bytes_per_sec(am),
                 format_bytes_per_sec(bm),
                 bm / am,
+                speed_rounds(b, a),
             ));
         }
         if let Some((b, a, cache, sync)) = record
@@ -174,6 +320,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 seconds(a.elapsed_seconds.median),
                 seconds(b.elapsed_seconds.median),
                 b.throughput_bytes_per_sec.median / a.throughput_bytes_per_sec.median,
+                file_rounds(b, a),
             ));
         }
         if let Some((b, a)) = record
@@ -188,6 +335,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 format_bits_per_sec(a.throughput_bytes_per_sec),
                 format_bits_per_sec(b.throughput_bytes_per_sec),
                 b.throughput_bytes_per_sec / a.throughput_bytes_per_sec,
+                tls_rounds(b, a),
             ));
         }
         if let Some((b, a)) = record
@@ -201,17 +349,19 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 format_bits_per_sec(a.throughput_bits_per_sec.median / 8.0),
                 format_bits_per_sec(b.throughput_bits_per_sec.median / 8.0),
                 b.throughput_bits_per_sec.median / a.throughput_bits_per_sec.median,
+                tunnel_rounds(b, a),
             ));
         }
         let g0 = rows
             .iter()
             .find(|r| r.0 == "primitive")
-            .map(|r| r.4)
-            .filter(|g| g.is_finite() && (g - 1.0).abs() > 0.05);
-        for (layer, what, baseline_figure, library_figure, gain) in rows {
+            .map(|r| (r.4, r.5.clone()))
+            .filter(|(g, _)| g.is_finite() && (g - 1.0).abs() > 0.05);
+        for (layer, what, baseline_figure, library_figure, gain, rounds) in rows {
             if !(gain.is_finite() && gain > 0.0) {
                 continue;
             }
+            let share = g0.as_ref().filter(|_| layer != "primitive");
             out.push(LibraryStep {
                 layer,
                 what,
@@ -221,9 +371,11 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
                 baseline_figure,
                 library_figure,
                 gain,
-                survives: g0
-                    .filter(|_| layer != "primitive")
-                    .map(|g0| survives(gain, g0)),
+                survives: share.map(|(g0, _)| survives(gain, *g0)),
+                gain_interval: gain_interval(Some(&rounds), gain),
+                survives_interval: share
+                    .and_then(|(g0, p)| share_interval(Some(&rounds), gain, Some(p), *g0)),
+                rounds: Some(rounds),
             });
         }
     }
@@ -336,6 +488,12 @@ fn tunnel_what(config: Option<&cipherbench_model::tunnel::TunnelConfig>) -> Stri
     )
 }
 
+/// The step with its gain's interval from its rounds.
+fn with_gain_interval(mut s: Step) -> Step {
+    s.gain_interval = gain_interval(s.rounds.as_ref(), s.gain);
+    s
+}
+
 /// ln G / ln G0: the share of the primitive's gain `g0`, on a multiplicative scale,
 /// that a layer with gain `g` keeps.
 fn survives(g: f64, g0: f64) -> f64 {
@@ -373,7 +531,7 @@ fn primitive(record: &RunRecord) -> Result<Step, String> {
     if nm <= 0.0 {
         return Err("no throughput without AES-NI".into());
     }
-    Ok(Step {
+    Ok(with_gain_interval(Step {
         layer: "primitive",
         what: format!("aes-128-gcm, {} buffers, encrypt, 1 core", ByteSize(size)),
         accel: format_bytes_per_sec(am),
@@ -381,8 +539,11 @@ fn primitive(record: &RunRecord) -> Result<Step, String> {
         gain: am / nm,
         survives: None,
         crypto_share: None,
+        rounds: Some(speed_rounds(a, n)),
+        gain_interval: None,
+        survives_interval: None,
         note: "The cipher alone, one operation per buffer: the most AES-NI can buy.".into(),
-    })
+    }))
 }
 
 fn file(record: &RunRecord) -> Result<Step, String> {
@@ -396,7 +557,7 @@ fn file(record: &RunRecord) -> Result<Step, String> {
     );
     let cpu = a.user_seconds.median + a.system_seconds.median;
     let wall = a.elapsed_seconds.median;
-    Ok(Step {
+    Ok(with_gain_interval(Step {
         layer: "file",
         what: file_what(a, cache, sync),
         accel: seconds(a.elapsed_seconds.median),
@@ -404,11 +565,14 @@ fn file(record: &RunRecord) -> Result<Step, String> {
         gain: am / nm,
         survives: None,
         crypto_share: None,
+        rounds: Some(file_rounds(a, n)),
+        gain_interval: None,
+        survives_interval: None,
         note: format!(
             "With AES-NI one run took {wall:.2} s of wall time and {:.2} s of CPU, {:.2} s of it in the kernel (reading, writing, syncing): the disk path, not the cipher, is most of what remains.",
             cpu, a.system_seconds.median
         ),
-    })
+    }))
 }
 
 fn tls(record: &RunRecord) -> Result<Step, String> {
@@ -434,7 +598,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
             .map(|c| format!("{:.0} %", c.total * 100.0))
             .unwrap_or_else(|| "unmeasured".into())
     };
-    Ok(Step {
+    Ok(with_gain_interval(Step {
         layer: "tls",
         what: tls_what(a),
         accel: format_bits_per_sec(a.throughput_bytes_per_sec),
@@ -442,12 +606,15 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         gain: a.throughput_bytes_per_sec / n.throughput_bytes_per_sec,
         survives: None,
         crypto_share: None,
+        rounds: Some(tls_rounds(a, n)),
+        gain_interval: None,
+        survives_interval: None,
         note: format!(
             "nginx's cores were {} busy with AES-NI and {} without: with AES-NI the rest of the time goes to copying the file through user space into TLS records (no kTLS here), the handshake and TCP.",
             cpu(a),
             cpu(n)
         ),
-    })
+    }))
 }
 
 fn tunnel(record: &RunRecord) -> Result<Step, String> {
@@ -479,7 +646,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
             .map(|r| r.saturation.side.replace('_', " "))
             .unwrap_or_else(|| "unknown".into())
     };
-    Ok(Step {
+    Ok(with_gain_interval(Step {
         layer: "tunnel",
         what: tunnel_what(Some(&t.config)),
         accel: format_bits_per_sec(am / 8.0),
@@ -487,6 +654,9 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         gain: am / nm,
         survives: None,
         crypto_share: None,
+        rounds: Some(tunnel_rounds(a, n)),
+        gain_interval: None,
+        survives_interval: None,
         note: format!(
             "The sending and receiving gateways used {} with AES-NI ({} ran out first) and {} without ({}): with AES-NI most of the time goes to moving packets through TUN, UDP and the kernel's TCP, not to the cipher.",
             cpu(a),
@@ -494,7 +664,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
             cpu(n),
             bottleneck(n)
         ),
-    })
+    }))
 }
 
 /// The ladder's name for strongSwan's rung.
@@ -536,7 +706,7 @@ fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
             })
             .unwrap_or_else(|| "unmeasured".into())
     };
-    Some(Ok(Step {
+    Some(Ok(with_gain_interval(Step {
         layer: STRONGSWAN_RUNG,
         what: format!(
             "iperf3 TCP through strongSwan's {transform} ESP (charon, kernel-libipsec, openssl backend): a userspace reference stack, not kernel IPsec"
@@ -546,12 +716,15 @@ fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
         gain: am / nm,
         survives: None,
         crypto_share: None,
+        rounds: Some(tunnel_rounds(&a.point, &n.point)),
+        gain_interval: None,
+        survives_interval: None,
         note: format!(
             "The two charons used {} with AES-NI and {} without: libipsec moves one packet per TUN read and write and per socket call.",
             cpu(a),
             cpu(n)
         ),
-    }))
+    })))
 }
 
 /// Seconds with three significant digits: `7.31 s`, `0.0164 s`.
@@ -576,25 +749,161 @@ pub(crate) fn pct(v: f64) -> String {
     format!("{:.0} %", v * 100.0)
 }
 
+/// A gain with its interval: `3.10x [2.95-3.26]`, `1.02x [0.97-1.08], no clear
+/// difference` when the interval holds 1.0, or `3.10x (no interval)` where the
+/// record kept fewer than 3 rounds a side.
+pub fn gain_text(gain: f64, interval: Option<&RatioInterval>) -> String {
+    match interval {
+        Some(i) => i.display(),
+        None => format!("{gain:.2}x (no interval)"),
+    }
+}
+
+/// Whether a gain may be read as one: its interval does not hold 1.0 (a gain
+/// without an interval is shown as measured, marked "no interval").
+fn clear(interval: Option<&RatioInterval>) -> bool {
+    interval.is_none_or(RatioInterval::is_clear)
+}
+
+/// A share kept, with its interval: `45 % [38-52 %]`, `45 % (no interval)`; `no
+/// clear difference` when the layer's gain or the primitive's holds 1.0 (there is
+/// then no gain to keep a share of); `–` where there is no share (the primitive).
+fn share_text(
+    survives: Option<f64>,
+    interval: Option<&Estimate>,
+    gain: Option<&RatioInterval>,
+    primitive: Option<&RatioInterval>,
+) -> String {
+    let Some(sv) = survives else {
+        return "–".into();
+    };
+    if !clear(gain) || !clear(primitive) {
+        return "no clear difference".into();
+    }
+    match interval {
+        Some(e) => format!(
+            "{:.0} % [{:.0}-{:.0} %]",
+            sv * 100.0,
+            e.low * 100.0,
+            e.high * 100.0
+        ),
+        None => format!("{} (no interval)", pct(sv)),
+    }
+}
+
+impl Ladder {
+    /// The primitive's rung, if measured.
+    pub fn primitive(&self) -> Option<&Step> {
+        self.steps.iter().find(|s| s.layer == "primitive")
+    }
+
+    /// What a rung keeps of the primitive's gain, for tables ([`share_text`]).
+    pub fn keeps_text(&self, s: &Step) -> String {
+        share_text(
+            s.survives,
+            s.survives_interval.as_ref(),
+            s.gain_interval.as_ref(),
+            self.primitive().and_then(|p| p.gain_interval.as_ref()),
+        )
+    }
+
+    /// A rung's cipher share, `–` where its gain is not clear.
+    pub fn share_of_time_text(&self, s: &Step) -> String {
+        match s.crypto_share {
+            Some(f) if clear(s.gain_interval.as_ref()) => pct(f.clamp(0.0, 1.0)),
+            _ => "–".into(),
+        }
+    }
+
+    /// What a library step keeps of the primitive's library gain.
+    pub fn library_keeps_text(&self, s: &LibraryStep) -> String {
+        let primitive = self
+            .libraries
+            .iter()
+            .find(|p| p.tag == s.tag && p.layer == "primitive");
+        share_text(
+            s.survives,
+            s.survives_interval.as_ref(),
+            s.gain_interval.as_ref(),
+            primitive.and_then(|p| p.gain_interval.as_ref()),
+        )
+    }
+}
+
 /// One paragraph per rung, for terminals and Markdown.
 pub fn sentences(ladder: &Ladder) -> Vec<String> {
     ladder
         .steps
         .iter()
-        .map(|s| match (s.survives, s.crypto_share) {
-            (Some(sv), Some(f)) => format!(
-                "{}: {:.1}x ({} vs {}); keeps {} of the primitive's gain; without AES-NI the cipher was about {} of this layer's time. {}",
-                s.layer,
-                s.gain,
-                s.accel,
-                s.noaesni,
-                pct(sv),
-                pct(f.clamp(0.0, 1.0)),
-                s.note
-            ),
-            _ => format!("{}: {:.1}x ({} vs {}). {}", s.layer, s.gain, s.accel, s.noaesni, s.note),
+        .map(|s| {
+            let gain = gain_text(s.gain, s.gain_interval.as_ref());
+            match (s.survives, s.crypto_share) {
+                (Some(_), Some(f)) if clear(s.gain_interval.as_ref()) => format!(
+                    "{}: {gain} ({} vs {}); keeps {} of the primitive's gain; without AES-NI the cipher was about {} of this layer's time. {}",
+                    s.layer,
+                    s.accel,
+                    s.noaesni,
+                    ladder.keeps_text(s),
+                    pct(f.clamp(0.0, 1.0)),
+                    s.note
+                ),
+                (Some(_), Some(_)) => format!(
+                    "{}: {gain} ({} vs {}): the rounds do not show this layer faster with AES-NI than without, so no share of the primitive's gain is claimed. {}",
+                    s.layer, s.accel, s.noaesni, s.note
+                ),
+                _ => format!("{}: {gain} ({} vs {}). {}", s.layer, s.accel, s.noaesni, s.note),
+            }
         })
         .collect()
+}
+
+/// The ladder for the terminal: each rung's gain with its interval and what it
+/// keeps, the layers left out, and the library steps. Empty without a ladder.
+pub fn text(record: &RunRecord) -> String {
+    let l = build(record);
+    if l.steps.is_empty() && l.libraries.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    if !l.steps.is_empty() {
+        out.push_str(&format!(
+            "\nThe ladder: AES-GCM with / without AES-NI at each layer (gain [{:.0} % interval]; keeps = ln gain / ln primitive gain)\n",
+            cipherbench_model::interval::LEVEL * 100.0
+        ));
+        for s in &l.steps {
+            // A gain that is not clear already says so: no share is claimed.
+            let keeps = match s.survives {
+                Some(_) if l.keeps_text(s) == "no clear difference" => "keeps –".to_string(),
+                Some(_) => format!("keeps {}", l.keeps_text(s)),
+                None => String::new(),
+            };
+            let row = format!(
+                "  {:<20} {:<42} {keeps}",
+                s.layer,
+                gain_text(s.gain, s.gain_interval.as_ref())
+            );
+            out.push_str(&format!("{}\n  {:<20} {}\n", row.trim_end(), "", s.what));
+        }
+    }
+    for (layer, why) in &l.missing {
+        out.push_str(&format!("  {layer:<20} {why}\n"));
+    }
+    for s in &l.libraries {
+        let row = format!(
+            "  library @{} {:<10} {:<42} {}",
+            s.tag,
+            s.layer,
+            gain_text(s.gain, s.gain_interval.as_ref()),
+            if s.survives.is_some() {
+                format!("keeps {}", l.library_keeps_text(s))
+            } else {
+                String::new()
+            }
+        );
+        out.push_str(row.trim_end());
+        out.push('\n');
+    }
+    out
 }
 
 #[cfg(test)]

@@ -47,18 +47,16 @@ pub fn summary(record: &RunRecord) -> String {
     }
     let l = ladder::build(record);
     if !l.steps.is_empty() {
-        out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain | keeps |\n|---|---|---:|---:|---:|---:|\n");
+        out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain [95 % interval] | keeps |\n|---|---|---:|---:|---:|---:|\n");
         for s in &l.steps {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | **{:.1}x** | {} |\n",
+                "| {} | {} | {} | {} | **{}** | {} |\n",
                 s.layer,
                 s.what,
                 s.accel,
                 s.noaesni,
-                s.gain,
-                s.survives
-                    .map(crate::ladder::pct)
-                    .unwrap_or_else(|| "–".into())
+                ladder::gain_text(s.gain, s.gain_interval.as_ref()),
+                l.keeps_text(s)
             ));
         }
         out.push('\n');
@@ -68,20 +66,18 @@ pub fn summary(record: &RunRecord) -> String {
     for tag in tags {
         let steps: Vec<_> = l.libraries.iter().filter(|s| s.tag == tag).collect();
         out.push_str(&format!(
-            "## The library step: accel on {} over accel on {}\n\n| layer | what | baseline | on {tag} | gain | keeps |\n|---|---|---:|---:|---:|---:|\n",
+            "## The library step: accel on {} over accel on {}\n\n| layer | what | baseline | on {tag} | gain [95 % interval] | keeps |\n|---|---|---:|---:|---:|---:|\n",
             steps[0].library, steps[0].baseline
         ));
         for s in steps {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | **{:.2}x** | {} |\n",
+                "| {} | {} | {} | {} | **{}** | {} |\n",
                 s.layer,
                 s.what,
                 s.baseline_figure,
                 s.library_figure,
-                s.gain,
-                s.survives
-                    .map(crate::ladder::pct)
-                    .unwrap_or_else(|| "–".into())
+                ladder::gain_text(s.gain, s.gain_interval.as_ref()),
+                l.library_keeps_text(s)
             ));
         }
         out.push('\n');
@@ -204,6 +200,15 @@ pub fn summary(record: &RunRecord) -> String {
                     " (invalid: see report)"
                 }
             ));
+        }
+        let records = record
+            .tls
+            .as_ref()
+            .map(crate::tls::records)
+            .unwrap_or_default();
+        // Each ratio with its interval ("no clear difference" when it holds 1.0).
+        for r in crate::tls::ratios(sweep, &records) {
+            out.push_str(&format!("- TLS {}: {}\n", r.label(), r.display()));
         }
         let target = record
             .target_gbps

@@ -227,6 +227,7 @@ pub fn html(t: &TunnelResults) -> String {
             .collect();
         if values.iter().any(Option::is_some) {
             series.push(Series {
+                intervals: Vec::new(),
                 name: format!("own gateways {variant}"),
                 values,
             });
@@ -241,6 +242,7 @@ pub fn html(t: &TunnelResults) -> String {
     }
     for (backend, variant) in &arms {
         series.push(Series {
+            intervals: Vec::new(),
             name: format!(
                 "strongSwan {backend} {variant}{}",
                 if crate::variants::ineffective(&s.variants, variant).is_some() {

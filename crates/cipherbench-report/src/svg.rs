@@ -23,7 +23,31 @@ pub struct Series {
     pub name: String,
     /// Values, one per category.
     pub values: Vec<Option<f64>>,
+    /// Each value's 95 % interval (low, high), drawn as a whisker; empty, or None
+    /// for a value, where there is none (a ratio of too few rounds, a figure that
+    /// is not a ratio).
+    pub intervals: Vec<Option<(f64, f64)>>,
 }
+
+impl Series {
+    /// A series without intervals.
+    pub fn new(name: impl Into<String>, values: Vec<Option<f64>>) -> Self {
+        Series {
+            name: name.into(),
+            values,
+            intervals: Vec::new(),
+        }
+    }
+
+    /// The same series with an interval per value.
+    pub fn with_intervals(mut self, intervals: Vec<Option<(f64, f64)>>) -> Self {
+        self.intervals = intervals;
+        self
+    }
+}
+
+/// The legend line of a chart that draws whiskers.
+pub const WHISKER_LEGEND: &str = "whiskers: 95 % interval";
 
 /// A grouped bar chart.
 #[derive(Debug, Clone)]
@@ -99,11 +123,19 @@ impl BarChart {
         let (left, right, top, bottom) = (64.0, 16.0, 16.0, 72.0);
         let plot_w = width - left - right;
         let plot_h = height - top - bottom;
+        // The axis holds the whiskers' upper ends as well as the bars.
         let max = self
             .series
             .iter()
             .flat_map(|s| s.values.iter().flatten())
             .cloned()
+            .chain(
+                self.series
+                    .iter()
+                    .flat_map(|s| s.intervals.iter().flatten())
+                    .map(|(_, hi)| *hi),
+            )
+            .filter(|v| v.is_finite())
             .fold(self.reference.unwrap_or(0.0), f64::max);
         let (axis_max, step) = nice_axis(max);
         let y = |v: f64| top + plot_h - (v / axis_max) * plot_h;
@@ -135,12 +167,38 @@ impl BarChart {
                     cat = escape(category),
                     val = escape(&(self.format)(*v))
                 ));
+                let whisker = series
+                    .intervals
+                    .get(g)
+                    .copied()
+                    .flatten()
+                    .filter(|(lo, hi)| lo.is_finite() && hi.is_finite() && lo <= hi);
+                if let Some((lo, hi)) = whisker {
+                    // A vertical line from the interval's low end to its high end
+                    // with a cap at each, over the bar's centre.
+                    let (cx, cap) = (x + bar_w / 2.0 - 1.0, (bar_w / 4.0).clamp(2.0, 6.0));
+                    let (ylo, yhi) = (y(lo.max(0.0)), y(hi));
+                    svg.push_str(&format!(
+                        "<g class=\"whisker\" stroke=\"#24292f\" stroke-width=\"1.5\"><title>{name}, {cat}: 95 % interval {l}–{h}</title>\
+<line x1=\"{cx:.1}\" x2=\"{cx:.1}\" y1=\"{ylo:.1}\" y2=\"{yhi:.1}\"/>\
+<line x1=\"{a:.1}\" x2=\"{b:.1}\" y1=\"{ylo:.1}\" y2=\"{ylo:.1}\"/>\
+<line x1=\"{a:.1}\" x2=\"{b:.1}\" y1=\"{yhi:.1}\" y2=\"{yhi:.1}\"/></g>",
+                        name = escape(&series.name),
+                        cat = escape(category),
+                        l = escape(&(self.format)(lo)),
+                        h = escape(&(self.format)(hi)),
+                        a = cx - cap,
+                        b = cx + cap,
+                    ));
+                }
                 if bar_w >= 28.0 {
+                    // Above the whisker's cap where there is one.
+                    let top_of = whisker.map_or(by, |(_, hi)| by.min(y(hi)));
                     svg.push_str(&format!(
                         "<text x=\"{cx:.1}\" y=\"{ly:.1}\" class=\"value\" text-anchor=\"middle\">{}</text>",
                         escape(&(self.format)(*v)),
                         cx = x + bar_w / 2.0 - 1.0,
-                        ly = by - 3.0
+                        ly = top_of - 3.0
                     ));
                 }
             }
@@ -171,6 +229,17 @@ impl BarChart {
                 name = escape(&series.name)
             ));
             lx += 24.0 + 7.0 * series.name.chars().count() as f64;
+        }
+        if self
+            .series
+            .iter()
+            .any(|s| s.intervals.iter().any(Option::is_some))
+        {
+            svg.push_str(&format!(
+                "<text x=\"{left}\" y=\"{ly}\" class=\"legend\">{}</text>",
+                escape(WHISKER_LEGEND),
+                ly = height - 6.0
+            ));
         }
         svg.push_str(&format!(
             "<line x1=\"{left}\" x2=\"{x2}\" y1=\"{b}\" y2=\"{b}\" class=\"axisline\"/></svg>",
@@ -313,10 +382,7 @@ mod tests {
             title: "GCM <vs> CBC".into(),
             description: "ratio".into(),
             categories: vec!["16 B".into(), "1 KiB".into()],
-            series: vec![Series {
-                name: "accel".into(),
-                values: vec![Some(2.0), None],
-            }],
+            series: vec![Series::new("accel", vec![Some(2.0), None])],
             y_label: "ratio".into(),
             reference: Some(1.0),
             format: |v| format!("{v:.1}x"),
@@ -330,6 +396,62 @@ mod tests {
             "one bar and one legend swatch"
         );
         assert!(svg.contains("accel, 16 B: 2.0x"));
+    }
+
+    /// The numbers of `attr="..."` in the order they appear in `svg`.
+    fn numbers(svg: &str, attr: &str) -> Vec<f64> {
+        svg.split(&format!(" {attr}=\""))
+            .skip(1)
+            .map(|rest| rest[..rest.find('"').unwrap()].parse().unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn whiskers_span_the_interval_around_the_bar_top_with_a_legend_line() {
+        let chart = BarChart {
+            id: "w".into(),
+            title: "gain".into(),
+            description: "gain".into(),
+            categories: vec!["a".into(), "b".into(), "c".into()],
+            series: vec![Series::new("x / y", vec![Some(3.0), Some(1.02), Some(2.0)])
+                .with_intervals(vec![Some((2.5, 4.5)), Some((0.9, 1.1)), None])],
+            y_label: "ratio".into(),
+            reference: Some(1.0),
+            format: |v| format!("{v:.2}x"),
+        };
+        let svg = chart.render();
+        assert_eq!(svg.matches("<g class=\"whisker\"").count(), 2, "{svg}");
+        assert!(svg.contains(WHISKER_LEGEND));
+        assert!(svg.contains("x / y, a: 95 % interval 2.50x–4.50x"));
+        // The axis reaches the highest whisker (4.5), not only the highest bar (3).
+        assert!(svg.contains(">5</text>"), "{svg}");
+        // In pixel space (y grows downward): the high end above the bar's top, the
+        // low end below it.
+        let bars: Vec<f64> = svg
+            .split("<rect x=")
+            .skip(1)
+            .take(3)
+            .map(|r| numbers(&format!(" x={r}"), "y")[0])
+            .collect();
+        for (k, g) in svg.split("<g class=\"whisker\"").skip(1).enumerate() {
+            let g = &g[..g.find("</g>").unwrap()];
+            let (y1, y2) = (numbers(g, "y1"), numbers(g, "y2"));
+            let (lo, hi) = (y1[0], y2[0]);
+            assert!(
+                hi <= bars[k] && bars[k] <= lo,
+                "whisker {k}: {hi} {} {lo}",
+                bars[k]
+            );
+            assert!(hi < lo);
+        }
+        // No interval anywhere: no whisker and no legend line.
+        let plain = BarChart {
+            series: vec![Series::new("x", vec![Some(1.0)])],
+            categories: vec!["a".into()],
+            ..chart
+        }
+        .render();
+        assert!(!plain.contains("whisker"));
     }
 
     #[test]

@@ -6,6 +6,7 @@
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Line, LineChart, Series};
+use cipherbench_model::interval::RatioInterval;
 use cipherbench_model::tls::{Limit, RampResults, SweepPoint, SweepResults, TlsResults};
 use cipherbench_model::units::{format_bits_per_sec, ByteSize};
 use cipherbench_model::variant::VariantRecord;
@@ -33,49 +34,158 @@ pub fn records(t: &TlsResults) -> Vec<VariantRecord> {
         .collect()
 }
 
-/// A ratio the tables show: its label, the two points, and what stands in its place
-/// if a variant in it did not take effect.
-type Pair<'a> = (String, &'a SweepPoint, &'a SweepPoint, Option<String>);
+/// A ratio of two sweep points the tables and the chart show.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TlsRatio {
+    /// `GCM / CBC-SHA1` or `accel / noaesni AES128-GCM-SHA256`: what is divided,
+    /// without the point (the chart's series).
+    pub kind: String,
+    /// File size.
+    pub size_bytes: u64,
+    /// Cores under test.
+    pub cores: usize,
+    /// Throughput ratio with the sum of the two points' spreads (records written
+    /// before the intervals were kept show only this).
+    pub ratio: Option<cipherbench_model::stats::Ratio>,
+    /// Its 95 % interval over the two final windows' per-interval throughputs.
+    pub interval: Option<RatioInterval>,
+    /// What stands in its place if a variant in it did not take effect.
+    pub not_applicable: Option<String>,
+}
 
-fn gcm_cbc_pairs<'a>(s: &'a SweepResults, records: &[VariantRecord]) -> Vec<Pair<'a>> {
+impl TlsRatio {
+    /// `GCM / CBC-SHA1  16 MiB x1 accel`-style label: the kind and the point.
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} x{}",
+            self.kind,
+            ByteSize(self.size_bytes),
+            self.cores
+        )
+    }
+
+    /// `4.00x [3.91-4.09]`, `1.02x [0.97-1.08], no clear difference`, or without an
+    /// interval `4.00x ±3 % (no interval)`; the n/a line in place of a ratio from a
+    /// variant that did not take effect.
+    pub fn display(&self) -> String {
+        if let Some(na) = &self.not_applicable {
+            return na.clone();
+        }
+        match (self.interval, self.ratio) {
+            (Some(i), _) => i.display(),
+            (None, Some(r)) => format!(
+                "{:.2}x ±{:.0} % (no interval)",
+                r.value,
+                r.rel_spread * 100.0
+            ),
+            (None, None) => "-".into(),
+        }
+    }
+}
+
+/// Every ratio of the sweep: GCM over CBC-SHA1 for each variant, and for each suite
+/// the variant pairs of the speed tables (`accel / noaesni` per library, a later
+/// library's accel over the baseline's, a provider or engine variant over its
+/// library's accel), at each file size and core count both points have.
+pub fn ratios(s: &SweepResults, records: &[VariantRecord]) -> Vec<TlsRatio> {
     let mut out = Vec::new();
+    let mut push = |kind: String, a: &SweepPoint, b: &SweepPoint, na: Option<String>| {
+        out.push(TlsRatio {
+            kind,
+            size_bytes: a.size_bytes,
+            cores: a.cores,
+            ratio: SweepResults::ratio(a, b),
+            interval: SweepResults::ratio_interval(a, b),
+            not_applicable: na,
+        });
+    };
     for a in &s.points {
         if a.suite != "AES128-GCM-SHA256" {
             continue;
         }
         if let Some(b) = s.point("AES128-SHA", a.size_bytes, a.cores, &a.variant) {
-            out.push((
-                format!(
-                    "GCM / CBC-SHA1  {} x{} {}",
-                    ByteSize(a.size_bytes),
-                    a.cores,
-                    a.variant
-                ),
+            push(
+                format!("GCM / CBC-SHA1 {}", a.variant),
                 a,
                 b,
                 crate::variants::not_applicable(records, &[&a.variant]),
-            ));
+            );
         }
     }
-    for a in &s.points {
-        if a.variant != "accel" {
-            continue;
-        }
-        if let Some(b) = s.point(&a.suite, a.size_bytes, a.cores, "noaesni") {
-            out.push((
-                format!(
-                    "accel / noaesni {} {} x{}",
-                    a.suite,
-                    ByteSize(a.size_bytes),
-                    a.cores
-                ),
-                a,
-                b,
-                crate::variants::not_applicable(records, &["accel", "noaesni"]),
-            ));
+    for (_, top, bottom) in crate::text::ratio_rows(&s.config.variants) {
+        for a in s.points.iter().filter(|p| p.variant == top) {
+            if let Some(b) = s.point(&a.suite, a.size_bytes, a.cores, &bottom) {
+                let names = [top.as_str(), bottom.as_str()];
+                let na = match cipherbench_model::tls::suite_cipher(&a.suite) {
+                    Some(c) => crate::variants::not_applicable_for(records, &names, c),
+                    None => crate::variants::not_applicable(records, &names),
+                };
+                push(format!("{top} / {bottom} {}", a.suite), a, b, na);
+            }
         }
     }
     out
+}
+
+/// The ratios as a bar chart, one series per kind, one category per file size and
+/// core count, each bar with its interval's whisker.
+fn ratio_chart(rs: &[TlsRatio]) -> String {
+    let mut kinds: Vec<&str> = Vec::new();
+    let mut points: Vec<(u64, usize)> = Vec::new();
+    for r in rs.iter().filter(|r| r.not_applicable.is_none()) {
+        if !kinds.contains(&r.kind.as_str()) {
+            kinds.push(&r.kind);
+        }
+        if !points.contains(&(r.size_bytes, r.cores)) {
+            points.push((r.size_bytes, r.cores));
+        }
+    }
+    if kinds.is_empty() {
+        return String::new();
+    }
+    let find = |kind: &str, at: (u64, usize)| {
+        rs.iter()
+            .find(|r| r.not_applicable.is_none() && r.kind == kind && (r.size_bytes, r.cores) == at)
+    };
+    let series = kinds
+        .iter()
+        .map(|k| {
+            Series::new(
+                *k,
+                points
+                    .iter()
+                    .map(|&at| find(k, at).and_then(|r| r.ratio).map(|r| r.value))
+                    .collect(),
+            )
+            .with_intervals(
+                points
+                    .iter()
+                    .map(|&at| {
+                        find(k, at)
+                            .and_then(|r| r.interval)
+                            .map(|i| (i.low, i.high))
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let chart = BarChart {
+        id: "fig-tls-ratios".into(),
+        title: "TLS throughput ratios".into(),
+        description: "Each ratio of two sweep points' throughputs by file size and core count, with its 95 % interval over the two final windows' per-interval throughputs as a whisker. Above 1 means the first is faster; a whisker across 1 is no clear difference.".into(),
+        categories: points
+            .iter()
+            .map(|&(z, c)| format!("{} x{c}", ByteSize(z)))
+            .collect(),
+        series,
+        y_label: "ratio (×)".into(),
+        reference: Some(1.0),
+        format: |v| format!("{v:.2}×"),
+    };
+    format!(
+        "<figure>{}<figcaption>The sweep's ratios (GCM over CBC-SHA1, accel over noaesni). The dashed line is parity; a whisker is the ratio's 95 % interval (none where a record kept too few intervals).</figcaption></figure>",
+        chart.render()
+    )
 }
 
 /// The target the capacity line plans for when the user gave none, Gbit/s.
@@ -338,21 +448,14 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         for k in &s.skipped_cores {
             out.push_str(&format!("  x{}: not measured: {}\n", k.cores, k.reason));
         }
-        let pairs = gcm_cbc_pairs(s, &records);
-        if !pairs.is_empty() {
-            out.push_str(
-                "ratios (throughput; ± is the sum of the two points' interval spreads):\n",
-            );
-            for (label, a, b, na) in pairs {
-                if let Some(na) = na {
-                    out.push_str(&format!("  {label:<44} {na}\n"));
-                } else if let Some(r) = SweepResults::ratio(a, b) {
-                    out.push_str(&format!(
-                        "  {label:<44} {:.2}x ±{:.0} %\n",
-                        r.value,
-                        r.rel_spread * 100.0
-                    ));
-                }
+        let rs = ratios(s, &records);
+        if !rs.is_empty() {
+            out.push_str(&format!(
+                "ratios (throughput; [{:.0} % interval over the two final windows' per-interval throughputs]):\n",
+                cipherbench_model::interval::LEVEL * 100.0
+            ));
+            for r in &rs {
+                out.push_str(&format!("  {:<44} {}\n", r.label(), r.display()));
             }
         }
         out.push_str(&format!(
@@ -642,6 +745,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
             series_keys
                 .iter()
                 .map(|(suite, variant)| Series {
+                    intervals: Vec::new(),
                     name: if crate::variants::ineffective(records, variant).is_some() {
                         format!("{suite} {variant} (did not take effect)")
                     } else {
@@ -686,26 +790,31 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
         ));
     }
     out.push_str(&by_cores_section(s, &series_keys, records));
-    let pairs = gcm_cbc_pairs(s, records);
-    if !pairs.is_empty() {
-        out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">ratio of throughputs</th><th>value</th><th>spread</th></tr>");
-        for (label, a, b, na) in pairs {
-            if let Some(na) = na {
+    let rs = ratios(s, records);
+    if !rs.is_empty() {
+        out.push_str(&ratio_chart(&rs));
+        out.push_str("<div class=\"scroll\"><table id=\"table-tls-ratios\"><tr><th class=\"l\">ratio of throughputs</th><th>value [95 % interval]</th><th>spread</th></tr>");
+        for r in &rs {
+            if let Some(na) = &r.not_applicable {
                 out.push_str(&format!(
                     "<tr><td class=\"l\">{}</td><td class=\"bad\">{}</td><td>–</td></tr>",
-                    escape(&label),
-                    escape(&na)
+                    escape(&r.label()),
+                    escape(na)
                 ));
-            } else if let Some(r) = SweepResults::ratio(a, b) {
+            } else if let Some(x) = r.ratio {
                 out.push_str(&format!(
-                    "<tr><td class=\"l\">{}</td><td>{:.2}×</td><td>±{:.0} %</td></tr>",
-                    escape(&label),
-                    r.value,
-                    r.rel_spread * 100.0
+                    "<tr><td class=\"l\">{}</td><td>{}</td><td>±{:.0} %</td></tr>",
+                    escape(&r.label()),
+                    match r.interval {
+                        Some(_) => crate::html::interval_cell(Some(x.value), r.interval),
+                        None =>
+                            format!("{:.2}× <span class=\"muted\">(no interval)</span>", x.value),
+                    },
+                    x.rel_spread * 100.0
                 ));
             }
         }
-        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more.</p>");
+        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
     }
     out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
@@ -797,6 +906,7 @@ fn by_cores_section(
         series_keys
             .iter()
             .map(|(suite, variant)| Series {
+                intervals: Vec::new(),
                 name: if crate::variants::ineffective(records, variant).is_some() {
                     format!("{suite} {variant} (did not take effect)")
                 } else {
@@ -983,6 +1093,11 @@ mod tests {
             interval_ns: 1_000_000_000,
             throughput_bytes_per_sec: gbps * 1e9 / 8.0,
             interval_throughput_bytes_per_sec: Summary::of(&[gbps * 1e9 / 8.0; 4]).unwrap(),
+            // A steady window: each second within 2 % of the mean.
+            interval_samples_bytes_per_sec: [0.98, 1.02, 1.0, 1.0]
+                .iter()
+                .map(|k| k * gbps * 1e9 / 8.0)
+                .collect(),
             requests_per_sec: 40.0,
             requests: 160,
             requests_sent: 163,
@@ -1103,7 +1218,7 @@ mod tests {
         let t = text(&results(), None);
         assert!(t.contains("6.00 Gbit/s"), "{t}");
         assert!(
-            t.contains("GCM / CBC-SHA1  16 MiB x1 accel") && t.contains("2.40x"),
+            t.contains("GCM / CBC-SHA1 accel 16 MiB x1") && t.contains("2.40x ["),
             "{t}"
         );
         assert!(
@@ -1111,6 +1226,59 @@ mod tests {
             "{t}"
         );
         assert!(t.contains("timeout 2"), "{t}");
+    }
+
+    #[test]
+    fn a_ratio_whose_interval_holds_one_is_no_clear_difference_everywhere() {
+        let mut r = results();
+        let sweep = r.sweep.as_mut().unwrap();
+        // noaesni at 5.9 against accel's 6.0, both windows swinging ±10 % a second.
+        let mut n = point("AES128-GCM-SHA256", "noaesni", 5.9);
+        let mut a = point("AES128-GCM-SHA256", "accel", 6.0);
+        for (p, gbps) in [(&mut n, 5.9), (&mut a, 6.0)] {
+            p.interval_samples_bytes_per_sec = [0.9, 1.1, 0.95, 1.05]
+                .iter()
+                .map(|k| k * gbps * 1e9 / 8.0)
+                .collect();
+        }
+        sweep.points = vec![a, point("AES128-SHA", "accel", 2.5), n];
+        let rs = ratios(sweep, &[]);
+        let an = rs
+            .iter()
+            .find(|x| x.kind.starts_with("accel / noaesni"))
+            .unwrap();
+        let i = an.interval.unwrap();
+        assert!(i.low < 1.0 && 1.0 < i.high, "{i:?}");
+        assert!(
+            (i.point - 6.0 / 5.9).abs() < 1e-9,
+            "the table's ratio: {i:?}"
+        );
+        let line = "accel / noaesni AES128-GCM-SHA256 16 MiB x1";
+        let t = text(&r, None);
+        let row = t.lines().find(|l| l.contains(line)).unwrap();
+        assert!(row.ends_with(", no clear difference"), "{row}");
+        let html = section(&r, None);
+        assert!(html.contains("id=\"table-tls-ratios\""));
+        assert!(html.contains("no clear difference</span>"), "{html}");
+        // The chart draws both ratios' whiskers, with the legend line.
+        let chart = &html[html.find("id=\"fig-tls-ratios\"").unwrap()..];
+        let chart = &chart[..chart.find("</svg>").unwrap()];
+        assert_eq!(chart.matches("<g class=\"whisker\"").count(), 2);
+        assert!(chart.contains(crate::svg::WHISKER_LEGEND));
+    }
+
+    #[test]
+    fn points_without_kept_intervals_show_their_ratio_without_an_interval() {
+        // As read from a run.json written before the intervals were kept.
+        let mut r = results();
+        for p in &mut r.sweep.as_mut().unwrap().points {
+            p.interval_samples_bytes_per_sec.clear();
+        }
+        let t = text(&r, None);
+        assert!(t.contains("4.00x ±0 % (no interval)"), "{t}");
+        let html = section(&r, None);
+        assert!(html.contains("4.00× <span class=\"muted\">(no interval)</span>"));
+        assert!(!html.contains("class=\"whisker\""));
     }
 
     #[test]

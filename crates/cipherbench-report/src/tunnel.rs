@@ -372,6 +372,7 @@ pub fn html(t: &TunnelResults) -> String {
                 .collect();
             if values.iter().any(Option::is_some) {
                 series.push(Series {
+                    intervals: Vec::new(),
                     name: format!(
                         "{} {}{}",
                         protocol.as_str().to_uppercase(),

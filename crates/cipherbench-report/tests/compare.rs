@@ -247,3 +247,66 @@ fn ratios_carry_intervals_and_a_factor_within_noise_is_no_difference() {
         v.sentence
     );
 }
+
+#[test]
+fn every_machine_to_machine_ratio_carries_its_interval() {
+    // The same run twice: every ratio is 1.00 and its interval holds 1.0.
+    let path = format!(
+        "{}/tests/fixtures/run-quick.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let run = RunRecord::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let labels = vec!["before".to_string(), "after".to_string()];
+    let c = compare::analyze(&[run.clone(), run.clone()], &labels);
+    let speed = c
+        .speed
+        .iter()
+        .find(|r| r.cipher == "aes-128-gcm" && r.variant == "accel")
+        .unwrap();
+    let i = speed.interval(1).unwrap();
+    assert_eq!(i.point, 1.0);
+    assert!(!i.is_clear(), "{i:?}");
+    // Layer rows: file (3 runs), tunnel (per-second intervals), and the ladder's
+    // gains (a ratio of two gains, four sets resampled) have intervals; the sweep's
+    // points, from a record that kept no per-interval throughputs, have none.
+    for prefix in [
+        "cipherbench accel encrypt",
+        "aes128-gcm accel tcp",
+        "AES-NI gain, file",
+    ] {
+        let row = c
+            .layers
+            .iter()
+            .find(|r| r.what.starts_with(prefix))
+            .unwrap_or_else(|| panic!("{prefix}"));
+        let i = row
+            .interval(1)
+            .unwrap_or_else(|| panic!("{prefix}: no interval"));
+        assert!(!i.is_clear(), "{prefix}: {i:?}");
+    }
+    assert!(c
+        .layers
+        .iter()
+        .filter(|r| r.layer == "tls")
+        .all(|r| r.interval(1).is_none()));
+    let md = compare::markdown(&c);
+    assert!(md.contains("1.00x ["), "{md}");
+    assert!(md.contains(", no clear difference"), "{md}");
+    assert!(compare::html(&c).contains("no clear difference"));
+    let text = compare::text(&c);
+    assert!(text.contains("1.00x?"), "{text}");
+    assert!(text.contains("? marks a ratio whose 95 % bootstrap interval holds 1.0"));
+
+    // Knight against padawan: AES-256-CBC is several times slower on padawan, and
+    // clearly so.
+    let records = [load("compare-knight.json"), load("compare-padawan.json")];
+    let c = compare::analyze(&records, &["knight".into(), "padawan".into()]);
+    let row = c
+        .speed
+        .iter()
+        .find(|r| r.cipher == "aes-256-cbc" && r.variant == "accel")
+        .unwrap();
+    let i = row.interval(1).unwrap();
+    assert!(i.is_clear() && i.high < 0.5, "{i:?}");
+    assert!((i.point - row.values[1].unwrap() / row.values[0].unwrap()).abs() < 1e-12);
+}

@@ -88,5 +88,7 @@ pub fn command(args: &RunArgs, quiet: bool) -> Result<ExitCode> {
         if let Some(t) = &s.record.tunnel {
             out!("{}", cipherbench_report::tunnel::text(t));
         }
+        // Last: the ladder across the layers, each gain with its interval.
+        out!("{}", cipherbench_report::ladder::text(&s.record));
     })
 }

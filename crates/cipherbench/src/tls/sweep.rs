@@ -969,6 +969,8 @@ fn point(
         interval_ns: r.interval.as_nanos() as u64,
         throughput_bytes_per_sec: r.throughput_bytes_per_sec(),
         interval_throughput_bytes_per_sec: Summary::of_or_empty(&rates),
+        // Kept: the rounds a ratio's interval resamples.
+        interval_samples_bytes_per_sec: rates,
         requests_per_sec: r.requests_per_sec(),
         requests: r.ok,
         requests_sent: r.requests_sent,
