@@ -479,11 +479,17 @@ impl TunnelPoint {
 
     /// This point's throughput over `other`'s (the medians of their runs, what iperf3's
     /// server received) with its 95 % bootstrap interval over the runs
-    /// ([`crate::interval`]): paired by round when both points were measured in the
-    /// same interleaved rounds (every run has a round, the same rounds on both
-    /// sides), so a drift shared by a round cancels; resampled independently
-    /// otherwise (an older record). None under 3 runs a side.
-    pub fn ratio_interval(&self, other: &TunnelPoint) -> Option<crate::interval::RatioInterval> {
+    /// ([`crate::interval`]). `Paired` when the two were measured in one set of
+    /// interleaved rounds (two variants of a transform through one stack): runs
+    /// are then paired by round, so a drift shared by a round cancels, provided
+    /// every run has a round and both sides the same rounds (else, as for an older
+    /// record, and always for `Independent`, each side is resampled on its own).
+    /// None under 3 runs a side.
+    pub fn ratio_interval(
+        &self,
+        other: &TunnelPoint,
+        pairing: crate::interval::Pairing,
+    ) -> Option<crate::interval::RatioInterval> {
         use crate::interval::{Pairing, RatioInterval, DEFAULT_SEED};
         let by_round = |p: &TunnelPoint| -> Option<Vec<(usize, f64)>> {
             let mut v: Vec<(usize, f64)> = p
@@ -497,7 +503,7 @@ impl TunnelPoint {
         let rounds = |v: &[(usize, f64)]| v.iter().map(|(r, _)| *r).collect::<Vec<_>>();
         let values = |v: &[(usize, f64)]| v.iter().map(|(_, x)| *x).collect::<Vec<_>>();
         match (by_round(self), by_round(other)) {
-            (Some(a), Some(b)) if rounds(&a) == rounds(&b) => {
+            (Some(a), Some(b)) if pairing == Pairing::Paired && rounds(&a) == rounds(&b) => {
                 RatioInterval::bootstrap(&values(&a), &values(&b), Pairing::Paired, DEFAULT_SEED)
             }
             _ => {
@@ -750,7 +756,9 @@ mod tests {
             "noaesni",
             (0..4).map(|r| run(1e9 * drift[r], Some(r))).collect(),
         );
-        let paired = accel.ratio_interval(&noaesni).unwrap();
+        let paired = accel
+            .ratio_interval(&noaesni, crate::interval::Pairing::Paired)
+            .unwrap();
         assert_eq!(paired.pairing, crate::interval::Pairing::Paired);
         assert!((paired.low - 1.5).abs() < 1e-9 && (paired.high - 1.5).abs() < 1e-9);
         // The same figures without rounds (an older record) are resampled apart,
@@ -762,13 +770,22 @@ mod tests {
             }
             p
         };
-        let apart = strip(&accel).ratio_interval(&strip(&noaesni)).unwrap();
+        let apart = strip(&accel)
+            .ratio_interval(&strip(&noaesni), crate::interval::Pairing::Paired)
+            .unwrap();
         assert_eq!(apart.pairing, crate::interval::Pairing::Independent);
         assert_eq!(apart.verdict, crate::interval::Verdict::NoClearDifference);
         assert!(apart.display().ends_with(", no clear difference"));
         // One run a side gives no interval.
         let one = point("accel", vec![run(1e9, Some(0))]);
-        assert!(one.ratio_interval(&one.clone()).is_none());
+        assert!(one
+            .ratio_interval(&one.clone(), crate::interval::Pairing::Paired)
+            .is_none());
+        // Points of different stacks are never paired, rounds or not.
+        let other = accel
+            .ratio_interval(&noaesni, crate::interval::Pairing::Independent)
+            .unwrap();
+        assert_eq!(other.pairing, crate::interval::Pairing::Independent);
     }
 
     #[test]

@@ -625,7 +625,7 @@ fn noise_mark(p: &cipherbench_model::speed::SpeedPoint) -> String {
 /// A ratio cell with its 95 % interval where the samples allow one (`5.38×
 /// [5.06–5.57]`), and "no clear difference" when the interval holds 1.0; the bare
 /// ratio otherwise.
-fn interval_cell(
+pub(crate) fn interval_cell(
     point: Option<f64>,
     interval: Option<cipherbench_model::interval::RatioInterval>,
 ) -> String {
