@@ -192,14 +192,14 @@ pub fn text(t: &TunnelResults) -> String {
 /// `tunnel-strongswan.csv`: one row per measured run.
 pub fn csv(s: &StrongswanResults) -> String {
     let mut out = String::from(
-        "backend,transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sealed_packets,opened_packets,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,negotiated,served_by,ike_ms\n",
+        "backend,transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sealed_packets,opened_packets,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,negotiated,served_by,ike_ms,round,sequence\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for sp in &s.points {
         let p = &sp.point;
         for (i, r) in p.runs.iter().enumerate() {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{:.1}\n",
+                "{},{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{:.1},{},{}\n",
                 field(&sp.backend),
                 field(&p.transform),
                 field(&p.variant),
@@ -223,6 +223,8 @@ pub fn csv(s: &StrongswanResults) -> String {
                 field(&sp.negotiated),
                 field(&sp.served_by.join(" ")),
                 sp.ike_ns as f64 / 1e6,
+                r.round.map(|n| n.to_string()).unwrap_or_default(),
+                r.sequence.map(|n| n.to_string()).unwrap_or_default(),
             ));
         }
     }

@@ -525,16 +525,16 @@ fn not_esp_sentence(t: &TunnelResults) -> String {
 }
 
 /// `tunnel.csv`: one row per measured run (the underlay's with transform
-/// `underlay`).
+/// `underlay`), with its round and place in the measuring order.
 pub fn csv(t: &TunnelResults) -> String {
     let mut out = String::from(
-        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams\n",
+        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams,round,sequence\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for u in &t.underlay {
         for (i, r) in u.runs.iter().enumerate() {
             out.push_str(&format!(
-                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,\n",
+                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,,,\n",
                 u.protocol.as_str(),
                 i + 1,
                 opt(r.target_bits_per_sec),
@@ -553,7 +553,7 @@ pub fn csv(t: &TunnelResults) -> String {
                     .unwrap_or_default()
             };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 field(&p.transform),
                 field(&p.variant),
                 p.variant_side.as_str(),
@@ -582,6 +582,8 @@ pub fn csv(t: &TunnelResults) -> String {
                 r.sender.nat_keepalives.saturating_add(r.receiver.nat_keepalives),
                 r.sender.non_esp.saturating_add(r.receiver.non_esp),
                 r.sender.unaccounted() + r.receiver.unaccounted(),
+                r.round.map(|n| n.to_string()).unwrap_or_default(),
+                r.sequence.map(|n| n.to_string()).unwrap_or_default(),
             ));
         }
     }
