@@ -317,11 +317,15 @@ mod tests {
         }
     }
 
+    /// A point as the driver hands it over: variant, protocol, and each run's
+    /// (round, sequence).
+    type PointSeen = (usize, Protocol, Vec<(Option<usize>, Option<usize>)>);
+
     /// Records what the driver asks for: pair starts and runs, in order.
     #[derive(Default)]
     struct Log {
         events: Vec<String>,
-        points: Vec<(usize, Protocol, Vec<(Option<usize>, Option<usize>)>)>,
+        points: Vec<PointSeen>,
     }
 
     impl Stand for Log {
