@@ -433,6 +433,18 @@ pub struct TunnelRun {
     /// (None: not recorded, as by an older cipherbench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
+    /// The round of the point's measurement this run is (from 0): the variants of a
+    /// transform are measured in interleaved rounds (`crate::interleave`), and run
+    /// `round` of one variant sits next to run `round` of the others, which pairs
+    /// them for a ratio's interval. None: an older record, measured variant after
+    /// variant.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub round: Option<usize>,
+    /// The run's place in the layer's measuring order (0 first; a UDP search's
+    /// probes take places too, so a gap is a probe not kept): what shows the rounds
+    /// alternating. None: an older record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sequence: Option<usize>,
 }
 
 /// A transform x variant x protocol point.
@@ -463,6 +475,52 @@ impl TunnelPoint {
     /// where the machine was busiest.
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
         crate::noise::findings_over(self.runs.iter().filter_map(|r| r.noise.as_deref()))
+    }
+
+    /// This point's throughput over `other`'s (the medians of their runs, what iperf3's
+    /// server received) with its 95 % bootstrap interval over the runs
+    /// ([`crate::interval`]). `Paired` when the two were measured in one set of
+    /// interleaved rounds (two variants of a transform through one stack): runs
+    /// are then paired by round, so a drift shared by a round cancels, provided
+    /// every run has a round and both sides the same rounds (else, as for an older
+    /// record, and always for `Independent`, each side is resampled on its own).
+    /// None under 3 runs a side.
+    pub fn ratio_interval(
+        &self,
+        other: &TunnelPoint,
+        pairing: crate::interval::Pairing,
+    ) -> Option<crate::interval::RatioInterval> {
+        use crate::interval::{Pairing, RatioInterval, DEFAULT_SEED};
+        let by_round = |p: &TunnelPoint| -> Option<Vec<(usize, f64)>> {
+            let mut v: Vec<(usize, f64)> = p
+                .runs
+                .iter()
+                .map(|r| Some((r.round?, r.iperf.receiver_bits_per_sec)))
+                .collect::<Option<_>>()?;
+            v.sort_by_key(|(round, _)| *round);
+            Some(v)
+        };
+        let rounds = |v: &[(usize, f64)]| v.iter().map(|(r, _)| *r).collect::<Vec<_>>();
+        let values = |v: &[(usize, f64)]| v.iter().map(|(_, x)| *x).collect::<Vec<_>>();
+        match (by_round(self), by_round(other)) {
+            (Some(a), Some(b)) if pairing == Pairing::Paired && rounds(&a) == rounds(&b) => {
+                RatioInterval::bootstrap(&values(&a), &values(&b), Pairing::Paired, DEFAULT_SEED)
+            }
+            _ => {
+                let rates = |p: &TunnelPoint| -> Vec<f64> {
+                    p.runs
+                        .iter()
+                        .map(|r| r.iperf.receiver_bits_per_sec)
+                        .collect()
+                };
+                RatioInterval::bootstrap(
+                    &rates(self),
+                    &rates(other),
+                    Pairing::Independent,
+                    DEFAULT_SEED,
+                )
+            }
+        }
     }
 }
 
@@ -618,6 +676,134 @@ mod tests {
             serde_json::from_value::<TunnelConfig>(json).unwrap(),
             config
         );
+    }
+
+    /// A run whose server received `rate` bit/s, in `round`.
+    fn run(rate: f64, round: Option<usize>) -> TunnelRun {
+        let gateway: GatewayRun = serde_json::from_str(OLD).unwrap();
+        TunnelRun {
+            iperf: IperfRun {
+                protocol: Protocol::Tcp,
+                command: Vec::new(),
+                target_bits_per_sec: None,
+                length_bytes: 1220,
+                tcp_mss_bytes: None,
+                seconds: 1.0,
+                sent_bytes: 0,
+                received_bytes: 0,
+                sent_bytes_total: 0,
+                received_bytes_total: 0,
+                retransmits_total: None,
+                sender_bits_per_sec: rate,
+                receiver_bits_per_sec: rate,
+                retransmits: None,
+                packets: None,
+                lost_packets: None,
+                lost_percent: None,
+                out_of_order: None,
+                jitter_ms: None,
+                interval_bits_per_sec: Vec::new(),
+                cpu_client_percent: None,
+                cpu_server_percent: None,
+            },
+            sender: gateway.clone(),
+            receiver: gateway,
+            byte_check: ByteCheck {
+                iperf_bytes: 0,
+                opened_bytes: 0,
+                opened_packets: 0,
+                expected_min: 0,
+                expected_max: 0,
+                ok: true,
+            },
+            saturation: Saturation {
+                side: "none".into(),
+                evidence: String::new(),
+            },
+            noise: None,
+            round,
+            sequence: None,
+        }
+    }
+
+    fn point(variant: &str, runs: Vec<TunnelRun>) -> TunnelPoint {
+        TunnelPoint {
+            transform: "aes128-gcm".into(),
+            variant: variant.into(),
+            variant_side: VariantSide::Both,
+            protocol: Protocol::Tcp,
+            search: None,
+            runs,
+            throughput_bits_per_sec: Summary::of_or_empty(&[]),
+            interval_bits_per_sec: Summary::of_or_empty(&[]),
+            underlay_share: None,
+        }
+    }
+
+    #[test]
+    fn interleaved_rounds_pair_their_runs_and_a_drift_cancels() {
+        // The machine slows down round after round; each round's accel run is 1.5x
+        // its noaesni run. Stored out of round order, as nothing promises order.
+        let drift = [1.0, 0.8, 0.6, 0.4];
+        let accel = point(
+            "accel",
+            [3, 1, 0, 2]
+                .iter()
+                .map(|&r| run(1.5e9 * drift[r], Some(r)))
+                .collect(),
+        );
+        let noaesni = point(
+            "noaesni",
+            (0..4).map(|r| run(1e9 * drift[r], Some(r))).collect(),
+        );
+        let paired = accel
+            .ratio_interval(&noaesni, crate::interval::Pairing::Paired)
+            .unwrap();
+        assert_eq!(paired.pairing, crate::interval::Pairing::Paired);
+        assert!((paired.low - 1.5).abs() < 1e-9 && (paired.high - 1.5).abs() < 1e-9);
+        // The same figures without rounds (an older record) are resampled apart,
+        // and the drift swamps the gain.
+        let strip = |p: &TunnelPoint| {
+            let mut p = p.clone();
+            for r in &mut p.runs {
+                r.round = None;
+            }
+            p
+        };
+        let apart = strip(&accel)
+            .ratio_interval(&strip(&noaesni), crate::interval::Pairing::Paired)
+            .unwrap();
+        assert_eq!(apart.pairing, crate::interval::Pairing::Independent);
+        assert_eq!(apart.verdict, crate::interval::Verdict::NoClearDifference);
+        assert!(apart.display().ends_with(", no clear difference"));
+        // One run a side gives no interval.
+        let one = point("accel", vec![run(1e9, Some(0))]);
+        assert!(one
+            .ratio_interval(&one.clone(), crate::interval::Pairing::Paired)
+            .is_none());
+        // Points of different stacks are never paired, rounds or not.
+        let other = accel
+            .ratio_interval(&noaesni, crate::interval::Pairing::Independent)
+            .unwrap();
+        assert_eq!(other.pairing, crate::interval::Pairing::Independent);
+    }
+
+    #[test]
+    fn a_run_without_round_or_place_is_written_as_before_and_loads() {
+        let r = run(1e9, None);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("round").is_none() && json.get("sequence").is_none());
+        let back: TunnelRun = serde_json::from_value(json).unwrap();
+        assert_eq!(back, r);
+        let mut r = r;
+        r.round = Some(2);
+        r.sequence = Some(17);
+        let json = serde_json::to_value(&r).unwrap();
+        assert_eq!(
+            (json["round"].as_u64(), json["sequence"].as_u64()),
+            (Some(2), Some(17))
+        );
+        assert_eq!(serde_json::from_value::<TunnelRun>(json).unwrap(), r);
     }
 
     #[test]

@@ -246,7 +246,17 @@ pub fn summary(record: &RunRecord) -> String {
                     .unwrap_or_default()
             ));
         }
+        out.push_str(&crate::tunnel::ratio_markdown(
+            &crate::tunnel::ratios(t),
+            "",
+        ));
         if let Some(s) = &t.strongswan {
+            for (backend, rows) in crate::strongswan::ratios(s, &t.config.variants) {
+                out.push_str(&crate::tunnel::ratio_markdown(
+                    &rows,
+                    &format!(" strongSwan/{backend}"),
+                ));
+            }
             for sp in &s.points {
                 let p = &sp.point;
                 out.push_str(&format!(

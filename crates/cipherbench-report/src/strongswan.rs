@@ -7,6 +7,8 @@
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
+use crate::tunnel::{PointRatio, RatioRow};
+use cipherbench_model::interval::Pairing;
 use cipherbench_model::tunnel::{
     Protocol, StrongswanPoint, StrongswanResults, TunnelPoint, TunnelResults,
 };
@@ -51,11 +53,38 @@ pub fn point<'a>(
     })
 }
 
-/// strongSwan / own gateways, same transform, variant and protocol, same run.
-fn versus_own(t: &TunnelResults, p: &TunnelPoint) -> Option<f64> {
+/// strongSwan / own gateways, same transform, variant and protocol, same run, with
+/// its interval: the two stacks ran one after the other, so their runs are
+/// resampled independently.
+fn versus_own(t: &TunnelResults, p: &TunnelPoint) -> Option<PointRatio> {
     let own = t.point(&p.transform, &p.variant, p.protocol)?;
-    let o = own.throughput_bits_per_sec.median;
-    (o > 0.0).then(|| p.throughput_bits_per_sec.median / o)
+    PointRatio::of(p, own, Pairing::Independent)
+}
+
+/// strongSwan's ratio rows per backend (accel/noaesni and the others of the speed
+/// tables, per transform): only a backend that takes the variants has any.
+pub fn ratios(s: &StrongswanResults, variants: &[String]) -> Vec<(String, Vec<RatioRow>)> {
+    let mut backends: Vec<&str> = Vec::new();
+    let mut transforms: Vec<String> = Vec::new();
+    for p in &s.points {
+        if !backends.contains(&p.backend.as_str()) {
+            backends.push(&p.backend);
+        }
+        if !transforms.contains(&p.point.transform) {
+            transforms.push(p.point.transform.clone());
+        }
+    }
+    backends
+        .into_iter()
+        .map(|b| {
+            let rows =
+                crate::tunnel::ratio_table(variants, &s.variants, &transforms, |tr, v, pr| {
+                    point(s, b, tr, v, pr).map(|p| &p.point)
+                });
+            (b.to_string(), rows)
+        })
+        .filter(|(_, rows)| !rows.is_empty())
+        .collect()
 }
 
 fn cpu(p: Option<&StrongswanPoint>) -> String {
@@ -103,7 +132,7 @@ pub fn text(t: &TunnelResults) -> String {
         .max()
         .unwrap_or(8);
     let mut out = format!(
-        "\n{LABEL}\n{}; ESP via {}; {}\n\n{:<8} {:<18} {:<w$} {:>10} {:>10} {:>7} {:>8} {:>11}  {:<28} {}\n",
+        "\n{LABEL}\n{}; ESP via {}; {}\n\n{:<8} {:<18} {:<w$} {:>10} {:>10} {:>7} {:>18} {:>11}  {:<28} {}\n",
         s.version,
         s.esp_path,
         s.kernel_xfrm,
@@ -126,7 +155,7 @@ pub fn text(t: &TunnelResults) -> String {
                 .unwrap_or_else(|| "-".into())
         };
         out.push_str(&format!(
-            "{:<8} {:<18} {:<w$} {:>10} {:>10} {:>7} {:>8} {:>11}  {:<28} {}\n",
+            "{:<8} {:<18} {:<w$} {:>10} {:>10} {:>7} {:>18} {:>11}  {:<28} {}\n",
             backend,
             transform,
             crate::variants::text_name(&s.variants, &variant),
@@ -136,7 +165,7 @@ pub fn text(t: &TunnelResults) -> String {
                 .map(|l| format!("{l:.1}%"))
                 .unwrap_or_else(|| "-".into()),
             tcp.and_then(|p| versus_own(t, &p.point))
-                .map(|r| format!("{r:.2}x"))
+                .map(|r| r.compact())
                 .unwrap_or_else(|| "-".into()),
             cpu(tcp),
             format!("{} / {}", saturated(tcp), saturated(udp)),
@@ -145,7 +174,11 @@ pub fn text(t: &TunnelResults) -> String {
                 .unwrap_or_default()
         ));
     }
-    out.push_str("(vs own = strongSwan's TCP / cipherbench's gateways' TCP, same transform and variant, same run; CPU = charon cores during the TCP run; variants reach only the openssl backend)\n");
+    out.push_str(&format!("(vs own = strongSwan's TCP / cipherbench's gateways' TCP, same transform and variant, same run, [{:.0} % bootstrap interval over the runs] where each has {} or more, ? where it holds 1.0: no clear difference; CPU = charon cores during the TCP run; variants reach only the openssl backend)\n", cipherbench_model::interval::LEVEL * 100.0, cipherbench_model::interval::MIN_ROUNDS));
+    for (backend, rows) in ratios(s, &t.config.variants) {
+        out.push_str(&format!("\nstrongSwan {backend}:"));
+        out.push_str(&crate::tunnel::ratio_text(&rows));
+    }
     out.push_str(&crate::variants::text_legend(
         &s.variants,
         &t.config.variants,
@@ -159,14 +192,14 @@ pub fn text(t: &TunnelResults) -> String {
 /// `tunnel-strongswan.csv`: one row per measured run.
 pub fn csv(s: &StrongswanResults) -> String {
     let mut out = String::from(
-        "backend,transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sealed_packets,opened_packets,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,negotiated,served_by,ike_ms\n",
+        "backend,transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sealed_packets,opened_packets,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,negotiated,served_by,ike_ms,round,sequence\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for sp in &s.points {
         let p = &sp.point;
         for (i, r) in p.runs.iter().enumerate() {
             out.push_str(&format!(
-                "{},{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{:.1}\n",
+                "{},{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{:.1},{},{}\n",
                 field(&sp.backend),
                 field(&p.transform),
                 field(&p.variant),
@@ -190,6 +223,8 @@ pub fn csv(s: &StrongswanResults) -> String {
                 field(&sp.negotiated),
                 field(&sp.served_by.join(" ")),
                 sp.ike_ns as f64 / 1e6,
+                r.round.map(|n| n.to_string()).unwrap_or_default(),
+                r.sequence.map(|n| n.to_string()).unwrap_or_default(),
             ));
         }
     }
@@ -308,7 +343,7 @@ pub fn html(t: &TunnelResults) -> String {
             cell(tcp),
             cell(udp),
             loss(udp).map(|l| format!("{l:.1} %")).unwrap_or_else(|| "–".into()),
-            tcp.and_then(|p| versus_own(t, &p.point)).map(|r| format!("{r:.2}x")).unwrap_or_else(|| "–".into()),
+            tcp.and_then(|p| versus_own(t, &p.point)).map(|r| r.html()).unwrap_or_else(|| "–".into()),
             cpu(tcp),
             side(tcp),
             side(udp),
@@ -317,7 +352,13 @@ pub fn html(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("</table></div>");
+    for (backend, rows) in ratios(s, &t.config.variants) {
+        out.push_str(&crate::tunnel::ratio_html(
+            &rows,
+            &format!("strongSwan's {backend} backend: throughput of one variant over another through the same transform."),
+        ));
+    }
     out.push_str(&crate::variants::html_table(&s.variants));
-    out.push_str("<p class=\"muted\">Backends: openssl (every algorithm from libcrypto; the only one the variants reach, through charon's environment), aesni (strongSwan's AES-NI plugin, chosen by CPUID; SHA-2 and HMAC in C), c (strongSwan's C implementations; chapoly picks SSSE3 by CPUID). Negotiated: the CHILD_SA's algorithms as charon reports them; served by: the plugin that registered each (swanctl --list-algs). vs own gateways: strongSwan's TCP throughput / cipherbench's gateways', same transform and variant. charon counts no ESP drops by reason; its losses are located from the TUN queue, socket and link counters as for the gateways.</p>");
+    out.push_str("<p class=\"muted\">Backends: openssl (every algorithm from libcrypto; the only one the variants reach, through charon's environment), aesni (strongSwan's AES-NI plugin, chosen by CPUID; SHA-2 and HMAC in C), c (strongSwan's C implementations; chapoly picks SSSE3 by CPUID). Negotiated: the CHILD_SA's algorithms as charon reports them; served by: the plugin that registered each (swanctl --list-algs). vs own gateways: strongSwan's TCP throughput / cipherbench's gateways', same transform and variant, with the 95 % bootstrap interval over the runs of each (resampled apart: the stacks ran one after the other) where each has 3 or more. charon counts no ESP drops by reason; its losses are located from the TUN queue, socket and link counters as for the gateways.</p>");
     out
 }

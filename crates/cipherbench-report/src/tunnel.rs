@@ -1,9 +1,12 @@
 //! Layer 4 renderings: the terminal table, `tunnel.csv` and the report's section
 //! with seed 004's table (TCP and UDP Mbit/s per transform and engine, next to the
-//! underlay) and its chart. Pure functions of [`TunnelResults`].
+//! underlay) and its chart, and the variants' throughput ratios with their 95 %
+//! intervals over the rounds. Pure functions of [`TunnelResults`].
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
+use cipherbench_model::interval::{Pairing, RatioInterval, LEVEL, MIN_ROUNDS};
+use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{GatewayRun, Protocol, TunnelPoint, TunnelResults};
 
 fn mbit(bits_per_sec: f64) -> String {
@@ -148,6 +151,7 @@ pub fn text(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; underlay = TCP share of the underlay alone; CPU = gateway cores used during the TCP run)\n");
+    out.push_str(&ratio_text(&ratios(t)));
     out.push_str(&threads_block(t));
     if t.points.iter().any(|p| !p.noise_findings().is_empty()) {
         out.push_str(&crate::machine::noise_legend());
@@ -182,6 +186,263 @@ pub fn text(t: &TunnelResults) -> String {
         out.push_str(&crate::variants::line(v));
     }
     out.push_str(&crate::strongswan::text(t));
+    out
+}
+
+/// One variant's throughput over another's at a point, as the tables show it: the
+/// ratio of the medians of their runs, with the 95 % bootstrap interval over the
+/// rounds where there are enough.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PointRatio {
+    /// median(top) / median(bottom).
+    pub point: f64,
+    /// The interval (None under [`MIN_ROUNDS`] runs a side).
+    pub interval: Option<RatioInterval>,
+    /// The fewer runs of the two points.
+    pub rounds: usize,
+}
+
+impl PointRatio {
+    /// `top` over `bottom`, `pairing` as [`TunnelPoint::ratio_interval`] takes it;
+    /// None when `bottom` carried nothing.
+    pub fn of(top: &TunnelPoint, bottom: &TunnelPoint, pairing: Pairing) -> Option<PointRatio> {
+        let b = bottom.throughput_bits_per_sec.median;
+        (b > 0.0).then(|| PointRatio {
+            point: top.throughput_bits_per_sec.median / b,
+            interval: top.ratio_interval(bottom, pairing),
+            rounds: top.runs.len().min(bottom.runs.len()),
+        })
+    }
+
+    /// For a narrow column: `0.41x [0.38-0.44]`, with `?` when the interval holds
+    /// 1.0, or the bare `0.41x` without an interval.
+    pub fn compact(&self) -> String {
+        match &self.interval {
+            Some(i) => format!(
+                "{:.2}x [{:.2}-{:.2}]{}",
+                i.point,
+                i.low,
+                i.high,
+                if i.is_clear() { "" } else { "?" }
+            ),
+            None => format!("{:.2}x", self.point),
+        }
+    }
+
+    /// Whether the ratio may be read as a gain or a loss: its interval leaves out 1.0.
+    /// Without an interval nothing says it is clear.
+    pub fn is_clear(&self) -> bool {
+        self.interval.is_some_and(|i| i.is_clear())
+    }
+
+    /// `3.06x [2.90-3.20]`, `1.02x [0.97-1.08], no clear difference`, or
+    /// `3.06x (1 round: no interval)`.
+    pub fn text(&self) -> String {
+        match &self.interval {
+            Some(i) => i.display(),
+            None => format!("{:.2}x ({}: no interval)", self.point, rounds(self.rounds)),
+        }
+    }
+
+    /// The same for report.html.
+    pub fn html(&self) -> String {
+        match self.interval {
+            Some(_) => crate::html::interval_cell(Some(self.point), self.interval),
+            None => format!(
+                "{:.2}× <span class=\"muted\">({}: no interval)</span>",
+                self.point,
+                rounds(self.rounds)
+            ),
+        }
+    }
+}
+
+fn rounds(n: usize) -> String {
+    format!("{n} round{}", if n == 1 { "" } else { "s" })
+}
+
+/// A cell of a ratio table.
+#[derive(Debug, Clone, PartialEq)]
+pub enum RatioCell {
+    /// The ratio.
+    Ratio(PointRatio),
+    /// No ratio: a variant did not take effect (`n/a: noaesni did not take effect`).
+    NotApplicable(String),
+}
+
+impl RatioCell {
+    fn text(&self) -> String {
+        match self {
+            RatioCell::Ratio(r) => r.text(),
+            RatioCell::NotApplicable(na) => na.clone(),
+        }
+    }
+
+    fn html(&self) -> String {
+        match self {
+            RatioCell::Ratio(r) => r.html(),
+            RatioCell::NotApplicable(na) => format!("<span class=\"bad\">{}</span>", escape(na)),
+        }
+    }
+}
+
+/// One row of a ratio table: `top` over `bottom` (`accel`, `noaesni`) through a
+/// transform, TCP and UDP.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RatioRow {
+    /// The variant on top.
+    pub top: String,
+    /// The variant below.
+    pub bottom: String,
+    /// The transform.
+    pub transform: String,
+    /// TCP's ratio, if both variants measured TCP.
+    pub tcp: Option<RatioCell>,
+    /// UDP's.
+    pub udp: Option<RatioCell>,
+}
+
+/// The ratio rows of a stack's points: every pair of variants the speed tables
+/// divide (accel/noaesni per library, a later library over the baseline, a
+/// provider over its library's accel; [`crate::text::ratio_rows`]), per transform
+/// in `transforms` where both were measured. `find` looks a point up by transform,
+/// variant and protocol.
+pub fn ratio_table<'a>(
+    variants: &[String],
+    records: &[VariantRecord],
+    transforms: &[String],
+    find: impl Fn(&str, &str, Protocol) -> Option<&'a TunnelPoint>,
+) -> Vec<RatioRow> {
+    let mut rows = Vec::new();
+    for (_, top, bottom) in crate::text::ratio_rows(variants) {
+        let na = crate::variants::not_applicable(records, &[&top, &bottom]);
+        for transform in transforms {
+            let cell = |protocol| {
+                let (t, b) = (
+                    find(transform, &top, protocol)?,
+                    find(transform, &bottom, protocol)?,
+                );
+                match &na {
+                    Some(na) => Some(RatioCell::NotApplicable(na.clone())),
+                    // Variants of one transform through one stack: measured in turn.
+                    None => PointRatio::of(t, b, Pairing::Paired).map(RatioCell::Ratio),
+                }
+            };
+            let (tcp, udp) = (cell(Protocol::Tcp), cell(Protocol::Udp));
+            if tcp.is_some() || udp.is_some() {
+                rows.push(RatioRow {
+                    top: top.clone(),
+                    bottom: bottom.clone(),
+                    transform: transform.clone(),
+                    tcp,
+                    udp,
+                });
+            }
+        }
+    }
+    rows
+}
+
+/// The own gateways' ratio rows.
+pub fn ratios(t: &TunnelResults) -> Vec<RatioRow> {
+    ratio_table(
+        &t.config.variants,
+        &t.variants,
+        &t.config.transforms,
+        |transform, variant, protocol| t.point(transform, variant, protocol),
+    )
+}
+
+/// The terminal block of ratio rows, with what its marks mean; empty without rows.
+pub fn ratio_text(rows: &[RatioRow]) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::new();
+    let mut heading = None;
+    for r in rows {
+        let h = format!("{} / {}", r.top, r.bottom);
+        if heading.as_ref() != Some(&h) {
+            out.push_str(&format!(
+                "\n{:<18} {:<40} {}\n",
+                format!("{h}:"),
+                "TCP",
+                "UDP"
+            ));
+            heading = Some(h);
+        }
+        let cell = |c: &Option<RatioCell>| c.as_ref().map_or("-".to_string(), RatioCell::text);
+        out.push_str(&format!(
+            "{:<18} {:<40} {}\n",
+            r.transform,
+            cell(&r.tcp),
+            cell(&r.udp)
+        ));
+    }
+    out.push_str(&format!(
+        "(ratio of the medians of the runs; [..] = {:.0} % bootstrap interval over the rounds, paired round by round where the variants were measured in turn; \"no clear difference\" where it holds 1.0{})\n",
+        LEVEL * 100.0,
+        if any_without_interval(rows) {
+            format!(
+                "; an interval needs {MIN_ROUNDS} rounds or more a side: --repeats {MIN_ROUNDS}, as the full preset"
+            )
+        } else {
+            String::new()
+        }
+    ));
+    out
+}
+
+fn any_without_interval(rows: &[RatioRow]) -> bool {
+    rows.iter()
+        .flat_map(|r| [&r.tcp, &r.udp])
+        .flatten()
+        .any(|c| matches!(c, RatioCell::Ratio(r) if r.interval.is_none()))
+}
+
+/// The report's table of ratio rows; empty without rows.
+pub fn ratio_html(rows: &[RatioRow], caption: &str) -> String {
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from(
+        "<div class=\"scroll\"><table><tr><th class=\"l\">ratio</th><th class=\"l\">transform</th><th>TCP</th><th>UDP</th></tr>",
+    );
+    for r in rows {
+        let cell = |c: &Option<RatioCell>| c.as_ref().map_or("–".to_string(), RatioCell::html);
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{} / {}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
+            escape(&r.top),
+            escape(&r.bottom),
+            escape(&r.transform),
+            cell(&r.tcp),
+            cell(&r.udp)
+        ));
+    }
+    out.push_str(&format!(
+        "</table></div><p class=\"muted\">{} Ratio of the medians of the runs; in brackets the {:.0} % bootstrap interval over the rounds (paired round by round where the variants were measured in turn, METHODOLOGY.md \"Ratios and their intervals\"); a ratio whose interval holds 1.0 is no clear difference, not a gain. An interval needs {MIN_ROUNDS} rounds or more a side (<code>--repeats {MIN_ROUNDS}</code>).</p>",
+        escape(caption),
+        LEVEL * 100.0
+    ));
+    out
+}
+
+/// summary.md's lines for ratio rows: `- tunnel aes128-gcm tcp accel/noaesni: 3.06x [2.90-3.20]`.
+pub fn ratio_markdown(rows: &[RatioRow], stack: &str) -> String {
+    let mut out = String::new();
+    for r in rows {
+        for (protocol, cell) in [("tcp", &r.tcp), ("udp", &r.udp)] {
+            if let Some(c) = cell {
+                out.push_str(&format!(
+                    "- tunnel{stack} {} {protocol} {}/{}: {}\n",
+                    r.transform,
+                    r.top,
+                    r.bottom,
+                    c.text()
+                ));
+            }
+        }
+    }
     out
 }
 
@@ -264,16 +525,16 @@ fn not_esp_sentence(t: &TunnelResults) -> String {
 }
 
 /// `tunnel.csv`: one row per measured run (the underlay's with transform
-/// `underlay`).
+/// `underlay`), with its round and place in the measuring order.
 pub fn csv(t: &TunnelResults) -> String {
     let mut out = String::from(
-        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams\n",
+        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams,round,sequence\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
     for u in &t.underlay {
         for (i, r) in u.runs.iter().enumerate() {
             out.push_str(&format!(
-                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,\n",
+                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,,,\n",
                 u.protocol.as_str(),
                 i + 1,
                 opt(r.target_bits_per_sec),
@@ -292,7 +553,7 @@ pub fn csv(t: &TunnelResults) -> String {
                     .unwrap_or_default()
             };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 field(&p.transform),
                 field(&p.variant),
                 p.variant_side.as_str(),
@@ -321,6 +582,8 @@ pub fn csv(t: &TunnelResults) -> String {
                 r.sender.nat_keepalives.saturating_add(r.receiver.nat_keepalives),
                 r.sender.non_esp.saturating_add(r.receiver.non_esp),
                 r.sender.unaccounted() + r.receiver.unaccounted(),
+                r.round.map(|n| n.to_string()).unwrap_or_default(),
+                r.sequence.map(|n| n.to_string()).unwrap_or_default(),
             ));
         }
     }
@@ -465,6 +728,10 @@ pub fn html(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("</table></div>");
+    out.push_str(&ratio_html(
+        &ratios(t),
+        "Throughput of one variant over another through the same transform.",
+    ));
     out.push_str(&crate::variants::html_table(&t.variants));
     out.push_str("<p class=\"muted\">Mbit/s received by iperf3's server (10<sup>6</sup> bit/s). ± is the spread across runs, or across per-second intervals for a single run. Gateway CPU: cores used by each gateway process during the TCP run (1.00 = one full core). Saturated first: where UDP datagrams were lost (the sending TUN queue, the receiving gateway's socket, or past both), or without losses the gateway thread nearest a full core; hover for the evidence.</p>");
     out.push_str("<details><summary>Every run</summary><div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">variant</th><th class=\"l\">protocol</th><th>-b</th><th>Mbit/s</th><th>loss</th><th>retransmits</th><th>sealed</th><th>opened</th><th>bytes check</th><th class=\"l\">drops by reason</th></tr>");

@@ -200,3 +200,119 @@ fn the_table_shows_each_gateway_threads_cpu_with_a_pool_of_workers_on_one_entry(
     assert!(text.contains("seal 0.41/0.40"), "{text}");
     assert!(text.contains("iperf3 -l 1220 -P 4"), "{text}");
 }
+
+/// The fixture's aes128-gcm points given `rounds` interleaved rounds each: accel's
+/// and noaesni's TCP throughput in Mbit/s per round.
+fn with_rounds(accel: &[f64], noaesni: &[f64]) -> TunnelResults {
+    let mut t = fixture();
+    for (variant, rates) in [("accel", accel), ("noaesni", noaesni)] {
+        let p = t
+            .points
+            .iter_mut()
+            .find(|p| {
+                p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
+            })
+            .unwrap();
+        let template = p.runs[0].clone();
+        p.runs = rates
+            .iter()
+            .enumerate()
+            .map(|(round, mbit)| {
+                let mut r = template.clone();
+                r.iperf.receiver_bits_per_sec = mbit * 1e6;
+                r.round = Some(round);
+                r
+            })
+            .collect();
+        let totals: Vec<f64> = rates.iter().map(|m| m * 1e6).collect();
+        p.throughput_bits_per_sec = cipherbench_model::Summary::of(&totals).unwrap();
+    }
+    t
+}
+
+#[test]
+fn a_ratio_carries_its_interval_over_the_rounds_everywhere_it_is_shown() {
+    // Three rounds, accel about 3x noaesni in each.
+    let t = with_rounds(&[3000.0, 2950.0, 3100.0], &[1000.0, 990.0, 1020.0]);
+    let rows = tunnel::ratios(&t);
+    let row = rows.iter().find(|r| r.transform == "aes128-gcm").unwrap();
+    let Some(tunnel::RatioCell::Ratio(r)) = &row.tcp else {
+        panic!("{row:?}")
+    };
+    let i = r.interval.expect("three rounds give an interval");
+    assert_eq!(i.pairing, cipherbench_model::interval::Pairing::Paired);
+    assert!(r.is_clear() && i.low > 2.8 && i.high < 3.2, "{i:?}");
+    let shown = format!("{:.2}x [{:.2}-{:.2}]", i.point, i.low, i.high);
+    let text = tunnel::text(&t);
+    assert!(text.contains("accel / noaesni:"), "{text}");
+    assert!(text.contains(&shown), "{shown} not in\n{text}");
+    // UDP kept its single run: the ratio says it has no interval, and why.
+    assert!(text.contains("(1 round: no interval)"), "{text}");
+    assert!(
+        text.contains("an interval needs 3 rounds or more a side"),
+        "{text}"
+    );
+    let html = tunnel::html(&t);
+    assert!(
+        html.contains(&format!(
+            "{:.2}× <span class=\"muted\">[{:.2}–{:.2}]</span>",
+            i.point, i.low, i.high
+        )),
+        "{html}"
+    );
+    let record = cipherbench_model::RunRecord {
+        tunnel: Some(t),
+        ..serde_json::from_str(include_str!("fixtures/run-quick.json")).unwrap()
+    };
+    let summary = cipherbench_report::markdown::summary(&record);
+    assert!(
+        summary.contains(&format!("- tunnel aes128-gcm tcp accel/noaesni: {shown}\n")),
+        "{summary}"
+    );
+}
+
+#[test]
+fn a_ratio_whose_interval_holds_one_is_no_clear_difference_not_a_gain() {
+    // accel leads on the median, but the rounds go both ways.
+    let t = with_rounds(
+        &[1050.0, 960.0, 1080.0, 990.0],
+        &[1000.0, 1010.0, 970.0, 1030.0],
+    );
+    let row = tunnel::ratios(&t)
+        .into_iter()
+        .find(|r| r.transform == "aes128-gcm")
+        .unwrap();
+    let Some(tunnel::RatioCell::Ratio(r)) = &row.tcp else {
+        panic!("{row:?}")
+    };
+    let i = r.interval.unwrap();
+    assert!(i.point > 1.0 && i.low < 1.0 && i.high > 1.0, "{i:?}");
+    assert!(!r.is_clear());
+    let text = tunnel::text(&t);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("aes128-gcm") && l.contains(" [") && l.contains("x ["))
+        .unwrap();
+    assert!(
+        line.contains(&format!(
+            "{:.2}x [{:.2}-{:.2}], no clear difference",
+            i.point, i.low, i.high
+        )),
+        "{line}"
+    );
+    let html = tunnel::html(&t);
+    assert!(
+        html.contains("<span class=\"bad\">no clear difference</span>"),
+        "{html}"
+    );
+    let record = cipherbench_model::RunRecord {
+        tunnel: Some(t),
+        ..serde_json::from_str(include_str!("fixtures/run-quick.json")).unwrap()
+    };
+    let summary = cipherbench_report::markdown::summary(&record);
+    let line = summary
+        .lines()
+        .find(|l| l.starts_with("- tunnel aes128-gcm tcp accel/noaesni:"))
+        .unwrap();
+    assert!(line.ends_with(", no clear difference"), "{line}");
+}

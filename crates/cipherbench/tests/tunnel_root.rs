@@ -1436,6 +1436,9 @@ fn both_gateways_load_the_library_asked_for_and_iperf3_is_recorded() {
             "tcp",
             "--seconds",
             "1",
+            // Two rounds: the variants alternate (asserted below).
+            "--repeats",
+            "2",
             "--no-underlay",
             "--openssl",
         ])
@@ -1464,6 +1467,34 @@ fn both_gateways_load_the_library_asked_for_and_iperf3_is_recorded() {
         .map(|p| p.variant.as_str())
         .collect();
     assert_eq!(variants, ["accel".to_string(), format!("accel@{tag}")]);
+    // The two variants ran in interleaved rounds, A B then B A, each run's round and
+    // place in the measuring order in run.json.
+    let mut runs: Vec<(usize, usize, &str)> = record
+        .tunnel
+        .as_ref()
+        .unwrap()
+        .points
+        .iter()
+        .flat_map(|p| {
+            p.runs
+                .iter()
+                .map(move |r| (r.sequence.unwrap(), r.round.unwrap(), p.variant.as_str()))
+        })
+        .collect();
+    runs.sort();
+    let accel_tag = format!("accel@{tag}");
+    assert_eq!(
+        runs.iter()
+            .map(|(_, round, v)| (*round, *v))
+            .collect::<Vec<_>>(),
+        [
+            (0, "accel"),
+            (0, accel_tag.as_str()),
+            (1, accel_tag.as_str()),
+            (1, "accel")
+        ],
+        "{runs:?}"
+    );
     for (asked, version) in [
         ("system", &env.libraries[0].version),
         (&*up.display().to_string(), &env.libraries[1].version),

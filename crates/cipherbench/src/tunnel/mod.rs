@@ -14,6 +14,7 @@ pub mod gateway;
 pub mod gateways;
 pub mod iperf;
 pub mod peer;
+pub mod rounds;
 pub mod search;
 pub mod strongswan;
 pub mod topology;
@@ -26,11 +27,10 @@ use cipherbench_esp::Transform;
 use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{
     Addresses, IperfRun, Pinning, Protocol, Stack, TunnelConfig, TunnelPoint, TunnelResults,
-    TunnelRun, UdpProbe, UnderlayPoint, VariantSide,
+    TunnelRun, UnderlayPoint, VariantSide,
 };
 use cipherbench_model::Summary;
 use gateways::{Gateway, GatewayPair, PairOptions};
-use search::{Search, Step};
 use std::path::PathBuf;
 use std::time::Duration;
 use topology::{Names, Topology, TopologyOptions};
@@ -96,25 +96,35 @@ pub struct TunnelPlan {
 }
 
 impl TunnelPlan {
-    fn combinations(&self) -> Vec<(Transform, Variant)> {
-        let mut out = Vec::new();
+    /// The own gateways' transforms, each with the variants it measures (`null`
+    /// only the first: it has no crypto).
+    fn transforms_and_variants(&self) -> Vec<(Transform, Vec<Variant>)> {
         if !self.stacks.contains(&Stack::Own) {
-            return out;
+            return Vec::new();
         }
-        for &t in &self.transforms {
-            for (i, v) in self.variants.iter().enumerate() {
-                if t == Transform::Null && i > 0 {
-                    continue;
-                }
-                out.push((t, v.clone()));
-            }
-        }
-        out
+        self.transforms
+            .iter()
+            .map(|&t| {
+                let n = if t == Transform::Null {
+                    1
+                } else {
+                    self.variants.len()
+                };
+                (t, self.variants.iter().take(n).cloned().collect())
+            })
+            .collect()
+    }
+
+    fn combinations(&self) -> usize {
+        self.transforms_and_variants()
+            .iter()
+            .map(|(_, v)| v.len())
+            .sum()
     }
 
     /// Points (transform x variant x protocol), plus the underlay.
     pub fn total_points(&self) -> usize {
-        (self.combinations().len() + self.strongswan_combinations()) * self.protocols.len()
+        (self.combinations() + self.strongswan_combinations()) * self.protocols.len()
             + usize::from(self.underlay)
     }
 
@@ -132,17 +142,20 @@ impl TunnelPlan {
                         + (self.repeats as u64 - reused) * (self.seconds + 1)
                 }
             })
-            .sum::<u64>()
-            + 1;
+            .sum::<u64>();
+        // Interleaved rounds start a pair about (repeats + 1) / 2 times per protocol
+        // and variant (`rounds::order`), a second or so each.
+        let starts = (self.protocols.len() * (self.repeats + 1)).div_ceil(2) as u64;
+        let per_combination = per_combination + starts;
         let underlay = if self.underlay {
             self.repeats as u64 * run
         } else {
             0
         };
         // A pair of charons takes about two seconds to start and negotiate.
-        let strongswan = self.strongswan_combinations() as u64 * (per_combination + 2);
+        let strongswan = self.strongswan_combinations() as u64 * (per_combination + starts);
         Duration::from_secs(
-            self.combinations().len() as u64 * per_combination + strongswan + underlay + 2,
+            self.combinations() as u64 * per_combination + strongswan + underlay + 2,
         )
     }
 
@@ -340,7 +353,6 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
 }
 
 fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
-    let names = lab.names();
     // iperf3 only moves the bytes (its OpenSSL is for authentication, unused here):
     // it runs on the system's library, recorded, not held to the one under test.
     if let Ok(loaded) = crate::library::of_process(lab.server_pid()) {
@@ -394,24 +406,9 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     session
         .progress
         .layer("tunnel", plan.total_points(), plan.estimate());
-    let client =
-        |server: &str, protocol: Protocol, seconds: u64, rate: Option<f64>| iperf::ClientRun {
-            omit_seconds: if protocol == Protocol::Tcp {
-                plan.omit_seconds
-            } else {
-                0
-            },
-            length_bytes: plan.length,
-            rate_bits_per_sec: rate,
-            window_bytes: if protocol == Protocol::Udp {
-                plan.udp_window
-            } else {
-                None
-            },
-            affinity,
-            parallel: plan.iperf3_parallel,
-            ..lab.client(server, protocol, seconds)
-        };
+    let client = |server: &str, protocol: Protocol, seconds: u64, rate: Option<f64>| {
+        iperf_client(plan, lab, affinity, server, protocol, seconds, rate)
+    };
 
     if plan.underlay && results.underlay(Protocol::Tcp).is_some() {
         session.progress.skip(1);
@@ -451,40 +448,148 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     }
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
-    for (start, (transform, variant)) in plan.combinations().into_iter().enumerate() {
+    // Every run's place in the measuring order, after any a resumed run kept.
+    let mut sequence = next_sequence(
+        results.points.iter().chain(
+            results
+                .strongswan
+                .iter()
+                .flat_map(|s| s.points.iter().map(|p| &p.point)),
+        ),
+    );
+    let mut starts = 0;
+    for (transform, variants) in plan.transforms_and_variants() {
         interrupt::check()?;
-        let done = plan.protocols.iter().all(|protocol| {
-            results.points.iter().any(|p| {
-                p.transform == transform.name()
-                    && p.variant == variant.name()
-                    && p.protocol == *protocol
+        let here = |p: &TunnelPoint| p.transform == transform.name();
+        let done = variants.iter().all(|v| {
+            plan.protocols.iter().all(|protocol| {
+                results
+                    .points
+                    .iter()
+                    .any(|p| here(p) && p.variant == v.name() && p.protocol == *protocol)
             })
         });
         if done {
-            session.progress.skip(plan.protocols.len());
+            session.progress.skip(variants.len() * plan.protocols.len());
             continue;
         }
-        // A half-measured combination is measured again whole.
-        results
-            .points
-            .retain(|p| !(p.transform == transform.name() && p.variant == variant.name()));
+        // A half-measured transform is measured again whole: its variants' rounds
+        // belong together.
+        results.points.retain(|p| !here(p));
+        let mut stand = OwnStand {
+            plan,
+            lab,
+            session: &mut *session,
+            results: &mut results,
+            baseline: &baseline,
+            program: &program,
+            secret: &secret,
+            starts: &mut starts,
+            noise_cpus: &noise_cpus,
+            underlay_tcp,
+            transform,
+            variants: &variants,
+        };
+        rounds::interleaved(
+            plan,
+            variants.len(),
+            &mut stand,
+            underlay_tcp,
+            &mut sequence,
+        )?;
+    }
+    note_implementations(plan, &mut results.variants);
+    if plan.stacks.contains(&Stack::Strongswan) {
+        strongswan::measure(plan, lab, session, &mut results, &baseline, underlay_tcp)?;
+    }
+    session.record.tunnel = Some(results);
+    session.save()
+}
+
+/// The iperf3 client every stack measures with: the plan's length, UDP window,
+/// `-O` for TCP and `-P`, from the sender's namespace to `server`.
+pub(crate) fn iperf_client(
+    plan: &TunnelPlan,
+    lab: &Lab,
+    affinity: Option<(usize, usize)>,
+    server: &str,
+    protocol: Protocol,
+    seconds: u64,
+    rate: Option<f64>,
+) -> iperf::ClientRun {
+    iperf::ClientRun {
+        omit_seconds: if protocol == Protocol::Tcp {
+            plan.omit_seconds
+        } else {
+            0
+        },
+        length_bytes: plan.length,
+        rate_bits_per_sec: rate,
+        window_bytes: if protocol == Protocol::Udp {
+            plan.udp_window
+        } else {
+            None
+        },
+        affinity,
+        parallel: plan.iperf3_parallel,
+        ..lab.client(server, protocol, seconds)
+    }
+}
+
+/// The next place in the measuring order after every run of `points` (a resumed
+/// run continues the numbering).
+pub(crate) fn next_sequence<'a>(points: impl Iterator<Item = &'a TunnelPoint>) -> usize {
+    points
+        .flat_map(|p| &p.runs)
+        .filter_map(|r| r.sequence)
+        .max()
+        .map_or(0, |n| n + 1)
+}
+
+/// One transform through cipherbench's own gateways, for [`rounds::interleaved`]:
+/// a fresh pair per variant change, each with a key label of its own.
+struct OwnStand<'a> {
+    plan: &'a TunnelPlan,
+    lab: &'a Lab,
+    session: &'a mut Session,
+    results: &'a mut TunnelResults,
+    baseline: &'a Baseline,
+    program: &'a std::path::Path,
+    secret: &'a [u8],
+    /// Pairs started so far in the layer: part of each start's key label.
+    starts: &'a mut usize,
+    noise_cpus: &'a [usize],
+    underlay_tcp: Option<f64>,
+    transform: Transform,
+    variants: &'a [Variant],
+}
+
+impl rounds::Stand for OwnStand<'_> {
+    type Pair = GatewayPair;
+
+    fn start(&mut self, v: usize) -> Result<GatewayPair> {
+        let (plan, names) = (self.plan, self.lab.names());
+        let variant = &self.variants[v];
         // The other side runs accel on the same library: the library is the whole
         // tunnel's, the variant one side's.
         let accel = Variant::accel().with_library(&variant.library);
         let (sender_variant, receiver_variant) = match plan.variant_side {
-            VariantSide::Both => (&variant, &variant),
-            VariantSide::Sender => (&variant, &accel),
-            VariantSide::Receiver => (&accel, &variant),
+            VariantSide::Both => (variant, variant),
+            VariantSide::Sender => (variant, &accel),
+            VariantSide::Receiver => (&accel, variant),
         };
+        let pinning = &self.results.config.pinning;
         let options = PairOptions {
-            program: program.clone(),
-            transform,
-            secret: secret.clone(),
+            program: self.program.to_path_buf(),
+            transform: self.transform,
+            secret: self.secret.to_vec(),
+            // Unique per start: no two starts key an SA alike.
             label: format!(
-                "{}/{}/{}/{start}",
+                "{}/{}/{}/{}",
                 names.run,
-                transform.name(),
-                variant.name()
+                self.transform.name(),
+                variant.name(),
+                self.starts
             ),
             batch: plan.batch,
             offload: plan.offload,
@@ -497,13 +602,14 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
-        let mut pair =
-            GatewayPair::start(names, &options, sender_variant, receiver_variant, |v| {
-                baseline.mask(v)
-            })?;
+        *self.starts += 1;
+        let baseline = self.baseline;
+        let pair = GatewayPair::start(names, &options, sender_variant, receiver_variant, |v| {
+            baseline.mask(v)
+        })?;
         for (side, gateway) in [("sender", &pair.sender), ("receiver", &pair.receiver)] {
             crate::library::note(
-                &mut session.record.environment,
+                &mut self.session.record.environment,
                 gateway.variant.library.part(
                     "tunnel",
                     &format!("ESP gateway ({side})"),
@@ -512,61 +618,78 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                     true,
                 ),
             );
-            note_variant(&mut results.variants, gateway, &baseline, session);
+            note_variant(&mut self.results.variants, gateway, baseline, self.session);
         }
-        let mut tcp_rate = None;
-        for &protocol in &plan.protocols {
-            interrupt::check()?;
-            let underlay_rate = plan.underlay_rate.as_ref().map(|r| r.1);
-            let (search, runs) = protocol_runs(
-                plan,
-                protocol,
-                tcp_rate.or(underlay_tcp),
-                |p, seconds, rate| {
-                    let c = client(topology::INNER_RECEIVER, p, seconds, rate);
-                    measured_run_on(&c, &mut pair, names, underlay_rate, &noise_cpus)
-                },
-            )?;
-            let point = tunnel_point(
-                transform,
-                &variant,
-                plan.variant_side,
-                protocol,
-                search,
-                runs,
-                underlay_tcp,
-            );
-            if protocol == Protocol::Tcp {
-                tcp_rate = Some(point.throughput_bits_per_sec.median);
-            }
-            warn_about(&point, session);
-            session.progress.point(&format!(
-                "{} {} {}: {}{}",
-                point.transform,
-                point.variant,
-                protocol.as_str(),
-                cipherbench_model::units::format_bits_per_sec(
-                    point.throughput_bits_per_sec.median / 8.0
-                ),
-                point
-                    .runs
-                    .last()
-                    .and_then(|r| r.iperf.lost_percent)
-                    .map(|l| format!(" at {l:.1} % loss"))
-                    .unwrap_or_default()
-            ));
-            results.points.push(point);
-            session.record.tunnel = Some(results.clone());
-            session.save()?;
-        }
-        pair.stop()?;
+        Ok(pair)
     }
-    note_implementations(plan, &mut results.variants);
-    if plan.stacks.contains(&Stack::Strongswan) {
-        strongswan::measure(plan, lab, session, &mut results, &baseline, underlay_tcp)?;
+
+    fn stop(&mut self, pair: GatewayPair) -> Result<()> {
+        pair.stop().map(|_| ())
     }
-    session.record.tunnel = Some(results);
-    session.save()
+
+    fn run(
+        &mut self,
+        pair: &mut GatewayPair,
+        protocol: Protocol,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<TunnelRun> {
+        let pinning = &self.results.config.pinning;
+        let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
+        let client = iperf_client(
+            self.plan,
+            self.lab,
+            affinity,
+            topology::INNER_RECEIVER,
+            protocol,
+            seconds,
+            rate,
+        );
+        measured_run_on(
+            &client,
+            pair,
+            self.lab.names(),
+            self.plan.underlay_rate.as_ref().map(|r| r.1),
+            self.noise_cpus,
+        )
+    }
+
+    fn point(
+        &mut self,
+        v: usize,
+        protocol: Protocol,
+        search: Option<cipherbench_model::tunnel::UdpSearch>,
+        runs: Vec<TunnelRun>,
+    ) -> Result<()> {
+        let point = tunnel_point(
+            self.transform,
+            &self.variants[v],
+            self.plan.variant_side,
+            protocol,
+            search,
+            runs,
+            self.underlay_tcp,
+        );
+        warn_about(&point, self.session);
+        self.session.progress.point(&format!(
+            "{} {} {}: {}{}",
+            point.transform,
+            point.variant,
+            protocol.as_str(),
+            cipherbench_model::units::format_bits_per_sec(
+                point.throughput_bits_per_sec.median / 8.0
+            ),
+            point
+                .runs
+                .last()
+                .and_then(|r| r.iperf.lost_percent)
+                .map(|l| format!(" at {l:.1} % loss"))
+                .unwrap_or_default()
+        ));
+        self.results.points.push(point);
+        self.session.record.tunnel = Some(self.results.clone());
+        self.session.save()
+    }
 }
 
 /// The catalogue cipher an ESP transform encrypts with: what a provider variant is
@@ -749,79 +872,6 @@ pub fn sender_limited(point: &TunnelPoint) -> (&'static str, String) {
     }
 }
 
-/// Runs the UDP search with `probe` running one iperf3 probe at a rate.
-fn udp_search(
-    plan: &TunnelPlan,
-    start: f64,
-    mut probe: impl FnMut(f64) -> Result<IperfRun>,
-) -> Result<cipherbench_model::tunnel::UdpSearch> {
-    let mut search = Search::new(
-        start,
-        plan.target_loss,
-        plan.loss_tolerance,
-        plan.max_probes,
-    );
-    loop {
-        match search.step() {
-            Step::Done(result) => return Ok(result),
-            Step::Probe(rate) => {
-                interrupt::check()?;
-                let run = probe(rate)?;
-                search.record(UdpProbe {
-                    target_bits_per_sec: rate,
-                    sender_bits_per_sec: run.sender_bits_per_sec,
-                    receiver_bits_per_sec: run.receiver_bits_per_sec,
-                    lost_percent: run.lost_percent.unwrap_or(0.0),
-                });
-            }
-        }
-    }
-}
-
-/// A point's runs through one pair of a stack (the own gateways or strongSwan's
-/// charons) for one protocol: for UDP the loss search first, from just above
-/// `tcp_rate` (the pair's TCP figure, else the underlay's), then runs of
-/// `plan.seconds` until there are `plan.repeats`. `measure` makes one run of a
-/// protocol, length in seconds and rate.
-fn protocol_runs(
-    plan: &TunnelPlan,
-    protocol: Protocol,
-    tcp_rate: Option<f64>,
-    mut measure: impl FnMut(Protocol, u64, Option<f64>) -> Result<TunnelRun>,
-) -> Result<(Option<cipherbench_model::tunnel::UdpSearch>, Vec<TunnelRun>)> {
-    let mut runs = Vec::new();
-    let (search, rate) = match protocol {
-        Protocol::Tcp => (None, None),
-        Protocol::Udp => {
-            let start = tcp_rate.unwrap_or(1e9) * 1.05;
-            let mut probes = Vec::new();
-            let s = udp_search(plan, start, |rate| {
-                let run = measure(Protocol::Udp, plan.probe_seconds, Some(rate))?;
-                let iperf = run.iperf.clone();
-                probes.push(run);
-                Ok(iperf)
-            })?;
-            let chosen = s.chosen_bits_per_sec;
-            // A probe as long as a measured run at the chosen rate is a
-            // measured run: keep it rather than repeat it.
-            if plan.probe_seconds == plan.seconds {
-                if let Some(run) = probes
-                    .into_iter()
-                    .rev()
-                    .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
-                {
-                    runs.push(run);
-                }
-            }
-            (Some(s), Some(chosen))
-        }
-    };
-    while runs.len() < plan.repeats {
-        runs.push(measure(protocol, plan.seconds, rate)?);
-    }
-    Ok((search, runs))
-}
-
 /// One iperf3 run with both gateways' stats (and the sending TUN queue's drops)
 /// taken just before and just after it, and the noise of every CPU this process may
 /// use over it.
@@ -883,6 +933,8 @@ pub fn measured_run_on(
         byte_check,
         saturation,
         noise: Some(Box::new(noise)),
+        round: None,
+        sequence: None,
     })
 }
 

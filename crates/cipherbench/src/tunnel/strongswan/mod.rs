@@ -805,7 +805,193 @@ pub fn measured_run(
         byte_check,
         saturation,
         noise: Some(Box::new(noise)),
+        round: None,
+        sequence: None,
     })
+}
+
+/// [`combinations`] grouped per backend and transform: the variants measured in
+/// interleaved rounds ([`super::rounds`]).
+fn groups(plan: &TunnelPlan) -> Vec<(Backend, Transform, Vec<Variant>)> {
+    let mut out: Vec<(Backend, Transform, Vec<Variant>)> = Vec::new();
+    for (b, t, v) in combinations(plan) {
+        match out.last_mut() {
+            Some((lb, lt, vs)) if *lb == b && *lt == t => vs.push(v),
+            _ => out.push((b, t, vec![v])),
+        }
+    }
+    out
+}
+
+/// One backend and transform through a pair of charons, for
+/// [`super::rounds::interleaved`]: a fresh pair (and PSK) per variant change.
+struct CharonStand<'a> {
+    plan: &'a TunnelPlan,
+    lab: &'a Lab,
+    session: &'a mut Session,
+    results: &'a TunnelResults,
+    stack: &'a mut StrongswanResults,
+    baseline: &'a Baseline,
+    stand_ins: &'a std::collections::BTreeMap<String, VariantRecord>,
+    tools: &'a Tools,
+    program: &'a Path,
+    /// Pairs started so far: each gets its own directory.
+    starts: &'a mut usize,
+    affinity: Option<(usize, usize)>,
+    underlay_rate: Option<u64>,
+    underlay_tcp: Option<f64>,
+    backend: Backend,
+    transform: Transform,
+    variants: &'a [Variant],
+    /// Per variant, what its latest pair negotiated: (algorithms, served by, IKE
+    /// nanoseconds).
+    negotiated: Vec<Option<(String, Vec<String>, u64)>>,
+}
+
+impl super::rounds::Stand for CharonStand<'_> {
+    type Pair = CharonPair;
+
+    fn start(&mut self, v: usize) -> Result<CharonPair> {
+        let (plan, names) = (self.plan, self.lab.names());
+        let variant = &self.variants[v];
+        // As with the own gateways: the library is the whole tunnel's.
+        let accel = Variant::accel().with_library(&variant.library);
+        let (sender_variant, receiver_variant) = match plan.variant_side {
+            VariantSide::Both => (variant, variant),
+            VariantSide::Sender => (variant, &accel),
+            VariantSide::Receiver => (&accel, variant),
+        };
+        let (sender_mask, receiver_mask) = (
+            self.baseline.mask(sender_variant),
+            self.baseline.mask(receiver_variant),
+        );
+        let psk = random_hex(32)?;
+        let pinning = &self.results.config.pinning;
+        let options = PairOptions {
+            program: self.program.to_path_buf(),
+            tools: self.tools.clone(),
+            backend: self.backend,
+            transform: self.transform,
+            dir: names.dir.join(format!("strongswan-{}", self.starts)),
+            sender_cpus: pinning.sender_gateway.clone(),
+            receiver_cpus: pinning.receiver_gateway.clone(),
+            psk_hex: (psk.clone(), psk),
+        };
+        *self.starts += 1;
+        let pair = CharonPair::start(
+            names,
+            &options,
+            (sender_variant, sender_mask.as_deref()),
+            (receiver_variant, receiver_mask.as_deref()),
+        )?;
+        if self.backend.takes_variants() {
+            // The openssl backend is the library under test: checked from the
+            // charons' own mappings, as nginx's are.
+            for (side, charon) in [("sender", &pair.sender), ("receiver", &pair.receiver)] {
+                let library = &charon.variant.library;
+                let loaded = crate::library::of_process(charon.pid())?;
+                crate::library::note(
+                    &mut self.session.record.environment,
+                    library.part(
+                        "tunnel",
+                        &format!("strongSwan charon ({side})"),
+                        &loaded,
+                        "/proc/<pid>/maps",
+                        true,
+                    ),
+                );
+                library.check(
+                    &format!("strongSwan charon ({side}, pid {})", charon.pid()),
+                    &loaded,
+                )?;
+            }
+            note_variant(
+                &mut self.stack.variants,
+                self.stand_ins,
+                self.baseline,
+                &pair,
+                self.session,
+            );
+        }
+        self.negotiated[v] = Some((
+            pair.negotiated.clone(),
+            pair.served_by.clone(),
+            pair.ike.as_nanos() as u64,
+        ));
+        Ok(pair)
+    }
+
+    fn stop(&mut self, pair: CharonPair) -> Result<()> {
+        pair.stop()
+    }
+
+    fn run(
+        &mut self,
+        pair: &mut CharonPair,
+        protocol: Protocol,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<TunnelRun> {
+        // The same iperf3 command as through our gateways, -P included.
+        let client = super::iperf_client(
+            self.plan,
+            self.lab,
+            self.affinity,
+            topology::INNER_RECEIVER,
+            protocol,
+            seconds,
+            rate,
+        );
+        measured_run(&client, pair, self.underlay_rate)
+    }
+
+    fn point(
+        &mut self,
+        v: usize,
+        protocol: Protocol,
+        search: Option<cipherbench_model::tunnel::UdpSearch>,
+        runs: Vec<TunnelRun>,
+    ) -> Result<()> {
+        let point = super::tunnel_point(
+            self.transform,
+            &self.variants[v],
+            self.plan.variant_side,
+            protocol,
+            search,
+            runs,
+            self.underlay_tcp,
+        );
+        // What the variant's last pair negotiated (every pair of a transform asks
+        // for the same proposal), and its IKE time.
+        let (negotiated, served_by, ike_ns) = self.negotiated[v].clone().unwrap_or_default();
+        let point = StrongswanPoint {
+            backend: self.backend.name().to_string(),
+            plugins: self.backend.plugins(),
+            esp_proposal: config::esp_proposal(self.transform)
+                .unwrap_or_default()
+                .to_string(),
+            negotiated,
+            served_by,
+            ike_ns,
+            point,
+        };
+        warn_about(&point, self.session);
+        self.session.progress.point(&format!(
+            "strongswan/{} {} {} {}: {}",
+            point.backend,
+            point.point.transform,
+            point.point.variant,
+            protocol.as_str(),
+            cipherbench_model::units::format_bits_per_sec(
+                point.point.throughput_bits_per_sec.median / 8.0
+            ),
+        ));
+        self.stack.points.push(point);
+        let mut snapshot = self.results.clone();
+        snapshot.strongswan = Some(self.stack.clone());
+        self.session.record.tunnel = Some(snapshot);
+        self.session.save()
+    }
 }
 
 /// What strongSwan measures: backend x transform x variant. Only the `openssl`
@@ -887,7 +1073,6 @@ fn measure_into(
     tools: &Tools,
     program: &Path,
 ) -> Result<()> {
-    let names = lab.names();
     let pinning = results.config.pinning.clone();
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     let underlay_rate = plan.underlay_rate.as_ref().map(|r| r.1);
@@ -902,145 +1087,57 @@ fn measure_into(
     } else {
         Default::default()
     };
-    let client = |protocol: Protocol, seconds: u64, rate: Option<f64>| iperf::ClientRun {
-        omit_seconds: if protocol == Protocol::Tcp {
-            plan.omit_seconds
-        } else {
-            0
-        },
-        length_bytes: plan.length,
-        rate_bits_per_sec: rate,
-        window_bytes: if protocol == Protocol::Udp {
-            plan.udp_window
-        } else {
-            None
-        },
-        affinity,
-        // The same iperf3 command as through our gateways, -P included.
-        parallel: plan.iperf3_parallel,
-        ..lab.client(topology::INNER_RECEIVER, protocol, seconds)
-    };
-    for (index, (backend, transform, variant)) in combinations(plan).into_iter().enumerate() {
+    let mut sequence = super::next_sequence(
+        results
+            .points
+            .iter()
+            .chain(stack.points.iter().map(|p| &p.point)),
+    );
+    let mut starts = 0;
+    for (backend, transform, variants) in groups(plan) {
         interrupt::check()?;
         let here = |p: &StrongswanPoint| {
-            p.backend == backend.name()
-                && p.point.transform == transform.name()
-                && p.point.variant == variant.name()
+            p.backend == backend.name() && p.point.transform == transform.name()
         };
-        let done = plan.protocols.iter().all(|protocol| {
-            stack
-                .points
-                .iter()
-                .any(|p| here(p) && p.point.protocol == *protocol)
+        let done = variants.iter().all(|v| {
+            plan.protocols.iter().all(|protocol| {
+                stack.points.iter().any(|p| {
+                    here(p) && p.point.variant == v.name() && p.point.protocol == *protocol
+                })
+            })
         });
         if done {
-            session.progress.skip(plan.protocols.len());
+            session.progress.skip(variants.len() * plan.protocols.len());
             continue;
         }
+        // As with the own gateways: a half-measured transform is measured again whole.
         stack.points.retain(|p| !here(p));
-        // As with the own gateways: the library is the whole tunnel's.
-        let accel = Variant::accel().with_library(&variant.library);
-        let (sender_variant, receiver_variant) = match plan.variant_side {
-            VariantSide::Both => (&variant, &variant),
-            VariantSide::Sender => (&variant, &accel),
-            VariantSide::Receiver => (&accel, &variant),
-        };
-        let (sender_mask, receiver_mask) = (
-            baseline.mask(sender_variant),
-            baseline.mask(receiver_variant),
-        );
-        let psk = random_hex(32)?;
-        let options = PairOptions {
-            program: program.to_path_buf(),
-            tools: tools.clone(),
+        let mut stand = CharonStand {
+            plan,
+            lab,
+            session: &mut *session,
+            results,
+            stack: &mut *stack,
+            baseline,
+            stand_ins: &stand_ins,
+            tools,
+            program,
+            starts: &mut starts,
+            affinity,
+            underlay_rate,
+            underlay_tcp,
             backend,
             transform,
-            dir: names.dir.join(format!("strongswan-{index}")),
-            sender_cpus: pinning.sender_gateway.clone(),
-            receiver_cpus: pinning.receiver_gateway.clone(),
-            psk_hex: (psk.clone(), psk),
+            variants: &variants,
+            negotiated: vec![None; variants.len()],
         };
-        let mut pair = CharonPair::start(
-            names,
-            &options,
-            (sender_variant, sender_mask.as_deref()),
-            (receiver_variant, receiver_mask.as_deref()),
+        super::rounds::interleaved(
+            plan,
+            variants.len(),
+            &mut stand,
+            underlay_tcp,
+            &mut sequence,
         )?;
-        if backend.takes_variants() {
-            // The openssl backend is the library under test: checked from the
-            // charons' own mappings, as nginx's are.
-            for (side, charon) in [("sender", &pair.sender), ("receiver", &pair.receiver)] {
-                let library = &charon.variant.library;
-                let loaded = crate::library::of_process(charon.pid())?;
-                crate::library::note(
-                    &mut session.record.environment,
-                    library.part(
-                        "tunnel",
-                        &format!("strongSwan charon ({side})"),
-                        &loaded,
-                        "/proc/<pid>/maps",
-                        true,
-                    ),
-                );
-                library.check(
-                    &format!("strongSwan charon ({side}, pid {})", charon.pid()),
-                    &loaded,
-                )?;
-            }
-            note_variant(&mut stack.variants, &stand_ins, baseline, &pair, session);
-        }
-        let mut tcp_rate = None;
-        for &protocol in &plan.protocols {
-            interrupt::check()?;
-            let (search, runs) = super::protocol_runs(
-                plan,
-                protocol,
-                tcp_rate.or(underlay_tcp),
-                |p, seconds, rate| {
-                    measured_run(&client(p, seconds, rate), &mut pair, underlay_rate)
-                },
-            )?;
-            let point = super::tunnel_point(
-                transform,
-                &variant,
-                plan.variant_side,
-                protocol,
-                search,
-                runs,
-                underlay_tcp,
-            );
-            if protocol == Protocol::Tcp {
-                tcp_rate = Some(point.throughput_bits_per_sec.median);
-            }
-            let point = StrongswanPoint {
-                backend: backend.name().to_string(),
-                plugins: backend.plugins(),
-                esp_proposal: config::esp_proposal(transform)
-                    .unwrap_or_default()
-                    .to_string(),
-                negotiated: pair.negotiated.clone(),
-                served_by: pair.served_by.clone(),
-                ike_ns: pair.ike.as_nanos() as u64,
-                point,
-            };
-            warn_about(&point, session);
-            session.progress.point(&format!(
-                "strongswan/{} {} {} {}: {}",
-                point.backend,
-                point.point.transform,
-                point.point.variant,
-                protocol.as_str(),
-                cipherbench_model::units::format_bits_per_sec(
-                    point.point.throughput_bits_per_sec.median / 8.0
-                ),
-            ));
-            stack.points.push(point);
-            let mut snapshot = results.clone();
-            snapshot.strongswan = Some(stack.clone());
-            session.record.tunnel = Some(snapshot);
-            session.save()?;
-        }
-        pair.stop()?;
     }
     super::note_implementations(plan, &mut stack.variants);
     Ok(())
