@@ -523,6 +523,9 @@ pub struct RampResults {
     /// counterpart of one of `runs`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_store_runs: Vec<RampRun>,
+    /// What the other key stores were not measured at, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_store_skipped: Vec<KeyStoreSkip>,
 }
 
 /// `tls sweep` output.
@@ -540,10 +543,38 @@ pub struct SweepResults {
     /// counterpart of one of `points`, compared with it in the key-store table.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_store_points: Vec<SweepPoint>,
-    /// Core counts the other key stores were not measured at, and why (nginx serves
-    /// a module's key from one process).
+    /// What the other key stores were not measured at, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub key_store_skipped: Vec<SkippedCores>,
+    pub key_store_skipped: Vec<KeyStoreSkip>,
+}
+
+/// Points a key store was not measured at: a core count (nginx serves a module's
+/// key from one process) or a suite (RSA key exchange, which the pkcs11 engine
+/// cannot decrypt for OpenSSL 3's TLS).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyStoreSkip {
+    /// The store (`pkcs11`).
+    pub key_store: String,
+    /// The core count, when that is what was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
+    /// The suite, when that is what was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
+    /// Why, one sentence.
+    pub reason: String,
+}
+
+impl KeyStoreSkip {
+    /// "x2" or "AES128-SHA".
+    pub fn what(&self) -> String {
+        match (&self.suite, self.cores) {
+            (Some(s), Some(c)) => format!("{s} x{c}"),
+            (Some(s), None) => s.clone(),
+            (None, Some(c)) => format!("x{c}"),
+            (None, None) => "all".into(),
+        }
+    }
 }
 
 impl SweepResults {

@@ -156,7 +156,7 @@ pub fn text_sweep(tls: &cipherbench_model::tls::TlsResults) -> String {
             ));
         }
         for k in &s.key_store_skipped {
-            out.push_str(&format!("  x{}: {}\n", k.cores, k.reason));
+            out.push_str(&format!("  {}: {}\n", k.what(), k.reason));
         }
     }
     out
@@ -167,10 +167,13 @@ pub fn text_ramp(tls: &cipherbench_model::tls::TlsResults) -> String {
     let mut out = String::new();
     if let Some(r) = &tls.ramp {
         let pairs = r.key_store_pairs();
-        if !pairs.is_empty() {
+        if !pairs.is_empty() || !r.key_store_skipped.is_empty() {
             out.push_str(&format!(
                 "key stores, ramp ({HOW}; ratio = successful requests {} / {}):\n",
-                pairs[0].1.key_store,
+                pairs
+                    .first()
+                    .map(|p| p.1.key_store.as_str())
+                    .unwrap_or("pkcs11"),
                 first_store(&r.config.key_stores)
             ));
         }
@@ -195,6 +198,9 @@ pub fn text_ramp(tls: &cipherbench_model::tls::TlsResults) -> String {
                     .unwrap_or_else(|| "-".into()),
                 Served::of(&tls.servers, &o.suite, &o.variant, o.cores, &o.key_store).text()
             ));
+        }
+        for k in &r.key_store_skipped {
+            out.push_str(&format!("  {}: {}\n", k.what(), k.reason));
         }
     }
     out
@@ -224,7 +230,7 @@ pub fn markdown(tls: &cipherbench_model::tls::TlsResults) -> String {
             ));
         }
         for k in &s.key_store_skipped {
-            out.push_str(&format!("- TLS key store x{}: {}\n", k.cores, k.reason));
+            out.push_str(&format!("- TLS key store, {}: {}\n", k.what(), k.reason));
         }
     }
     if let Some(r) = &tls.ramp {
@@ -242,6 +248,13 @@ pub fn markdown(tls: &cipherbench_model::tls::TlsResults) -> String {
                 o.successful,
                 f.successful,
                 Served::of(&tls.servers, &o.suite, &o.variant, o.cores, &o.key_store).text()
+            ));
+        }
+        for k in &r.key_store_skipped {
+            out.push_str(&format!(
+                "- TLS ramp key store, {}: {}\n",
+                k.what(),
+                k.reason
             ));
         }
     }
@@ -266,7 +279,16 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
         .as_ref()
         .map(RampResults::key_store_pairs)
         .unwrap_or_default();
-    if sweep_rows.is_empty() && skipped.is_empty() && ramp_pairs.is_empty() {
+    let ramp_skipped = tls
+        .ramp
+        .as_ref()
+        .map(|r| r.key_store_skipped.as_slice())
+        .unwrap_or_default();
+    if sweep_rows.is_empty()
+        && skipped.is_empty()
+        && ramp_pairs.is_empty()
+        && ramp_skipped.is_empty()
+    {
         return out;
     }
     out.push_str(&format!(
@@ -294,14 +316,14 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
         }
         for k in skipped {
             out.push_str(&format!(
-                "<tr><td class=\"l\">x{}</td><td colspan=\"6\" class=\"l\">{}</td></tr>",
-                k.cores,
+                "<tr><td class=\"l\">{}</td><td colspan=\"6\" class=\"l\">{}</td></tr>",
+                escape(&k.what()),
                 escape(&k.reason)
             ));
         }
         out.push_str("</table></div>");
     }
-    if !ramp_pairs.is_empty() {
+    if !ramp_pairs.is_empty() || !ramp_skipped.is_empty() {
         out.push_str("<div class=\"scroll\"><table id=\"table-tls-key-store-ramp\"><tr><th class=\"l\">ramp</th><th>successful / unsuccessful, key in file</th><th>successful / unsuccessful, key in module</th><th>module / file successful</th><th>p99 file / module</th><th class=\"l\">module served</th></tr>");
         for (f, o) in ramp_pairs {
             out.push_str(&format!(
@@ -322,6 +344,13 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
                 Served::of(&tls.servers, &o.suite, &o.variant, o.cores, &o.key_store).html()
             ));
         }
+        for k in ramp_skipped {
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td colspan=\"5\" class=\"l\">{}</td></tr>",
+                escape(&k.what()),
+                escape(&k.reason)
+            ));
+        }
         out.push_str("</table></div>");
     }
     out
@@ -330,7 +359,7 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cipherbench_model::tls::{KeyStoreCheck, SkippedCores};
+    use cipherbench_model::tls::{KeyStoreCheck, KeyStoreSkip};
 
     /// The sweep and ramp of the tls fixture with the key also in a module: the GCM
     /// accel point at 0.8 of the file's, its server checked, and a 2-core note.
@@ -341,8 +370,10 @@ mod tests {
         let mut p = crate::tls::tests::point("AES128-GCM-SHA256", "accel", 4.8);
         p.key_store = "pkcs11".into();
         s.key_store_points.push(p);
-        s.key_store_skipped.push(SkippedCores {
-            cores: 2,
+        s.key_store_skipped.push(KeyStoreSkip {
+            key_store: "pkcs11".into(),
+            cores: Some(2),
+            suite: None,
             reason: "not measured with the key in pkcs11: one process".into(),
         });
         let r = t.ramp.as_mut().unwrap();

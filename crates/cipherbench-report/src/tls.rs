@@ -1102,6 +1102,7 @@ pub(crate) mod tests {
                     noise: None,
                 }],
                 key_store_runs: Vec::new(),
+                key_store_skipped: Vec::new(),
             }),
             agents: Vec::new(),
             handshake: None,

@@ -574,11 +574,12 @@ impl SweepArgs {
         let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
         let cores = parse_cores(&self.cores)?;
         let key_stores = self.common.key_stores()?;
-        if any_single_process(&key_stores) && !cores.contains(&1) {
-            return Err(keystore::one_process_only(
-                "include 1 in --cores (that store is measured at 1 core only)",
-            ));
-        }
+        keystore::check_plan(
+            &key_stores,
+            &suites,
+            &cores,
+            "include 1 in --cores (that store is measured at 1 core only)",
+        )?;
         let mut plan = SweepPlan {
             suites,
             sizes: sizes(&self.sizes, 64 * (1 << 30))?,
@@ -625,9 +626,7 @@ impl RampArgs {
             bail!("--cores must be between 1 and 1024");
         }
         let key_stores = self.common.key_stores()?;
-        if self.cores > 1 && any_single_process(&key_stores) {
-            return Err(keystore::one_process_only("use --cores 1"));
-        }
+        keystore::check_plan(&key_stores, &suites, &[self.cores], "use --cores 1")?;
         let mut plan = RampPlan {
             suites,
             sizes: sizes(&self.sizes, 1 << 30)?,

@@ -21,9 +21,10 @@
 //! config and starts nginx. `tls handshake`, `tls sweep` and `tls ramp` share it.
 
 use super::nginx::{Server, Workspace};
+use super::suite::Suite;
 use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
-use cipherbench_model::tls::KeyStoreCheck;
+use cipherbench_model::tls::{KeyStoreCheck, KeyStoreSkip};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
@@ -80,6 +81,87 @@ pub fn parse(text: &str, module: Option<&Path>) -> Result<Vec<KeyStore>> {
         check(k)?;
     }
     Ok(out)
+}
+
+/// Why a store cannot serve `suite` on `cores` nginx cores, if it cannot: a
+/// module's key only on one core (one nginx process), and not for RSA key exchange
+/// (OpenSSL 3's TLS decrypts the premaster with `RSA_PKCS1_WITH_TLS_PADDING`, which
+/// the pkcs11 engine's RSA method refuses: "illegal or unsupported padding mode").
+pub fn cannot_serve(store: &KeyStore, suite: &Suite, cores: usize) -> Option<String> {
+    if !store.single_process() {
+        return None;
+    }
+    if suite.rsa_key_exchange() {
+        return Some(format!(
+            "not measured with the key in {}: {} uses RSA key exchange, and the pkcs11 engine cannot decrypt with the padding OpenSSL 3's TLS asks for (nginx logs 'illegal or unsupported padding mode'); ECDHE and TLS 1.3 suites sign with the key and are measured",
+            store.name(),
+            suite.openssl
+        ));
+    }
+    if cores > 1 {
+        return Some(format!(
+            "not measured with the key in {}: nginx serves a PKCS#11 module's key from one process (master_process off: the module's key handles do not survive fork), so at {cores} cores it would be one process against {cores} workers; measured at 1 core",
+            store.name()
+        ));
+    }
+    None
+}
+
+/// What each store will not be measured at in a plan of `suites` x `cores`: a suite
+/// it cannot serve at all, then each core count above one.
+pub fn skips(stores: &[KeyStore], suites: &[Suite], cores: &[usize]) -> Vec<KeyStoreSkip> {
+    let mut out = Vec::new();
+    for k in stores.iter().filter(|k| k.single_process()) {
+        let servable: Vec<&Suite> = suites
+            .iter()
+            .filter(|s| {
+                let why = cannot_serve(k, s, 1);
+                if let Some(reason) = &why {
+                    out.push(KeyStoreSkip {
+                        key_store: k.name().into(),
+                        cores: None,
+                        suite: Some(s.openssl.into()),
+                        reason: reason.clone(),
+                    });
+                }
+                why.is_none()
+            })
+            .collect();
+        for &c in cores {
+            if let Some(reason) = servable.first().and_then(|s| cannot_serve(k, s, c)) {
+                out.push(KeyStoreSkip {
+                    key_store: k.name().into(),
+                    cores: Some(c),
+                    suite: None,
+                    reason,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Refuses a plan in which a store asked for would measure nothing: every suite
+/// one it cannot serve, or no core count it can serve on. `cores_flag` says how to
+/// give one core.
+pub fn check_plan(
+    stores: &[KeyStore],
+    suites: &[Suite],
+    cores: &[usize],
+    cores_flag: &str,
+) -> Result<()> {
+    for k in stores.iter().filter(|k| k.single_process()) {
+        if !suites.is_empty() && suites.iter().all(|s| s.rsa_key_exchange()) {
+            bail!(
+                "--key-store {}: every suite asked for uses RSA key exchange, which the pkcs11 engine cannot decrypt under OpenSSL 3's TLS: add an ECDHE or TLS 1.3 suite (--suites ECDHE-RSA-AES128-GCM-SHA256,AES128-GCM-SHA256)",
+                k.name()
+            );
+        }
+        if !cores.contains(&1) {
+            return Err(one_process_only(cores_flag));
+        }
+    }
+    Ok(())
 }
 
 /// The one line for a PKCS#11 key store asked of more than one nginx core.

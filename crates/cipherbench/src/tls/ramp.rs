@@ -28,7 +28,17 @@ impl RampPlan {
         match self.target {
             ServerTarget::External(_) => 1,
             ServerTarget::Nginx { .. } => {
-                self.suites.len() * self.sizes.len() * self.variants.len() * self.key_stores.len()
+                let slots: usize = self
+                    .suites
+                    .iter()
+                    .map(|s| {
+                        self.key_stores
+                            .iter()
+                            .filter(|k| super::keystore::cannot_serve(k, s, self.cores).is_none())
+                            .count()
+                    })
+                    .sum();
+                slots * self.sizes.len() * self.variants.len()
             }
         }
     }
@@ -114,6 +124,21 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             let sources = super::key_sources(&plan.key_stores, &workspace)?;
+            let skipped = super::keystore::skips(&plan.key_stores, &plan.suites, &[plan.cores]);
+            for s in &skipped {
+                session
+                    .progress
+                    .note(&format!("{}: {}", s.what(), s.reason));
+                session.record.warn(
+                    "tls",
+                    "key_store_skipped",
+                    format!("{}: {}", s.what(), s.reason),
+                );
+            }
+            if !skipped.is_empty() {
+                ramp_results(session, &config).key_store_skipped = skipped;
+                session.save()?;
+            }
             let also_listen = match fleet {
                 Some(f) => f.coordinator_addrs()?,
                 None => Vec::new(),
@@ -128,7 +153,12 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 let client = Client::new(suite, false)?;
                 for &size in &plan.sizes {
                     for variant in &plan.variants {
-                        let mut order: Vec<_> = sources.iter().collect();
+                        let mut order: Vec<_> = sources
+                            .iter()
+                            .filter(|(k, _)| {
+                                super::keystore::cannot_serve(k, suite, plan.cores).is_none()
+                            })
+                            .collect();
                         if turn % 2 == 1 {
                             order.reverse();
                         }
@@ -221,6 +251,22 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             Ok(())
         }
     }
+}
+
+fn empty(config: &RampConfig) -> RampResults {
+    RampResults {
+        config: config.clone(),
+        runs: Vec::new(),
+        key_store_runs: Vec::new(),
+        key_store_skipped: Vec::new(),
+    }
+}
+
+/// The session's ramp record, created if needed.
+fn ramp_results<'a>(session: &'a mut Session, config: &RampConfig) -> &'a mut RampResults {
+    super::results(session)
+        .ramp
+        .get_or_insert_with(|| empty(config))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -400,11 +446,7 @@ fn record_run(
     }) {
         tls.servers.push(server);
     }
-    let ramp = tls.ramp.get_or_insert_with(|| RampResults {
-        config: config.clone(),
-        runs: Vec::new(),
-        key_store_runs: Vec::new(),
-    });
+    let ramp = tls.ramp.get_or_insert_with(|| empty(config));
     // The first key store's ramps are the ramp's; the others', its counterparts.
     if config
         .key_stores

@@ -25,7 +25,7 @@
 
 use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
-use super::keystore::KeyStore;
+use super::keystore::{cannot_serve, KeySource, KeyStore};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{ServerTarget, SweepPlan};
 use crate::agent::fleet::{AgentFailure, Fleet};
@@ -66,13 +66,18 @@ impl SweepPlan {
             ServerTarget::External(_) => 1,
             ServerTarget::Nginx { .. } => {
                 let cpus = crate::host::allowed_cpus().len();
-                let slots: usize = self
-                    .cores
-                    .iter()
-                    .filter(|&&c| c < cpus)
-                    .map(|&c| stores_at(&self.key_stores, c) * self.variants.len())
-                    .sum();
-                slots * self.sizes.len() * self.suites.len()
+                let mut slots = 0;
+                for &c in self.cores.iter().filter(|&&c| c < cpus) {
+                    for s in &self.suites {
+                        let stores = self
+                            .key_stores
+                            .iter()
+                            .filter(|k| cannot_serve(k, s, c).is_none())
+                            .count();
+                        slots += stores * self.variants.len();
+                    }
+                }
+                slots * self.sizes.len()
             }
         }
     }
@@ -104,32 +109,6 @@ impl SweepPlan {
             key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
         }
     }
-}
-
-/// How many of `stores` are measured at `cores`: a PKCS#11 module's key only at one
-/// core (nginx serves it from one process).
-fn stores_at(stores: &[KeyStore], cores: usize) -> usize {
-    stores
-        .iter()
-        .filter(|k| !k.single_process() || cores == 1)
-        .count()
-}
-
-/// The core counts a single-process key store is not measured at, and why.
-fn stores_skipped(stores: &[KeyStore], cores: &[usize]) -> Vec<SkippedCores> {
-    let mut out = Vec::new();
-    for k in stores.iter().filter(|k| k.single_process()) {
-        for &c in cores.iter().filter(|&&c| c > 1) {
-            out.push(SkippedCores {
-                cores: c,
-                reason: format!(
-                    "not measured with the key in {}: nginx serves a PKCS#11 module's key from one process (master_process off: the module's key handles do not survive fork), so at {c} cores it would be one process against {c} workers; measured at 1 core",
-                    k.name()
-                ),
-            });
-        }
-    }
-    out
 }
 
 /// Runs the sweep, saving after every point.
@@ -185,12 +164,13 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 );
             }
             let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
-            let store_skipped = stores_skipped(&plan.key_stores, &measured_cores);
+            let store_skipped =
+                super::keystore::skips(&plan.key_stores, &plan.suites, &measured_cores);
             for s in &store_skipped {
                 session.record.warn(
                     "tls",
-                    "key_store_cores",
-                    format!("--cores {}: {}", s.cores, s.reason),
+                    "key_store_skipped",
+                    format!("{}: {}", s.what(), s.reason),
                 );
             }
             note_skipped(session, &config, skipped, store_skipped)?;
@@ -218,22 +198,18 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             for (cores, placed) in assignments {
                 let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
                 let placement_cpus = placed.placement.all_cpus();
-                let slots: Vec<(
-                    &crate::variant::Variant,
-                    &KeyStore,
-                    &super::keystore::KeySource,
-                )> = plan
-                    .variants
-                    .iter()
-                    .flat_map(|v| {
-                        sources
-                            .iter()
-                            .filter(|(k, _)| !k.single_process() || cores == 1)
-                            .map(move |(k, src)| (v, k, src))
-                    })
-                    .collect();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
+                        let slots: Vec<(&crate::variant::Variant, &KeyStore, &KeySource)> = plan
+                            .variants
+                            .iter()
+                            .flat_map(|v| {
+                                sources
+                                    .iter()
+                                    .filter(|(k, _)| cannot_serve(k, suite, cores).is_none())
+                                    .map(move |(k, src)| (v, k, src))
+                            })
+                            .collect();
                         let order = cipherbench_model::interleave::schedule(
                             1,
                             slots.len(),
@@ -399,7 +375,7 @@ fn note_skipped(
     session: &mut Session,
     config: &SweepConfig,
     skipped: Vec<SkippedCores>,
-    store_skipped: Vec<SkippedCores>,
+    store_skipped: Vec<cipherbench_model::tls::KeyStoreSkip>,
 ) -> Result<()> {
     if skipped.is_empty() && store_skipped.is_empty() {
         return Ok(());
@@ -412,7 +388,7 @@ fn note_skipped(
     for s in &store_skipped {
         session
             .progress
-            .note(&format!("--cores {}: {}", s.cores, s.reason));
+            .note(&format!("{}: {}", s.what(), s.reason));
     }
     let tls = super::results(session);
     let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
