@@ -310,9 +310,10 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
             .output(Duration::from_secs(60))
             .with_context(|| format!("running softhsm2-util to {what}"))?
             .success(&format!(
-                "PKCS#11 module {}: softhsm2-util could not {what}",
+                "PKCS#11 module {}: softhsm2-util --module (to {what})",
                 module.display()
-            ))?;
+            ))
+            .map_err(|e| anyhow::anyhow!("{e:#}; check that --pkcs11-module names a PKCS#11 module whose tokens can be initialised"))?;
         Ok(())
     };
     run(
