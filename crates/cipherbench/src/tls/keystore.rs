@@ -313,7 +313,14 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
                 "PKCS#11 module {}: softhsm2-util --module (to {what})",
                 module.display()
             ))
-            .map_err(|e| anyhow::anyhow!("{e:#}; check that --pkcs11-module names a PKCS#11 module whose tokens can be initialised"))?;
+            .map_err(|e| {
+                // softhsm2-util may print the bytes of a library that is no module.
+                let said: String = format!("{e:#}")
+                    .chars()
+                    .filter(|c| !c.is_control() && *c != char::REPLACEMENT_CHARACTER)
+                    .collect();
+                anyhow::anyhow!("{said}; check that --pkcs11-module names a PKCS#11 module whose tokens can be initialised")
+            })?;
         Ok(())
     };
     run(
