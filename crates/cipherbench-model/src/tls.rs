@@ -67,6 +67,10 @@ pub struct ServerRecord {
     /// Where the private key was: `file` or `pkcs11`.
     #[serde(default = "file_store")]
     pub key_store: String,
+    /// With the key in a PKCS#11 module: whether that nginx did use the module,
+    /// checked by effect (None: the key was in a file, or an older record).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_store_check: Option<KeyStoreCheck>,
     /// Worker processes (= cores under test).
     pub cores: usize,
     /// The CPUs the workers were pinned to.
@@ -83,6 +87,25 @@ pub struct ServerRecord {
     /// placement cannot promise; None for an external server.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::topology::Placement>,
+}
+
+/// How a server with its key in a PKCS#11 module was checked to have served it:
+/// the module and the engine mapped into every process that serves (read from
+/// `/proc/<pid>/maps` while it runs), and a config that names no key file, so the
+/// handshakes it completed were signed (or decrypted) by the module's key.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyStoreCheck {
+    /// The PKCS#11 module (`--pkcs11-module`, or SoftHSM2's).
+    pub module: String,
+    /// OpenSSL's pkcs11 engine (libp11).
+    pub engine: String,
+    /// The processes checked (nginx's one serving process).
+    pub pids: Vec<u32>,
+    /// Every one of them had the module and the engine mapped, and the config named
+    /// the key only by its PKCS#11 URI.
+    pub served: bool,
+    /// One sentence: what was seen.
+    pub explanation: String,
 }
 
 /// A latency distribution, from an HDR histogram with microsecond resolution and
@@ -202,6 +225,10 @@ pub struct SweepConfig {
     pub resumption: bool,
     /// Server key type.
     pub key: String,
+    /// Where nginx's key was, the first the one whose points are `points` (file
+    /// whenever it is measured), the rest in `key_store_points`.
+    #[serde(default = "file_stores")]
+    pub key_stores: Vec<String>,
 }
 
 /// One probe of the concurrency search.
@@ -287,6 +314,10 @@ pub struct SweepPoint {
     pub cores: usize,
     /// Variant name.
     pub variant: String,
+    /// Where nginx's private key was: `file` (PEM) or `pkcs11` (a PKCS#11 module
+    /// through the engine, nginx one process).
+    #[serde(default = "file_store")]
+    pub key_store: String,
     /// The concurrency that reached the reported throughput.
     pub concurrency: usize,
     /// The measured window.
@@ -407,6 +438,10 @@ pub struct RampConfig {
     pub timeout_ns: u64,
     /// Server key type.
     pub key: String,
+    /// Where nginx's key was, the first the one whose runs are `runs` (file whenever
+    /// it is measured), the rest in `key_store_runs`.
+    #[serde(default = "file_stores")]
+    pub key_stores: Vec<String>,
 }
 
 /// One second of a ramp, by scheduled start.
@@ -435,6 +470,9 @@ pub struct RampRun {
     pub size_bytes: u64,
     /// Variant name.
     pub variant: String,
+    /// Where nginx's private key was: `file` or `pkcs11`.
+    #[serde(default = "file_store")]
+    pub key_store: String,
     /// Cores under test.
     pub cores: usize,
     /// Requests scheduled (the whole ramp).
@@ -485,8 +523,15 @@ impl RampRun {
 pub struct RampResults {
     /// Settings.
     pub config: RampConfig,
-    /// One per suite x size x variant.
+    /// One per suite x size x variant, with the key in the first key store.
     pub runs: Vec<RampRun>,
+    /// The same ramps with the key in the other key stores (`pkcs11`), each the
+    /// counterpart of one of `runs`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_store_runs: Vec<RampRun>,
+    /// What the other key stores were not measured at, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_store_skipped: Vec<KeyStoreSkip>,
 }
 
 /// `tls sweep` output.
@@ -494,11 +539,48 @@ pub struct RampResults {
 pub struct SweepResults {
     /// Settings.
     pub config: SweepConfig,
-    /// One per suite x size x core count x variant.
+    /// One per suite x size x core count x variant, with the key in the first key
+    /// store (`config.key_stores`): what every table and the ladder read.
     pub points: Vec<SweepPoint>,
     /// Core counts asked for that this machine could not measure.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub skipped_cores: Vec<SkippedCores>,
+    /// The same points with the key in the other key stores (`pkcs11`), each the
+    /// counterpart of one of `points`, compared with it in the key-store table.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_store_points: Vec<SweepPoint>,
+    /// What the other key stores were not measured at, and why.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub key_store_skipped: Vec<KeyStoreSkip>,
+}
+
+/// Points a key store was not measured at: a core count (nginx serves a module's
+/// key from one process) or a suite (RSA key exchange, which the pkcs11 engine
+/// cannot decrypt for OpenSSL 3's TLS).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct KeyStoreSkip {
+    /// The store (`pkcs11`).
+    pub key_store: String,
+    /// The core count, when that is what was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cores: Option<usize>,
+    /// The suite, when that is what was skipped.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suite: Option<String>,
+    /// Why, one sentence.
+    pub reason: String,
+}
+
+impl KeyStoreSkip {
+    /// "x2" or "AES128-SHA".
+    pub fn what(&self) -> String {
+        match (&self.suite, self.cores) {
+            (Some(s), Some(c)) => format!("{s} x{c}"),
+            (Some(s), None) => s.clone(),
+            (None, Some(c)) => format!("x{c}"),
+            (None, None) => "all".into(),
+        }
+    }
 }
 
 impl SweepResults {
@@ -513,6 +595,18 @@ impl SweepResults {
         self.points.iter().find(|p| {
             p.suite == suite && p.size_bytes == size && p.cores == cores && p.variant == variant
         })
+    }
+
+    /// Each point of another key store with its counterpart in `points` (same suite,
+    /// size, cores and variant): (first store's, other store's).
+    pub fn key_store_pairs(&self) -> Vec<(&SweepPoint, &SweepPoint)> {
+        self.key_store_points
+            .iter()
+            .filter_map(|o| {
+                self.point(&o.suite, o.size_bytes, o.cores, &o.variant)
+                    .map(|f| (f, o))
+            })
+            .collect()
     }
 
     /// Throughput ratio of two points with the sum of their interval spreads.
@@ -575,6 +669,15 @@ impl RampResults {
         self.runs
             .iter()
             .find(|r| r.suite == suite && r.size_bytes == size && r.variant == variant)
+    }
+
+    /// Each ramp of another key store with its counterpart in `runs`: (first
+    /// store's, other store's).
+    pub fn key_store_pairs(&self) -> Vec<(&RampRun, &RampRun)> {
+        self.key_store_runs
+            .iter()
+            .filter_map(|o| self.run(&o.suite, o.size_bytes, &o.variant).map(|f| (f, o)))
+            .collect()
     }
 }
 
@@ -641,6 +744,10 @@ pub struct HandshakePoint {
 
 fn file_store() -> String {
     "file".into()
+}
+
+fn file_stores() -> Vec<String> {
+    vec![file_store()]
 }
 
 /// `tls handshake` output.
@@ -711,5 +818,22 @@ mod tests {
         let mut m = BTreeMap::new();
         m.insert(FailureReason::WrongSuite, 3u64);
         assert_eq!(serde_json::to_string(&m).unwrap(), "{\"wrong_suite\":3}");
+    }
+
+    #[test]
+    fn a_sweep_recorded_before_key_stores_reads_as_the_key_in_a_file() {
+        let old = serde_json::json!({
+            "config": {"suites": ["AES128-SHA"], "sizes_bytes": [1024], "cores": [1],
+                "variants": ["accel"], "window_ns": 1, "probe_ns": 1, "warmup_ns": 0,
+                "latency_limit_ns": 1, "max_concurrency": 1, "timeout_ns": 1,
+                "resumption": false, "key": "rsa2048"},
+            "points": []
+        });
+        let s: SweepResults = serde_json::from_value(old).unwrap();
+        assert_eq!(s.config.key_stores, vec!["file".to_string()]);
+        assert!(s.key_store_points.is_empty() && s.key_store_pairs().is_empty());
+        // And a new one writes no empty key-store lists.
+        let json = serde_json::to_string(&s).unwrap();
+        assert!(!json.contains("key_store_points") && json.contains("\"key_stores\":[\"file\"]"));
     }
 }

@@ -305,6 +305,7 @@ mod tests {
                 size_bytes: 64,
                 cores: 1,
                 variant: variant.into(),
+                key_store: store.into(),
                 concurrency: 16,
                 window_ns: 1,
                 interval_ns: 1,

@@ -10,6 +10,7 @@ pub mod csv;
 pub mod file;
 pub mod handshake;
 pub mod html;
+pub mod keystore;
 pub mod ladder;
 pub mod machine;
 pub mod markdown;

@@ -217,6 +217,9 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!("- TLS capacity: {}\n", c.sentence()));
         }
     }
+    if let Some(t) = &record.tls {
+        out.push_str(&crate::keystore::markdown(t));
+    }
     if let Some(h) = record.tls.as_ref().and_then(|t| t.handshake.as_ref()) {
         let records = record
             .tls

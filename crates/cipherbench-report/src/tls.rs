@@ -458,6 +458,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 out.push_str(&format!("  {:<44} {}\n", r.label(), r.display()));
             }
         }
+        out.push_str(&crate::keystore::text_sweep(t));
         out.push_str(&format!(
             "(~ marks a point whose per-interval throughput spread more than ±{:.0} %; TTFB = time to first byte, ms)\n",
             cipherbench_model::stats::HIGH_SPREAD * 100.0
@@ -510,6 +511,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 reasons(&run.unsuccessful_by_reason)
             ));
         }
+        out.push_str(&crate::keystore::text_ramp(t));
     }
     if let Some(h) = &t.handshake {
         out.push_str(&crate::handshake::text(h, &records));
@@ -639,6 +641,7 @@ pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
     if let Some(r) = &t.ramp {
         out.push_str(&ramp_section(r, &records));
     }
+    out.push_str(&crate::keystore::html(t));
     if let Some(h) = &t.handshake {
         out.push_str(&crate::handshake::html(
             h,
@@ -1074,12 +1077,12 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use cipherbench_model::tls::*;
     use cipherbench_model::Summary;
 
-    fn point(suite: &str, variant: &str, gbps: f64) -> SweepPoint {
+    pub(crate) fn point(suite: &str, variant: &str, gbps: f64) -> SweepPoint {
         SweepPoint {
             suite: suite.into(),
             protocol: "TLSv1.2".into(),
@@ -1088,6 +1091,7 @@ mod tests {
             size_bytes: 16 << 20,
             cores: 1,
             variant: variant.into(),
+            key_store: "file".into(),
             concurrency: 2,
             window_ns: 4_000_000_000,
             interval_ns: 1_000_000_000,
@@ -1134,7 +1138,7 @@ mod tests {
         }
     }
 
-    fn results() -> TlsResults {
+    pub(crate) fn results() -> TlsResults {
         TlsResults {
             servers: Vec::new(),
             sweep: Some(SweepResults {
@@ -1151,6 +1155,7 @@ mod tests {
                     timeout_ns: 0,
                     resumption: false,
                     key: "rsa2048".into(),
+                    key_stores: vec!["file".into()],
                 },
                 points: vec![
                     point("AES128-GCM-SHA256", "accel", 6.0),
@@ -1158,6 +1163,8 @@ mod tests {
                     point("AES128-GCM-SHA256", "noaesni", 1.5),
                 ],
                 skipped_cores: Vec::new(),
+                key_store_points: Vec::new(),
+                key_store_skipped: Vec::new(),
             }),
             ramp: Some(RampResults {
                 config: RampConfig {
@@ -1169,12 +1176,14 @@ mod tests {
                     duration_ns: 2_000_000_000,
                     timeout_ns: 2_000_000_000,
                     key: "rsa2048".into(),
+                    key_stores: vec!["file".into()],
                 },
                 runs: vec![RampRun {
                     suite: "AES128-SHA".into(),
                     negotiated_suite: Some("AES128-SHA".into()),
                     size_bytes: 1024,
                     variant: "accel".into(),
+                    key_store: "file".into(),
                     cores: 1,
                     attempted: 50,
                     successful: 48,
@@ -1207,6 +1216,8 @@ mod tests {
                     generator_saturated: false,
                     noise: None,
                 }],
+                key_store_runs: Vec::new(),
+                key_store_skipped: Vec::new(),
             }),
             agents: Vec::new(),
             handshake: None,

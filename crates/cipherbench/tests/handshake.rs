@@ -191,6 +191,8 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
         .find(|s| s.config.contains("engine:pkcs11:"))
         .expect("an nginx with the key in the token");
     assert!(engine.config.contains("master_process off;"));
+    let check = engine.key_store_check.as_ref().expect("checked by effect");
+    assert!(check.served, "{}", check.explanation);
     assert!(engine.config.contains("env SOFTHSM2_CONF;"));
     assert!(engine.config.contains("env OPENSSL_CONF;"));
     assert!(!engine.config.contains("key.pem"));

@@ -663,3 +663,248 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// `--key-store file,pkcs11` against the real nginx and SoftHSM2: the file and
+/// module stores of one run, the module's nginx checked by effect, the comparison
+/// in the terminal, summary.md and report.html, and nothing left (token and
+/// configs lived in the run's directory).
+#[test]
+fn a_sweep_measures_each_point_with_the_key_in_a_file_and_in_a_pkcs11_module() {
+    let dir = scratch("keystore-sweep");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "tls",
+            "sweep",
+            "--key-store",
+            "file,pkcs11",
+            "--suites",
+            "ECDHE-RSA-AES128-GCM-SHA256,AES128-SHA",
+            "--sizes",
+            "64KiB",
+            "--variants",
+            "accel",
+            "--window",
+            "500ms",
+            "--probe",
+            "200ms",
+            "--warmup",
+            "100ms",
+            "--concurrency",
+            "2",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tls = record(&results).tls.expect("tls results");
+    let s = tls.sweep.expect("sweep results");
+    assert_eq!(s.config.key_stores, ["file", "pkcs11"]);
+    let ecdhe = "ECDHE-RSA-AES128-GCM-SHA256";
+    for suite in [ecdhe, "AES128-SHA"] {
+        let p = s.point(suite, 64 * 1024, 1, "accel").expect("file point");
+        assert_eq!(p.key_store, "file");
+        assert_eq!(p.errors, 0, "{suite}: {:?}", p.errors_by_reason);
+    }
+    // The module's point: the same suite, size, cores and variant, requests served.
+    let pairs = s.key_store_pairs();
+    assert_eq!(pairs.len(), 1, "{:?}", s.key_store_points);
+    let (f, m) = pairs[0];
+    assert_eq!((f.suite.as_str(), m.key_store.as_str()), (ecdhe, "pkcs11"));
+    assert_eq!(m.errors, 0, "{:?}", m.errors_by_reason);
+    assert!(m.requests > 0 && m.throughput_bytes_per_sec > 0.0);
+    // RSA key exchange is not the module's: recorded, not measured.
+    assert!(
+        s.key_store_skipped
+            .iter()
+            .any(|k| k.suite.as_deref() == Some("AES128-SHA")
+                && k.reason.contains("RSA key exchange"))
+    );
+    // Judged by effect: the module and the engine were mapped in nginx's one process.
+    let server = tls
+        .servers
+        .iter()
+        .find(|x| x.key_store == "pkcs11")
+        .expect("the module's nginx");
+    let check = server.key_store_check.as_ref().expect("a check by effect");
+    assert!(check.served, "{}", check.explanation);
+    assert!(check.module.contains("softhsm"), "{}", check.module);
+    assert!(server.config.contains("master_process off;"));
+    assert!(tls
+        .servers
+        .iter()
+        .filter(|x| x.key_store == "file")
+        .all(|x| x.key_store_check.is_none() && x.config.contains("master_process on;")));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("pkcs11/file"), "{stdout}");
+    assert!(stdout.contains("module served the key"), "{stdout}");
+    let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(
+        md.contains(&format!(
+            "- TLS key store pkcs11/file {ecdhe} 64 KiB x1 accel:"
+        )),
+        "{md}"
+    );
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("id=\"table-tls-key-store\""));
+    assert!(html.contains("RSA key exchange"));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_ramp_runs_with_the_key_in_a_file_and_in_a_pkcs11_module_and_compares_them() {
+    let dir = scratch("keystore-ramp");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "ramp",
+            "--key-store",
+            "file,pkcs11",
+            "--suites",
+            "ECDHE-RSA-AES128-GCM-SHA256",
+            "--sizes",
+            "1KiB",
+            "--variants",
+            "accel",
+            "--rate",
+            "20",
+            "--duration",
+            "1s",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let tls = record(&results).tls.expect("tls results");
+    let r = tls.ramp.expect("ramp results");
+    let pairs = r.key_store_pairs();
+    assert_eq!(pairs.len(), 1);
+    let (f, m) = pairs[0];
+    assert_eq!(
+        (f.key_store.as_str(), m.key_store.as_str()),
+        ("file", "pkcs11")
+    );
+    for run in [f, m] {
+        assert!(
+            run.successful > 0,
+            "{}: {:?}",
+            run.key_store,
+            run.unsuccessful_by_reason
+        );
+        assert_eq!(
+            run.server_requests,
+            Some(run.requests_sent),
+            "{}",
+            run.key_store
+        );
+    }
+    let check = tls
+        .servers
+        .iter()
+        .find_map(|x| x.key_store_check.as_ref())
+        .expect("a check by effect");
+    assert!(check.served, "{}", check.explanation);
+    let md = std::fs::read_to_string(results.join("summary.md")).unwrap();
+    assert!(md.contains("- TLS ramp key store pkcs11/file"), "{md}");
+    let html = std::fs::read_to_string(results.join("report.html")).unwrap();
+    assert!(html.contains("id=\"table-tls-key-store-ramp\""));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn key_store_mistakes_are_one_line_and_leave_nothing_behind() {
+    let dir = scratch("keystore-bad");
+    let ecdhe = ["--suites", "ECDHE-RSA-AES128-GCM-SHA256"];
+    let cases: [(&str, Vec<&str>, &str); 6] = [
+        (
+            "sweep",
+            vec![
+                "--key-store",
+                "pkcs11",
+                "--pkcs11-module",
+                "/nonexistent/p11.so",
+            ],
+            "/nonexistent/p11.so: no such file",
+        ),
+        (
+            "ramp",
+            vec![
+                "--key-store",
+                "file,pkcs11",
+                "--pkcs11-module",
+                "/nonexistent/p11.so",
+            ],
+            "/nonexistent/p11.so: no such file",
+        ),
+        (
+            "ramp",
+            vec!["--key-store", "pkcs11", "--cores", "2"],
+            "use --cores 1",
+        ),
+        (
+            "sweep",
+            vec!["--key-store", "pkcs11", "--cores", "2"],
+            "include 1 in --cores",
+        ),
+        (
+            "sweep",
+            vec!["--key-store", "file,pkcs11", "--suites", "AES128-SHA"],
+            "RSA key exchange",
+        ),
+        (
+            "ramp",
+            vec!["--key-store", "pkcs11", "--server", "https://127.0.0.1:9/"],
+            "not to a server given with --server",
+        ),
+    ];
+    for (mode, args, needle) in cases {
+        let mut c = bin(&dir);
+        c.args(["tls", mode]).args(&args);
+        if !args.contains(&"--suites") {
+            c.args(ecdhe);
+        }
+        let out = c.output().unwrap();
+        assert_one_line_error(&out, needle);
+    }
+    // A library that is not a PKCS#11 module: refused when its token is made, after
+    // the run started, with nothing left (no nginx, no token directory).
+    let not_p11 = [
+        "/usr/lib/x86_64-linux-gnu/libz.so.1",
+        "/lib/x86_64-linux-gnu/libz.so.1",
+    ]
+    .into_iter()
+    .find(|p| Path::new(p).is_file());
+    if let Some(lib) = not_p11 {
+        let out = bin(&dir)
+            .args([
+                "tls",
+                "sweep",
+                "--key-store",
+                "file,pkcs11",
+                "--pkcs11-module",
+                lib,
+            ])
+            .args(ecdhe)
+            .args([
+                "--sizes",
+                "1KiB",
+                "--variants",
+                "accel",
+                "--window",
+                "200ms",
+            ])
+            .arg("--results")
+            .arg(dir.join("results"))
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, lib);
+    }
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

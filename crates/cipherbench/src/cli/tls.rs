@@ -5,7 +5,8 @@ use super::flags::{parse_duration, LibraryArgs};
 use super::output::{measure, summary, OutputArgs};
 use crate::interrupt;
 use crate::results::Session;
-use crate::tls::handshake::{self, Group, HandshakePlan, KeyStore};
+use crate::tls::handshake::{self, Group, HandshakePlan};
+use crate::tls::keystore::{self, KeyStore};
 use crate::tls::serve::ServePlan;
 use crate::tls::suite::{self, KeyType, Protocol, SEED_SUITES};
 use crate::tls::{ExternalUrl, RampPlan, ServerTarget, SweepPlan};
@@ -59,13 +60,9 @@ pub struct HandshakeArgs {
     /// full (no session cache, no tickets) and/or resumed (tickets and cache on).
     #[arg(long, value_name = "LIST", default_value = "full,resumed")]
     pub sessions: String,
-    /// Where nginx's key is: file, pkcs11 (a PKCS#11 module through the engine; nginx
-    /// then runs as one process), or file,pkcs11 to compare.
-    #[arg(long, value_name = "LIST", default_value = "file")]
-    pub key_store: String,
-    /// The PKCS#11 module for --key-store pkcs11 (default: SoftHSM2's).
-    #[arg(long, value_name = "PATH")]
-    pub pkcs11_module: Option<PathBuf>,
+    /// Where nginx's key is.
+    #[command(flatten)]
+    pub key_store: KeyStoreArgs,
     /// Variants of the server: accel, noaesni, noifma, noadx, nopkaccel, ia32cap:MASK.
     #[arg(long, value_name = "LIST", default_value = "accel,nopkaccel")]
     pub variants: String,
@@ -113,31 +110,29 @@ pub struct HandshakeArgs {
     pub output: OutputArgs,
 }
 
-/// Parses a `--key-store` list and checks each store can be set up here.
-pub(crate) fn parse_key_stores(
-    text: &str,
-    module: Option<&std::path::Path>,
-) -> Result<Vec<KeyStore>> {
-    let mut out = Vec::new();
-    for t in text.split(',') {
-        let k = match t.trim() {
-            "file" => KeyStore::File,
-            "pkcs11" => KeyStore::Pkcs11 {
-                module: module.map(|m| m.to_path_buf()),
-            },
-            t => bail!("--key-store: unknown '{t}': use file, pkcs11, or file,pkcs11"),
-        };
-        if !out.contains(&k) {
-            out.push(k);
-        }
+/// Where nginx's key is: `tls handshake`, `tls sweep` and `tls ramp` alike.
+#[derive(Debug, Args)]
+pub struct KeyStoreArgs {
+    /// Where nginx's key is: file, pkcs11 (a PKCS#11 module through OpenSSL's pkcs11
+    /// engine; nginx then runs as one process, so at one core), or file,pkcs11 to
+    /// measure each point with both and compare them.
+    #[arg(long, value_name = "LIST", default_value = "file")]
+    pub key_store: String,
+    /// The PKCS#11 module for --key-store pkcs11 (default: SoftHSM2's); its token is
+    /// initialised and the key imported through it.
+    #[arg(long, value_name = "PATH")]
+    pub pkcs11_module: Option<PathBuf>,
+}
+
+impl KeyStoreArgs {
+    /// The stores, file first, each checked it can be set up here.
+    fn stores(&self) -> Result<Vec<KeyStore>> {
+        keystore::parse(&self.key_store, self.pkcs11_module.as_deref())
     }
-    if module.is_some() && !out.iter().any(|k| matches!(k, KeyStore::Pkcs11 { .. })) {
-        bail!("--pkcs11-module applies only with --key-store pkcs11");
-    }
-    for k in &out {
-        crate::tls::keystore::check(k)?;
-    }
-    Ok(out)
+}
+
+fn any_single_process(stores: &[KeyStore]) -> bool {
+    stores.iter().any(KeyStore::single_process)
 }
 
 impl HandshakeArgs {
@@ -176,13 +171,9 @@ impl HandshakeArgs {
         if size.len() != 1 {
             bail!("--size takes one size");
         }
-        let key_stores = parse_key_stores(&self.key_store, self.pkcs11_module.as_deref())?;
-        if self.cores > 1
-            && key_stores
-                .iter()
-                .any(|k| matches!(k, KeyStore::Pkcs11 { .. }))
-        {
-            bail!("--key-store pkcs11 runs nginx as one process (key handles break across fork): use --cores 1");
+        let key_stores = self.key_store.stores()?;
+        if self.cores > 1 && any_single_process(&key_stores) {
+            return Err(keystore::one_process_only("use --cores 1"));
         }
         let sweep = SweepPlan {
             suites: Vec::new(),
@@ -190,6 +181,7 @@ impl HandshakeArgs {
             cores: vec![self.cores],
             variants: Vec::new(),
             key: keys[0],
+            key_stores: key_stores.clone(),
             window: flag_duration("window", &self.window, Duration::from_millis(100))?,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
             warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
@@ -283,6 +275,9 @@ pub struct CommonArgs {
     /// Print the results as JSON on stdout instead of the table.
     #[arg(long)]
     pub json: bool,
+    /// Where nginx's key is.
+    #[command(flatten)]
+    pub key_store: KeyStoreArgs,
     /// The library under test (nginx's).
     #[command(flatten)]
     pub library: LibraryArgs,
@@ -497,6 +492,15 @@ impl CommonArgs {
         generator_cpus(self.generator_cpus.as_deref())
     }
 
+    /// The key stores; a PKCS#11 module only for the nginx cipherbench starts.
+    fn key_stores(&self) -> Result<Vec<KeyStore>> {
+        let stores = self.key_store.stores()?;
+        if self.server.is_some() && any_single_process(&stores) {
+            bail!("--key-store pkcs11 applies to the nginx cipherbench starts, not to a server given with --server");
+        }
+        Ok(stores)
+    }
+
     /// The variants, each once, under every library of `--openssl` (resolved here,
     /// so call it last: it starts a child under each directory).
     fn variants(&self) -> Result<Vec<Variant>> {
@@ -568,12 +572,21 @@ impl SweepArgs {
             bail!("--max-concurrency must be between 1 and 100000");
         }
         let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
+        let cores = parse_cores(&self.cores)?;
+        let key_stores = self.common.key_stores()?;
+        keystore::check_plan(
+            &key_stores,
+            &suites,
+            &cores,
+            "include 1 in --cores (that store is measured at 1 core only)",
+        )?;
         let mut plan = SweepPlan {
             suites,
             sizes: sizes(&self.sizes, 64 * (1 << 30))?,
-            cores: parse_cores(&self.cores)?,
+            cores,
             variants: Vec::new(),
             key,
+            key_stores,
             window,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
             warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
@@ -612,12 +625,15 @@ impl RampArgs {
         if self.cores == 0 || self.cores > 1024 {
             bail!("--cores must be between 1 and 1024");
         }
+        let key_stores = self.common.key_stores()?;
+        keystore::check_plan(&key_stores, &suites, &[self.cores], "use --cores 1")?;
         let mut plan = RampPlan {
             suites,
             sizes: sizes(&self.sizes, 1 << 30)?,
             variants: Vec::new(),
             cores: self.cores,
             key,
+            key_stores,
             target_rate: self.rate,
             duration: flag_duration("duration", &self.duration, Duration::from_millis(100))?,
             timeout: flag_duration("timeout", &self.timeout, Duration::from_millis(10))?,

@@ -14,6 +14,7 @@
 //! seconds apart.
 
 use super::engine::{Client, Target};
+use super::keystore::KeyStore;
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::suite::{KeyType, Protocol, Suite};
 use super::SweepPlan;
@@ -49,29 +50,6 @@ impl Group {
         match self {
             Group::X25519 => "X25519",
             Group::P256 => "P-256",
-        }
-    }
-}
-
-/// Where nginx's private key is.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum KeyStore {
-    /// A PEM file in the run's workspace.
-    File,
-    /// A PKCS#11 module (SoftHSM2 unless a module path is given), reached through
-    /// libengine-pkcs11-openssl.
-    Pkcs11 {
-        /// The module (`--pkcs11-module`), None: SoftHSM2's.
-        module: Option<PathBuf>,
-    },
-}
-
-impl KeyStore {
-    /// The name in records.
-    pub fn name(&self) -> &'static str {
-        match self {
-            KeyStore::File => "file",
-            KeyStore::Pkcs11 { .. } => "pkcs11",
         }
     }
 }
@@ -234,6 +212,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             server_cpus: server_cpus.clone(),
                             generator_cpus: generator_cpus.clone(),
                             variant: variants.record(variant, &server, &suite),
+                            key_store_check: super::keystore::check_served(&key_source, &server),
                             config: server.config().to_string(),
                             placement: Some(placement),
                         };
@@ -257,6 +236,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                                 size: plan.size,
                                 cores: plan.cores,
                                 variant: &variant.name(),
+                                key_store: store.name(),
                                 cpus: &placement_cpus,
                             },
                         )?;
@@ -381,6 +361,7 @@ fn record_point(
             format!("{what}: {reason}"),
         );
     }
+    super::warn_key_store(session, &what, &server);
     if !server.variant.took_effect {
         session.record.warn(
             "tls",

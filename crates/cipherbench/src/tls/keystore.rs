@@ -12,14 +12,164 @@
 //! handles do not survive `fork`, so nginx runs with `master_process off` (one
 //! process, one core).
 //!
-//! This module prepares; nginx.rs renders the config and starts nginx.
+//! The same module any PKCS#11 module given by path goes through: the token is
+//! initialised and the key imported with `softhsm2-util --module PATH`, which speaks
+//! plain PKCS#11 to whichever module it is given.
+//!
+//! This module parses `--key-store`, prepares, and checks by effect that a started
+//! nginx did take its key from the module ([`check_served`]); nginx.rs renders the
+//! config and starts nginx. `tls handshake`, `tls sweep` and `tls ramp` share it.
 
-use super::handshake::KeyStore;
-use super::nginx::Workspace;
+use super::nginx::{Server, Workspace};
+use super::suite::Suite;
 use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
+use cipherbench_model::tls::{KeyStoreCheck, KeyStoreSkip};
 use std::path::{Path, PathBuf};
 use std::time::Duration;
+
+/// Where nginx's private key is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum KeyStore {
+    /// A PEM file in the run's workspace.
+    File,
+    /// A PKCS#11 module (SoftHSM2 unless a module path is given), reached through
+    /// libengine-pkcs11-openssl.
+    Pkcs11 {
+        /// The module (`--pkcs11-module`), None: SoftHSM2's.
+        module: Option<PathBuf>,
+    },
+}
+
+impl KeyStore {
+    /// The name in records.
+    pub fn name(&self) -> &'static str {
+        match self {
+            KeyStore::File => "file",
+            KeyStore::Pkcs11 { .. } => "pkcs11",
+        }
+    }
+
+    /// Whether nginx serves this key from one process (a module's key handles do
+    /// not survive `fork`).
+    pub fn single_process(&self) -> bool {
+        matches!(self, KeyStore::Pkcs11 { .. })
+    }
+}
+
+/// Parses a `--key-store` list (file first whenever it is in it: the other stores
+/// are compared with it) and checks each store can be set up here.
+pub fn parse(text: &str, module: Option<&Path>) -> Result<Vec<KeyStore>> {
+    let mut out = Vec::new();
+    for t in text.split(',') {
+        let k = match t.trim() {
+            "file" => KeyStore::File,
+            "pkcs11" => KeyStore::Pkcs11 {
+                module: module.map(|m| m.to_path_buf()),
+            },
+            t => bail!("--key-store: unknown '{t}': use file, pkcs11, or file,pkcs11"),
+        };
+        if !out.contains(&k) {
+            out.push(k);
+        }
+    }
+    if module.is_some() && !out.iter().any(KeyStore::single_process) {
+        bail!("--pkcs11-module applies only with --key-store pkcs11");
+    }
+    out.sort_by_key(|k| k.single_process());
+    for k in &out {
+        check(k)?;
+    }
+    Ok(out)
+}
+
+/// Why a store cannot serve `suite` on `cores` nginx cores, if it cannot: a
+/// module's key only on one core (one nginx process), and not for RSA key exchange
+/// (OpenSSL 3's TLS decrypts the premaster with `RSA_PKCS1_WITH_TLS_PADDING`, which
+/// the pkcs11 engine's RSA method refuses: "illegal or unsupported padding mode").
+pub fn cannot_serve(store: &KeyStore, suite: &Suite, cores: usize) -> Option<String> {
+    if !store.single_process() {
+        return None;
+    }
+    if suite.rsa_key_exchange() {
+        return Some(format!(
+            "not measured with the key in {}: {} uses RSA key exchange, and the pkcs11 engine cannot decrypt with the padding OpenSSL 3's TLS asks for (nginx logs 'illegal or unsupported padding mode'); ECDHE and TLS 1.3 suites sign with the key and are measured",
+            store.name(),
+            suite.openssl
+        ));
+    }
+    if cores > 1 {
+        return Some(format!(
+            "not measured with the key in {}: nginx serves a PKCS#11 module's key from one process (master_process off: the module's key handles do not survive fork), so at {cores} cores it would be one process against {cores} workers; measured at 1 core",
+            store.name()
+        ));
+    }
+    None
+}
+
+/// What each store will not be measured at in a plan of `suites` x `cores`: a suite
+/// it cannot serve at all, then each core count above one.
+pub fn skips(stores: &[KeyStore], suites: &[Suite], cores: &[usize]) -> Vec<KeyStoreSkip> {
+    let mut out = Vec::new();
+    for k in stores.iter().filter(|k| k.single_process()) {
+        let servable: Vec<&Suite> = suites
+            .iter()
+            .filter(|s| {
+                let why = cannot_serve(k, s, 1);
+                if let Some(reason) = &why {
+                    out.push(KeyStoreSkip {
+                        key_store: k.name().into(),
+                        cores: None,
+                        suite: Some(s.openssl.into()),
+                        reason: reason.clone(),
+                    });
+                }
+                why.is_none()
+            })
+            .collect();
+        for &c in cores {
+            if let Some(reason) = servable.first().and_then(|s| cannot_serve(k, s, c)) {
+                out.push(KeyStoreSkip {
+                    key_store: k.name().into(),
+                    cores: Some(c),
+                    suite: None,
+                    reason,
+                });
+            }
+        }
+    }
+    out
+}
+
+/// Refuses a plan in which a store asked for would measure nothing: every suite
+/// one it cannot serve, or no core count it can serve on. `cores_flag` says how to
+/// give one core.
+pub fn check_plan(
+    stores: &[KeyStore],
+    suites: &[Suite],
+    cores: &[usize],
+    cores_flag: &str,
+) -> Result<()> {
+    for k in stores.iter().filter(|k| k.single_process()) {
+        if !suites.is_empty() && suites.iter().all(|s| s.rsa_key_exchange()) {
+            bail!(
+                "--key-store {}: every suite asked for uses RSA key exchange, which the pkcs11 engine cannot decrypt under OpenSSL 3's TLS: add an ECDHE or TLS 1.3 suite (--suites ECDHE-RSA-AES128-GCM-SHA256,AES128-GCM-SHA256)",
+                k.name()
+            );
+        }
+        if !cores.contains(&1) {
+            return Err(one_process_only(cores_flag));
+        }
+    }
+    Ok(())
+}
+
+/// The one line for a PKCS#11 key store asked of more than one nginx core.
+pub fn one_process_only(flag: &str) -> anyhow::Error {
+    anyhow::anyhow!(
+        "--key-store pkcs11 runs nginx as one process (key handles break across fork): {flag}"
+    )
+}
 
 /// SoftHSM2's module, as Debian installs it.
 pub const SOFTHSM2_MODULES: &[&str] = &[
@@ -58,6 +208,8 @@ pub enum KeySource {
         env: Vec<(String, String)>,
         /// The module, for the record.
         module: PathBuf,
+        /// OpenSSL's pkcs11 engine loading it.
+        engine: PathBuf,
     },
 }
 
@@ -148,13 +300,27 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
     let openssl_conf = dir.join("openssl.cnf");
     std::fs::write(&openssl_conf, openssl_conf_text(&engine, &module))
         .with_context(|| format!("writing {}", openssl_conf.display()))?;
+    let module_arg = module.display().to_string();
     let run = |args: &[&str], what: &str| -> Result<()> {
+        // `--module`: the token is made in the module nginx will use, whichever it is.
         Spawn::new(&util)
+            .args(["--module", module_arg.as_str()])
             .args(args)
             .env("SOFTHSM2_CONF", &softhsm_conf)
             .output(Duration::from_secs(60))
             .with_context(|| format!("running softhsm2-util to {what}"))?
-            .success(&format!("softhsm2-util ({what})"))?;
+            .success(&format!(
+                "PKCS#11 module {}: softhsm2-util --module (to {what})",
+                module.display()
+            ))
+            .map_err(|e| {
+                // softhsm2-util may print the bytes of a library that is no module.
+                let said: String = format!("{e:#}")
+                    .chars()
+                    .filter(|c| !c.is_control() && *c != char::REPLACEMENT_CHARACTER)
+                    .collect();
+                anyhow::anyhow!("{said}; check that --pkcs11-module names a PKCS#11 module whose tokens can be initialised")
+            })?;
         Ok(())
     };
     run(
@@ -187,7 +353,68 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
             ("SOFTHSM2_CONF".into(), softhsm_conf.display().to_string()),
         ],
         module,
+        engine,
     })
+}
+
+/// Checks by effect that a started nginx took its key from the module: every
+/// serving process has the module and the engine mapped (`/proc/<pid>/maps`), and
+/// its config names the key only by its PKCS#11 URI, so the handshake
+/// [`Server::start`] completed was signed (or decrypted) by the module's key. None
+/// for a key in a file.
+pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck> {
+    let KeySource::Engine { module, engine, .. } = source else {
+        return None;
+    };
+    let mut pids = vec![server.pid()];
+    for &w in server.workers() {
+        if !pids.contains(&w) {
+            pids.push(w);
+        }
+    }
+    let config_ok =
+        !server.config().contains("key.pem") && server.config().contains("engine:pkcs11:");
+    let mut missing = Vec::new();
+    for &pid in &pids {
+        let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
+        for (what, path) in [("module", module), ("engine", engine)] {
+            if !maps_contain(&maps, path) {
+                missing.push(format!("pid {pid} has no {what} {} mapped", path.display()));
+            }
+        }
+    }
+    let served = config_ok && missing.is_empty();
+    let explanation = if served {
+        format!(
+            "nginx (pid {}) served handshakes with the module {} and the engine {} mapped, its config naming the key only by its PKCS#11 URI",
+            pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
+            module.display(),
+            engine.display()
+        )
+    } else if !config_ok {
+        "nginx's config names a key file, not the module's key".to_string()
+    } else {
+        format!(
+            "{}: the key may not have come from the module",
+            missing.join("; ")
+        )
+    };
+    Some(KeyStoreCheck {
+        module: module.display().to_string(),
+        engine: engine.display().to_string(),
+        pids,
+        served,
+        explanation,
+    })
+}
+
+/// Whether a `/proc/<pid>/maps` text maps `path` (or the file it links to). Pure
+/// but for resolving the link.
+pub fn maps_contain(maps: &str, path: &Path) -> bool {
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
+    maps.lines()
+        .filter_map(|l| l.split_whitespace().nth(5))
+        .any(|m| Path::new(m) == path || Path::new(m) == real)
 }
 
 /// SoftHSM2's config: tokens in the run's directory, file store, errors only. Pure.
@@ -233,9 +460,31 @@ mod tests {
             directive: "engine:pkcs11:pkcs11:token=t;object=o".into(),
             env: vec![("OPENSSL_CONF".into(), "/x".into())],
             module: PathBuf::from("/m.so"),
+            engine: PathBuf::from("/e.so"),
         };
         assert!(k.single_process());
         assert_eq!(k.directive(), "\"engine:pkcs11:pkcs11:token=t;object=o\"");
         assert!(!KeySource::File(PathBuf::from("/k.pem")).single_process());
+    }
+
+    #[test]
+    fn a_mapped_module_is_found_by_its_path_in_the_maps() {
+        let maps = "7f00-7f10 r-xp 00000000 08:01 42 /usr/lib/softhsm/libsofthsm2.so\n7f20-7f30 r--p 00000000 00:00 0 \n";
+        assert!(maps_contain(
+            maps,
+            Path::new("/usr/lib/softhsm/libsofthsm2.so")
+        ));
+        assert!(!maps_contain(maps, Path::new("/usr/lib/other/libp11.so")));
+    }
+
+    #[test]
+    fn key_stores_parse_file_first_and_refuse_in_one_line() {
+        assert_eq!(parse("file", None).unwrap(), vec![KeyStore::File]);
+        let err = parse("hsm", None).unwrap_err().to_string();
+        assert!(err.contains("file, pkcs11"), "{err}");
+        let err = parse("file", Some(Path::new("/m.so")))
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("only with --key-store pkcs11"), "{err}");
     }
 }

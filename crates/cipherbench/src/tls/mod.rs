@@ -130,6 +130,9 @@ pub struct SweepPlan {
     pub variants: Vec<Variant>,
     /// Server key.
     pub key: KeyType,
+    /// Where nginx's key is, file first: each point is measured in each (a PKCS#11
+    /// module only at one core: nginx serves its key from one process).
+    pub key_stores: Vec<keystore::KeyStore>,
     /// Final window.
     pub window: Duration,
     /// Probe window.
@@ -169,6 +172,8 @@ pub struct RampPlan {
     pub cores: usize,
     /// Server key.
     pub key: KeyType,
+    /// Where nginx's key is, file first: each ramp is run in each.
+    pub key_stores: Vec<keystore::KeyStore>,
     /// Rate at the end of the ramp.
     pub target_rate: f64,
     /// Ramp length.
@@ -338,6 +343,34 @@ pub(crate) fn agent_addr(
     }
 }
 
+/// The key stores of a run, set up once in its workspace (a PKCS#11 token is made
+/// and the key imported here), each with what nginx is given.
+pub(crate) fn key_sources(
+    stores: &[keystore::KeyStore],
+    workspace: &nginx::Workspace,
+) -> Result<Vec<(keystore::KeyStore, keystore::KeySource)>> {
+    stores
+        .iter()
+        .map(|s| Ok((s.clone(), keystore::prepare(s, workspace)?)))
+        .collect()
+}
+
+/// Warns when an nginx given a module's key did not show that it used the module
+/// ([`keystore::check_served`]).
+pub(crate) fn warn_key_store(
+    session: &mut Session,
+    what: &str,
+    server: &cipherbench_model::tls::ServerRecord,
+) {
+    if let Some(c) = server.key_store_check.as_ref().filter(|c| !c.served) {
+        session.record.warn(
+            "tls",
+            "key_store_not_effective",
+            format!("{what}: key store {}: {}", server.key_store, c.explanation),
+        );
+    }
+}
+
 /// The session's layer 3 record, created on first use.
 pub(crate) fn results(session: &mut Session) -> &mut TlsResults {
     session.record.tls.get_or_insert_with(TlsResults::default)
@@ -467,6 +500,7 @@ pub(crate) fn external_record(
         suite: suite.openssl.to_string(),
         key: String::new(),
         key_store: String::new(),
+        key_store_check: None,
         cores: 0,
         server_cpus: Vec::new(),
         generator_cpus,

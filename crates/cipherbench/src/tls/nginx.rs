@@ -614,6 +614,21 @@ fn classify_failure(stderr: &str, spec: &ServerSpec<'_>, port: u16) -> StartErro
             spec.info.library.as_deref().unwrap_or("nginx's OpenSSL")
         ));
     }
+    if let KeySource::Engine { module, .. } = &spec.key_source {
+        if stderr.contains("ENGINE") || stderr.contains("certificate key") {
+            // nginx's emerg line names what failed; the rest is OpenSSL's error stack.
+            let said = stderr
+                .lines()
+                .find(|l| l.contains("[emerg]"))
+                .unwrap_or_else(|| stderr.lines().last().unwrap_or(""));
+            return StartError::Other(anyhow!(
+                "nginx could not take its key from the PKCS#11 module {} (log-in or key lookup failed; check the module works with softhsm2-util --module {} --show-slots): {}",
+                module.display(),
+                module.display(),
+                said.trim()
+            ));
+        }
+    }
     StartError::Other(anyhow!(
         "nginx exited while starting on 127.0.0.1:{port}: {}",
         if stderr.is_empty() {

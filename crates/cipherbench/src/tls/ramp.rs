@@ -6,6 +6,10 @@
 //! Requests start on schedule whether or not earlier ones finished, and latency runs
 //! from the scheduled start: a server that falls behind shows as latency and
 //! timeouts, not as a slower schedule.
+//!
+//! With `--key-store file,pkcs11` each ramp runs with the key in each store, one
+//! after the other (their order alternating from one ramp to the next), each with
+//! its own nginx; a PKCS#11 module's key needs `--cores 1` (one nginx process).
 
 use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Schedule, Spec, Target};
@@ -24,7 +28,17 @@ impl RampPlan {
         match self.target {
             ServerTarget::External(_) => 1,
             ServerTarget::Nginx { .. } => {
-                self.suites.len() * self.sizes.len() * self.variants.len()
+                let slots: usize = self
+                    .suites
+                    .iter()
+                    .map(|s| {
+                        self.key_stores
+                            .iter()
+                            .filter(|k| super::keystore::cannot_serve(k, s, self.cores).is_none())
+                            .count()
+                    })
+                    .sum();
+                slots * self.sizes.len() * self.variants.len()
             }
         }
     }
@@ -44,6 +58,7 @@ impl RampPlan {
             duration_ns: self.duration.as_nanos() as u64,
             timeout_ns: self.timeout.as_nanos() as u64,
             key: self.key.name().to_string(),
+            key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
         }
     }
 }
@@ -87,6 +102,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 suite.openssl,
                 size,
                 "external",
+                "",
                 0,
                 &generator_cpus,
             )?;
@@ -107,6 +123,22 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            let sources = super::key_sources(&plan.key_stores, &workspace)?;
+            let skipped = super::keystore::skips(&plan.key_stores, &plan.suites, &[plan.cores]);
+            for s in &skipped {
+                session
+                    .progress
+                    .note(&format!("{}: {}", s.what(), s.reason));
+                session.record.warn(
+                    "tls",
+                    "key_store_skipped",
+                    format!("{}: {}", s.what(), s.reason),
+                );
+            }
+            if !skipped.is_empty() {
+                ramp_results(session, &config).key_store_skipped = skipped;
+                session.save()?;
+            }
             let also_listen = match fleet {
                 Some(f) => f.coordinator_addrs()?,
                 None => Vec::new(),
@@ -114,89 +146,127 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls ramp", plan.total_runs(), plan.estimate());
+            // The key stores of one ramp back to back, the first of them alternating,
+            // so a drift of the machine does not always favour one.
+            let mut turn = 0usize;
             for suite in &plan.suites {
                 let client = Client::new(suite, false)?;
                 for &size in &plan.sizes {
                     for variant in &plan.variants {
-                        interrupt::check()?;
-                        let done = session
-                            .record
-                            .tls
-                            .as_ref()
-                            .and_then(|t| t.ramp.as_ref())
-                            .is_some_and(|r| r.run(suite.openssl, size, &variant.name()).is_some());
-                        if done {
-                            // Measured by an earlier, interrupted run of this plan.
-                            session.progress.skip(1);
-                            continue;
+                        let mut order: Vec<_> = sources
+                            .iter()
+                            .filter(|(k, _)| {
+                                super::keystore::cannot_serve(k, suite, plan.cores).is_none()
+                            })
+                            .collect();
+                        if turn % 2 == 1 {
+                            order.reverse();
                         }
-                        let spec = ServerSpec {
-                            nginx: &binary,
-                            info: &info,
-                            workspace: &workspace,
-                            suite: *suite,
-                            cpus: server_cpus.clone(),
-                            variant,
-                            ia32cap: variants.mask(variant),
-                            port: *port,
-                            resumption: false,
-                            also_listen: also_listen.clone(),
-                            groups: None,
-                            key_source: super::keystore::KeySource::File(
-                                workspace.dir().join("key.pem"),
-                            ),
-                        };
-                        let server = Server::start(&spec, &client)?;
-                        let mut placement = placed.placement.clone();
-                        if let Some(why) = super::apply_placement(&server, server_cpus) {
-                            placement.disjoint = false;
-                            placement.warnings.push(why);
+                        turn += 1;
+                        for (store, key_source) in order {
+                            interrupt::check()?;
+                            let done = session
+                                .record
+                                .tls
+                                .as_ref()
+                                .and_then(|t| t.ramp.as_ref())
+                                .is_some_and(|r| {
+                                    r.runs.iter().chain(&r.key_store_runs).any(|x| {
+                                        x.suite == suite.openssl
+                                            && x.size_bytes == size
+                                            && x.variant == variant.name()
+                                            && x.key_store == store.name()
+                                    })
+                                });
+                            if done {
+                                // Measured by an earlier, interrupted run of this plan.
+                                session.progress.skip(1);
+                                continue;
+                            }
+                            let spec = ServerSpec {
+                                nginx: &binary,
+                                info: &info,
+                                workspace: &workspace,
+                                suite: *suite,
+                                cpus: server_cpus.clone(),
+                                variant,
+                                ia32cap: variants.mask(variant),
+                                port: *port,
+                                resumption: false,
+                                also_listen: also_listen.clone(),
+                                groups: None,
+                                key_source: key_source.clone(),
+                            };
+                            let server = Server::start(&spec, &client)?;
+                            let mut placement = placed.placement.clone();
+                            if let Some(why) = super::apply_placement(&server, server_cpus) {
+                                placement.disjoint = false;
+                                placement.warnings.push(why);
+                            }
+                            super::warn_placement(session, &placement);
+                            super::note_libraries(session, variant, &server);
+                            let record = ServerRecord {
+                                kind: "nginx".into(),
+                                version: Some(info.version.clone()),
+                                library: super::server_library(&info, variant),
+                                suite: suite.openssl.to_string(),
+                                key: plan.key.name().to_string(),
+                                key_store: store.name().into(),
+                                key_store_check: super::keystore::check_served(key_source, &server),
+                                cores: plan.cores,
+                                server_cpus: server_cpus.clone(),
+                                generator_cpus: generator_cpus.clone(),
+                                variant: variants.record(variant, &server, suite),
+                                config: server.config().to_string(),
+                                placement: Some(placement),
+                            };
+                            let target = Target {
+                                addr: server.addr(),
+                                host: "127.0.0.1".into(),
+                                path: Workspace::url_path(size),
+                                expected_len: Some(size),
+                            };
+                            let run = one(
+                                plan,
+                                &client,
+                                &target,
+                                generator_cpus,
+                                Some(&server),
+                                fleet,
+                                schedule,
+                                suite.openssl,
+                                size,
+                                &variant.name(),
+                                store.name(),
+                                plan.cores,
+                                &placed.placement.all_cpus(),
+                            )?;
+                            server.stop();
+                            record_run(session, &config, record, run)?;
+                            super::NginxVariants::note_counter(session, variant);
                         }
-                        super::warn_placement(session, &placement);
-                        super::note_libraries(session, variant, &server);
-                        let record = ServerRecord {
-                            kind: "nginx".into(),
-                            version: Some(info.version.clone()),
-                            library: super::server_library(&info, variant),
-                            suite: suite.openssl.to_string(),
-                            key: plan.key.name().to_string(),
-                            key_store: "file".into(),
-                            cores: plan.cores,
-                            server_cpus: server_cpus.clone(),
-                            generator_cpus: generator_cpus.clone(),
-                            variant: variants.record(variant, &server, suite),
-                            config: server.config().to_string(),
-                            placement: Some(placement),
-                        };
-                        let target = Target {
-                            addr: server.addr(),
-                            host: "127.0.0.1".into(),
-                            path: Workspace::url_path(size),
-                            expected_len: Some(size),
-                        };
-                        let run = one(
-                            plan,
-                            &client,
-                            &target,
-                            generator_cpus,
-                            Some(&server),
-                            fleet,
-                            schedule,
-                            suite.openssl,
-                            size,
-                            &variant.name(),
-                            plan.cores,
-                            &placed.placement.all_cpus(),
-                        )?;
-                        server.stop();
-                        record_run(session, &config, record, run)?;
-                        super::NginxVariants::note_counter(session, variant);
                     }
                 }
             }
             Ok(())
         }
     }
+}
+
+fn empty(config: &RampConfig) -> RampResults {
+    RampResults {
+        config: config.clone(),
+        runs: Vec::new(),
+        key_store_runs: Vec::new(),
+        key_store_skipped: Vec::new(),
+    }
+}
+
+/// The session's ramp record, created if needed.
+fn ramp_results<'a>(session: &'a mut Session, config: &RampConfig) -> &'a mut RampResults {
+    super::results(session)
+        .ramp
+        .get_or_insert_with(|| empty(config))
 }
 
 #[allow(clippy::too_many_arguments)]
@@ -211,6 +281,7 @@ fn one(
     suite: &str,
     size: u64,
     variant: &str,
+    key_store: &str,
     cores: usize,
     window_cpus: &[usize],
 ) -> Result<RampRun> {
@@ -266,6 +337,7 @@ fn one(
         negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
         size_bytes: size,
         variant: variant.to_string(),
+        key_store: key_store.to_string(),
         cores,
         attempted: r.attempted,
         successful: r.ok,
@@ -305,7 +377,13 @@ fn record_run(
     server: ServerRecord,
     run: RampRun,
 ) -> Result<()> {
-    let what = format!("{} {} {}", run.suite, ByteSize(run.size_bytes), run.variant);
+    let what = format!(
+        "{} {} {}{}",
+        run.suite,
+        ByteSize(run.size_bytes),
+        run.variant,
+        super::sweep::store_suffix(&run.key_store)
+    );
     session.progress.point(&format!(
         "ramp {what}: {} attempted, {} successful, {} unsuccessful, latency p99 {:.1} ms, generator {} per thread",
         run.attempted,
@@ -347,6 +425,7 @@ fn record_run(
             ),
         );
     }
+    super::warn_key_store(session, &format!("ramp {what}"), &server);
     if !server.variant.took_effect {
         session.record.warn(
             "tls",
@@ -360,16 +439,24 @@ fn record_run(
     }
     let tls = super::results(session);
     if !tls.servers.iter().any(|s| {
-        s.suite == server.suite && s.variant.name == server.variant.name && s.cores == server.cores
+        s.suite == server.suite
+            && s.variant.name == server.variant.name
+            && s.cores == server.cores
+            && s.key_store == server.key_store
     }) {
         tls.servers.push(server);
     }
-    tls.ramp
-        .get_or_insert_with(|| RampResults {
-            config: config.clone(),
-            runs: Vec::new(),
-        })
-        .runs
-        .push(run);
+    let ramp = tls.ramp.get_or_insert_with(|| empty(config));
+    // The first key store's ramps are the ramp's; the others', its counterparts.
+    if config
+        .key_stores
+        .iter()
+        .skip(1)
+        .any(|k| *k == run.key_store)
+    {
+        ramp.key_store_runs.push(run);
+    } else {
+        ramp.runs.push(run);
+    }
     session.save()
 }

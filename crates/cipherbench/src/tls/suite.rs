@@ -101,6 +101,12 @@ pub struct Suite {
 }
 
 impl Suite {
+    /// Whether the premaster secret is RSA-encrypted to the server's key (TLS 1.2
+    /// `TLS_RSA_WITH_*`, RFC 5246 §7.4.7.1), not exchanged by (EC)DHE and signed.
+    pub fn rsa_key_exchange(&self) -> bool {
+        self.iana.starts_with("TLS_RSA_WITH_")
+    }
+
     /// The catalogue cipher its records are encrypted with (what a provider variant
     /// is judged on); None for a suite whose record cipher the catalogue lacks.
     pub fn catalogue_cipher(&self) -> Option<&'static str> {

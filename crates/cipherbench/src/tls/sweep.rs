@@ -14,11 +14,18 @@
 //! cores above a point nginx did not saturate, is said. Every point records what
 //! stopped its search and which side was the limit. Core counts this machine cannot
 //! give nginx with a generator CPU to spare are skipped, and said so. Each point gets
-//! its own nginx, so the variant and the suite are exactly what the point says;
-//! points are saved as they finish.
+//! its own nginx, so the variant, the suite and the key store are exactly what the
+//! point says; points are saved as they finish.
+//!
+//! The key store (`--key-store file,pkcs11`) is a dimension of the run: each point is
+//! measured with the key in each store, the variant x key-store slots of one point in
+//! the rotating order, so a point's two stores are measured seconds apart. A PKCS#11
+//! module's key is served by one nginx process, so that store is measured at one
+//! core only and its other core counts are recorded as not measured.
 
 use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
+use super::keystore::{cannot_serve, KeySource, KeyStore};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{ServerTarget, SweepPlan};
 use crate::agent::fleet::{AgentFailure, Fleet};
@@ -59,8 +66,18 @@ impl SweepPlan {
             ServerTarget::External(_) => 1,
             ServerTarget::Nginx { .. } => {
                 let cpus = crate::host::allowed_cpus().len();
-                let fit = self.cores.iter().filter(|&&c| c < cpus).count();
-                fit * self.sizes.len() * self.suites.len() * self.variants.len()
+                let mut slots = 0;
+                for &c in self.cores.iter().filter(|&&c| c < cpus) {
+                    for s in &self.suites {
+                        let stores = self
+                            .key_stores
+                            .iter()
+                            .filter(|k| cannot_serve(k, s, c).is_none())
+                            .count();
+                        slots += stores * self.variants.len();
+                    }
+                }
+                slots * self.sizes.len()
             }
         }
     }
@@ -89,6 +106,7 @@ impl SweepPlan {
             timeout_ns: self.timeout.as_nanos() as u64,
             resumption: self.resumption,
             key: self.key.name().to_string(),
+            key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
         }
     }
 }
@@ -145,7 +163,17 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                     format!("--cores {}: not measured: {}", s.cores, s.reason),
                 );
             }
-            note_skipped(session, &config, skipped)?;
+            let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
+            let store_skipped =
+                super::keystore::skips(&plan.key_stores, &plan.suites, &measured_cores);
+            for s in &store_skipped {
+                session.record.warn(
+                    "tls",
+                    "key_store_skipped",
+                    format!("{}: {}", s.what(), s.reason),
+                );
+            }
+            note_skipped(session, &config, skipped, store_skipped)?;
             let clients = plan
                 .suites
                 .iter()
@@ -153,6 +181,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 .collect::<Result<Vec<_>>>()?;
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
+            let sources = super::key_sources(&plan.key_stores, &workspace)?;
             let also_listen = match fleet {
                 Some(f) => f.coordinator_addrs()?,
                 None => Vec::new(),
@@ -160,30 +189,51 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
-            // The variants' order turns from one point to the next (accel noaesni,
-            // noaesni accel, ...: the interleaving schedule with a point for a round),
-            // so a steady drift of the machine does not always favour the first.
+            // The order of the variant x key-store slots turns from one point to the
+            // next (accel noaesni, noaesni accel, ...: the interleaving schedule with a
+            // point for a round), so a steady drift of the machine does not always
+            // favour the first. Key stores join the rotation: every slot starts its
+            // own nginx anyway, and the token is made once for the run.
             let mut turn = 0usize;
             for (cores, placed) in assignments {
                 let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
                 let placement_cpus = placed.placement.all_cpus();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
+                        let slots: Vec<(&crate::variant::Variant, &KeyStore, &KeySource)> = plan
+                            .variants
+                            .iter()
+                            .flat_map(|v| {
+                                sources
+                                    .iter()
+                                    .filter(|(k, _)| cannot_serve(k, suite, cores).is_none())
+                                    .map(move |(k, src)| (v, k, src))
+                            })
+                            .collect();
                         let order = cipherbench_model::interleave::schedule(
                             1,
-                            plan.variants.len(),
+                            slots.len(),
                             turn + 1,
                             cipherbench_model::interleave::Order::PointByPoint,
                         );
                         turn += 1;
-                        let in_turn: Vec<&crate::variant::Variant> = order
+                        let in_turn: Vec<_> = order
                             .iter()
                             .filter(|slot| slot.round == turn - 1)
-                            .map(|slot| &plan.variants[slot.variant])
+                            .map(|slot| slots[slot.variant])
                             .collect();
-                        for variant in in_turn {
+                        for (variant, store, key_source) in in_turn {
                             interrupt::check()?;
-                            if measured(session, suite.openssl, size, cores, &variant.name()) {
+                            let done = find_point(
+                                session,
+                                suite.openssl,
+                                size,
+                                cores,
+                                &variant.name(),
+                                store.name(),
+                            )
+                            .is_some();
+                            if done {
                                 session.progress.skip(1);
                                 continue;
                             }
@@ -199,9 +249,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 resumption: plan.resumption,
                                 also_listen: also_listen.clone(),
                                 groups: None,
-                                key_source: super::keystore::KeySource::File(
-                                    workspace.dir().join("key.pem"),
-                                ),
+                                key_source: key_source.clone(),
                             };
                             let server = Server::start(&spec, client)?;
                             let mut placement = placed.placement.clone();
@@ -217,7 +265,8 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 library: super::server_library(&info, variant),
                                 suite: suite.openssl.to_string(),
                                 key: plan.key.name().to_string(),
-                                key_store: "file".into(),
+                                key_store: store.name().into(),
+                                key_store_check: super::keystore::check_served(key_source, &server),
                                 cores,
                                 server_cpus: server_cpus.clone(),
                                 // With agents, the load is theirs (see tls.agents).
@@ -237,7 +286,13 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 expected_len: Some(size),
                             };
                             let start = start_concurrency(
-                                &chosen_so_far(session, suite.openssl, size, &variant.name()),
+                                &chosen_so_far(
+                                    session,
+                                    suite.openssl,
+                                    size,
+                                    &variant.name(),
+                                    store.name(),
+                                ),
                                 cores,
                             );
                             let point = search(
@@ -254,6 +309,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                     size,
                                     cores,
                                     variant: &variant.name(),
+                                    key_store: store.name(),
                                     cpus: &placement_cpus,
                                 },
                             )?;
@@ -305,6 +361,7 @@ fn run_external(
             size: target.expected_len.unwrap_or(0),
             cores: 0,
             variant: "external",
+            key_store: "",
             cpus: &allowed,
         },
     )?;
@@ -312,13 +369,15 @@ fn run_external(
     record_point(session, &config, record, point)
 }
 
-/// Records the core counts skipped (the sweep's record is created if needed).
+/// Records the core counts skipped, and those a key store was not measured at (the
+/// sweep's record is created if needed).
 fn note_skipped(
     session: &mut Session,
     config: &SweepConfig,
     skipped: Vec<SkippedCores>,
+    store_skipped: Vec<cipherbench_model::tls::KeyStoreSkip>,
 ) -> Result<()> {
-    if skipped.is_empty() {
+    if skipped.is_empty() && store_skipped.is_empty() {
         return Ok(());
     }
     for s in &skipped {
@@ -326,32 +385,75 @@ fn note_skipped(
             .progress
             .note(&format!("--cores {}: skipped: {}", s.cores, s.reason));
     }
+    for s in &store_skipped {
+        session
+            .progress
+            .note(&format!("{}: {}", s.what(), s.reason));
+    }
     let tls = super::results(session);
-    let sweep = tls.sweep.get_or_insert_with(|| SweepResults {
-        config: config.clone(),
-        points: Vec::new(),
-        skipped_cores: Vec::new(),
-    });
+    let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
     sweep.skipped_cores = skipped;
+    sweep.key_store_skipped = store_skipped;
     session.save()
 }
 
-/// (cores, chosen concurrency) of the points already measured for this size, suite
-/// and variant.
-fn chosen_so_far(session: &Session, suite: &str, size: u64, variant: &str) -> Vec<(usize, usize)> {
+fn new_results(config: &SweepConfig) -> SweepResults {
+    SweepResults {
+        config: config.clone(),
+        points: Vec::new(),
+        skipped_cores: Vec::new(),
+        key_store_points: Vec::new(),
+        key_store_skipped: Vec::new(),
+    }
+}
+
+/// Every point of the sweep so far, whichever key store.
+fn all_points(session: &Session) -> impl Iterator<Item = &SweepPoint> {
     session
         .record
         .tls
         .as_ref()
         .and_then(|t| t.sweep.as_ref())
-        .map(|s| {
-            s.points
-                .iter()
-                .filter(|p| p.suite == suite && p.size_bytes == size && p.variant == variant)
-                .map(|p| (p.cores, p.concurrency))
-                .collect()
+        .into_iter()
+        .flat_map(|s| s.points.iter().chain(&s.key_store_points))
+}
+
+/// A point already measured ([`run`] kept the sweep only if it was of this plan).
+fn find_point<'a>(
+    session: &'a Session,
+    suite: &str,
+    size: u64,
+    cores: usize,
+    variant: &str,
+    key_store: &str,
+) -> Option<&'a SweepPoint> {
+    all_points(session).find(|p| {
+        p.suite == suite
+            && p.size_bytes == size
+            && p.cores == cores
+            && p.variant == variant
+            && p.key_store == key_store
+    })
+}
+
+/// (cores, chosen concurrency) of the points already measured for this size, suite,
+/// variant and key store.
+fn chosen_so_far(
+    session: &Session,
+    suite: &str,
+    size: u64,
+    variant: &str,
+    key_store: &str,
+) -> Vec<(usize, usize)> {
+    all_points(session)
+        .filter(|p| {
+            p.suite == suite
+                && p.size_bytes == size
+                && p.variant == variant
+                && p.key_store == key_store
         })
-        .unwrap_or_default()
+        .map(|p| (p.cores, p.concurrency))
+        .collect()
 }
 
 /// The monotonicity rule: the probes for `cores` start at the concurrency chosen for
@@ -446,11 +548,8 @@ fn record_point(
     point: SweepPoint,
 ) -> Result<()> {
     let label = format!(
-        "{} {} x{} {}: {} ({:.0} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}",
-        point.suite,
-        ByteSize(point.size_bytes),
-        point.cores,
-        point.variant,
+        "{}: {} ({:.0} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}",
+        point_name(&point),
         format_bits_per_sec(point.throughput_bytes_per_sec),
         point.requests_per_sec,
         point.concurrency,
@@ -472,38 +571,52 @@ fn record_point(
     warn_point(session, &point, &server);
     let tls = super::results(session);
     if !tls.servers.iter().any(|s| {
-        s.suite == server.suite && s.variant.name == server.variant.name && s.cores == server.cores
+        s.suite == server.suite
+            && s.variant.name == server.variant.name
+            && s.cores == server.cores
+            && s.key_store == server.key_store
     }) {
         tls.servers.push(server);
     }
-    let sweep = tls.sweep.get_or_insert_with(|| SweepResults {
-        config: config.clone(),
-        points: Vec::new(),
-        skipped_cores: Vec::new(),
-    });
-    sweep.points.push(point);
+    let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
+    // The first key store's points are the sweep's; the others', its counterparts.
+    if config
+        .key_stores
+        .iter()
+        .skip(1)
+        .any(|k| *k == point.key_store)
+    {
+        sweep.key_store_points.push(point);
+    } else {
+        sweep.points.push(point);
+    }
     session.save()
 }
 
-/// Whether a resumed run already holds this point ([`run`] kept its sweep only if
-/// it was of the same plan).
-fn measured(session: &Session, suite: &str, size: u64, cores: usize, variant: &str) -> bool {
-    session
-        .record
-        .tls
-        .as_ref()
-        .and_then(|t| t.sweep.as_ref())
-        .is_some_and(|s| s.point(suite, size, cores, variant).is_some())
-}
-
-fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
-    let what = format!(
-        "{} {} x{} {}",
+/// A point as the progress and the warnings name it: suite, size, cores, variant,
+/// and the key store when it is not a file.
+pub(crate) fn point_name(p: &SweepPoint) -> String {
+    format!(
+        "{} {} x{} {}{}",
         p.suite,
         ByteSize(p.size_bytes),
         p.cores,
-        p.variant
-    );
+        p.variant,
+        store_suffix(&p.key_store)
+    )
+}
+
+/// " key in pkcs11" for a key store other than a file, else nothing.
+pub(crate) fn store_suffix(key_store: &str) -> String {
+    match key_store {
+        "" | "file" => String::new(),
+        k => format!(" key in {k}"),
+    }
+}
+
+fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
+    let what = point_name(p);
+    super::warn_key_store(session, &what, server);
     if let Some(reason) = &p.invalid_reason {
         let kind = if p.generator_saturated {
             "generator_saturated"
@@ -594,6 +707,8 @@ pub(crate) struct Labels<'a> {
     pub size: u64,
     pub cores: usize,
     pub variant: &'a str,
+    /// Where nginx's key is (`file`, `pkcs11`; empty for a server not ours).
+    pub key_store: &'a str,
     /// The CPUs the point runs on (nginx's and the generator's): its noise window's.
     pub cpus: &'a [usize],
 }
@@ -964,6 +1079,7 @@ fn point(
         size_bytes: l.size,
         cores: l.cores,
         variant: l.variant.to_string(),
+        key_store: l.key_store.to_string(),
         concurrency,
         window_ns: r.window.as_nanos() as u64,
         interval_ns: r.interval.as_nanos() as u64,
