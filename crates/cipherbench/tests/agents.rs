@@ -645,13 +645,21 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
     let out = from_host(&hosts, 0, &peer_args(&config));
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // The underlay first, then each transform, each a positive figure.
+    eprintln!("{stdout}");
+    // The underlay first, then each transform under each variant (null under the
+    // first only: it has no crypto), each a positive figure.
     let rate = |label: &str| -> f64 {
         let line = stdout
             .lines()
-            .find(|l| l.trim_start().starts_with(label))
-            .unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+            .find(|l| {
+                l.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .starts_with(label)
+            })
+            .unwrap_or_else(|| panic!("no {label} row: {stdout}"));
+        let words = label.split_whitespace().count();
+        line.split_whitespace().nth(words).unwrap().parse().unwrap()
     };
     assert!(
         stdout.contains(&format!(
@@ -660,8 +668,36 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
         )),
         "{stdout}"
     );
-    for label in ["underlay", "aes128-gcm", "null"] {
+    for label in [
+        "underlay",
+        "aes128-gcm accel",
+        "aes128-gcm noaesni",
+        "null accel",
+    ] {
         assert!(rate(label) > 0.0, "{label}: {stdout}");
+    }
+    assert!(!stdout.contains("null noaesni"), "{stdout}");
+    // Each host judged the mask on its own gateway, against its own accel; AES-NI
+    // masked, AES-GCM through the tunnel is slower.
+    let has_aes = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "aes"));
+    if has_aes {
+        assert!(
+            stdout.contains("variant noaesni here: took effect")
+                && stdout.contains("on h1: took effect"),
+            "{stdout}"
+        );
+        let ratio = stdout
+            .lines()
+            .find(|l| l.trim_start().starts_with("aes128-gcm: accel / noaesni"))
+            .unwrap_or_else(|| panic!("no ratio: {stdout}"));
+        assert!(ratio.contains('x') && !ratio.contains("n/a"), "{ratio}");
+        assert!(
+            rate("aes128-gcm accel") > rate("aes128-gcm noaesni"),
+            "{stdout}"
+        );
     }
     assert_no_tunnel_left(&hosts, &before);
 }
@@ -814,6 +850,8 @@ fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
                 BIN,
                 "--transforms",
                 "aes128-gcm",
+                "--variants",
+                "accel",
                 "--seconds",
                 "3",
                 "--length",
@@ -828,7 +866,7 @@ fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
             .unwrap();
         peer.push(
             line.split_whitespace()
-                .nth(1)
+                .nth(2)
                 .unwrap()
                 .parse::<f64>()
                 .unwrap(),

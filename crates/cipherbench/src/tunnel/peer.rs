@@ -21,10 +21,12 @@ use crate::agent::{EndSpec, Reply, Request};
 use crate::supervisor::{Child, Spawn};
 use crate::tunnel::gateway::{to_hex, GatewayConfig};
 use crate::tunnel::gateways::Gateway;
-use crate::variant::Variant;
+use crate::variant::{Baseline, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
+use cipherbench_model::interleave::{schedule, Order};
 use cipherbench_model::tunnel::IperfRun;
+use cipherbench_model::variant::VariantRecord;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,8 +57,15 @@ fn ip(args: &[&str]) -> Result<()> {
 }
 
 impl End {
-    /// Brings an end up; on any failure, what was made is removed.
-    pub fn up(spec: &EndSpec) -> Result<End> {
+    /// Brings an end up with its gateway under `variant` (masked as `baseline` says
+    /// for this host's library) and judges the variant by the probes the gateway
+    /// measured, against this host's accel; on any failure, what was made is
+    /// removed.
+    pub fn up(
+        spec: &EndSpec,
+        variant: &Variant,
+        baseline: &Baseline,
+    ) -> Result<(End, VariantRecord)> {
         let dir = std::env::temp_dir().join(format!("cipherbench-peer-{}", spec.tun));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut end = End {
@@ -120,17 +129,22 @@ impl End {
             // The host's default, as on one machine (`tunnel --gateway-threads`).
             threads: crate::tunnel::default_gateway_threads(crate::host::cores()),
         };
-        end.gateway = Some(Gateway::start(
+        let gateway = Gateway::start(
             std::path::Path::new("/proc/self/exe"),
             &config,
-            &Variant::accel(),
-            None,
+            variant,
+            baseline.mask(variant),
             side,
-        )?);
+        )?;
+        let mut record = baseline.judge(variant, gateway.probes.as_ref(), &[], None);
+        if gateway.probes.is_none() {
+            record.cpu_settings = gateway.cpu_settings.clone();
+        }
+        end.gateway = Some(gateway);
         if spec.iperf_server {
             end.iperf = Some(iperf_server(spec.inner)?);
         }
-        Ok(end)
+        Ok((end, record))
     }
 }
 
@@ -178,6 +192,21 @@ fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
 pub struct PeerState {
     underlay_iperf: Option<Child>,
     end: Option<End>,
+    /// This host's accel probes, measured at the first end brought up.
+    baseline: Option<Baseline>,
+}
+
+/// A `--peer` variant: a mask, which both hosts can apply to their own library. A
+/// provider or engine names files of this host, which the peer need not have.
+pub fn peer_variant(name: &str) -> Result<Variant> {
+    let v = Variant::parse(name)?;
+    if v.expected().is_some() {
+        bail!("tunnel --peer runs mask variants only (accel, noaesni, ia32cap:MASK, noifma, noadx, nopkaccel), not {name}: a provider or engine would have to be set up on the peer too");
+    }
+    if !v.library.is_system() {
+        bail!("tunnel --peer runs each host's own OpenSSL; --openssl is not supported with --peer");
+    }
+    Ok(v)
 }
 
 impl PeerState {
@@ -195,7 +224,16 @@ impl PeerState {
             }
             Request::PeerUp(spec) => {
                 self.end = None;
-                self.end = Some(End::up(&spec)?);
+                let variant = peer_variant(&spec.variant)?;
+                if self.baseline.is_none() {
+                    self.baseline = Some(Baseline::measure(&[Variant::accel()])?);
+                }
+                let baseline = self.baseline.as_ref().expect("measured above");
+                let (end, record) = End::up(&spec, &variant, baseline)?;
+                self.end = Some(end);
+                return Ok(Reply::EndUp {
+                    variant: Box::new(record),
+                });
             }
             Request::PeerDown => {
                 self.end = None;
@@ -247,6 +285,24 @@ pub struct PeerPlan {
     pub mtu: u32,
     /// iperf3 `-l` (None: iperf3's default), as the namespace tunnel's.
     pub length: Option<u64>,
+    /// Variants, each run by both gateways (mask variants: [`peer_variant`]).
+    pub variants: Vec<Variant>,
+    /// Rounds per transform and variant, the variants alternating within each
+    /// transform (A B, B A, ...).
+    pub repeats: usize,
+}
+
+/// One iperf3 run through the tunnel.
+#[derive(Debug, Clone)]
+pub struct PeerRun {
+    /// Transform.
+    pub transform: Transform,
+    /// Variant name (both gateways).
+    pub variant: String,
+    /// Round, from 0: the variants alternate within a transform's rounds.
+    pub round: usize,
+    /// iperf3 TCP through the tunnel.
+    pub iperf: IperfRun,
 }
 
 /// What `tunnel --peer` measured.
@@ -258,8 +314,11 @@ pub struct PeerOutcome {
     pub addresses: (Ipv4Addr, Ipv4Addr),
     /// iperf3 TCP between the hosts' own addresses.
     pub underlay: IperfRun,
-    /// iperf3 TCP through the tunnel, per transform.
-    pub tunnel: Vec<(Transform, IperfRun)>,
+    /// iperf3 TCP through the tunnel, in the order measured.
+    pub tunnel: Vec<PeerRun>,
+    /// Each variant as judged on this host, then on the peer (the first time each
+    /// ran there; a variant is judged against the accel of the host it ran on).
+    pub judged: Vec<(VariantRecord, VariantRecord)>,
 }
 
 /// Runs the two-host tunnel. After a failure (a killed peer, Ctrl-C), the peer's
@@ -302,9 +361,23 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
     agent.ask(&Request::PeerIperf { bind: there }, long)?;
     let underlay = iperf_client(agent, there, plan.seconds, plan.length)?;
     agent.ask(&Request::PeerDown, long)?;
+    let baseline = Baseline::measure(&plan.variants)?;
     let mut tunnel = Vec::new();
-    for &transform in &plan.transforms {
+    let mut judged: Vec<(VariantRecord, VariantRecord)> = Vec::new();
+    let order = schedule(
+        plan.transforms.len(),
+        plan.variants.len(),
+        plan.repeats.max(1),
+        Order::PointByPoint,
+    );
+    for slot in order {
         crate::interrupt::check()?;
+        let transform = plan.transforms[slot.point];
+        let variant = &plan.variants[slot.variant];
+        // `null` has no crypto: only the first variant, as on one machine.
+        if transform == Transform::Null && slot.variant != 0 {
+            continue;
+        }
         let mut secret = [0u8; 32];
         openssl::rand::rand_bytes(&mut secret).context("drawing the tunnel's secret")?;
         let spec = |initiator: bool| EndSpec {
@@ -319,21 +392,34 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
             label: format!("cipherbench peer {tun} {}", transform.name()),
             initiator,
             iperf_server: !initiator,
+            variant: variant.name(),
         };
         // The receiver first, so the sender's first packets find it.
-        agent.ask(&Request::PeerUp(Box::new(spec(false))), long)?;
+        let there_record = match agent.ask(&Request::PeerUp(Box::new(spec(false))), long)? {
+            Reply::EndUp { variant } => *variant,
+            other => bail!("agent {name}: answered {other:?} to bringing its end up"),
+        };
         let run = {
-            let _end = End::up(&spec(true))?;
+            let (_end, here_record) = End::up(&spec(true), variant, &baseline)?;
+            if !judged.iter().any(|(h, _)| h.name == here_record.name) {
+                judged.push((here_record, there_record));
+            }
             iperf_client(agent, INNER_PEER, plan.seconds, plan.length)?
         };
         agent.ask(&Request::PeerDown, long)?;
-        tunnel.push((transform, run));
+        tunnel.push(PeerRun {
+            transform,
+            variant: variant.name(),
+            round: slot.round,
+            iperf: run,
+        });
     }
     Ok(PeerOutcome {
         peer: name,
         addresses: (here, there),
         underlay,
         tunnel,
+        judged,
     })
 }
 
