@@ -393,11 +393,9 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
         bail!("--peer takes one host");
     }
     // Both hosts apply each variant to their own library: masks only.
-    let variants = plan
-        .variants
-        .iter()
-        .map(|v| crate::tunnel::peer::peer_variant(&v.name()))
-        .collect::<Result<Vec<_>>>()?;
+    for v in &plan.variants {
+        crate::tunnel::peer::peer_variant(&v.name())?;
+    }
     let launch = crate::agent::fleet::Launch::parse(
         peer,
         args.ssh_config.clone(),
@@ -407,12 +405,7 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
     crate::interrupt::install();
     let out = crate::tunnel::peer::run(&crate::tunnel::peer::PeerPlan {
         launch,
-        transforms: plan.transforms.clone(),
-        seconds: plan.seconds,
-        mtu: plan.mtu,
-        length: plan.length,
-        variants,
-        repeats: plan.repeats,
+        plan: plan.clone(),
     })?;
     crate::progress::write_stdout(format_args!(
         "{}",
@@ -433,21 +426,27 @@ fn peer_text(out: &crate::tunnel::peer::PeerOutcome, seconds: u64, repeats: usiz
     let mut t = String::new();
     let _ = writeln!(
         t,
-        "tunnel to {} ({} -> {}), iperf3 TCP {seconds} s each, {repeats} round(s) per transform and variant, the variants alternating:\n  {:<30}{:>8.3} Gbit/s",
-        out.peer, out.addresses.0, out.addresses.1, "underlay", underlay
+        "tunnel to {} ({} -> {}), iperf3 {seconds} s each (UDP at the rate its search chose), {repeats} round(s) per transform and variant, the variants alternating:\n  {:<34}{:>8.3} Gbit/s",
+        out.peer, out.addresses.0, out.addresses.1, "underlay (TCP)", underlay
     );
-    // Rounds of (transform, variant), in the order first measured.
-    let mut points: Vec<(Transform, String, Vec<f64>)> = Vec::new();
+    // Rounds of (transform and protocol, variant), in the order first measured;
+    // UDP's loss beside them.
+    let mut points: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut losses: Vec<(String, String, Vec<f64>)> = Vec::new();
     for r in &out.tunnel {
-        match points
-            .iter_mut()
-            .find(|p| p.0 == r.transform && p.1 == r.variant)
-        {
+        let what = format!("{} {}", r.transform.name(), r.iperf.protocol.as_str());
+        match points.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
             Some(p) => p.2.push(gbps(&r.iperf)),
-            None => points.push((r.transform, r.variant.clone(), vec![gbps(&r.iperf)])),
+            None => points.push((what.clone(), r.variant.clone(), vec![gbps(&r.iperf)])),
+        }
+        if let Some(l) = r.iperf.lost_percent {
+            match losses.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
+                Some(p) => p.2.push(l),
+                None => losses.push((what, r.variant.clone(), vec![l])),
+            }
         }
     }
-    for (transform, variant, rounds) in &points {
+    for (what, variant, rounds) in &points {
         let s = Summary::of_or_empty(rounds);
         let m = s.median;
         let spread = if rounds.len() > 1 {
@@ -455,10 +454,15 @@ fn peer_text(out: &crate::tunnel::peer::PeerOutcome, seconds: u64, repeats: usiz
         } else {
             String::new()
         };
+        let loss = losses
+            .iter()
+            .find(|l| &l.0 == what && &l.1 == variant)
+            .map(|l| format!(", loss {:.1} %", Summary::of_or_empty(&l.2).median))
+            .unwrap_or_default();
         let _ = writeln!(
             t,
-            "  {:<18}{:<12}{m:>8.3} Gbit/s  ({:.0} % of the underlay){spread}",
-            transform.name(),
+            "  {:<22}{:<12}{m:>8.3} Gbit/s  ({:.0} % of the underlay{loss}){spread}",
+            what,
             variant,
             100.0 * m / underlay.max(1e-12)
         );
@@ -506,12 +510,12 @@ fn peer_text(out: &crate::tunnel::peer::PeerOutcome, seconds: u64, repeats: usiz
     t
 }
 
-/// Each variant's rounds against `base`'s at the same transform: the ratio of
+/// Each variant's rounds against `base`'s at the same transform and protocol: the ratio of
 /// medians with its 95 % interval over the paired rounds (`no clear difference`
 /// when it holds 1.0), the bare ratio with fewer rounds than an interval needs, or
 /// why there is none. Pure.
 fn peer_ratios(
-    points: &[(Transform, String, Vec<f64>)],
+    points: &[(String, String, Vec<f64>)],
     base: &str,
     not_effective: impl Fn(&str) -> Option<String>,
 ) -> String {
@@ -520,12 +524,11 @@ fn peer_ratios(
     use std::fmt::Write;
     let median = |rounds: &[f64]| Summary::of_or_empty(rounds).median;
     let mut out = String::new();
-    for (transform, variant, rounds) in points {
+    for (what, variant, rounds) in points {
         if variant == base {
             continue;
         }
-        let Some((_, _, base_rounds)) = points.iter().find(|p| p.0 == *transform && p.1 == base)
-        else {
+        let Some((_, _, base_rounds)) = points.iter().find(|p| p.0 == *what && p.1 == base) else {
             continue;
         };
         let value = match not_effective(variant).or_else(|| not_effective(base)) {
@@ -540,7 +543,7 @@ fn peer_ratios(
                 }
             }
         };
-        let _ = writeln!(out, "  {}: {base} / {variant}  {value}", transform.name());
+        let _ = writeln!(out, "  {what}: {base} / {variant}  {value}");
     }
     out
 }
@@ -551,15 +554,15 @@ mod tests {
 
     #[test]
     fn peer_ratios_carry_an_interval_and_say_when_it_holds_one() {
-        let p = |t: Transform, v: &str, r: &[f64]| (t, v.to_string(), r.to_vec());
+        let p = |t: &str, v: &str, r: &[f64]| (t.to_string(), v.to_string(), r.to_vec());
         let points = vec![
-            p(Transform::Aes128Gcm, "accel", &[2.0, 2.1, 1.9]),
-            p(Transform::Aes128Gcm, "noaesni", &[0.5, 0.52, 0.49]),
-            p(Transform::Aes256Gcm, "accel", &[1.0, 1.1, 0.9]),
-            p(Transform::Aes256Gcm, "noaesni", &[1.05, 0.95, 1.0]),
-            p(Transform::Aes256Sha256, "accel", &[1.0]),
-            p(Transform::Aes256Sha256, "noaesni", &[0.5]),
-            p(Transform::Null, "accel", &[3.0]),
+            p("aes128-gcm tcp", "accel", &[2.0, 2.1, 1.9]),
+            p("aes128-gcm tcp", "noaesni", &[0.5, 0.52, 0.49]),
+            p("aes256-gcm udp", "accel", &[1.0, 1.1, 0.9]),
+            p("aes256-gcm udp", "noaesni", &[1.05, 0.95, 1.0]),
+            p("aes256-sha256 tcp", "accel", &[1.0]),
+            p("aes256-sha256 tcp", "noaesni", &[0.5]),
+            p("null tcp", "accel", &[3.0]),
         ];
         let t = peer_ratios(&points, "accel", |_| None);
         let line = |t: &str, what: &str| -> String {
@@ -568,14 +571,14 @@ mod tests {
                 .unwrap_or_else(|| panic!("no {what} in {t}"))
                 .to_string()
         };
-        let gcm = line(&t, "aes128-gcm: accel / noaesni");
+        let gcm = line(&t, "aes128-gcm tcp: accel / noaesni");
         assert!(
             gcm.contains("4.00x [") && !gcm.contains("no clear"),
             "{gcm}"
         );
-        let same = line(&t, "aes256-gcm: accel / noaesni");
+        let same = line(&t, "aes256-gcm udp: accel / noaesni");
         assert!(same.ends_with("no clear difference"), "{same}");
-        let one = line(&t, "aes256-sha256: accel / noaesni");
+        let one = line(&t, "aes256-sha256 tcp: accel / noaesni");
         assert!(one.contains("2.00x (no interval"), "{one}");
         assert!(!t.contains("null"), "{t}");
         // A variant that did not take effect on either host has no ratio.
@@ -583,7 +586,7 @@ mod tests {
             (v == "noaesni").then(|| "noaesni did not take effect on h1".to_string())
         });
         assert!(
-            line(&t, "aes128-gcm: accel / noaesni")
+            line(&t, "aes128-gcm tcp: accel / noaesni")
                 .ends_with("n/a: noaesni did not take effect on h1"),
             "{t}"
         );

@@ -750,7 +750,7 @@ pub fn sender_limited(point: &TunnelPoint) -> (&'static str, String) {
 }
 
 /// Runs the UDP search with `probe` running one iperf3 probe at a rate.
-fn udp_search(
+pub(crate) fn udp_search(
     plan: &TunnelPlan,
     start: f64,
     mut probe: impl FnMut(f64) -> Result<IperfRun>,
