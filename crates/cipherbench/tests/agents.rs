@@ -628,6 +628,8 @@ fn peer_args(config: &str) -> Vec<&str> {
         BIN,
         "--transforms",
         "aes128-gcm,null",
+        "--protocols",
+        "tcp",
         "--seconds",
         "2",
     ]
@@ -642,16 +644,27 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
     let before = peer_dirs();
     let hosts = Hosts::start(2);
     let config = hosts.ssh_config().display().to_string();
-    let out = from_host(&hosts, 0, &peer_args(&config));
+    let mut args = peer_args(&config);
+    let tcp = args.iter().position(|a| *a == "tcp").unwrap();
+    args[tcp] = "tcp,udp";
+    let out = from_host(&hosts, 0, &args);
     let (stdout, stderr) = text(&out);
     assert!(out.status.success(), "{stdout}\n{stderr}");
-    // The underlay first, then each transform, each a positive figure.
+    eprintln!("{stdout}");
+    // The underlay first, then each transform under each variant (null under the
+    // first only: it has no crypto), each a positive figure.
     let rate = |label: &str| -> f64 {
         let line = stdout
             .lines()
-            .find(|l| l.trim_start().starts_with(label))
-            .unwrap();
-        line.split_whitespace().nth(1).unwrap().parse().unwrap()
+            .find(|l| {
+                l.split_whitespace()
+                    .collect::<Vec<_>>()
+                    .join(" ")
+                    .starts_with(label)
+            })
+            .unwrap_or_else(|| panic!("no {label} row: {stdout}"));
+        let words = label.split_whitespace().count();
+        line.split_whitespace().nth(words).unwrap().parse().unwrap()
     };
     assert!(
         stdout.contains(&format!(
@@ -660,8 +673,48 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_and_leaves_nothing_on_either() {
         )),
         "{stdout}"
     );
-    for label in ["underlay", "aes128-gcm", "null"] {
+    for label in [
+        "underlay (TCP)",
+        "aes128-gcm tcp accel",
+        "aes128-gcm tcp noaesni",
+        "aes128-gcm udp accel",
+        "aes128-gcm udp noaesni",
+        "null tcp accel",
+        "null udp accel",
+    ] {
         assert!(rate(label) > 0.0, "{label}: {stdout}");
+    }
+    assert!(!stdout.contains("null tcp noaesni"), "{stdout}");
+    // UDP rows say their loss.
+    let udp = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("aes128-gcm udp"))
+        .unwrap();
+    assert!(udp.contains("loss "), "{udp}");
+    // Each host judged the mask on its own gateway, against its own accel; AES-NI
+    // masked, AES-GCM through the tunnel is slower.
+    let has_aes = std::fs::read_to_string("/proc/cpuinfo")
+        .unwrap()
+        .lines()
+        .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "aes"));
+    if has_aes {
+        assert!(
+            stdout.contains("variant noaesni here: took effect")
+                && stdout.contains("on h1: took effect"),
+            "{stdout}"
+        );
+        let ratio = stdout
+            .lines()
+            .find(|l| {
+                l.trim_start()
+                    .starts_with("aes128-gcm tcp: accel / noaesni")
+            })
+            .unwrap_or_else(|| panic!("no ratio: {stdout}"));
+        assert!(ratio.contains('x') && !ratio.contains("n/a"), "{ratio}");
+        assert!(
+            rate("aes128-gcm tcp accel") > rate("aes128-gcm tcp noaesni"),
+            "{stdout}"
+        );
     }
     assert_no_tunnel_left(&hosts, &before);
 }
@@ -814,6 +867,8 @@ fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
                 BIN,
                 "--transforms",
                 "aes128-gcm",
+                "--variants",
+                "accel",
                 "--seconds",
                 "3",
                 "--length",
@@ -824,11 +879,11 @@ fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
         assert!(out.status.success(), "{stderr}");
         let line = stdout
             .lines()
-            .find(|l| l.trim_start().starts_with("aes128-gcm"))
+            .find(|l| l.trim_start().starts_with("aes128-gcm tcp"))
             .unwrap();
         peer.push(
             line.split_whitespace()
-                .nth(1)
+                .nth(3)
                 .unwrap()
                 .parse::<f64>()
                 .unwrap(),

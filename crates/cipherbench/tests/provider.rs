@@ -627,3 +627,28 @@ fn what_the_engine_seals_opens_without_it_and_back_and_a_flipped_byte_fails_unde
     nothing_left(&dir);
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn a_provider_variant_is_refused_for_the_two_host_tunnel_before_any_ssh() {
+    let dir = scratch("peer");
+    let variant = format!("provider:{}", conf());
+    let out = bin(&dir)
+        .args([
+            "tunnel",
+            "--peer",
+            "nosuchhost.invalid",
+            "--variants",
+            &format!("accel,{variant}"),
+        ])
+        .output()
+        .unwrap();
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("tunnel --peer runs mask variants only") && stderr.contains(&variant),
+        "{stderr}"
+    );
+    nothing_left(&dir);
+    let _ = std::fs::remove_dir_all(&dir);
+}

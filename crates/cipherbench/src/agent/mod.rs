@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
 /// like agents of another version.
-pub const PROTOCOL: u32 = 1;
+pub const PROTOCOL: u32 = 2;
 
 /// This build's version, which every agent must share.
 pub fn version() -> &'static str {
@@ -87,6 +87,12 @@ pub enum Reply {
     Load(Box<WireReport>),
     /// The request was carried out.
     Done,
+    /// `tunnel --peer`: this host's end is up; its gateway's variant as judged here,
+    /// against this host's own accel (a variant is judged on the host it ran on).
+    EndUp {
+        /// The judgement.
+        variant: Box<cipherbench_model::variant::VariantRecord>,
+    },
     /// The request failed; one line.
     Error {
         /// What failed.
@@ -355,6 +361,9 @@ pub struct EndSpec {
     pub initiator: bool,
     /// Start an iperf3 server on the inner address.
     pub iperf_server: bool,
+    /// The gateway's variant, by name (a mask variant: `accel`, `noaesni`,
+    /// `ia32cap:MASK`, `noifma`, ...).
+    pub variant: String,
 }
 
 /// Now, ns since the epoch.

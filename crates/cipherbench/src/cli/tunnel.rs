@@ -392,6 +392,10 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
     if peer.contains(',') {
         bail!("--peer takes one host");
     }
+    // Both hosts apply each variant to their own library: masks only.
+    for v in &plan.variants {
+        crate::tunnel::peer::peer_variant(&v.name())?;
+    }
     let launch = crate::agent::fleet::Launch::parse(
         peer,
         args.ssh_config.clone(),
@@ -401,34 +405,192 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
     crate::interrupt::install();
     let out = crate::tunnel::peer::run(&crate::tunnel::peer::PeerPlan {
         launch,
-        transforms: plan.transforms.clone(),
-        seconds: plan.seconds,
-        mtu: plan.mtu,
-        length: plan.length,
+        plan: plan.clone(),
     })?;
-    let gbps = |r: &cipherbench_model::tunnel::IperfRun| r.receiver_bits_per_sec / 1e9;
     crate::progress::write_stdout(format_args!(
-        "tunnel to {} ({} -> {}), iperf3 TCP {} s each:\n  underlay            {:>8.3} Gbit/s\n",
-        out.peer,
-        out.addresses.0,
-        out.addresses.1,
-        plan.seconds,
-        gbps(&out.underlay)
+        "{}",
+        peer_text(&out, plan.seconds, plan.repeats)
     ));
-    for (t, r) in &out.tunnel {
-        crate::progress::write_stdout(format_args!(
-            "  {:<18}  {:>8.3} Gbit/s  ({:.0} % of the underlay)\n",
-            t.name(),
-            gbps(r),
-            100.0 * gbps(r) / gbps(&out.underlay).max(1e-12)
-        ));
-    }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The two-host tunnel's table: the underlay, then per transform and variant the
+/// median of its rounds (min-max with several), then each variant's ratio against
+/// the first with its interval over the rounds, then each variant as judged on each
+/// host. Pure.
+fn peer_text(out: &crate::tunnel::peer::PeerOutcome, seconds: u64, repeats: usize) -> String {
+    use cipherbench_model::stats::Summary;
+    use std::fmt::Write;
+    let gbps = |r: &cipherbench_model::tunnel::IperfRun| r.receiver_bits_per_sec / 1e9;
+    let underlay = gbps(&out.underlay);
+    let mut t = String::new();
+    let _ = writeln!(
+        t,
+        "tunnel to {} ({} -> {}), iperf3 {seconds} s each (UDP at the rate its search chose), {repeats} round(s) per transform and variant, the variants alternating:\n  {:<34}{:>8.3} Gbit/s",
+        out.peer, out.addresses.0, out.addresses.1, "underlay (TCP)", underlay
+    );
+    // Rounds of (transform and protocol, variant), in the order first measured;
+    // UDP's loss beside them.
+    let mut points: Vec<(String, String, Vec<f64>)> = Vec::new();
+    let mut losses: Vec<(String, String, Vec<f64>)> = Vec::new();
+    for r in &out.tunnel {
+        let what = format!("{} {}", r.transform.name(), r.iperf.protocol.as_str());
+        match points.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
+            Some(p) => p.2.push(gbps(&r.iperf)),
+            None => points.push((what.clone(), r.variant.clone(), vec![gbps(&r.iperf)])),
+        }
+        if let Some(l) = r.iperf.lost_percent {
+            match losses.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
+                Some(p) => p.2.push(l),
+                None => losses.push((what, r.variant.clone(), vec![l])),
+            }
+        }
+    }
+    for (what, variant, rounds) in &points {
+        let s = Summary::of_or_empty(rounds);
+        let m = s.median;
+        let spread = if rounds.len() > 1 {
+            format!(" [{:.3}-{:.3}]", s.min, s.max)
+        } else {
+            String::new()
+        };
+        let loss = losses
+            .iter()
+            .find(|l| &l.0 == what && &l.1 == variant)
+            .map(|l| format!(", loss {:.1} %", Summary::of_or_empty(&l.2).median))
+            .unwrap_or_default();
+        let _ = writeln!(
+            t,
+            "  {:<22}{:<12}{m:>8.3} Gbit/s  ({:.0} % of the underlay{loss}){spread}",
+            what,
+            variant,
+            100.0 * m / underlay.max(1e-12)
+        );
+    }
+    // Ratios against the first variant, where both took effect on both hosts.
+    let not_effective = |name: &str| -> Option<String> {
+        let (here, there) = out.judged.iter().find(|(h, _)| h.name == name)?;
+        if !here.took_effect {
+            Some(format!("{name} did not take effect here"))
+        } else if !there.took_effect {
+            Some(format!("{name} did not take effect on {}", out.peer))
+        } else {
+            None
+        }
+    };
+    let base = out
+        .judged
+        .first()
+        .map(|j| j.0.name.as_str())
+        .unwrap_or("accel");
+    let ratios = peer_ratios(&points, base, not_effective);
+    if !ratios.is_empty() {
+        t.push_str(
+            "ratios (both gateways run the variant; 95 % interval over the paired rounds):\n",
+        );
+        t.push_str(&ratios);
+    }
+    for (here, there) in &out.judged {
+        let verdict = |r: &cipherbench_model::variant::VariantRecord| {
+            if r.took_effect {
+                format!("took effect: {}", r.explanation())
+            } else {
+                format!("DID NOT TAKE EFFECT: {}", r.explanation())
+            }
+        };
+        let _ = writeln!(
+            t,
+            "variant {} here: {}\n  on {}: {}",
+            here.name,
+            verdict(here),
+            out.peer,
+            verdict(there)
+        );
+    }
+    t
+}
+
+/// Each variant's rounds against `base`'s at the same transform and protocol: the ratio of
+/// medians with its 95 % interval over the paired rounds (`no clear difference`
+/// when it holds 1.0), the bare ratio with fewer rounds than an interval needs, or
+/// why there is none. Pure.
+fn peer_ratios(
+    points: &[(String, String, Vec<f64>)],
+    base: &str,
+    not_effective: impl Fn(&str) -> Option<String>,
+) -> String {
+    use cipherbench_model::interval::{Pairing, RatioInterval, DEFAULT_SEED, MIN_ROUNDS};
+    use cipherbench_model::stats::Summary;
+    use std::fmt::Write;
+    let median = |rounds: &[f64]| Summary::of_or_empty(rounds).median;
+    let mut out = String::new();
+    for (what, variant, rounds) in points {
+        if variant == base {
+            continue;
+        }
+        let Some((_, _, base_rounds)) = points.iter().find(|p| p.0 == *what && p.1 == base) else {
+            continue;
+        };
+        let value = match not_effective(variant).or_else(|| not_effective(base)) {
+            Some(why) => format!("n/a: {why}"),
+            None => {
+                match RatioInterval::bootstrap(base_rounds, rounds, Pairing::Paired, DEFAULT_SEED) {
+                    Some(i) => i.display(),
+                    None => format!(
+                        "{:.2}x (no interval: fewer than {MIN_ROUNDS} rounds, --repeats)",
+                        median(base_rounds) / median(rounds),
+                    ),
+                }
+            }
+        };
+        let _ = writeln!(out, "  {what}: {base} / {variant}  {value}");
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn peer_ratios_carry_an_interval_and_say_when_it_holds_one() {
+        let p = |t: &str, v: &str, r: &[f64]| (t.to_string(), v.to_string(), r.to_vec());
+        let points = vec![
+            p("aes128-gcm tcp", "accel", &[2.0, 2.1, 1.9]),
+            p("aes128-gcm tcp", "noaesni", &[0.5, 0.52, 0.49]),
+            p("aes256-gcm udp", "accel", &[1.0, 1.1, 0.9]),
+            p("aes256-gcm udp", "noaesni", &[1.05, 0.95, 1.0]),
+            p("aes256-sha256 tcp", "accel", &[1.0]),
+            p("aes256-sha256 tcp", "noaesni", &[0.5]),
+            p("null tcp", "accel", &[3.0]),
+        ];
+        let t = peer_ratios(&points, "accel", |_| None);
+        let line = |t: &str, what: &str| -> String {
+            t.lines()
+                .find(|l| l.trim_start().starts_with(what))
+                .unwrap_or_else(|| panic!("no {what} in {t}"))
+                .to_string()
+        };
+        let gcm = line(&t, "aes128-gcm tcp: accel / noaesni");
+        assert!(
+            gcm.contains("4.00x [") && !gcm.contains("no clear"),
+            "{gcm}"
+        );
+        let same = line(&t, "aes256-gcm udp: accel / noaesni");
+        assert!(same.ends_with("no clear difference"), "{same}");
+        let one = line(&t, "aes256-sha256 tcp: accel / noaesni");
+        assert!(one.contains("2.00x (no interval"), "{one}");
+        assert!(!t.contains("null"), "{t}");
+        // A variant that did not take effect on either host has no ratio.
+        let t = peer_ratios(&points, "accel", |v| {
+            (v == "noaesni").then(|| "noaesni did not take effect on h1".to_string())
+        });
+        assert!(
+            line(&t, "aes128-gcm tcp: accel / noaesni")
+                .ends_with("n/a: noaesni did not take effect on h1"),
+            "{t}"
+        );
+    }
 
     #[test]
     fn the_tunnel_mtu_limit_is_the_largest_that_every_transform_fits() {

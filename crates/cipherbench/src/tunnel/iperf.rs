@@ -159,7 +159,8 @@ pub const PORT: u16 = 5201;
 /// What one client run looks like.
 #[derive(Debug, Clone)]
 pub struct ClientRun {
-    /// Namespace of the client.
+    /// Namespace of the client (empty: this process's own, as `tunnel --peer` runs
+    /// it).
     pub netns: String,
     /// Server address.
     pub server: String,
@@ -252,15 +253,18 @@ impl ClientRun {
     }
 
     fn run_once(&self, watch: &mut impl FnMut() -> Result<()>) -> Result<IperfRun> {
-        let args = self.iperf3_args();
-        let mut command = vec![
-            "ip".to_string(),
-            "netns".into(),
-            "exec".into(),
-            self.netns.clone(),
-        ];
-        command.extend(args.iter().cloned());
-        let mut child = Spawn::new("ip")
+        let mut command: Vec<String> = if self.netns.is_empty() {
+            Vec::new()
+        } else {
+            vec![
+                "ip".into(),
+                "netns".into(),
+                "exec".into(),
+                self.netns.clone(),
+            ]
+        };
+        command.extend(self.iperf3_args());
+        let mut child = Spawn::new(&command[0])
             .args(&command[1..])
             .piped_stdout()
             .start()
@@ -275,9 +279,13 @@ impl ClientRun {
             Ok(run) => Ok(run),
             Err(e) => Err(anyhow!(e)).with_context(|| {
                 format!(
-                    "iperf3 client ({status}) to {} in {}: {}",
+                    "iperf3 client ({status}) to {}{}: {}",
                     self.server,
-                    self.netns,
+                    if self.netns.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" in {}", self.netns)
+                    },
                     child.stderr_tail()
                 )
             }),

@@ -21,10 +21,13 @@ use crate::agent::{EndSpec, Reply, Request};
 use crate::supervisor::{Child, Spawn};
 use crate::tunnel::gateway::{to_hex, GatewayConfig};
 use crate::tunnel::gateways::Gateway;
-use crate::variant::Variant;
+use crate::tunnel::iperf::ClientRun;
+use crate::variant::{Baseline, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
-use cipherbench_model::tunnel::IperfRun;
+use cipherbench_model::interleave::{schedule, Order};
+use cipherbench_model::tunnel::{IperfRun, Protocol};
+use cipherbench_model::variant::VariantRecord;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -55,8 +58,15 @@ fn ip(args: &[&str]) -> Result<()> {
 }
 
 impl End {
-    /// Brings an end up; on any failure, what was made is removed.
-    pub fn up(spec: &EndSpec) -> Result<End> {
+    /// Brings an end up with its gateway under `variant` (masked as `baseline` says
+    /// for this host's library) and judges the variant by the probes the gateway
+    /// measured, against this host's accel; on any failure, what was made is
+    /// removed.
+    pub fn up(
+        spec: &EndSpec,
+        variant: &Variant,
+        baseline: &Baseline,
+    ) -> Result<(End, VariantRecord)> {
         let dir = std::env::temp_dir().join(format!("cipherbench-peer-{}", spec.tun));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut end = End {
@@ -120,17 +130,22 @@ impl End {
             // The host's default, as on one machine (`tunnel --gateway-threads`).
             threads: crate::tunnel::default_gateway_threads(crate::host::cores()),
         };
-        end.gateway = Some(Gateway::start(
+        let gateway = Gateway::start(
             std::path::Path::new("/proc/self/exe"),
             &config,
-            &Variant::accel(),
-            None,
+            variant,
+            baseline.mask(variant),
             side,
-        )?);
+        )?;
+        let mut record = baseline.judge(variant, gateway.probes.as_ref(), &[], None);
+        if gateway.probes.is_none() {
+            record.cpu_settings = gateway.cpu_settings.clone();
+        }
+        end.gateway = Some(gateway);
         if spec.iperf_server {
             end.iperf = Some(iperf_server(spec.inner)?);
         }
-        Ok(end)
+        Ok((end, record))
     }
 }
 
@@ -178,6 +193,21 @@ fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
 pub struct PeerState {
     underlay_iperf: Option<Child>,
     end: Option<End>,
+    /// This host's accel probes, measured at the first end brought up.
+    baseline: Option<Baseline>,
+}
+
+/// A `--peer` variant: a mask, which both hosts can apply to their own library. A
+/// provider or engine names files of this host, which the peer need not have.
+pub fn peer_variant(name: &str) -> Result<Variant> {
+    let v = Variant::parse(name)?;
+    if v.expected().is_some() {
+        bail!("tunnel --peer runs mask variants only (accel, noaesni, ia32cap:MASK, noifma, noadx, nopkaccel), not {name}: a provider or engine would have to be set up on the peer too");
+    }
+    if !v.library.is_system() {
+        bail!("tunnel --peer runs each host's own OpenSSL; --openssl is not supported with --peer");
+    }
+    Ok(v)
 }
 
 impl PeerState {
@@ -195,7 +225,16 @@ impl PeerState {
             }
             Request::PeerUp(spec) => {
                 self.end = None;
-                self.end = Some(End::up(&spec)?);
+                let variant = peer_variant(&spec.variant)?;
+                if self.baseline.is_none() {
+                    self.baseline = Some(Baseline::measure(&[Variant::accel()])?);
+                }
+                let baseline = self.baseline.as_ref().expect("measured above");
+                let (end, record) = End::up(&spec, &variant, baseline)?;
+                self.end = Some(end);
+                return Ok(Reply::EndUp {
+                    variant: Box::new(record),
+                });
             }
             Request::PeerDown => {
                 self.end = None;
@@ -239,14 +278,35 @@ impl PeerState {
 pub struct PeerPlan {
     /// The peer (one host).
     pub launch: Launch,
-    /// Transforms.
-    pub transforms: Vec<Transform>,
-    /// iperf3 `-t`.
-    pub seconds: u64,
-    /// Tunnel MTU.
-    pub mtu: u32,
-    /// iperf3 `-l` (None: iperf3's default), as the namespace tunnel's.
-    pub length: Option<u64>,
+    /// What to measure, as the namespace tunnel reads it from the flags: transforms,
+    /// variants (mask variants only, [`peer_variant`]), protocols, seconds, MTU,
+    /// length, rounds (`repeats`) and the UDP search's settings. The rest (pinning,
+    /// underlay rate, stacks) does not apply between two hosts.
+    pub plan: crate::tunnel::TunnelPlan,
+}
+
+/// One iperf3 run through the tunnel.
+#[derive(Debug, Clone)]
+pub struct PeerRun {
+    /// Transform.
+    pub transform: Transform,
+    /// Variant name (both gateways).
+    pub variant: String,
+    /// Round, from 0: the variants alternate within a transform's rounds.
+    pub round: usize,
+    /// iperf3 through the tunnel (TCP, or UDP at the rate its search chose).
+    pub iperf: IperfRun,
+}
+
+/// The UDP rate search of one transform and variant, made in its first round.
+#[derive(Debug, Clone)]
+pub struct PeerSearch {
+    /// Transform.
+    pub transform: Transform,
+    /// Variant name.
+    pub variant: String,
+    /// The search.
+    pub search: cipherbench_model::tunnel::UdpSearch,
 }
 
 /// What `tunnel --peer` measured.
@@ -258,8 +318,13 @@ pub struct PeerOutcome {
     pub addresses: (Ipv4Addr, Ipv4Addr),
     /// iperf3 TCP between the hosts' own addresses.
     pub underlay: IperfRun,
-    /// iperf3 TCP through the tunnel, per transform.
-    pub tunnel: Vec<(Transform, IperfRun)>,
+    /// iperf3 through the tunnel, in the order measured.
+    pub tunnel: Vec<PeerRun>,
+    /// UDP rate searches.
+    pub searches: Vec<PeerSearch>,
+    /// Each variant as judged on this host, then on the peer (the first time each
+    /// ran there; a variant is judged against the accel of the host it ran on).
+    pub judged: Vec<(VariantRecord, VariantRecord)>,
 }
 
 /// Runs the two-host tunnel. After a failure (a killed peer, Ctrl-C), the peer's
@@ -283,7 +348,8 @@ pub fn run(plan: &PeerPlan) -> Result<PeerOutcome> {
     result
 }
 
-fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome> {
+fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome> {
+    let plan = &peer.plan;
     let agent = &mut fleet.agents[0];
     let name = agent.name.clone();
     if !agent.hello.root {
@@ -300,11 +366,29 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
     let agent = &mut fleet.agents[0];
     let long = Duration::from_secs(plan.seconds + 30);
     agent.ask(&Request::PeerIperf { bind: there }, long)?;
-    let underlay = iperf_client(agent, there, plan.seconds, plan.length)?;
+    let underlay = iperf_client(
+        agent,
+        client(plan, there, Protocol::Tcp, plan.seconds, None),
+    )?;
     agent.ask(&Request::PeerDown, long)?;
+    let baseline = Baseline::measure(&plan.variants)?;
     let mut tunnel = Vec::new();
-    for &transform in &plan.transforms {
+    let mut searches: Vec<PeerSearch> = Vec::new();
+    let mut judged: Vec<(VariantRecord, VariantRecord)> = Vec::new();
+    let order = schedule(
+        plan.transforms.len(),
+        plan.variants.len(),
+        plan.repeats.max(1),
+        Order::PointByPoint,
+    );
+    for slot in order {
         crate::interrupt::check()?;
+        let transform = plan.transforms[slot.point];
+        let variant = &plan.variants[slot.variant];
+        // `null` has no crypto: only the first variant, as on one machine.
+        if transform == Transform::Null && slot.variant != 0 {
+            continue;
+        }
         let mut secret = [0u8; 32];
         openssl::rand::rand_bytes(&mut secret).context("drawing the tunnel's secret")?;
         let spec = |initiator: bool| EndSpec {
@@ -319,22 +403,128 @@ fn measure(plan: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
             label: format!("cipherbench peer {tun} {}", transform.name()),
             initiator,
             iperf_server: !initiator,
+            variant: variant.name(),
         };
         // The receiver first, so the sender's first packets find it.
-        agent.ask(&Request::PeerUp(Box::new(spec(false))), long)?;
-        let run = {
-            let _end = End::up(&spec(true))?;
-            iperf_client(agent, INNER_PEER, plan.seconds, plan.length)?
+        let there_record = match agent.ask(&Request::PeerUp(Box::new(spec(false))), long)? {
+            Reply::EndUp { variant } => *variant,
+            other => bail!("agent {name}: answered {other:?} to bringing its end up"),
         };
+        {
+            let (_end, here_record) = End::up(&spec(true), variant, &baseline)?;
+            if !judged.iter().any(|(h, _)| h.name == here_record.name) {
+                judged.push((here_record, there_record));
+            }
+            let mut tcp_rate = None;
+            for &protocol in &plan.protocols {
+                let rate = match protocol {
+                    Protocol::Tcp => (None, None),
+                    Protocol::Udp => {
+                        let known = searches
+                            .iter()
+                            .find(|s| s.transform == transform && s.variant == variant.name());
+                        let mut kept = None;
+                        let chosen = match known {
+                            Some(s) => s.search.chosen_bits_per_sec,
+                            None => {
+                                // From just above TCP's rate, as on one machine.
+                                let start =
+                                    tcp_rate.unwrap_or(underlay.receiver_bits_per_sec) * 1.05;
+                                let mut probes = Vec::new();
+                                let search =
+                                    crate::tunnel::rounds::udp_search(plan, start, |rate| {
+                                        let run = iperf_client(
+                                            agent,
+                                            client(
+                                                plan,
+                                                INNER_PEER,
+                                                Protocol::Udp,
+                                                plan.probe_seconds,
+                                                Some(rate),
+                                            ),
+                                        )?;
+                                        probes.push(run.clone());
+                                        Ok(run)
+                                    })?;
+                                let chosen = search.chosen_bits_per_sec;
+                                // A probe as long as a measured run at the chosen rate
+                                // is this round's run, as on one machine.
+                                if plan.probe_seconds == plan.seconds {
+                                    kept = probes
+                                        .into_iter()
+                                        .rev()
+                                        .find(|r| r.target_bits_per_sec == Some(chosen.round()));
+                                }
+                                searches.push(PeerSearch {
+                                    transform,
+                                    variant: variant.name(),
+                                    search,
+                                });
+                                chosen
+                            }
+                        };
+                        (Some(chosen), kept)
+                    }
+                };
+                let (rate, kept) = rate;
+                let run = match kept {
+                    Some(run) => run,
+                    None => iperf_client(
+                        agent,
+                        client(plan, INNER_PEER, protocol, plan.seconds, rate),
+                    )?,
+                };
+                if protocol == Protocol::Tcp {
+                    tcp_rate = Some(run.receiver_bits_per_sec);
+                }
+                tunnel.push(PeerRun {
+                    transform,
+                    variant: variant.name(),
+                    round: slot.round,
+                    iperf: run,
+                });
+            }
+        }
         agent.ask(&Request::PeerDown, long)?;
-        tunnel.push((transform, run));
     }
     Ok(PeerOutcome {
         peer: name,
         addresses: (here, there),
         underlay,
         tunnel,
+        searches,
+        judged,
     })
+}
+
+/// An iperf3 client in this process's namespace to the peer's server at `server`,
+/// with the plan's length (and UDP window).
+fn client(
+    plan: &crate::tunnel::TunnelPlan,
+    server: Ipv4Addr,
+    protocol: Protocol,
+    seconds: u64,
+    rate: Option<f64>,
+) -> ClientRun {
+    ClientRun {
+        netns: String::new(),
+        server: server.to_string(),
+        protocol,
+        seconds,
+        // As the namespace tunnel: TCP's slow start left out.
+        omit_seconds: if protocol == Protocol::Tcp {
+            plan.omit_seconds
+        } else {
+            0
+        },
+        length_bytes: plan.length,
+        rate_bits_per_sec: rate,
+        window_bytes: (protocol == Protocol::Udp)
+            .then_some(plan.udp_window)
+            .flatten(),
+        affinity: None,
+        parallel: 1,
+    }
 }
 
 /// UDP 4500 both ways, before any gateway: a firewall that drops it is one line.
@@ -384,75 +574,33 @@ fn udp_check(fleet: &mut Fleet, here: Ipv4Addr, there: Ipv4Addr) -> Result<()> {
     Ok(())
 }
 
-/// iperf3 TCP for `seconds` to `server`, parsed, watching the peer's agent: if it
-/// goes away (a killed agent takes its gateway and iperf3 with it, and a TCP stream
-/// into a dead tunnel would hang until its timeout), iperf3 is stopped at once and
-/// the error names the peer.
-fn iperf_client(
-    agent: &mut Agent,
-    server: Ipv4Addr,
-    seconds: u64,
-    length: Option<u64>,
-) -> Result<IperfRun> {
-    let mut args: Vec<String> = vec![
-        "-c".into(),
-        server.to_string(),
-        "-p".into(),
-        IPERF_PORT.to_string(),
-        "-t".into(),
-        seconds.to_string(),
-        "-J".into(),
-    ];
-    if let Some(l) = length {
-        args.extend(["-l".into(), l.to_string()]);
-    }
-    let mut child = Spawn::new("iperf3")
-        .args(&args)
-        .piped_stdout()
-        .start()
-        .context("starting iperf3 -c")?;
-    let deadline = Instant::now() + Duration::from_secs(seconds + 30);
-    let mut json = String::new();
-    loop {
-        match child.next_line(Duration::from_millis(100)) {
-            crate::supervisor::Line::Text(t) => {
-                json.push_str(&t);
-                json.push('\n');
-            }
-            crate::supervisor::Line::Closed => break,
-            crate::supervisor::Line::Timeout => {
-                if let Some(Err(e)) = agent.poll(Duration::from_millis(1)) {
-                    child.stop();
-                    bail!(
-                        "{}: the peer went away during the iperf3 run",
-                        crate::progress::one_line(&e)
-                    );
-                }
-                if let Err(e) = crate::interrupt::check() {
-                    child.stop();
-                    return Err(e.into());
-                }
-                if Instant::now() > deadline {
-                    child.stop();
-                    bail!(
-                        "iperf3 to {server} did not finish within {} s",
-                        seconds + 30
-                    );
-                }
-            }
+/// Runs `run`, watching the peer's agent: if it goes away (a killed agent takes its
+/// gateway and iperf3 with it, and a stream into a dead tunnel would hang until its
+/// timeout), iperf3 is stopped at once and the error names the peer.
+fn iperf_client(agent: &mut Agent, run: ClientRun) -> Result<IperfRun> {
+    let gone = |e: &anyhow::Error| {
+        anyhow!(
+            "{}: the peer went away during the iperf3 run",
+            crate::progress::one_line(e)
+        )
+    };
+    let mut died = None;
+    let result = run.run_watching(|| match agent.poll(Duration::from_millis(1)) {
+        Some(Err(e)) => {
+            let e = gone(&e);
+            died = Some(e.to_string());
+            Err(e)
         }
-    }
-    let _ = child.wait(Duration::from_secs(5));
-    let mut command = vec!["iperf3".to_string()];
-    command.extend(args);
-    crate::tunnel::iperf::parse(&json, command).map_err(|e| {
+        _ => Ok(()),
+    });
+    result.map_err(|e| {
+        if died.is_some() || e.is::<crate::interrupt::Interrupted>() {
+            return e;
+        }
         // An iperf3 that failed because the peer went away: say so, naming it.
         match agent.poll(Duration::from_secs(3)) {
-            Some(Err(gone)) => anyhow!(
-                "{}: the peer went away during the iperf3 run",
-                crate::progress::one_line(&gone)
-            ),
-            _ => anyhow!("iperf3 to {server}: {e}"),
+            Some(Err(g)) => gone(&g),
+            _ => e,
         }
     })
 }
