@@ -147,6 +147,8 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     assert_eq!(speed.points.len(), 12, "3 ciphers x 2 sizes x 2 variants");
     for p in &speed.points {
         assert_eq!(p.samples.len(), 3);
+        // Three rounds of one sample each, the variants alternating between them.
+        assert_eq!(p.sample_rounds, [0, 1, 2], "{p:?}");
         assert!(p
             .samples
             .iter()
