@@ -556,7 +556,7 @@ fn what_the_engine_seals_opens_without_it_and_back_and_a_flipped_byte_fails_unde
     let dir = scratch("engine-seal");
     let plain = dir.join("plain");
     let data: Vec<u8> = (0..3_000_000u32)
-        .map(|i| (i * 2_654_435_761) as u8)
+        .map(|i| i.wrapping_mul(2_654_435_761) as u8)
         .collect();
     std::fs::write(&plain, &data).unwrap();
     let key = dir.join("key");
