@@ -108,8 +108,9 @@ pub struct SpeedPoint {
     /// CPU seconds used per second of wall time (1.0 = one core busy).
     pub cpu_cores_used: f64,
     /// How quiet the point's CPUs were while it was measured (from its warm-up to its
-    /// last sample; with several rounds, the round whose CPUs were busiest with
-    /// others). Absent in records written before it was recorded.
+    /// last sample; with several rounds, their windows taken as one,
+    /// [`crate::noise::Noise::merge`]). Absent in records written before it was
+    /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
     /// The round each sample (in order) was measured in, where the samples were split
@@ -123,7 +124,7 @@ impl SpeedPoint {
     /// Adds the samples of a later round of the same point (`later`, measured in
     /// round `round` by a fresh worker) and recomputes the figures over all of them:
     /// the median and spread over every sample, CPU per wall second over their sums,
-    /// the noise of the busier window.
+    /// the noise over both windows.
     pub fn absorb(&mut self, later: SpeedPoint, round: u32) {
         if self.sample_rounds.len() < self.samples.len() {
             self.sample_rounds.resize(self.samples.len(), 0);
@@ -144,9 +145,10 @@ impl SpeedPoint {
         } else {
             0.0
         };
-        let share = |n: &Option<Box<crate::noise::Noise>>| n.as_ref().map_or(-1.0, |n| n.foreign_share);
-        if share(&later.noise) > share(&self.noise) {
-            self.noise = later.noise;
+        match (&mut self.noise, later.noise) {
+            (Some(n), Some(m)) => n.merge(&m),
+            (n @ None, m) => *n = m,
+            (Some(_), None) => {}
         }
     }
     /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
@@ -424,7 +426,9 @@ mod tests {
         let back: SpeedPoint = serde_json::from_str(&json).unwrap();
         assert_eq!(back.sample_rounds, first.sample_rounds);
         let one = point("aes-128-gcm", "accel", 1.0);
-        assert!(!serde_json::to_string(&one).unwrap().contains("sample_rounds"));
+        assert!(!serde_json::to_string(&one)
+            .unwrap()
+            .contains("sample_rounds"));
     }
 
     #[test]

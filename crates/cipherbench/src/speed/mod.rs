@@ -207,9 +207,10 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         if slot.round == 0 {
             // A cipher whose rounds did not all finish (an interrupted run resumed)
             // is measured again whole.
-            let whole = plan.variants.iter().all(|v| {
-                chunk_done(&results, *cipher, &v.name(), &points, plan.samples)
-            });
+            let whole = plan
+                .variants
+                .iter()
+                .all(|v| chunk_done(&results, *cipher, &v.name(), &points, plan.samples));
             if whole {
                 redo.retain(|c| *c != slot.point);
             } else if !redo.contains(&slot.point) {

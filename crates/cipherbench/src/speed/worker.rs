@@ -145,6 +145,8 @@ fn point(
         samples,
         // The parent, which watches the machine, fills it in.
         noise: None,
+        // The parent numbers the rounds as it joins them.
+        sample_rounds: Vec::new(),
     }
 }
 
