@@ -219,6 +219,72 @@ pub struct Noise {
 }
 
 impl Noise {
+    /// The record of two windows of one measurement taken as one (a point measured
+    /// in several rounds): lengths, capacities and the run's ticks add, shares are
+    /// weighted by each window's capacity, each foreign process's share by its
+    /// window's length (a process in both adds up), throttling events add; the
+    /// governors and CPUs are the union, boost known if either knew it.
+    pub fn merge(&mut self, other: &Noise) {
+        let (a, b) = (self.capacity_ticks as f64, other.capacity_ticks as f64);
+        let weighted = |x: f64, y: f64| {
+            if a + b > 0.0 {
+                (x * a + y * b) / (a + b)
+            } else {
+                x.max(y)
+            }
+        };
+        self.foreign_share = weighted(self.foreign_share, other.foreign_share);
+        self.steal_share = weighted(self.steal_share, other.steal_share);
+        self.iowait_share = weighted(self.iowait_share, other.iowait_share);
+        self.irq_share = weighted(self.irq_share, other.irq_share);
+        let (ta, tb) = (self.window_ns as f64, other.window_ns as f64);
+        let total = (ta + tb).max(1.0);
+        let mut busiest: Vec<ForeignProcess> = self
+            .busiest
+            .iter()
+            .map(|p| ForeignProcess {
+                cpu_share: p.cpu_share * ta / total,
+                ..p.clone()
+            })
+            .collect();
+        for p in &other.busiest {
+            let share = p.cpu_share * tb / total;
+            match busiest
+                .iter_mut()
+                .find(|q| q.pid == p.pid && q.name == p.name)
+            {
+                Some(q) => q.cpu_share += share,
+                None => busiest.push(ForeignProcess {
+                    cpu_share: share,
+                    ..p.clone()
+                }),
+            }
+        }
+        busiest.sort_by(|x, y| y.cpu_share.total_cmp(&x.cpu_share).then(x.pid.cmp(&y.pid)));
+        busiest.truncate(BUSIEST_KEPT);
+        self.busiest = busiest;
+        self.window_ns += other.window_ns;
+        self.capacity_ticks += other.capacity_ticks;
+        self.run_ticks += other.run_ticks;
+        for c in &other.cpus {
+            if !self.cpus.contains(c) {
+                self.cpus.push(*c);
+            }
+        }
+        self.cpus.sort_unstable();
+        for g in &other.governors {
+            if !self.governors.contains(g) {
+                self.governors.push(g.clone());
+            }
+        }
+        self.governors.sort();
+        self.boost = self.boost.or(other.boost);
+        self.throttle_events = match (self.throttle_events, other.throttle_events) {
+            (None, None) => None,
+            (x, y) => Some(x.unwrap_or(0) + y.unwrap_or(0)),
+        };
+    }
+
     /// The record of the window from `start` to `end`, for a run on `cpus` whose own
     /// processes are `own` and all their descendants. The window must close while
     /// the run's processes are alive: a process that exits inside it takes its ticks
@@ -492,6 +558,50 @@ mod tests {
             start: 1000 + u64::from(pid),
             last_cpu: Some(last_cpu),
         }
+    }
+
+    fn record(ns: u64, capacity: u64, foreign: f64, hog: Option<(u32, f64)>) -> Noise {
+        Noise {
+            window_ns: ns,
+            cpus: vec![1],
+            capacity_ticks: capacity,
+            run_ticks: capacity / 2,
+            foreign_share: foreign,
+            steal_share: 0.0,
+            iowait_share: 0.0,
+            irq_share: 0.0,
+            busiest: hog
+                .map(|(pid, share)| ForeignProcess {
+                    pid,
+                    name: "hog".into(),
+                    cpu_share: share,
+                })
+                .into_iter()
+                .collect(),
+            governors: vec!["performance".into()],
+            boost: None,
+            throttle_events: None,
+        }
+    }
+
+    #[test]
+    fn rounds_too_short_to_judge_alone_are_judged_together() {
+        // Three 100 ms rounds at 100 ticks/s: 10 ticks each, too few to judge; a
+        // busy loop took half of each.
+        let mut n = record(100_000_000, 10, 0.5, Some((7, 0.5)));
+        assert!(judge(&n).is_empty());
+        n.merge(&record(100_000_000, 10, 0.5, Some((7, 0.5))));
+        n.merge(&record(100_000_000, 10, 0.5, Some((7, 0.5))));
+        assert_eq!((n.window_ns, n.capacity_ticks), (300_000_000, 30));
+        assert!((n.foreign_share - 0.5).abs() < 1e-9);
+        assert_eq!(n.busiest.len(), 1);
+        assert!((n.busiest[0].cpu_share - 0.5).abs() < 1e-9, "{n:?}");
+        assert!(judge(&n).iter().any(|f| f.kind == "noisy_machine"), "{n:?}");
+        // A quiet round dilutes a noisy one by its capacity.
+        let mut n = record(100_000_000, 30, 0.0, None);
+        n.merge(&record(100_000_000, 10, 0.4, Some((9, 0.4))));
+        assert!((n.foreign_share - 0.1).abs() < 1e-9);
+        assert!((n.busiest[0].cpu_share - 0.2).abs() < 1e-9);
     }
 
     /// A 1 s window over two CPUs at 100 ticks/s: the run (pid 10 and its child 11)

@@ -42,6 +42,14 @@ pub struct SpeedConfig {
     pub sample_ns: u64,
     /// Samples per point.
     pub samples: usize,
+    /// Rounds the samples were split into, the variants of a cipher alternating from
+    /// round to round (`speed --rounds`); 1 in records written before.
+    #[serde(default = "one_round")]
+    pub rounds: usize,
+}
+
+fn one_round() -> usize {
+    1
 }
 
 /// Moved to [`crate::variant`], the home of everything about variants; kept here so
@@ -100,12 +108,49 @@ pub struct SpeedPoint {
     /// CPU seconds used per second of wall time (1.0 = one core busy).
     pub cpu_cores_used: f64,
     /// How quiet the point's CPUs were while it was measured (from its warm-up to its
-    /// last sample). Absent in records written before it was recorded.
+    /// last sample; with several rounds, their windows taken as one,
+    /// [`crate::noise::Noise::merge`]). Absent in records written before it was
+    /// recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
+    /// The round each sample (in order) was measured in, where the samples were split
+    /// into rounds that alternate the variants; empty with one round, and in records
+    /// written before.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_rounds: Vec<u32>,
 }
 
 impl SpeedPoint {
+    /// Adds the samples of a later round of the same point (`later`, measured in
+    /// round `round` by a fresh worker) and recomputes the figures over all of them:
+    /// the median and spread over every sample, CPU per wall second over their sums,
+    /// the noise over both windows.
+    pub fn absorb(&mut self, later: SpeedPoint, round: u32) {
+        if self.sample_rounds.len() < self.samples.len() {
+            self.sample_rounds.resize(self.samples.len(), 0);
+        }
+        self.sample_rounds
+            .extend(std::iter::repeat_n(round, later.samples.len()));
+        self.samples.extend(later.samples);
+        let rates: Vec<f64> = self
+            .samples
+            .iter()
+            .map(SpeedSample::throughput_bytes_per_sec)
+            .collect();
+        self.throughput_bytes_per_sec = Summary::of_or_empty(&rates);
+        let elapsed: u64 = self.samples.iter().map(|s| s.elapsed_ns).sum();
+        let cpu: u64 = self.samples.iter().map(|s| s.cpu_ns).sum();
+        self.cpu_cores_used = if elapsed > 0 {
+            cpu as f64 / elapsed as f64
+        } else {
+            0.0
+        };
+        match (&mut self.noise, later.noise) {
+            (Some(n), Some(m)) => n.merge(&m),
+            (n @ None, m) => *n = m,
+            (Some(_), None) => {}
+        }
+    }
     /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
     /// and throttling (the governor is the machine's, said once per run instead).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
@@ -344,7 +389,46 @@ mod tests {
             throughput_bytes_per_sec: Summary::of(&[rate, rate]).unwrap(),
             cpu_cores_used: 1.0,
             noise: None,
+            sample_rounds: Vec::new(),
         }
+    }
+
+    fn sample(bytes: u64, elapsed_ns: u64, cpu_ns: u64) -> SpeedSample {
+        SpeedSample {
+            ops: 1,
+            bytes,
+            elapsed_ns,
+            cpu_ns,
+        }
+    }
+
+    #[test]
+    fn a_later_round_adds_its_samples_and_the_figures_cover_every_round() {
+        let mut first = point("aes-128-gcm", "accel", 0.0);
+        first.samples = vec![sample(100, 1_000_000_000, 1_000_000_000); 2];
+        let mut later = point("aes-128-gcm", "accel", 0.0);
+        later.samples = vec![sample(400, 1_000_000_000, 500_000_000)];
+        first.absorb(later, 1);
+        assert_eq!(first.samples.len(), 3);
+        assert_eq!(first.sample_rounds, [0, 0, 1]);
+        // Median of 100, 100, 400 B/s; CPU over the sums: 2.5 s of 3 s.
+        assert_eq!(first.throughput_bytes_per_sec.median, 100.0);
+        assert_eq!(first.throughput_bytes_per_sec.max, 400.0);
+        assert!((first.cpu_cores_used - 2.5 / 3.0).abs() < 1e-9);
+        let mut third = point("aes-128-gcm", "accel", 0.0);
+        third.samples = vec![sample(400, 1_000_000_000, 1_000_000_000); 2];
+        first.absorb(third, 2);
+        assert_eq!(first.sample_rounds, [0, 0, 1, 2, 2]);
+        assert_eq!(first.throughput_bytes_per_sec.median, 400.0);
+        // The rounds survive a round trip through run.json; a point of one round
+        // writes none.
+        let json = serde_json::to_string(&first).unwrap();
+        let back: SpeedPoint = serde_json::from_str(&json).unwrap();
+        assert_eq!(back.sample_rounds, first.sample_rounds);
+        let one = point("aes-128-gcm", "accel", 1.0);
+        assert!(!serde_json::to_string(&one)
+            .unwrap()
+            .contains("sample_rounds"));
     }
 
     #[test]
@@ -359,6 +443,7 @@ mod tests {
                 warmup_ns: 0,
                 sample_ns: 0,
                 samples: 2,
+                rounds: 1,
             },
             variants: Vec::new(),
             points: vec![

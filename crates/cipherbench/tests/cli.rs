@@ -147,6 +147,8 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     assert_eq!(speed.points.len(), 12, "3 ciphers x 2 sizes x 2 variants");
     for p in &speed.points {
         assert_eq!(p.samples.len(), 3);
+        // Three rounds of one sample each, the variants alternating between them.
+        assert_eq!(p.sample_rounds, [0, 1, 2], "{p:?}");
         assert!(p
             .samples
             .iter()
@@ -512,5 +514,68 @@ fn an_esp_keylog_others_could_read_is_refused_before_anything_starts() {
     }
     assert_eq!(std::fs::read_to_string(&readable).unwrap(), "");
     assert_eq!(std::fs::read_to_string(&private).unwrap(), "");
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+#[test]
+fn a_speed_run_stopped_between_rounds_measures_the_cipher_again_whole_on_resume() {
+    let dir = scratch("rounds-resume");
+    let args = [
+        "speed",
+        "--cipher",
+        "aes-128-gcm",
+        "--variants",
+        "accel,noaesni",
+        "--sizes",
+        "16B,16KiB",
+        "--threads",
+        "1",
+        "--direction",
+        "encrypt",
+        "--sample-ms",
+        "150",
+        "--samples",
+        "3",
+        "--rounds",
+        "3",
+        "--results",
+    ];
+    let mut child = bin()
+        .args(args)
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Rounds of two workers of two points each: the fifth point is round 2's first.
+    let mut progress = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut line = String::new();
+    loop {
+        line.clear();
+        let n = std::io::BufRead::read_line(&mut progress, &mut line).unwrap();
+        assert!(n > 0, "speed ended before its fifth point");
+        if line.starts_with("[speed 5/") {
+            assert!(line.contains("(round 2/3)"), "{line}");
+            break;
+        }
+    }
+    // SAFETY: kill with a valid pid of our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGINT) };
+    assert_eq!(child.wait().unwrap().code(), Some(130));
+    let record = check_record(&dir);
+    assert!(record.interrupted);
+    let partial = record.speed.unwrap().points;
+    assert!(partial.iter().any(|p| p.samples.len() < 3), "{partial:?}");
+
+    let out = bin().args(args).arg(&dir).output().unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = check_record(&dir);
+    assert!(!record.interrupted);
+    let points = record.speed.unwrap().points;
+    assert_eq!(points.len(), 4);
+    for p in &points {
+        assert_eq!(p.samples.len(), 3, "{p:?}");
+        assert_eq!(p.sample_rounds, [0, 1, 2], "{p:?}");
+    }
     std::fs::remove_dir_all(&dir).unwrap();
 }

@@ -63,6 +63,8 @@ impl Preset {
                 warmup: Duration::from_millis(2),
                 sample: Duration::from_millis(5),
                 samples: 3,
+                // Each round a fresh worker per variant, the order turning.
+                rounds: 3,
                 check_openssl: false,
                 async_jobs: Vec::new(),
                 check_seconds: 1,
@@ -81,6 +83,8 @@ impl Preset {
                 warmup: Duration::from_millis(20),
                 sample: Duration::from_millis(30),
                 samples: 5,
+                // Each round a fresh worker per variant, the order turning.
+                rounds: 3,
                 check_openssl: false,
                 async_jobs: Vec::new(),
                 check_seconds: 1,
@@ -99,6 +103,8 @@ impl Preset {
                 warmup: Duration::from_millis(200),
                 sample: Duration::from_millis(300),
                 samples: 7,
+                // Each round a fresh worker per variant, the order turning.
+                rounds: 3,
                 check_openssl: true,
                 async_jobs: Vec::new(),
                 check_seconds: 3,

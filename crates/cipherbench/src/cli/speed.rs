@@ -40,6 +40,11 @@ pub struct SpeedArgs {
     /// Samples per point.
     #[arg(long, default_value_t = 5)]
     pub samples: usize,
+    /// Rounds the samples are split into, the variants of a cipher alternating from
+    /// round to round (A B, B A, ...; at most one per sample) [default: 3, or
+    /// --samples if fewer].
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// Length of one sample, in milliseconds.
     #[arg(long, default_value_t = 100)]
     pub sample_ms: u64,
@@ -86,6 +91,13 @@ impl SpeedArgs {
         if self.samples == 0 || self.samples > 1000 {
             bail!("--samples must be between 1 and 1000");
         }
+        let rounds = self.rounds.unwrap_or(self.samples.min(3));
+        if rounds == 0 || rounds > self.samples {
+            bail!(
+                "--rounds must be between 1 and --samples ({}): each round takes at least one sample",
+                self.samples
+            );
+        }
         if self.sample_ms == 0 || self.sample_ms > 60_000 {
             bail!("--sample-ms must be between 1 and 60000");
         }
@@ -103,6 +115,7 @@ impl SpeedArgs {
             warmup: Duration::from_millis(self.warmup_ms.min(60_000)),
             sample: Duration::from_millis(self.sample_ms),
             samples: self.samples,
+            rounds,
             check_openssl: self.check_openssl,
             async_jobs: match &self.async_jobs {
                 Some(list) => parse_async_jobs(list)?,

@@ -46,6 +46,10 @@ pub struct SpeedPlan {
     pub sample: Duration,
     /// Samples per point.
     pub samples: usize,
+    /// Rounds the samples are split into (1 to `samples`): each round runs every
+    /// variant of a cipher once, in an order that turns from round to round (A B,
+    /// B A, ...), so a drift of the machine reaches every variant alike.
+    pub rounds: usize,
     /// Cross-check against `openssl speed` for single-thread points.
     pub check_openssl: bool,
     /// `openssl speed -async_jobs N` per entry, for every variant, cipher and size
@@ -84,7 +88,9 @@ impl SpeedPlan {
 
     /// A rough duration, for the estimate printed before a run.
     pub fn estimate(&self) -> Duration {
-        let per_point = self.warmup + self.sample * self.samples as u32 + Duration::from_millis(5);
+        let per_point = self.warmup * self.rounds() as u32
+            + self.sample * self.samples as u32
+            + Duration::from_millis(5);
         // One `openssl speed` per single-thread point of every cipher it can run.
         let checks = if self.check_openssl {
             let single = self.points().iter().filter(|p| p.2 == 1).count();
@@ -115,7 +121,19 @@ impl SpeedPlan {
             warmup_ns: self.warmup.as_nanos() as u64,
             sample_ns: self.sample.as_nanos() as u64,
             samples: self.samples,
+            rounds: self.rounds(),
         }
+    }
+
+    /// Rounds, at least 1 and at most one per sample.
+    fn rounds(&self) -> usize {
+        self.rounds.clamp(1, self.samples.max(1))
+    }
+
+    /// Samples taken in round `round` (the earlier rounds take the remainder).
+    fn samples_in(&self, round: usize) -> usize {
+        let rounds = self.rounds();
+        self.samples / rounds + usize::from(round < self.samples % rounds)
     }
 }
 
@@ -165,34 +183,58 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     for v in &plan.variants {
         v.reset_counter();
     }
-    session.progress.layer("speed", total, plan.estimate());
-    // Variants alternate per cipher so that slow drift (thermal, a neighbour's load)
-    // affects both variants of a cipher alike, and their order turns from one cipher
-    // to the next (accel noaesni, noaesni accel, ...: the interleaving schedule with a
-    // cipher for a round), so that a steady drift does not always favour the first.
+    // Progress counts each point once per round.
+    session
+        .progress
+        .layer("speed", total * plan.rounds(), plan.estimate());
+    // The variants of a cipher alternate in rounds (accel noaesni, noaesni accel,
+    // ...: the interleaving schedule, one point per cipher), each round a fresh worker
+    // taking its share of the samples, so that a drift of the machine (thermal, a
+    // neighbour's load) reaches every variant alike; the order also turns from one
+    // cipher to the next, so a steady drift does not always favour the first.
+    let rounds = plan.rounds();
     let order = schedule(
-        1,
-        plan.variants.len(),
         plan.ciphers.len(),
+        plan.variants.len(),
+        rounds,
         Order::PointByPoint,
     );
+    let mut redo: Vec<usize> = Vec::new();
     for slot in order {
-        let cipher = &plan.ciphers[slot.round];
-        let variant = &plan.variants[slot.variant];
+        let cipher = &plan.ciphers[slot.point];
+        let variant = &plan.variants[(slot.variant + slot.point) % plan.variants.len()];
         interrupt::check()?;
-        if chunk_done(&results, *cipher, &variant.name(), &points) {
+        if slot.round == 0 {
+            // A cipher whose rounds did not all finish (an interrupted run resumed)
+            // is measured again whole.
+            let whole = plan
+                .variants
+                .iter()
+                .all(|v| chunk_done(&results, *cipher, &v.name(), &points, plan.samples));
+            if whole {
+                redo.retain(|c| *c != slot.point);
+            } else if !redo.contains(&slot.point) {
+                redo.push(slot.point);
+                results.points.retain(|p| p.cipher != cipher.name());
+                results.unavailable.retain(|u| u.cipher != cipher.name());
+            }
+        }
+        if !redo.contains(&slot.point)
+            || results
+                .unavailable
+                .iter()
+                .any(|u| u.cipher == cipher.name() && u.variant == variant.name())
+        {
             session.progress.skip(points.len());
             continue;
         }
-        // A half-measured chunk is measured again whole, in one process.
-        results
-            .points
-            .retain(|p| !(p.cipher == cipher.name() && p.variant == variant.name()));
         let chunk = Chunk {
             cipher: *cipher,
             variant,
             points: &points,
             cpus: &cpus,
+            round: slot.round,
+            samples: plan.samples_in(slot.round),
         };
         let outcome = run_worker(
             &chunk,
@@ -387,20 +429,25 @@ fn noise_warnings(results: &SpeedResults, record: &mut cipherbench_model::RunRec
 }
 
 /// Whether one cipher in one variant is fully measured (or known unavailable).
+/// Whether a cipher's points in a variant are all there with every sample of every
+/// round (or the cipher is unavailable in it).
 fn chunk_done(
     results: &SpeedResults,
     cipher: CipherId,
     variant: &str,
     points: &[(Direction, u64, usize)],
+    samples: usize,
 ) -> bool {
     let name = cipher.name();
     results
         .unavailable
         .iter()
         .any(|u| u.cipher == name && u.variant == variant)
-        || points
-            .iter()
-            .all(|&(d, size, threads)| results.point(name, variant, d, size, threads).is_some())
+        || points.iter().all(|&(d, size, threads)| {
+            results
+                .point(name, variant, d, size, threads)
+                .is_some_and(|p| p.samples.len() >= samples)
+        })
 }
 
 fn control_names() -> Vec<&'static str> {
@@ -418,6 +465,10 @@ struct Chunk<'a> {
     variant: &'a Variant,
     points: &'a [(Direction, u64, usize)],
     cpus: &'a [usize],
+    /// The round (0: the first, whose worker measures the effect probes).
+    round: usize,
+    /// Samples per point in this round.
+    samples: usize,
 }
 
 /// One worker: one cipher in one variant, every point. The worker's own report of
@@ -435,6 +486,8 @@ fn run_worker(
         variant,
         points,
         cpus,
+        round,
+        samples,
     } = *chunk;
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let request = WorkerRequest {
@@ -443,8 +496,11 @@ fn run_worker(
         points: points.to_vec(),
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: plan.sample.as_nanos() as u64,
-        samples: plan.samples,
+        samples,
         cpus: cpus.to_vec(),
+        // The first round's worker measures the effect probes; a later one runs the
+        // same library under the same environment.
+        probe: round == 0,
     };
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
@@ -456,8 +512,7 @@ fn run_worker(
         .start()?;
     child.send_stdin(&serde_json::to_vec(&request)?)?;
     // Generous: a point takes warm-up plus samples; allow 10x for a loaded machine.
-    let per_point =
-        (plan.warmup + plan.sample * plan.samples as u32) * 10 + Duration::from_secs(10);
+    let per_point = (plan.warmup + plan.sample * samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
     let mut received = 0;
     // The worker measures the points in order, thread i of a point on `cpus[i]`: each
@@ -514,17 +569,32 @@ fn run_worker(
                             &own,
                         ));
                         progress.point(&format!(
-                            "{} {} {} {} B x{}: {}",
+                            "{} {} {} {} B x{}{}: {}",
                             p.cipher,
                             p.variant,
                             p.direction.as_str(),
                             p.size_bytes,
                             p.threads,
+                            if plan.rounds() > 1 {
+                                format!(" (round {}/{})", round + 1, plan.rounds())
+                            } else {
+                                String::new()
+                            },
                             cipherbench_model::units::format_bytes_per_sec(
                                 p.throughput_bytes_per_sec.median
                             )
                         ));
-                        results.points.push(p);
+                        // A later round adds its samples to the point.
+                        match results.points.iter_mut().find(|q| {
+                            q.cipher == p.cipher
+                                && q.variant == p.variant
+                                && q.direction == p.direction
+                                && q.size_bytes == p.size_bytes
+                                && q.threads == p.threads
+                        }) {
+                            Some(q) if round > 0 => q.absorb(p, round as u32),
+                            _ => results.points.push(p),
+                        }
                     }
                     WorkerMessage::Unavailable(reason) => {
                         progress.skip(points.len() - received);
@@ -676,6 +746,7 @@ mod tests {
             warmup: Duration::ZERO,
             sample: Duration::from_millis(100),
             samples: 1,
+            rounds: 1,
             check_openssl: false,
             async_jobs: Vec::new(),
             check_seconds: 3,

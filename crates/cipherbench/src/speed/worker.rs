@@ -39,6 +39,14 @@ pub struct WorkerRequest {
     /// sibling; empty: the CPUs this process may use, in order.
     #[serde(default)]
     pub cpus: Vec<usize>,
+    /// Measure the effect probes first (the first round's worker of a variant does;
+    /// a later round's runs the same library under the same environment).
+    #[serde(default = "yes")]
+    pub probe: bool,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// One line of the worker's answer.
@@ -71,9 +79,14 @@ pub fn main() -> Result<()> {
         Ok(())
     };
     send(&WorkerMessage::Library(crate::library::this_process()))?;
-    match crate::effect::measure("speed worker") {
-        Ok(probes) => send(&WorkerMessage::Probed(probes))?,
-        Err(_) => send(&WorkerMessage::Settings(
+    let probes = if request.probe {
+        crate::effect::measure("speed worker").ok()
+    } else {
+        None
+    };
+    match probes {
+        Some(probes) => send(&WorkerMessage::Probed(probes))?,
+        None => send(&WorkerMessage::Settings(
             cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
         ))?,
     }
@@ -132,6 +145,8 @@ fn point(
         samples,
         // The parent, which watches the machine, fills it in.
         noise: None,
+        // The parent numbers the rounds as it joins them.
+        sample_rounds: Vec::new(),
     }
 }
 
@@ -251,6 +266,7 @@ mod tests {
     #[test]
     fn measures_real_work_in_each_sample() {
         let request = WorkerRequest {
+            probe: true,
             cipher: "aes-128-gcm".into(),
             variant: "accel".into(),
             points: vec![],
