@@ -646,11 +646,17 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
         "{:?}",
         r.warnings
     );
-    // The terminal table marks it, and says what the mark means.
+    // The terminal table marks it, and says what the mark means. (The variant may
+    // carry its own `!` too: its effect probes ran beside the loop, and a judge that
+    // saw a control move says so; that is not what this test is about.)
     let text = cipherbench_report::tls::text(r.tls.as_ref().unwrap(), None);
     let row = text
         .lines()
-        .find(|l| l.contains(" noaesni ") && l.starts_with("AES128-GCM-SHA256"))
+        .find(|l| {
+            l.starts_with("AES128-GCM-SHA256")
+                && l.split_whitespace()
+                    .any(|w| w.trim_end_matches('!') == "noaesni")
+        })
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("/s!"), "{row}");
     assert!(
