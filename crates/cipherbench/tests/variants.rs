@@ -107,9 +107,24 @@ fn per_cpu_second(r: &RunRecord, cipher: &str, variant: &str) -> f64 {
 fn noaesni_masks_the_vaes_path_of_upstream_3_6_and_the_control_holds() {
     let _turn = measuring();
     let dir = scratch("upstream-noaesni");
-    let out = speed(upstream(), "accel,noaesni", &dir);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&dir);
+    // The control's CPU rate moves with the machine (seen at 0.86x once in `make
+    // test`, right after the root tunnel tests; 0.96-1.04x in ten quiet runs): a
+    // run whose control moved is measured once more before the test judges it.
+    let mut attempt = 0;
+    let (out, r) = loop {
+        attempt += 1;
+        let _ = std::fs::remove_dir_all(&dir);
+        let out = speed(upstream(), "accel,noaesni", &dir);
+        assert!(out.status.success(), "{}", stderr(&out));
+        let r = record(&dir);
+        let control = per_cpu_second(&r, "chacha20-poly1305", "noaesni")
+            / per_cpu_second(&r, "chacha20-poly1305", "accel");
+        if (control - 1.0).abs() > 0.10 && attempt == 1 {
+            eprintln!("the control moved ({control:.3}): measuring again");
+            continue;
+        }
+        break (out, r);
+    };
     let s = r.speed.as_ref().unwrap();
     let noaesni = s.variants.iter().find(|v| v.name == "noaesni").unwrap();
     let probes = noaesni.probes.as_ref().expect("the worker's probes");
