@@ -564,20 +564,25 @@ struct OwnStand<'a> {
     variants: &'a [Variant],
 }
 
+/// The sender's and the receiver's variant when `variant` runs on `side`: the
+/// other side runs accel on the same library (the library is the whole tunnel's,
+/// the variant one side's).
+pub(crate) fn side_variants(side: VariantSide, variant: &Variant) -> (Variant, Variant) {
+    match side {
+        VariantSide::Both => (variant.clone(), variant.clone()),
+        VariantSide::Sender => (variant.clone(), variant.its_accel()),
+        VariantSide::Receiver => (variant.its_accel(), variant.clone()),
+    }
+}
+
 impl rounds::Stand for OwnStand<'_> {
     type Pair = GatewayPair;
+    type Run = TunnelRun;
 
     fn start(&mut self, v: usize) -> Result<GatewayPair> {
         let (plan, names) = (self.plan, self.lab.names());
         let variant = &self.variants[v];
-        // The other side runs accel on the same library: the library is the whole
-        // tunnel's, the variant one side's.
-        let accel = Variant::accel().with_library(&variant.library);
-        let (sender_variant, receiver_variant) = match plan.variant_side {
-            VariantSide::Both => (variant, variant),
-            VariantSide::Sender => (variant, &accel),
-            VariantSide::Receiver => (&accel, variant),
-        };
+        let (sender_variant, receiver_variant) = &side_variants(plan.variant_side, variant);
         let pinning = &self.results.config.pinning;
         let options = PairOptions {
             program: self.program.to_path_buf(),

@@ -22,10 +22,10 @@ use crate::supervisor::{Child, Spawn};
 use crate::tunnel::gateway::{to_hex, GatewayConfig};
 use crate::tunnel::gateways::Gateway;
 use crate::tunnel::iperf::ClientRun;
+use crate::tunnel::rounds::{self, Placed};
 use crate::variant::{Baseline, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
-use cipherbench_model::interleave::{schedule, Order};
 use cipherbench_model::tunnel::{IperfRun, Protocol};
 use cipherbench_model::variant::VariantRecord;
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
@@ -292,21 +292,28 @@ pub struct PeerRun {
     pub transform: Transform,
     /// Variant name (both gateways).
     pub variant: String,
-    /// Round, from 0: the variants alternate within a transform's rounds.
-    pub round: usize,
+    /// Round, from 0: the variants alternate within a transform's rounds (None
+    /// only while the driver has not placed it).
+    pub round: Option<usize>,
+    /// Its place in the measuring order.
+    pub sequence: Option<usize>,
     /// iperf3 through the tunnel (TCP, or UDP at the rate its search chose).
     pub iperf: IperfRun,
 }
 
-/// The UDP rate search of one transform and variant, made in its first round.
-#[derive(Debug, Clone)]
-pub struct PeerSearch {
-    /// Transform.
-    pub transform: Transform,
-    /// Variant name.
-    pub variant: String,
-    /// The search.
-    pub search: cipherbench_model::tunnel::UdpSearch,
+impl Placed for PeerRun {
+    fn iperf(&self) -> &IperfRun {
+        &self.iperf
+    }
+    fn round(&self) -> Option<usize> {
+        self.round
+    }
+    fn set_round(&mut self, round: usize) {
+        self.round = Some(round);
+    }
+    fn set_sequence(&mut self, sequence: usize) {
+        self.sequence = Some(sequence);
+    }
 }
 
 /// What `tunnel --peer` measured.
@@ -318,10 +325,8 @@ pub struct PeerOutcome {
     pub addresses: (Ipv4Addr, Ipv4Addr),
     /// iperf3 TCP between the hosts' own addresses.
     pub underlay: IperfRun,
-    /// iperf3 through the tunnel, in the order measured.
+    /// iperf3 through the tunnel, point by point, each point's runs in round order.
     pub tunnel: Vec<PeerRun>,
-    /// UDP rate searches.
-    pub searches: Vec<PeerSearch>,
     /// Each variant as judged on this host, then on the peer (the first time each
     /// ran there; a variant is judged against the accel of the host it ran on).
     pub judged: Vec<(VariantRecord, VariantRecord)>,
@@ -371,130 +376,142 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
         client(plan, there, Protocol::Tcp, plan.seconds, None),
     )?;
     agent.ask(&Request::PeerDown, long)?;
-    let baseline = Baseline::measure(&plan.variants)?;
-    let mut tunnel = Vec::new();
-    let mut searches: Vec<PeerSearch> = Vec::new();
-    let mut judged: Vec<(VariantRecord, VariantRecord)> = Vec::new();
-    let order = schedule(
-        plan.transforms.len(),
-        plan.variants.len(),
-        plan.repeats.max(1),
-        Order::PointByPoint,
-    );
-    for slot in order {
-        crate::interrupt::check()?;
-        let transform = plan.transforms[slot.point];
-        let variant = &plan.variants[slot.variant];
+    let mut stand = PeerStand {
+        agent,
+        plan,
+        baseline: Baseline::measure(&plan.variants)?,
+        tun,
+        here,
+        there,
+        transform: Transform::Null,
+        judged: Vec::new(),
+        runs: Vec::new(),
+    };
+    let mut sequence = 0;
+    for &transform in &plan.transforms {
+        stand.transform = transform;
         // `null` has no crypto: only the first variant, as on one machine.
-        if transform == Transform::Null && slot.variant != 0 {
-            continue;
-        }
-        let mut secret = [0u8; 32];
-        openssl::rand::rand_bytes(&mut secret).context("drawing the tunnel's secret")?;
-        let spec = |initiator: bool| EndSpec {
-            tun: tun.to_string(),
-            inner: if initiator { INNER_HERE } else { INNER_PEER },
-            peer_inner: if initiator { INNER_PEER } else { INNER_HERE },
-            mtu: plan.mtu,
-            local: SocketAddrV4::new(if initiator { here } else { there }, ESP_PORT),
-            peer: SocketAddrV4::new(if initiator { there } else { here }, ESP_PORT),
-            transform,
-            secret_hex: to_hex(&secret),
-            label: format!("cipherbench peer {tun} {}", transform.name()),
-            initiator,
-            iperf_server: !initiator,
-            variant: variant.name(),
+        let variants = if transform == Transform::Null {
+            1
+        } else {
+            plan.variants.len()
         };
-        // The receiver first, so the sender's first packets find it.
-        let there_record = match agent.ask(&Request::PeerUp(Box::new(spec(false))), long)? {
-            Reply::EndUp { variant } => *variant,
-            other => bail!("agent {name}: answered {other:?} to bringing its end up"),
-        };
-        {
-            let (_end, here_record) = End::up(&spec(true), variant, &baseline)?;
-            if !judged.iter().any(|(h, _)| h.name == here_record.name) {
-                judged.push((here_record, there_record));
-            }
-            let mut tcp_rate = None;
-            for &protocol in &plan.protocols {
-                let rate = match protocol {
-                    Protocol::Tcp => (None, None),
-                    Protocol::Udp => {
-                        let known = searches
-                            .iter()
-                            .find(|s| s.transform == transform && s.variant == variant.name());
-                        let mut kept = None;
-                        let chosen = match known {
-                            Some(s) => s.search.chosen_bits_per_sec,
-                            None => {
-                                // From just above TCP's rate, as on one machine.
-                                let start =
-                                    tcp_rate.unwrap_or(underlay.receiver_bits_per_sec) * 1.05;
-                                let mut probes = Vec::new();
-                                let search =
-                                    crate::tunnel::rounds::udp_search(plan, start, |rate| {
-                                        let run = iperf_client(
-                                            agent,
-                                            client(
-                                                plan,
-                                                INNER_PEER,
-                                                Protocol::Udp,
-                                                plan.probe_seconds,
-                                                Some(rate),
-                                            ),
-                                        )?;
-                                        probes.push(run.clone());
-                                        Ok(run)
-                                    })?;
-                                let chosen = search.chosen_bits_per_sec;
-                                // A probe as long as a measured run at the chosen rate
-                                // is this round's run, as on one machine.
-                                if plan.probe_seconds == plan.seconds {
-                                    kept = probes
-                                        .into_iter()
-                                        .rev()
-                                        .find(|r| r.target_bits_per_sec == Some(chosen.round()));
-                                }
-                                searches.push(PeerSearch {
-                                    transform,
-                                    variant: variant.name(),
-                                    search,
-                                });
-                                chosen
-                            }
-                        };
-                        (Some(chosen), kept)
-                    }
-                };
-                let (rate, kept) = rate;
-                let run = match kept {
-                    Some(run) => run,
-                    None => iperf_client(
-                        agent,
-                        client(plan, INNER_PEER, protocol, plan.seconds, rate),
-                    )?,
-                };
-                if protocol == Protocol::Tcp {
-                    tcp_rate = Some(run.receiver_bits_per_sec);
-                }
-                tunnel.push(PeerRun {
-                    transform,
-                    variant: variant.name(),
-                    round: slot.round,
-                    iperf: run,
-                });
-            }
-        }
-        agent.ask(&Request::PeerDown, long)?;
+        rounds::interleaved(
+            plan,
+            variants,
+            &mut stand,
+            Some(underlay.receiver_bits_per_sec),
+            &mut sequence,
+        )?;
     }
     Ok(PeerOutcome {
         peer: name,
         addresses: (here, there),
         underlay,
-        tunnel,
-        searches,
-        judged,
+        tunnel: stand.runs,
+        judged: stand.judged,
     })
+}
+
+/// The two-host tunnel as the rounds driver sees it: a pair is this host's end
+/// and the peer's, brought up for one transform under one variant.
+struct PeerStand<'a> {
+    agent: &'a mut Agent,
+    plan: &'a crate::tunnel::TunnelPlan,
+    baseline: Baseline,
+    tun: &'a str,
+    here: Ipv4Addr,
+    there: Ipv4Addr,
+    /// The transform being measured.
+    transform: Transform,
+    /// Each variant as judged here, then on the peer, the first time it ran.
+    judged: Vec<(VariantRecord, VariantRecord)>,
+    /// Every measured run.
+    runs: Vec<PeerRun>,
+}
+
+impl rounds::Stand for PeerStand<'_> {
+    type Pair = End;
+    type Run = PeerRun;
+
+    fn start(&mut self, v: usize) -> Result<End> {
+        let variant = &self.plan.variants[v];
+        let transform = self.transform;
+        let mut secret = [0u8; 32];
+        openssl::rand::rand_bytes(&mut secret).context("drawing the tunnel's secret")?;
+        let spec = |initiator: bool| EndSpec {
+            tun: self.tun.to_string(),
+            inner: if initiator { INNER_HERE } else { INNER_PEER },
+            peer_inner: if initiator { INNER_PEER } else { INNER_HERE },
+            mtu: self.plan.mtu,
+            local: SocketAddrV4::new(if initiator { self.here } else { self.there }, ESP_PORT),
+            peer: SocketAddrV4::new(if initiator { self.there } else { self.here }, ESP_PORT),
+            transform,
+            secret_hex: to_hex(&secret),
+            label: format!("cipherbench peer {} {}", self.tun, transform.name()),
+            initiator,
+            iperf_server: !initiator,
+            variant: variant.name(),
+        };
+        let long = Duration::from_secs(self.plan.seconds + 30);
+        // The receiver first, so the sender's first packets find it.
+        let there = match self
+            .agent
+            .ask(&Request::PeerUp(Box::new(spec(false))), long)?
+        {
+            Reply::EndUp { variant } => *variant,
+            other => bail!(
+                "agent {}: answered {other:?} to bringing its end up",
+                self.agent.name
+            ),
+        };
+        let (end, here) = End::up(&spec(true), variant, &self.baseline)?;
+        if !self.judged.iter().any(|(h, _)| h.name == here.name) {
+            self.judged.push((here, there));
+        }
+        Ok(end)
+    }
+
+    fn stop(&mut self, end: End) -> Result<()> {
+        drop(end);
+        let long = Duration::from_secs(self.plan.seconds + 30);
+        self.agent.ask(&Request::PeerDown, long).map(|_| ())
+    }
+
+    fn run(
+        &mut self,
+        _: &mut End,
+        protocol: Protocol,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<PeerRun> {
+        let iperf = iperf_client(
+            self.agent,
+            client(self.plan, INNER_PEER, protocol, seconds, rate),
+        )?;
+        Ok(PeerRun {
+            transform: self.transform,
+            variant: String::new(),
+            round: None,
+            sequence: None,
+            iperf,
+        })
+    }
+
+    fn point(
+        &mut self,
+        v: usize,
+        _: Protocol,
+        _: Option<cipherbench_model::tunnel::UdpSearch>,
+        runs: Vec<PeerRun>,
+    ) -> Result<()> {
+        let variant = self.plan.variants[v].name();
+        self.runs.extend(runs.into_iter().map(|r| PeerRun {
+            variant: variant.clone(),
+            ..r
+        }));
+        Ok(())
+    }
 }
 
 /// An iperf3 client in this process's namespace to the peer's server at `server`,

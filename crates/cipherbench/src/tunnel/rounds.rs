@@ -24,14 +24,14 @@ use super::TunnelPlan;
 use crate::interrupt;
 use anyhow::Result;
 use cipherbench_model::interleave::{schedule, Order, Slot};
-use cipherbench_model::tunnel::{Protocol, TunnelRun, UdpProbe, UdpSearch};
+use cipherbench_model::tunnel::{IperfRun, Protocol, TunnelRun, UdpProbe, UdpSearch};
 use cipherbench_model::Summary;
 
 /// The measuring order of `rounds` rounds of `variants` variants at one point,
 /// without the `(round, variant)` runs already `measured`, rotated so that the
 /// fewest pairs start given the variant whose pair is `running` (ties: the
 /// schedule's own order).
-pub fn order(
+fn order(
     variants: usize,
     rounds: usize,
     measured: &[(usize, usize)],
@@ -53,7 +53,7 @@ pub fn order(
 }
 
 /// How many pairs start to measure `variants` in this order, `running` running now.
-pub fn starts(variants: impl IntoIterator<Item = usize>, running: Option<usize>) -> usize {
+fn starts(variants: impl IntoIterator<Item = usize>, running: Option<usize>) -> usize {
     let mut current = running;
     let mut n = 0;
     for v in variants {
@@ -65,11 +65,41 @@ pub fn starts(variants: impl IntoIterator<Item = usize>, running: Option<usize>)
     n
 }
 
-/// What the driver needs of a stack: cipherbench's own gateways or strongSwan's
-/// charons, for one transform.
+/// What the driver needs of a run: its iperf3 figures and its place in the
+/// measuring order (a namespace tunnel's [`TunnelRun`], or a two-host tunnel's run).
+pub trait Placed {
+    /// iperf3's figures.
+    fn iperf(&self) -> &IperfRun;
+    /// Its round (None: a search probe, or not yet placed).
+    fn round(&self) -> Option<usize>;
+    /// Sets its round.
+    fn set_round(&mut self, round: usize);
+    /// Sets its place in the layer's measuring order.
+    fn set_sequence(&mut self, sequence: usize);
+}
+
+impl Placed for TunnelRun {
+    fn iperf(&self) -> &IperfRun {
+        &self.iperf
+    }
+    fn round(&self) -> Option<usize> {
+        self.round
+    }
+    fn set_round(&mut self, round: usize) {
+        self.round = Some(round);
+    }
+    fn set_sequence(&mut self, sequence: usize) {
+        self.sequence = Some(sequence);
+    }
+}
+
+/// What the driver needs of a stack: cipherbench's own gateways, strongSwan's
+/// charons, or the two-host tunnel's ends, for one transform.
 pub trait Stand {
     /// A running pair of processes.
     type Pair;
+    /// One measured run.
+    type Run: Placed;
     /// Starts a pair running variant `v` (an index into the transform's variants).
     fn start(&mut self, v: usize) -> Result<Self::Pair>;
     /// Stops a pair.
@@ -81,14 +111,14 @@ pub trait Stand {
         protocol: Protocol,
         seconds: u64,
         rate: Option<f64>,
-    ) -> Result<TunnelRun>;
+    ) -> Result<Self::Run>;
     /// A point is measured: variant `v`, its search (UDP), its runs in round order.
     fn point(
         &mut self,
         v: usize,
         protocol: Protocol,
         search: Option<UdpSearch>,
-        runs: Vec<TunnelRun>,
+        runs: Vec<Self::Run>,
     ) -> Result<()>;
 }
 
@@ -132,10 +162,8 @@ fn measure<S: Stand>(
         running: &'a mut Option<Running<S::Pair>>,
         v: usize,
     ) -> Result<&'a mut S::Pair> {
-        if running.as_ref().is_some_and(|r| r.variant != v) {
-            if let Some(old) = running.take() {
-                stand.stop(old.pair)?;
-            }
+        if let Some(old) = running.take_if(|r| r.variant != v) {
+            stand.stop(old.pair)?;
         }
         if running.is_none() {
             *running = Some(Running {
@@ -152,17 +180,17 @@ fn measure<S: Stand>(
                        protocol: Protocol,
                        seconds: u64,
                        rate: Option<f64>|
-     -> Result<TunnelRun> {
+     -> Result<S::Run> {
         interrupt::check()?;
         let pair = pair_for(stand, running, v)?;
         let mut run = stand.run(pair, protocol, seconds, rate)?;
-        run.sequence = Some(*sequence);
+        run.set_sequence(*sequence);
         *sequence += 1;
         Ok(run)
     };
     let mut tcp_rate: Vec<Option<f64>> = vec![None; variants];
     for &protocol in &plan.protocols {
-        let mut runs: Vec<Vec<TunnelRun>> = (0..variants).map(|_| Vec::new()).collect();
+        let mut runs: Vec<Vec<S::Run>> = (0..variants).map(|_| Vec::new()).collect();
         let mut searches: Vec<Option<UdpSearch>> = vec![None; variants];
         let mut rates: Vec<Option<f64>> = vec![None; variants];
         if protocol == Protocol::Udp {
@@ -181,7 +209,7 @@ fn measure<S: Stand>(
                         plan.probe_seconds,
                         Some(rate),
                     )?;
-                    let iperf = run.iperf.clone();
+                    let iperf = run.iperf().clone();
                     probes.push(run);
                     Ok(iperf)
                 })?;
@@ -192,9 +220,9 @@ fn measure<S: Stand>(
                     if let Some(mut run) = probes
                         .into_iter()
                         .rev()
-                        .find(|r| r.iperf.target_bits_per_sec == Some(chosen.round()))
+                        .find(|r| r.iperf().target_bits_per_sec == Some(chosen.round()))
                     {
-                        run.round = Some(0);
+                        run.set_round(0);
                         runs[v].push(run);
                     }
                 }
@@ -205,7 +233,7 @@ fn measure<S: Stand>(
         let measured: Vec<(usize, usize)> = runs
             .iter()
             .enumerate()
-            .flat_map(|(v, rs)| rs.iter().filter_map(move |r| Some((r.round?, v))))
+            .flat_map(|(v, rs)| rs.iter().filter_map(move |r| Some((r.round()?, v))))
             .collect();
         let slots = order(
             variants,
@@ -216,13 +244,16 @@ fn measure<S: Stand>(
         for slot in slots {
             let v = slot.variant;
             let mut run = one_run(stand, running, v, protocol, plan.seconds, rates[v])?;
-            run.round = Some(slot.round);
+            run.set_round(slot.round);
             runs[v].push(run);
         }
         for (v, mut runs) in runs.into_iter().enumerate() {
-            runs.sort_by_key(|r| r.round);
+            runs.sort_by_key(|r| r.round());
             if protocol == Protocol::Tcp {
-                let totals: Vec<f64> = runs.iter().map(|r| r.iperf.receiver_bits_per_sec).collect();
+                let totals: Vec<f64> = runs
+                    .iter()
+                    .map(|r| r.iperf().receiver_bits_per_sec)
+                    .collect();
                 tcp_rate[v] = Some(Summary::of_or_empty(&totals).median);
             }
             stand.point(v, protocol, searches[v].take(), runs)?;
@@ -231,11 +262,12 @@ fn measure<S: Stand>(
     Ok(())
 }
 
-/// Runs the UDP search with `probe` running one iperf3 probe at a rate.
-pub fn udp_search(
+/// Runs the UDP search with `probe` running one iperf3 probe at a rate (each
+/// probe checks for Ctrl-C first: [`interleaved`]'s runs do).
+fn udp_search(
     plan: &TunnelPlan,
     start: f64,
-    mut probe: impl FnMut(f64) -> Result<cipherbench_model::tunnel::IperfRun>,
+    mut probe: impl FnMut(f64) -> Result<IperfRun>,
 ) -> Result<UdpSearch> {
     let mut search = Search::new(
         start,
@@ -262,7 +294,7 @@ pub fn udp_search(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Saturation, VariantSide};
+    use cipherbench_model::tunnel::{ByteCheck, GatewayRun, Saturation, VariantSide};
 
     fn letters(slots: &[Slot]) -> String {
         slots
@@ -330,6 +362,7 @@ mod tests {
 
     impl Stand for Log {
         type Pair = usize;
+        type Run = TunnelRun;
         fn start(&mut self, v: usize) -> Result<usize> {
             self.events.push(format!("start{v}"));
             Ok(v)

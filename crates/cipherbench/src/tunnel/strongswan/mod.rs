@@ -33,7 +33,7 @@ use cipherbench_esp::Transform;
 use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{
     GatewayRun, Protocol, StrongswanPoint, StrongswanResults, ThreadLoad, TunnelPoint,
-    TunnelResults, TunnelRun, VariantSide,
+    TunnelResults, TunnelRun,
 };
 use config::{Backend, ChildSa, Side};
 use std::os::unix::fs::PermissionsExt;
@@ -850,17 +850,12 @@ struct CharonStand<'a> {
 
 impl super::rounds::Stand for CharonStand<'_> {
     type Pair = CharonPair;
+    type Run = TunnelRun;
 
     fn start(&mut self, v: usize) -> Result<CharonPair> {
         let (plan, names) = (self.plan, self.lab.names());
         let variant = &self.variants[v];
-        // As with the own gateways: the library is the whole tunnel's.
-        let accel = Variant::accel().with_library(&variant.library);
-        let (sender_variant, receiver_variant) = match plan.variant_side {
-            VariantSide::Both => (variant, variant),
-            VariantSide::Sender => (variant, &accel),
-            VariantSide::Receiver => (&accel, variant),
-        };
+        let (sender_variant, receiver_variant) = &super::side_variants(plan.variant_side, variant);
         let (sender_mask, receiver_mask) = (
             self.baseline.mask(sender_variant),
             self.baseline.mask(receiver_variant),
