@@ -491,20 +491,9 @@ impl TunnelPoint {
         pairing: crate::interval::Pairing,
     ) -> Option<crate::interval::RatioInterval> {
         use crate::interval::{Pairing, RatioInterval, DEFAULT_SEED};
-        let by_round = |p: &TunnelPoint| -> Option<Vec<(usize, f64)>> {
-            let mut v: Vec<(usize, f64)> = p
-                .runs
-                .iter()
-                .map(|r| Some((r.round?, r.iperf.receiver_bits_per_sec)))
-                .collect::<Option<_>>()?;
-            v.sort_by_key(|(round, _)| *round);
-            Some(v)
-        };
-        let rounds = |v: &[(usize, f64)]| v.iter().map(|(r, _)| *r).collect::<Vec<_>>();
-        let values = |v: &[(usize, f64)]| v.iter().map(|(_, x)| *x).collect::<Vec<_>>();
-        match (by_round(self), by_round(other)) {
-            (Some(a), Some(b)) if pairing == Pairing::Paired && rounds(&a) == rounds(&b) => {
-                RatioInterval::bootstrap(&values(&a), &values(&b), Pairing::Paired, DEFAULT_SEED)
+        match self.paired_rates(other) {
+            Some((a, b)) if pairing == Pairing::Paired => {
+                RatioInterval::bootstrap(&a, &b, Pairing::Paired, DEFAULT_SEED)
             }
             _ => {
                 let rates = |p: &TunnelPoint| -> Vec<f64> {
@@ -521,6 +510,25 @@ impl TunnelPoint {
                 )
             }
         }
+    }
+
+    /// This point's and `other`'s runs' server-side rates, round by round, when
+    /// every run of both has a round and both have the same rounds (the variants
+    /// were measured in turn); None otherwise (an older record, a missing run).
+    pub fn paired_rates(&self, other: &TunnelPoint) -> Option<(Vec<f64>, Vec<f64>)> {
+        let by_round = |p: &TunnelPoint| -> Option<Vec<(usize, f64)>> {
+            let mut v: Vec<(usize, f64)> = p
+                .runs
+                .iter()
+                .map(|r| Some((r.round?, r.iperf.receiver_bits_per_sec)))
+                .collect::<Option<_>>()?;
+            v.sort_by_key(|(round, _)| *round);
+            Some(v)
+        };
+        let (a, b) = (by_round(self)?, by_round(other)?);
+        let rounds = |v: &[(usize, f64)]| v.iter().map(|(r, _)| *r).collect::<Vec<_>>();
+        let values = |v: &[(usize, f64)]| v.iter().map(|(_, x)| *x).collect::<Vec<_>>();
+        (rounds(&a) == rounds(&b)).then(|| (values(&a), values(&b)))
     }
 }
 

@@ -16,7 +16,8 @@ use cipherbench_model::variant::VariantRecord;
 pub struct HandshakeRatio {
     /// `rsa2048 X25519 full file: nopkaccel / accel`.
     pub label: String,
-    /// Per-core ratio, with the sum of the two points' interval spreads.
+    /// Per-core ratio, with the sum of the two points' interval spreads (shown
+    /// only where there is no interval).
     pub value: Option<(f64, f64)>,
     /// Its 95 % interval over the two windows' per-interval rates (each window's
     /// nginx CPU as measured); None where a window kept fewer than 3 intervals.

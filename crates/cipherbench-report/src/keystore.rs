@@ -5,6 +5,7 @@
 //! summary.md and report.html. Pure functions of the record.
 
 use crate::svg::escape;
+use cipherbench_model::interval::RatioInterval;
 use cipherbench_model::tls::{RampResults, RampRun, ServerRecord, SweepPoint, SweepResults};
 use cipherbench_model::units::{format_bits_per_sec, ByteSize};
 
@@ -21,14 +22,30 @@ pub struct SweepRow {
     pub other_bytes_per_sec: f64,
     /// other / file throughput.
     pub ratio: Option<f64>,
-    /// The sum of the two points' interval spreads.
+    /// The sum of the two points' interval spreads (shown only without an
+    /// interval).
     pub rel_spread: f64,
+    /// other / file with its 95 % interval over the two final windows' intervals, as
+    /// every other ratio of the sweep ([`SweepResults::ratio_interval`]).
+    pub interval: Option<RatioInterval>,
     /// other / file of throughput per CPU nginx used (None without nginx's CPU).
     pub per_cpu_ratio: Option<f64>,
     /// Whether both points are valid.
     pub valid: bool,
     /// What the check by effect said of the other store's nginx.
     pub served: Served,
+}
+
+impl SweepRow {
+    /// `0.80x [0.74-0.86]`, `..., no clear difference`, or without an interval
+    /// `0.80x ±3 % (no interval)`, as the sweep's other ratios read.
+    pub fn ratio_text(&self) -> String {
+        match (self.interval, self.ratio) {
+            (Some(i), _) => i.display(),
+            (None, Some(v)) => format!("{v:.2}x ±{:.0} % (no interval)", self.rel_spread * 100.0),
+            (None, None) => "-".into(),
+        }
+    }
 }
 
 /// What the check by effect said of a module's nginx.
@@ -102,6 +119,7 @@ pub fn sweep_rows(s: &SweepResults, servers: &[ServerRecord]) -> Vec<SweepRow> {
             ratio: SweepResults::ratio(o, f).map(|r| r.value),
             rel_spread: f.interval_throughput_bytes_per_sec.rel_spread
                 + o.interval_throughput_bytes_per_sec.rel_spread,
+            interval: SweepResults::ratio_interval(o, f),
             per_cpu_ratio: per_cpu(o).zip(per_cpu(f)).map(|(a, b)| a / b),
             valid: f.valid && o.valid,
             served: Served::of(servers, &o.suite, &o.variant, o.cores, &o.key_store),
@@ -126,7 +144,7 @@ pub fn text_sweep(tls: &cipherbench_model::tls::TlsResults) -> String {
         let rows = sweep_rows(s, &tls.servers);
         if !rows.is_empty() || !s.key_store_skipped.is_empty() {
             out.push_str(&format!(
-                "key stores, sweep ({HOW}; ratio = {} throughput / {} throughput, ± the sum of the two points' interval spreads):\n",
+                "key stores, sweep ({HOW}; ratio = {} throughput / {} throughput, [95 % interval over the two final windows' per-interval throughputs]):\n",
                 rows.first().map(|r| r.store.as_str()).unwrap_or("pkcs11"),
                 first_store(&s.config.key_stores)
             ));
@@ -141,9 +159,7 @@ pub fn text_sweep(tls: &cipherbench_model::tls::TlsResults) -> String {
                 format_bits_per_sec(r.other_bytes_per_sec),
                 r.store,
                 first_store(&s.config.key_stores),
-                r.ratio
-                    .map(|v| format!("{v:.2}x ±{:.0} %", r.rel_spread * 100.0))
-                    .unwrap_or_else(|| "-".into()),
+                r.ratio_text(),
                 r.per_cpu_ratio
                     .map(|v| format!("{v:.2}x"))
                     .unwrap_or_else(|| "-".into()),
@@ -216,9 +232,7 @@ pub fn markdown(tls: &cipherbench_model::tls::TlsResults) -> String {
                 r.store,
                 first_store(&s.config.key_stores),
                 r.label,
-                r.ratio
-                    .map(|v| format!("{v:.2}x ±{:.0} %", r.rel_spread * 100.0))
-                    .unwrap_or_else(|| "-".into()),
+                r.ratio_text(),
                 format_bits_per_sec(r.other_bytes_per_sec),
                 format_bits_per_sec(r.file_bytes_per_sec),
                 r.served.text(),
@@ -295,19 +309,16 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
         "<h3 id=\"tls-key-store\">Key stores <a class=\"how\" href=\"#m-tls-key-store\">how measured</a></h3><p>Each point with {HOW} (seed 002's server that offloads its key to a module). A ratio under 1 is the module's cost; \"served\" says whether the module was seen mapped in the nginx that served, whose config named the key only by its PKCS#11 URI.</p>"
     ));
     if !sweep_rows.is_empty() || !skipped.is_empty() {
-        out.push_str("<div class=\"scroll\"><table id=\"table-tls-key-store\"><tr><th class=\"l\">sweep point</th><th>key in file</th><th>key in module</th><th>module / file</th><th>spread</th><th>per CPU used</th><th class=\"l\">module served</th></tr>");
+        out.push_str("<div class=\"scroll\"><table id=\"table-tls-key-store\"><tr><th class=\"l\">sweep point</th><th>key in file</th><th>key in module</th><th>module / file</th><th>per CPU used</th><th class=\"l\">module served</th></tr>");
         for r in &sweep_rows {
             out.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td>{}</td><td>{} ({})</td><td{}>{}</td><td>±{:.0} %</td><td>{}</td><td class=\"l\">{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td>{}</td><td>{} ({})</td><td{}>{}</td><td>{}</td><td class=\"l\">{}</td></tr>",
                 escape(&r.label),
                 format_bits_per_sec(r.file_bytes_per_sec),
                 format_bits_per_sec(r.other_bytes_per_sec),
                 escape(&r.store),
                 if r.valid { "" } else { " class=\"bad\"" },
-                r.ratio
-                    .map(|v| format!("{v:.2}×"))
-                    .unwrap_or_else(|| "–".into()),
-                r.rel_spread * 100.0,
+                crate::html::interval_cell(r.ratio, r.interval),
                 r.per_cpu_ratio
                     .map(|v| format!("{v:.2}×"))
                     .unwrap_or_else(|| "–".into()),
@@ -316,7 +327,7 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
         }
         for k in skipped {
             out.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td colspan=\"6\" class=\"l\">{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td colspan=\"5\" class=\"l\">{}</td></tr>",
                 escape(&k.what()),
                 escape(&k.reason)
             ));
@@ -435,6 +446,30 @@ mod tests {
         assert!(html.contains("table-tls-key-store\""), "{html}");
         assert!(html.contains("table-tls-key-store-ramp"), "{html}");
         assert!(html.contains("0.80×"), "{html}");
+        // With the windows' per-interval throughputs kept, the ratio carries its
+        // interval like the sweep's other ratios, in every rendering.
+        let mut t = with_module(true);
+        let s = t.sweep.as_mut().unwrap();
+        let gcm = |p: &&mut SweepPoint| p.suite == "AES128-GCM-SHA256" && p.variant == "accel";
+        for (p, rates) in s
+            .points
+            .iter_mut()
+            .filter(gcm)
+            .map(|p| (p, [5.9e8, 6.0e8, 6.1e8, 6.0e8]))
+            .chain(
+                s.key_store_points
+                    .iter_mut()
+                    .map(|p| (p, [4.7e8, 4.8e8, 4.9e8, 4.8e8])),
+            )
+        {
+            p.interval_samples_bytes_per_sec = rates.to_vec();
+        }
+        let row = &sweep_rows(t.sweep.as_ref().unwrap(), &t.servers)[0];
+        let i = row.interval.expect("an interval over the kept intervals");
+        assert!(i.low < 0.8 && 0.8 < i.high && i.high < 1.0, "{i:?}");
+        assert!(text_sweep(&t).contains(&format!("pkcs11/file {}", i.display())));
+        assert!(markdown(&t).contains(&i.display()));
+        assert!(super::html(&t).contains(&format!("[{:.2}–{:.2}]", i.low, i.high)));
         // The whole report carries it, beside the variant ratios.
         let section = crate::tls::section(&t, None);
         assert!(section.contains("id=\"tls-key-store\""));

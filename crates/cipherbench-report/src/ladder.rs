@@ -261,10 +261,13 @@ fn tls_rounds(a: &SweepPoint, b: &SweepPoint) -> Rounds {
 }
 
 /// The rounds of a gain between two tunnel points ([`tunnel_samples`]; runs only
-/// when both have enough).
+/// when both have enough, paired round by round where the variants were measured
+/// in turn, as the tunnel's own table pairs them).
 fn tunnel_rounds(a: &TunnelPoint, b: &TunnelPoint) -> Rounds {
     let ((ra, ca), (rb, cb)) = (tunnel_samples(a), tunnel_samples(b));
-    if ca == cb {
+    if let (Centre::Median, Centre::Median, Some((pa, pb))) = (ca, cb, a.paired_rates(b)) {
+        Rounds::ratio(pa, pb, Pairing::Paired, Centre::Median)
+    } else if ca == cb {
         Rounds::ratio(ra, rb, Pairing::Independent, ca)
     } else {
         let pooled = |p: &TunnelPoint| {
@@ -872,8 +875,11 @@ pub fn text(record: &RunRecord) -> String {
         ));
         for s in &l.steps {
             // A gain that is not clear already says so: no share is claimed.
+            let primitive_clear = clear(l.primitive().and_then(|p| p.gain_interval.as_ref()));
             let keeps = match s.survives {
-                Some(_) if l.keeps_text(s) == "no clear difference" => "keeps –".to_string(),
+                Some(_) if !clear(s.gain_interval.as_ref()) || !primitive_clear => {
+                    "keeps –".to_string()
+                }
                 Some(_) => format!("keeps {}", l.keeps_text(s)),
                 None => String::new(),
             };

@@ -215,3 +215,62 @@ fn a_record_without_rounds_renders_every_ratio_without_an_interval() {
     assert!(page.contains("(no interval)"));
     assert!(ladder::text(&r).contains("(no interval)"));
 }
+
+#[test]
+fn the_ladders_tunnel_rung_pairs_the_runs_round_by_round_as_the_tunnel_table_does() {
+    use cipherbench_model::interval::Pairing;
+    use cipherbench_model::tunnel::Protocol;
+    let mut r = fixture();
+    let tunnel = r.tunnel.as_mut().unwrap();
+    // Three rounds whose machine slowed from one round to the next, both variants
+    // alike: accel 3x noaesni in every round.
+    for (variant, rates) in [
+        ("accel", [3.0e9, 2.0e9, 1.0e9]),
+        ("noaesni", [1.0e9, 0.667e9, 0.333e9]),
+    ] {
+        let p = tunnel
+            .points
+            .iter_mut()
+            .find(|p| {
+                p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
+            })
+            .unwrap();
+        let run = p.runs[0].clone();
+        p.runs = rates
+            .iter()
+            .enumerate()
+            .map(|(round, rate)| {
+                let mut run = run.clone();
+                run.round = Some(round);
+                run.iperf.receiver_bits_per_sec = *rate;
+                run
+            })
+            .collect();
+    }
+    let l = ladder::build(&r);
+    let rung = l.steps.iter().find(|s| s.layer == "tunnel").unwrap();
+    let i = rung.gain_interval.expect("an interval over three rounds");
+    assert_eq!(i.pairing, Pairing::Paired, "{i:?}");
+    // Paired, the drift cancels: every round's ratio is 3.0 within rounding.
+    assert!(i.high - i.low < 0.02, "{i:?}");
+    // The same interval as the tunnel's own table draws.
+    let points = &r.tunnel.as_ref().unwrap().points;
+    let of = |v: &str| {
+        points
+            .iter()
+            .find(|p| p.transform == "aes128-gcm" && p.variant == v && p.protocol == Protocol::Tcp)
+            .unwrap()
+    };
+    let table = of("accel")
+        .ratio_interval(of("noaesni"), Pairing::Paired)
+        .unwrap();
+    // (The rung centres it on the gain its table shows, from the points' figures.)
+    assert_eq!(table.pairing, Pairing::Paired);
+    let relative =
+        |x: &cipherbench_model::interval::RatioInterval| (x.low / x.point, x.high / x.point);
+    let (a, b) = (relative(&table), relative(&i));
+    assert!(
+        (a.0 - b.0).abs() < 1e-6 && (a.1 - b.1).abs() < 1e-6,
+        "{table:?} {i:?}"
+    );
+}

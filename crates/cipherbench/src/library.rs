@@ -65,18 +65,22 @@ impl Loaded {
     }
 }
 
+/// The files mapped in `/proc/<pid>/maps` text, one per mapping line that names a
+/// file. The path is everything from the first '/' (after address, perms, offset,
+/// device and inode, so it may hold spaces); a file replaced since it was mapped
+/// says "(deleted)", which is left out. Pure.
+pub fn mapped_paths(maps: &str) -> impl Iterator<Item = &Path> {
+    maps.lines().filter_map(|line| {
+        let path = line[line.find('/')?..].trim_end();
+        Some(Path::new(path.strip_suffix(" (deleted)").unwrap_or(path)))
+    })
+}
+
 /// The libcrypto and libssl files in `/proc/<pid>/maps` text. Pure.
 pub fn mapped(maps: &str) -> Loaded {
     let mut out = Loaded::default();
-    for line in maps.lines() {
-        // The path is everything from the first '/' (after address, perms, offset,
-        // device and inode); a file replaced since it was mapped says "(deleted)".
-        let Some(at) = line.find('/') else {
-            continue;
-        };
-        let path = line[at..].trim_end();
-        let path = path.strip_suffix(" (deleted)").unwrap_or(path);
-        let name = Path::new(path)
+    for path in mapped_paths(maps) {
+        let name = path
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();

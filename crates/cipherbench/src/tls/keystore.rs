@@ -410,11 +410,9 @@ pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck
 
 /// Whether a `/proc/<pid>/maps` text maps `path` (or the file it links to). Pure
 /// but for resolving the link.
-pub fn maps_contain(maps: &str, path: &Path) -> bool {
+fn maps_contain(maps: &str, path: &Path) -> bool {
     let real = std::fs::canonicalize(path).unwrap_or_else(|_| path.to_path_buf());
-    maps.lines()
-        .filter_map(|l| l.split_whitespace().nth(5))
-        .any(|m| Path::new(m) == path || Path::new(m) == real)
+    crate::library::mapped_paths(maps).any(|m| m == path || m == real)
 }
 
 /// SoftHSM2's config: tokens in the run's directory, file store, errors only. Pure.
