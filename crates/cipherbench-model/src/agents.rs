@@ -47,3 +47,66 @@ pub struct AgentShare {
     /// Its generator's CPU as a fraction of its cores.
     pub generator_cpu: f64,
 }
+
+impl AgentShare {
+    /// The shares of a point's rounds, agent by agent (by name), each round's
+    /// weighted by its window: rates average by time, counts add, lateness and skew
+    /// keep the worst round's. An agent in only one list keeps its own share.
+    pub fn absorb_rounds(
+        this: &mut Vec<AgentShare>,
+        later: &[AgentShare],
+        this_ns: u64,
+        later_ns: u64,
+    ) {
+        let total = (this_ns + later_ns).max(1) as f64;
+        let (wa, wb) = (this_ns as f64 / total, later_ns as f64 / total);
+        for l in later {
+            match this.iter_mut().find(|a| a.name == l.name) {
+                Some(a) => {
+                    a.start_skew_ns = a.start_skew_ns.max(l.start_skew_ns);
+                    a.started_late_ns = a.started_late_ns.max(l.started_late_ns);
+                    a.throughput_bytes_per_sec =
+                        a.throughput_bytes_per_sec * wa + l.throughput_bytes_per_sec * wb;
+                    a.requests += l.requests;
+                    a.generator_cpu = a.generator_cpu * wa + l.generator_cpu * wb;
+                }
+                None => this.push(l.clone()),
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn share(name: &str, rate: f64, requests: u64, late: u64) -> AgentShare {
+        AgentShare {
+            name: name.into(),
+            concurrency: 4,
+            start_skew_ns: late,
+            started_late_ns: late,
+            throughput_bytes_per_sec: rate,
+            requests,
+            generator_cpu: rate / 100.0,
+        }
+    }
+
+    #[test]
+    fn an_agent_s_rounds_add_its_requests_and_average_its_rates_by_window() {
+        let mut shares = vec![share("a", 100.0, 10, 5), share("b", 50.0, 4, 1)];
+        AgentShare::absorb_rounds(
+            &mut shares,
+            &[share("b", 150.0, 6, 9), share("a", 20.0, 2, 0)],
+            1_000,
+            3_000,
+        );
+        assert_eq!(shares.len(), 2);
+        let (a, b) = (&shares[0], &shares[1]);
+        assert_eq!((a.requests, b.requests), (12, 10));
+        assert!((a.throughput_bytes_per_sec - 40.0).abs() < 1e-9);
+        assert!((b.throughput_bytes_per_sec - 125.0).abs() < 1e-9);
+        // The worst round's lateness is kept.
+        assert_eq!((a.started_late_ns, b.started_late_ns), (5, 9));
+    }
+}

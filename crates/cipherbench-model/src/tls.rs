@@ -148,6 +148,25 @@ pub struct ServerCpu {
     pub runqueue_wait: f64,
 }
 
+impl ServerCpu {
+    /// The use over two windows of one point (its rounds), each weighted by its
+    /// window's length: fractions average by time, the peak is the higher peak.
+    /// Worker lists of different lengths (nginx restarted with other workers) keep
+    /// this one's.
+    pub fn absorb(&mut self, later: &ServerCpu, this_ns: u64, later_ns: u64) {
+        let total = (this_ns + later_ns).max(1) as f64;
+        let (wa, wb) = (this_ns as f64 / total, later_ns as f64 / total);
+        if self.per_worker.len() == later.per_worker.len() {
+            for (a, b) in self.per_worker.iter_mut().zip(&later.per_worker) {
+                *a = *a * wa + b * wb;
+            }
+        }
+        self.total = self.total * wa + later.total * wb;
+        self.runqueue_wait = self.runqueue_wait * wa + later.runqueue_wait * wb;
+        self.peak = self.peak.max(later.peak);
+    }
+}
+
 /// Why a request did not succeed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -229,6 +248,32 @@ pub struct SweepConfig {
     /// whenever it is measured), the rest in `key_store_points`.
     #[serde(default = "file_stores")]
     pub key_stores: Vec<String>,
+    /// Rounds each point's final window is cut into, the variants of a point taking
+    /// turns (A B, B A, A B): 1 in records written before rounds were kept.
+    #[serde(default = "one_round")]
+    pub rounds: usize,
+}
+
+/// One round of a point's final window. The variant x key-store slots of a point
+/// are measured in turns within a group (each slot's nginx up for the whole group),
+/// so round `r` of one slot sits next to round `r` of the others.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WindowRound {
+    /// Round number, from 0.
+    pub round: usize,
+    /// Position in the group's measuring order, from 0.
+    pub sequence: usize,
+    /// The round's window.
+    pub window_ns: u64,
+    /// Body bytes read in the round's window / its window.
+    pub throughput_bytes_per_sec: f64,
+    /// Requests completed in the round's window.
+    pub requests: u64,
+    /// The round's highest time to first byte.
+    pub max_first_byte_ns: u64,
+    /// nginx's CPU use over the round's window (fraction of its cores).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_cpu: Option<f64>,
 }
 
 /// One probe of the concurrency search.
@@ -404,6 +449,15 @@ pub struct SweepPoint {
     /// are their exact merge).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<crate::agents::AgentShare>,
+    /// The rounds of the final window, in the order measured (empty in records
+    /// written before rounds were kept, and for a point measured alone in one window).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub rounds: Vec<WindowRound>,
+    /// The group the point's rounds were interleaved in: the wall-clock start of its
+    /// first round (ns since the Unix epoch), shared by every slot measured in turn
+    /// with it. Two points pair round by round only when they share it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interleave_group: Option<u64>,
 }
 
 impl SweepPoint {
@@ -621,9 +675,10 @@ impl SweepResults {
         })
     }
 
-    /// The throughput ratio of two points with its 95 % interval over their final
-    /// windows' per-interval throughputs (METHODOLOGY.md, "Ratios and their
-    /// intervals"); None for the interval where a point kept fewer than 3 intervals.
+    /// The throughput ratio of two points with its 95 % interval ([`gain_rounds`]:
+    /// paired over the rounds where the two were measured in turn, else over their
+    /// final windows' per-interval throughputs; METHODOLOGY.md, "Ratios and their
+    /// intervals"); None for the interval where too few rounds were kept.
     pub fn ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
         if b.throughput_bytes_per_sec <= 0.0 {
             return None;
@@ -636,31 +691,64 @@ impl SweepResults {
     }
 }
 
-/// The 95 % interval of `a`'s figure over `b`'s, from the per-interval throughputs
-/// of their final windows (the rounds at the concurrency each search chose),
-/// resampled independently (the two windows are apart: each variant has its own
-/// nginx), each window's figure the mean of its intervals (= its bytes over its
-/// length), moved to `point` (the figure the tables show). None when a window kept
-/// fewer than 3 intervals (records written before they were kept keep none).
-fn window_interval(a: &SweepPoint, b: &SweepPoint, point: f64) -> Option<RatioInterval> {
-    let rounds = Rounds::ratio(
-        a.interval_samples_bytes_per_sec.clone(),
-        b.interval_samples_bytes_per_sec.clone(),
-        Pairing::Independent,
-        Centre::Mean,
-    );
-    let e = bootstrap_figures(&[&rounds], |v| v[0], DEFAULT_SEED)?;
-    Some(
-        RatioInterval::from_estimate(
-            e,
+/// How a sweep ratio's interval is taken, as the tables' headers say it.
+pub const SWEEP_INTERVAL_BASIS: &str = "paired round by round where the two points took turns (marked \"N rounds in turn\"), else over the two final windows' per-interval throughputs";
+
+/// ` (3 rounds in turn)` after a sweep ratio whose interval pairs rounds; empty
+/// otherwise.
+pub fn interval_note(i: &RatioInterval) -> String {
+    if i.pairing == Pairing::Paired {
+        format!(" ({} rounds in turn)", i.rounds.0)
+    } else {
+        String::new()
+    }
+}
+
+/// The rounds behind `a`'s figure over `b`'s. Where both were measured in turn in
+/// one group with at least [`crate::interval::MIN_ROUNDS`] rounds each (and as many),
+/// their rounds' throughputs, paired round by round: round `r` of each sat next to
+/// the other's, so a drift of the machine shared by a pair cancels. Otherwise each
+/// final window's per-interval throughputs, resampled independently (the windows
+/// were apart: an older record, or a point measured alone), which understates the
+/// uncertainty a drift between them adds. Each set's figure is its mean (the
+/// rounds' windows are of one length; a window's total over its length is the mean
+/// of its intervals).
+pub fn gain_rounds(a: &SweepPoint, b: &SweepPoint) -> Rounds {
+    let paired = a.interleave_group.is_some()
+        && a.interleave_group == b.interleave_group
+        && a.rounds.len() == b.rounds.len()
+        && a.rounds.len() >= crate::interval::MIN_ROUNDS
+        && a.rounds
+            .iter()
+            .zip(&b.rounds)
+            .all(|(x, y)| x.round == y.round);
+    if paired {
+        let rates = |p: &SweepPoint| {
+            p.rounds
+                .iter()
+                .map(|r| r.throughput_bytes_per_sec)
+                .collect()
+        };
+        Rounds::ratio(rates(a), rates(b), Pairing::Paired, Centre::Mean)
+    } else {
+        Rounds::ratio(
+            a.interval_samples_bytes_per_sec.clone(),
+            b.interval_samples_bytes_per_sec.clone(),
             Pairing::Independent,
-            (
-                a.interval_samples_bytes_per_sec.len(),
-                b.interval_samples_bytes_per_sec.len(),
-            ),
+            Centre::Mean,
         )
-        .scaled_to(point),
-    )
+    }
+}
+
+/// The 95 % interval of `a`'s figure over `b`'s from [`gain_rounds`], moved to
+/// `point` (the figure the tables show). None when a side kept too few rounds
+/// (records written before they were kept keep none).
+fn window_interval(a: &SweepPoint, b: &SweepPoint, point: f64) -> Option<RatioInterval> {
+    let rounds = gain_rounds(a, b);
+    let counts = (rounds.num.len(), rounds.den.as_ref().map_or(0, Vec::len));
+    let pairing = rounds.pairing;
+    let e = bootstrap_figures(&[&rounds], |v| v[0], DEFAULT_SEED)?;
+    Some(RatioInterval::from_estimate(e, pairing, counts).scaled_to(point))
 }
 
 impl RampResults {
@@ -750,6 +838,10 @@ fn file_stores() -> Vec<String> {
     vec![file_store()]
 }
 
+fn one_round() -> usize {
+    1
+}
+
 /// `tls handshake` output.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct HandshakeResults {
@@ -806,6 +898,103 @@ impl HandshakeResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn rounds_point(variant: &str, group: Option<u64>, rates: &[f64]) -> SweepPoint {
+        let mut p: SweepPoint = serde_json::from_value(serde_json::json!({
+            "suite": "AES128-GCM-SHA256", "protocol": "TLSv1.2",
+            "negotiated_suite": null, "negotiated_protocol": null,
+            "size_bytes": 1024, "cores": 1, "variant": variant, "concurrency": 2,
+            "window_ns": 3_000_000_000u64, "interval_ns": 250_000_000u64,
+            "throughput_bytes_per_sec": rates.iter().sum::<f64>() / rates.len() as f64,
+            "interval_throughput_bytes_per_sec": Summary::of_or_empty(rates),
+            "requests_per_sec": 1.0, "requests": 3, "requests_sent": 3,
+            "server_requests": null, "body_bytes": 0, "errors": 0,
+            "errors_by_reason": {}, "latency": Latency::default(),
+            "first_byte": Latency::default(), "handshake": Latency::default(),
+            "connect": Latency::default(), "max_first_byte_ns": 0,
+            "within_limit": true, "server_cpu": null, "generator_cpu": 0.1,
+            "generator_threads": 1, "generator_saturated": false, "valid": true,
+            "invalid_reason": null, "probes": []
+        }))
+        .unwrap();
+        // Twelve 250 ms intervals, each window's rate split four ways.
+        p.interval_samples_bytes_per_sec = rates.iter().flat_map(|&r| [r; 4]).collect();
+        p.interleave_group = group;
+        p.rounds = rates
+            .iter()
+            .enumerate()
+            .map(|(k, &r)| WindowRound {
+                round: k,
+                sequence: 2 * k,
+                window_ns: 1_000_000_000,
+                throughput_bytes_per_sec: r,
+                requests: 1,
+                max_first_byte_ns: 0,
+                server_cpu: None,
+            })
+            .collect();
+        p
+    }
+
+    #[test]
+    fn rounds_taken_in_turn_pair_and_a_shared_drift_cancels() {
+        // The machine slows 20 % per round; each round accel is 2x noaesni.
+        let a = rounds_point("accel", Some(7), &[10.0, 8.0, 6.4]);
+        let b = rounds_point("noaesni", Some(7), &[5.0, 4.0, 3.2]);
+        let paired = gain_rounds(&a, &b);
+        assert_eq!(paired.pairing, Pairing::Paired);
+        let i = SweepResults::ratio_interval(&a, &b).unwrap();
+        assert_eq!((i.pairing, i.rounds), (Pairing::Paired, (3, 3)));
+        assert!(
+            (i.low - 2.0).abs() < 1e-9 && (i.high - 2.0).abs() < 1e-9,
+            "{i:?}"
+        );
+        // The same figures measured apart (other groups): the drift is noise, and
+        // the interval resamples each window's intervals on its own.
+        let b_apart = rounds_point("noaesni", Some(8), &[5.0, 4.0, 3.2]);
+        let apart = SweepResults::ratio_interval(&a, &b_apart).unwrap();
+        assert_eq!(apart.pairing, Pairing::Independent);
+        assert_eq!(apart.rounds, (12, 12));
+        assert!(apart.high - apart.low > 0.3, "{apart:?}");
+    }
+
+    #[test]
+    fn too_few_or_unmatched_rounds_do_not_pair() {
+        let a = rounds_point("accel", Some(7), &[10.0, 8.0, 6.4]);
+        // Cut short (Ctrl-C): two rounds.
+        let short = rounds_point("noaesni", Some(7), &[5.0, 4.0]);
+        assert_eq!(gain_rounds(&a, &short).pairing, Pairing::Independent);
+        // No group (a record written before rounds were kept).
+        let mut old = rounds_point("noaesni", None, &[5.0, 4.0, 3.2]);
+        assert_eq!(gain_rounds(&a, &old).pairing, Pairing::Independent);
+        old.rounds.clear();
+        let mut a_old = a.clone();
+        a_old.interleave_group = None;
+        assert_eq!(gain_rounds(&a_old, &old).pairing, Pairing::Independent);
+    }
+
+    #[test]
+    fn a_server_s_cpu_over_two_rounds_is_weighted_by_their_windows() {
+        let mut a = ServerCpu {
+            per_worker: vec![0.5, 1.0],
+            total: 0.75,
+            peak: 0.9,
+            interval_ns: 1,
+            runqueue_wait: 0.0,
+        };
+        let b = ServerCpu {
+            per_worker: vec![1.0, 1.0],
+            total: 1.0,
+            peak: 1.0,
+            interval_ns: 1,
+            runqueue_wait: 0.3,
+        };
+        a.absorb(&b, 1_000, 3_000);
+        assert_eq!(a.per_worker, vec![0.875, 1.0]);
+        assert!((a.total - 0.9375).abs() < 1e-12);
+        assert!((a.runqueue_wait - 0.225).abs() < 1e-12);
+        assert_eq!(a.peak, 1.0);
+    }
 
     #[test]
     fn failure_reasons_serialise_as_their_names() {

@@ -341,6 +341,8 @@ mod tests {
                 search: None,
                 noise: None,
                 agents: Vec::new(),
+                rounds: Vec::new(),
+                interleave_group: None,
             },
         }
     }

@@ -25,8 +25,9 @@ pub struct SweepRow {
     /// The sum of the two points' interval spreads (shown only without an
     /// interval).
     pub rel_spread: f64,
-    /// other / file with its 95 % interval over the two final windows' intervals, as
-    /// every other ratio of the sweep ([`SweepResults::ratio_interval`]).
+    /// other / file with its 95 % interval, as every other ratio of the sweep
+    /// ([`SweepResults::ratio_interval`]: paired over the rounds the two stores took
+    /// in turn).
     pub interval: Option<RatioInterval>,
     /// other / file of throughput per CPU nginx used (None without nginx's CPU).
     pub per_cpu_ratio: Option<f64>,
@@ -41,7 +42,11 @@ impl SweepRow {
     /// `0.80x ±3 % (no interval)`, as the sweep's other ratios read.
     pub fn ratio_text(&self) -> String {
         match (self.interval, self.ratio) {
-            (Some(i), _) => i.display(),
+            (Some(i), _) => format!(
+                "{}{}",
+                i.display(),
+                cipherbench_model::tls::interval_note(&i)
+            ),
             (None, Some(v)) => format!("{v:.2}x ±{:.0} % (no interval)", self.rel_spread * 100.0),
             (None, None) => "-".into(),
         }
@@ -131,7 +136,7 @@ fn ramp_ratio(f: &RampRun, o: &RampRun) -> Option<f64> {
     (f.successful > 0).then(|| o.successful as f64 / f.successful as f64)
 }
 
-const HOW: &str = "the key in a PKCS#11 module through OpenSSL's pkcs11 engine, nginx one process (master_process off), against the key in a PEM file, same run, the two measured back to back";
+const HOW: &str = "the key in a PKCS#11 module through OpenSSL's pkcs11 engine, nginx one process (master_process off), against the key in a PEM file, same run, the two taking turns in the point's rounds";
 
 fn first_store(stores: &[String]) -> &str {
     stores.first().map(String::as_str).unwrap_or("file")
@@ -144,9 +149,10 @@ pub fn text_sweep(tls: &cipherbench_model::tls::TlsResults) -> String {
         let rows = sweep_rows(s, &tls.servers);
         if !rows.is_empty() || !s.key_store_skipped.is_empty() {
             out.push_str(&format!(
-                "key stores, sweep ({HOW}; ratio = {} throughput / {} throughput, [95 % interval over the two final windows' per-interval throughputs]):\n",
+                "key stores, sweep ({HOW}; ratio = {} throughput / {} throughput, [95 % interval, {}]):\n",
                 rows.first().map(|r| r.store.as_str()).unwrap_or("pkcs11"),
-                first_store(&s.config.key_stores)
+                first_store(&s.config.key_stores),
+                cipherbench_model::tls::SWEEP_INTERVAL_BASIS
             ));
         }
         for r in &rows {

@@ -249,15 +249,10 @@ fn file_rounds(a: &FilePoint, b: &FilePoint) -> Rounds {
     Rounds::ratio(file_rates(a), file_rates(b), pairing, Centre::Median)
 }
 
-/// The rounds of a gain between two sweep points: their final windows'
-/// per-interval throughputs (each variant its own nginx: independent).
+/// The rounds of a gain between two sweep points, as the sweep's own ratios take
+/// them ([`cipherbench_model::tls::gain_rounds`]: paired where measured in turn).
 fn tls_rounds(a: &SweepPoint, b: &SweepPoint) -> Rounds {
-    Rounds::ratio(
-        a.interval_samples_bytes_per_sec.clone(),
-        b.interval_samples_bytes_per_sec.clone(),
-        Pairing::Independent,
-        Centre::Mean,
-    )
+    cipherbench_model::tls::gain_rounds(a, b)
 }
 
 /// The rounds of a gain between two tunnel points ([`tunnel_samples`]; runs only

@@ -47,7 +47,7 @@ pub struct TlsRatio {
     /// Throughput ratio with the sum of the two points' spreads (records written
     /// before the intervals were kept show only this).
     pub ratio: Option<cipherbench_model::stats::Ratio>,
-    /// Its 95 % interval over the two final windows' per-interval throughputs.
+    /// Its 95 % interval ([`cipherbench_model::tls::gain_rounds`]).
     pub interval: Option<RatioInterval>,
     /// What stands in its place if a variant in it did not take effect.
     pub not_applicable: Option<String>,
@@ -72,7 +72,11 @@ impl TlsRatio {
             return na.clone();
         }
         match (self.interval, self.ratio) {
-            (Some(i), _) => i.display(),
+            (Some(i), _) => format!(
+                "{}{}",
+                i.display(),
+                cipherbench_model::tls::interval_note(&i)
+            ),
             (None, Some(r)) => format!(
                 "{:.2}x ±{:.0} % (no interval)",
                 r.value,
@@ -172,7 +176,7 @@ fn ratio_chart(rs: &[TlsRatio]) -> String {
     let chart = BarChart {
         id: "fig-tls-ratios".into(),
         title: "TLS throughput ratios".into(),
-        description: "Each ratio of two sweep points' throughputs by file size and core count, with its 95 % interval over the two final windows' per-interval throughputs as a whisker. Above 1 means the first is faster; a whisker across 1 is no clear difference.".into(),
+        description: "Each ratio of two sweep points' throughputs by file size and core count, with its 95 % interval as a whisker (paired round by round where the two points took turns, else over the two final windows' per-interval throughputs). Above 1 means the first is faster; a whisker across 1 is no clear difference.".into(),
         categories: points
             .iter()
             .map(|&(z, c)| format!("{} x{c}", ByteSize(z)))
@@ -451,8 +455,9 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         let rs = ratios(s, &records);
         if !rs.is_empty() {
             out.push_str(&format!(
-                "ratios (throughput; [{:.0} % interval over the two final windows' per-interval throughputs]):\n",
-                cipherbench_model::interval::LEVEL * 100.0
+                "ratios (throughput; [{:.0} % interval, {}]):\n",
+                cipherbench_model::interval::LEVEL * 100.0,
+                cipherbench_model::tls::SWEEP_INTERVAL_BASIS
             ));
             for r in &rs {
                 out.push_str(&format!("  {:<44} {}\n", r.label(), r.display()));
@@ -817,7 +822,7 @@ with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (see
                 ));
             }
         }
-        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
+        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows, each suite measured apart (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
     }
     out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
@@ -1135,6 +1140,8 @@ pub(crate) mod tests {
             generator_cpu_per_thread: Vec::new(),
             search: None,
             agents: Vec::new(),
+            rounds: Vec::new(),
+            interleave_group: None,
         }
     }
 
@@ -1156,6 +1163,7 @@ pub(crate) mod tests {
                     resumption: false,
                     key: "rsa2048".into(),
                     key_stores: vec!["file".into()],
+                    rounds: 1,
                 },
                 points: vec![
                     point("AES128-GCM-SHA256", "accel", 6.0),

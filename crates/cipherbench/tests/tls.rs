@@ -561,10 +561,12 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
             "sweep",
             "--suites",
             "AES128-GCM-SHA256",
+            // Two points measured one after the other (a point's variants take
+            // turns and are saved together, so two sizes, not two variants).
             "--sizes",
-            "256KiB",
+            "128KiB,256KiB",
             "--variants",
-            "accel,noaesni",
+            "accel",
             "--concurrency",
             "2",
             "--window",
@@ -578,7 +580,7 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    // Mid-run: once the first point (accel) is saved, a busy loop on nginx's CPU, no
+    // Mid-run: once the first point (128 KiB) is saved, a busy loop on nginx's CPU, no
     // child of the cipherbench it disturbs; at nice -5 so that compilers running
     // beside the tests do not crowd it out of the busiest processes.
     let deadline = Instant::now() + Duration::from_secs(120);
@@ -610,8 +612,8 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     assert_eq!(sweep.points.len(), 2);
     let (before, after) = (&sweep.points[0], &sweep.points[1]);
     assert_eq!(
-        (before.variant.as_str(), after.variant.as_str()),
-        ("accel", "noaesni")
+        (before.size_bytes, after.size_bytes),
+        (128 << 10, 256 << 10)
     );
     // Before the loop: it cannot be among the busiest (it did not exist); the run
     // itself (its generator threads, nginx under it) never is. (Other tests'
@@ -642,21 +644,15 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
         r.warnings.iter().any(|w| w.layer == "tls"
             && w.kind == "noisy_machine"
             && w.message
-                .starts_with("AES128-GCM-SHA256 256 KiB x1 noaesni: other processes took")),
+                .starts_with("AES128-GCM-SHA256 256 KiB x1 accel: other processes took")),
         "{:?}",
         r.warnings
     );
-    // The terminal table marks it, and says what the mark means. (The variant may
-    // carry its own `!` too: its effect probes ran beside the loop, and a judge that
-    // saw a control move says so; that is not what this test is about.)
+    // The terminal table marks it, and says what the mark means.
     let text = cipherbench_report::tls::text(r.tls.as_ref().unwrap(), None);
     let row = text
         .lines()
-        .find(|l| {
-            l.starts_with("AES128-GCM-SHA256")
-                && l.split_whitespace()
-                    .any(|w| w.trim_end_matches('!') == "noaesni")
-        })
+        .find(|l| l.starts_with("AES128-GCM-SHA256") && l.contains("256 KiB"))
         .unwrap_or_else(|| panic!("{text}"));
     assert!(row.contains("/s!"), "{row}");
     assert!(
@@ -666,6 +662,89 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     // And report.html.
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
     assert!(html.contains(">busy machine</span>"));
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A point's variants run side by side (one nginx each) and take turns in the
+/// final window's rounds: A B, B A, A B, each round a third of the window, every
+/// round kept; the accel / noaesni ratio's interval pairs the rounds.
+#[test]
+fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
+    let dir = scratch("rounds");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-GCM-SHA256",
+            "--sizes",
+            "256KiB",
+            "--variants",
+            "accel,noaesni",
+            "--concurrency",
+            "2",
+            "--window",
+            "1500ms",
+            "--warmup",
+            "100ms",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&results);
+    let sweep = r.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+    assert_eq!(sweep.config.rounds, 3, "the default for a 1.5 s window");
+    let of = |v: &str| sweep.points.iter().find(|p| p.variant == v).unwrap();
+    let (accel, noaesni) = (of("accel"), of("noaesni"));
+    // One group, the order turning: accel leads rounds 0 and 2, noaesni round 1.
+    assert!(accel.interleave_group.is_some());
+    assert_eq!(accel.interleave_group, noaesni.interleave_group);
+    let seq = |p: &cipherbench_model::tls::SweepPoint| {
+        p.rounds
+            .iter()
+            .map(|x| (x.round, x.sequence))
+            .collect::<Vec<_>>()
+    };
+    assert_eq!(seq(accel), vec![(0, 0), (1, 3), (2, 4)]);
+    assert_eq!(seq(noaesni), vec![(0, 1), (1, 2), (2, 5)]);
+    for p in [accel, noaesni] {
+        // Each round a third of the window; the point is their sum, every request
+        // of every round counted once.
+        for x in &p.rounds {
+            assert_eq!(x.window_ns, 500_000_000, "{x:?}");
+            assert!(x.requests > 0 && x.throughput_bytes_per_sec > 0.0, "{x:?}");
+        }
+        assert_eq!(p.window_ns, 1_500_000_000);
+        assert_eq!(p.requests, p.rounds.iter().map(|x| x.requests).sum::<u64>());
+        let mean = p
+            .rounds
+            .iter()
+            .map(|x| x.throughput_bytes_per_sec)
+            .sum::<f64>()
+            / 3.0;
+        assert!(
+            (p.throughput_bytes_per_sec / mean - 1.0).abs() < 1e-9,
+            "{} vs {mean}",
+            p.throughput_bytes_per_sec
+        );
+        assert_eq!(p.errors, 0, "{:?}", p.errors_by_reason);
+        assert_eq!(p.server_requests, Some(p.requests_sent), "{p:?}");
+        assert_eq!(p.body_bytes, p.requests_ok_total * (256 << 10));
+    }
+    let i = cipherbench_model::tls::SweepResults::ratio_interval(accel, noaesni)
+        .expect("an interval over 3 paired rounds");
+    assert_eq!(i.pairing, cipherbench_model::interval::Pairing::Paired);
+    assert_eq!(i.rounds, (3, 3));
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        stdout.contains("accel / noaesni AES128-GCM-SHA256")
+            && stdout.contains("(3 rounds in turn)"),
+        "{stdout}"
+    );
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }

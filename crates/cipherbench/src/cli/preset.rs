@@ -191,6 +191,7 @@ impl Preset {
                     // Long enough that a loaded CI machine (tests run in parallel on two
                     // cores) still completes requests in the window.
                     window: Duration::from_millis(1500),
+                    rounds: 3,
                     probe: Duration::from_millis(300),
                     warmup: Duration::from_millis(100),
                     limit: Duration::from_secs(2),
@@ -227,6 +228,7 @@ impl Preset {
                     key,
                     key_stores: vec![crate::tls::keystore::KeyStore::File],
                     window: Duration::from_secs(4),
+                    rounds: 3,
                     probe: Duration::from_secs(1),
                     warmup: Duration::from_millis(300),
                     limit: Duration::from_secs(2),
@@ -263,6 +265,7 @@ impl Preset {
                     key,
                     key_stores: vec![crate::tls::keystore::KeyStore::File],
                     window: Duration::from_secs(120),
+                    rounds: 3,
                     probe: Duration::from_secs(10),
                     warmup: Duration::from_secs(2),
                     limit: Duration::from_secs(2),

@@ -183,6 +183,8 @@ impl HandshakeArgs {
             key: keys[0],
             key_stores: key_stores.clone(),
             window: flag_duration("window", &self.window, Duration::from_millis(100))?,
+            // The handshake mode measures each point in one window.
+            rounds: 1,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
             warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
             limit: flag_duration("limit", &self.limit, Duration::from_millis(1))?,
@@ -243,7 +245,8 @@ pub struct CommonArgs {
     /// The nginx binary (default: nginx on PATH, else /usr/sbin/nginx).
     #[arg(long, value_name = "PATH")]
     pub nginx: Option<PathBuf>,
-    /// Port for nginx on 127.0.0.1 (default: a free one).
+    /// Port for nginx on 127.0.0.1 (default: a free one). A sweep point's variants
+    /// (and key stores) run side by side, on this port and the ones after it.
     #[arg(long)]
     pub port: Option<u16>,
     /// Load a server you run instead of starting nginx: https://HOST[:PORT]/PATH.
@@ -302,6 +305,12 @@ pub struct SweepArgs {
     /// The measured window at the chosen concurrency (seed 003: 2m).
     #[arg(long, default_value = "10s")]
     pub window: String,
+    /// Rounds the window is cut into where a point has several variants (or key
+    /// stores): their nginx run side by side and take turns (A B, B A, A B), so a
+    /// drift of the machine reaches each alike. Default: 3, fewer if the window
+    /// would give a round under 500 ms.
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// Each probe's window while searching the concurrency.
     #[arg(long, default_value = "2s")]
     pub probe: String,
@@ -559,6 +568,26 @@ fn parse_cores(text: &str) -> Result<Vec<usize>> {
     Ok(out)
 }
 
+/// Shortest round a default `--rounds` gives.
+const MIN_DEFAULT_ROUND: Duration = Duration::from_millis(500);
+/// Shortest round `--rounds` may ask for.
+const MIN_ROUND: Duration = Duration::from_millis(100);
+
+/// The sweep's rounds: `--rounds` checked against the window, or the default.
+fn rounds(asked: Option<usize>, window: Duration) -> Result<usize> {
+    let fits = |min: Duration| (window.as_nanos() / min.as_nanos()).max(1) as usize;
+    match asked {
+        None => Ok(3.min(fits(MIN_DEFAULT_ROUND))),
+        Some(r) if r == 0 || r > fits(MIN_ROUND) => bail!(
+            "--rounds must be between 1 and {} for --window {:?} (each round at least {:?})",
+            fits(MIN_ROUND),
+            window,
+            MIN_ROUND
+        ),
+        Some(r) => Ok(r),
+    }
+}
+
 impl SweepArgs {
     /// Resolves the flags.
     pub fn plan(&self) -> Result<SweepPlan> {
@@ -588,6 +617,7 @@ impl SweepArgs {
             key,
             key_stores,
             window,
+            rounds: rounds(self.rounds, window)?,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
             warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
             limit: flag_duration("limit", &self.limit, Duration::from_millis(1))?,
@@ -723,4 +753,25 @@ fn measure_tls(
             })
         },
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounds_default_to_three_unless_the_window_is_too_short_for_them() {
+        assert_eq!(rounds(None, Duration::from_secs(4)).unwrap(), 3);
+        assert_eq!(rounds(None, Duration::from_millis(1200)).unwrap(), 2);
+        assert_eq!(rounds(None, Duration::from_millis(300)).unwrap(), 1);
+        assert_eq!(rounds(Some(5), Duration::from_secs(1)).unwrap(), 5);
+        for bad in [0, 11] {
+            let e = rounds(Some(bad), Duration::from_secs(1)).unwrap_err();
+            assert!(
+                e.to_string()
+                    .starts_with("--rounds must be between 1 and 10"),
+                "{e}"
+            );
+        }
+    }
 }

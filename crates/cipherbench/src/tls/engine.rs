@@ -24,7 +24,7 @@ use super::http::{self, Parsed};
 use super::suite::Suite;
 use crate::host;
 use crate::interrupt;
-use anyhow::{bail, Context, Result};
+use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_model::tls::{FailureReason, Latency};
 use hdrhistogram::Histogram;
 use mio::net::TcpStream;
@@ -324,6 +324,56 @@ impl Report {
     pub fn generator_cpu_per_thread(&self) -> Vec<f64> {
         let w = self.window.as_nanos().max(1) as f64;
         self.thread_cpu_ns.iter().map(|&c| c as f64 / w).collect()
+    }
+
+    /// Adds a later window of the same load (a sweep point's next round) to this
+    /// one, as if the two were one window with a pause between them: windows,
+    /// counters and CPU times add, series buckets follow each other, histograms add
+    /// bucket by bucket (every percentile is that of the union of both windows'
+    /// requests), maxima take the maximum. `window_end` becomes the later's, so
+    /// `window_start..window_end` spans the pause too: figures divide by `window`.
+    pub fn append(&mut self, later: Report) -> Result<()> {
+        if later.interval != self.interval {
+            bail!("rounds of one point measured with different series intervals");
+        }
+        self.window += later.window;
+        self.buckets.extend(later.buckets);
+        self.window_bytes += later.window_bytes;
+        self.ok += later.ok;
+        self.failed += later.failed;
+        for (k, v) in later.failures {
+            *self.failures.entry(k).or_default() += v;
+        }
+        self.attempted += later.attempted;
+        self.requests_sent += later.requests_sent;
+        self.ok_total += later.ok_total;
+        self.resumed_total += later.resumed_total;
+        self.body_bytes += later.body_bytes;
+        self.cancelled += later.cancelled;
+        for (h, l) in [
+            (&mut self.latency, &later.latency),
+            (&mut self.first_byte, &later.first_byte),
+            (&mut self.handshake, &later.handshake),
+            (&mut self.connect, &later.connect),
+        ] {
+            h.add(l)
+                .map_err(|e| anyhow!("adding a round's histogram: {e:?}"))?;
+        }
+        self.max_first_byte = self.max_first_byte.max(later.max_first_byte);
+        if self.negotiated.is_none() {
+            self.negotiated = later.negotiated;
+        }
+        self.cpu_ns += later.cpu_ns;
+        if self.thread_cpu_ns.len() == later.thread_cpu_ns.len() {
+            for (a, b) in self.thread_cpu_ns.iter_mut().zip(&later.thread_cpu_ns) {
+                *a += b;
+            }
+        } else {
+            bail!("rounds of one point measured with different generator threads");
+        }
+        self.paced += later.paced;
+        self.window_end = later.window_end;
+        Ok(())
     }
 }
 
@@ -1256,6 +1306,74 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
 mod tests {
     use super::*;
     use crate::tls::suite::Suite;
+
+    fn window(ms: u64, bytes: u64, latencies_us: &[u64], cpu: [u64; 2]) -> Report {
+        let now = Instant::now();
+        let mut latency = histogram();
+        for &l in latencies_us {
+            latency.record(l).unwrap();
+        }
+        Report {
+            window: Duration::from_millis(ms),
+            interval: Duration::from_millis(250),
+            buckets: vec![Bucket {
+                bytes,
+                ..Bucket::default()
+            }],
+            window_bytes: bytes,
+            ok: latencies_us.len() as u64,
+            failed: 0,
+            failures: BTreeMap::new(),
+            attempted: 0,
+            requests_sent: latencies_us.len() as u64,
+            ok_total: latencies_us.len() as u64,
+            resumed_total: 0,
+            body_bytes: bytes,
+            cancelled: 0,
+            first_byte: latency.clone(),
+            handshake: histogram(),
+            connect: histogram(),
+            latency,
+            max_first_byte: Duration::from_micros(*latencies_us.iter().max().unwrap()),
+            negotiated: None,
+            cpu_ns: cpu.iter().sum(),
+            thread_cpu_ns: cpu.to_vec(),
+            paced: 0,
+            threads: 2,
+            window_start: now,
+            window_end: now + Duration::from_millis(ms),
+        }
+    }
+
+    #[test]
+    fn a_later_round_appended_counts_as_one_window_of_both() {
+        let mut a = window(500, 1000, &[100, 200, 300], [100_000_000, 200_000_000]);
+        let b = window(500, 3000, &[400, 5000], [300_000_000, 0]);
+        a.append(b).unwrap();
+        assert_eq!(a.window, Duration::from_secs(1));
+        assert_eq!(a.window_bytes, 4000);
+        assert_eq!(a.throughput_bytes_per_sec(), 4000.0);
+        assert_eq!(a.ok, 5);
+        assert_eq!(a.buckets.len(), 2);
+        // The union of the requests: the median of 100, 200, 300, 400, 5000.
+        assert_eq!(a.latency.len(), 5);
+        assert_eq!(a.latency.value_at_quantile(0.5), 300);
+        assert_eq!(a.max_first_byte, Duration::from_micros(5000));
+        // CPU over the whole: thread 0 used 0.4 s, thread 1 0.2 s of 1 s.
+        assert_eq!(a.generator_cpu_per_thread(), vec![0.4, 0.2]);
+        assert!((a.generator_cpu() - 0.3).abs() < 1e-12);
+    }
+
+    #[test]
+    fn rounds_of_different_shapes_are_refused() {
+        let mut a = window(500, 1, &[1], [1, 1]);
+        let mut b = window(500, 1, &[1], [1, 1]);
+        b.interval = Duration::from_millis(100);
+        assert!(a.append(b).is_err());
+        let mut c = window(500, 1, &[1], [1, 1]);
+        c.thread_cpu_ns.push(1);
+        assert!(a.append(c).is_err());
+    }
 
     #[test]
     fn a_ramp_starts_half_its_peak_rate_times_its_length() {

@@ -135,6 +135,10 @@ pub struct SweepPlan {
     pub key_stores: Vec<keystore::KeyStore>,
     /// Final window.
     pub window: Duration,
+    /// Rounds the final window is cut into where a point has several variant x
+    /// key-store slots: each slot's nginx stays up and they take turns (A B, B A,
+    /// A B), each round `window / rounds` long.
+    pub rounds: usize,
     /// Probe window.
     pub probe: Duration,
     /// Warm-up before every window.

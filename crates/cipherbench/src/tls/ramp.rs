@@ -146,105 +146,118 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls ramp", plan.total_runs(), plan.estimate());
-            // The key stores of one ramp back to back, the first of them alternating,
-            // so a drift of the machine does not always favour one.
+            // The variant x key-store slots of one suite and size back to back, the
+            // order turning from one to the next (A B, B A, ...: the interleaving
+            // schedule with a size for a round), so a drift of the machine does not
+            // always favour the first.
             let mut turn = 0usize;
             for suite in &plan.suites {
                 let client = Client::new(suite, false)?;
                 for &size in &plan.sizes {
-                    for variant in &plan.variants {
-                        let mut order: Vec<_> = sources
-                            .iter()
-                            .filter(|(k, _)| {
-                                super::keystore::cannot_serve(k, suite, plan.cores).is_none()
-                            })
-                            .collect();
-                        if turn % 2 == 1 {
-                            order.reverse();
+                    let slots: Vec<_> = plan
+                        .variants
+                        .iter()
+                        .flat_map(|v| {
+                            sources
+                                .iter()
+                                .filter(|(k, _)| {
+                                    super::keystore::cannot_serve(k, suite, plan.cores).is_none()
+                                })
+                                .map(move |(k, src)| (v, k, src))
+                        })
+                        .collect();
+                    let order: Vec<_> = cipherbench_model::interleave::schedule(
+                        1,
+                        slots.len(),
+                        turn + 1,
+                        cipherbench_model::interleave::Order::PointByPoint,
+                    )
+                    .into_iter()
+                    .filter(|slot| slot.round == turn)
+                    .map(|slot| slots[slot.variant])
+                    .collect();
+                    turn += 1;
+                    for (variant, store, key_source) in order {
+                        interrupt::check()?;
+                        let done = session
+                            .record
+                            .tls
+                            .as_ref()
+                            .and_then(|t| t.ramp.as_ref())
+                            .is_some_and(|r| {
+                                r.runs.iter().chain(&r.key_store_runs).any(|x| {
+                                    x.suite == suite.openssl
+                                        && x.size_bytes == size
+                                        && x.variant == variant.name()
+                                        && x.key_store == store.name()
+                                })
+                            });
+                        if done {
+                            // Measured by an earlier, interrupted run of this plan.
+                            session.progress.skip(1);
+                            continue;
                         }
-                        turn += 1;
-                        for (store, key_source) in order {
-                            interrupt::check()?;
-                            let done = session
-                                .record
-                                .tls
-                                .as_ref()
-                                .and_then(|t| t.ramp.as_ref())
-                                .is_some_and(|r| {
-                                    r.runs.iter().chain(&r.key_store_runs).any(|x| {
-                                        x.suite == suite.openssl
-                                            && x.size_bytes == size
-                                            && x.variant == variant.name()
-                                            && x.key_store == store.name()
-                                    })
-                                });
-                            if done {
-                                // Measured by an earlier, interrupted run of this plan.
-                                session.progress.skip(1);
-                                continue;
-                            }
-                            let spec = ServerSpec {
-                                nginx: &binary,
-                                info: &info,
-                                workspace: &workspace,
-                                suite: *suite,
-                                cpus: server_cpus.clone(),
-                                variant,
-                                ia32cap: variants.mask(variant),
-                                port: *port,
-                                resumption: false,
-                                also_listen: also_listen.clone(),
-                                groups: None,
-                                key_source: key_source.clone(),
-                            };
-                            let server = Server::start(&spec, &client)?;
-                            let mut placement = placed.placement.clone();
-                            if let Some(why) = super::apply_placement(&server, server_cpus) {
-                                placement.disjoint = false;
-                                placement.warnings.push(why);
-                            }
-                            super::warn_placement(session, &placement);
-                            super::note_libraries(session, variant, &server);
-                            let record = ServerRecord {
-                                kind: "nginx".into(),
-                                version: Some(info.version.clone()),
-                                library: super::server_library(&info, variant),
-                                suite: suite.openssl.to_string(),
-                                key: plan.key.name().to_string(),
-                                key_store: store.name().into(),
-                                key_store_check: super::keystore::check_served(key_source, &server),
-                                cores: plan.cores,
-                                server_cpus: server_cpus.clone(),
-                                generator_cpus: generator_cpus.clone(),
-                                variant: variants.record(variant, &server, suite),
-                                config: server.config().to_string(),
-                                placement: Some(placement),
-                            };
-                            let target = Target {
-                                addr: server.addr(),
-                                host: "127.0.0.1".into(),
-                                path: Workspace::url_path(size),
-                                expected_len: Some(size),
-                            };
-                            let run = one(
-                                plan,
-                                &client,
-                                &target,
-                                generator_cpus,
-                                Some(&server),
-                                fleet,
-                                schedule,
-                                suite.openssl,
-                                size,
-                                &variant.name(),
-                                store.name(),
-                                plan.cores,
-                                &placed.placement.all_cpus(),
-                            )?;
-                            server.stop();
-                            record_run(session, &config, record, run)?;
-                            super::NginxVariants::note_counter(session, variant);
+                        let spec = ServerSpec {
+                            nginx: &binary,
+                            info: &info,
+                            workspace: &workspace,
+                            suite: *suite,
+                            cpus: server_cpus.clone(),
+                            variant,
+                            ia32cap: variants.mask(variant),
+                            port: *port,
+                            resumption: false,
+                            also_listen: also_listen.clone(),
+                            groups: None,
+                            key_source: key_source.clone(),
+                        };
+                        let server = Server::start(&spec, &client)?;
+                        let mut placement = placed.placement.clone();
+                        if let Some(why) = super::apply_placement(&server, server_cpus) {
+                            placement.disjoint = false;
+                            placement.warnings.push(why);
                         }
+                        super::warn_placement(session, &placement);
+                        super::note_libraries(session, variant, &server);
+                        let record = ServerRecord {
+                            kind: "nginx".into(),
+                            version: Some(info.version.clone()),
+                            library: super::server_library(&info, variant),
+                            suite: suite.openssl.to_string(),
+                            key: plan.key.name().to_string(),
+                            key_store: store.name().into(),
+                            key_store_check: super::keystore::check_served(key_source, &server),
+                            cores: plan.cores,
+                            server_cpus: server_cpus.clone(),
+                            generator_cpus: generator_cpus.clone(),
+                            variant: variants.record(variant, &server, suite),
+                            config: server.config().to_string(),
+                            placement: Some(placement),
+                        };
+                        let target = Target {
+                            addr: server.addr(),
+                            host: "127.0.0.1".into(),
+                            path: Workspace::url_path(size),
+                            expected_len: Some(size),
+                        };
+                        let run = one(
+                            plan,
+                            &client,
+                            &target,
+                            generator_cpus,
+                            Some(&server),
+                            fleet,
+                            schedule,
+                            suite.openssl,
+                            size,
+                            &variant.name(),
+                            store.name(),
+                            plan.cores,
+                            &placed.placement.all_cpus(),
+                        )?;
+                        server.stop();
+                        record_run(session, &config, record, run)?;
+                        super::NginxVariants::note_counter(session, variant);
                     }
                 }
             }

@@ -13,13 +13,21 @@
 //! throughput that falls with more cores, or a per-core figure that rises with more
 //! cores above a point nginx did not saturate, is said. Every point records what
 //! stopped its search and which side was the limit. Core counts this machine cannot
-//! give nginx with a generator CPU to spare are skipped, and said so. Each point gets
-//! its own nginx, so the variant, the suite and the key store are exactly what the
-//! point says; points are saved as they finish.
+//! give nginx with a generator CPU to spare are skipped, and said so. Each variant x
+//! key-store slot of a point gets its own nginx, so the variant, the suite and the
+//! key store are exactly what the point says.
+//!
+//! The slots of one point are measured together ([`measure_rounds`]): their nginx
+//! start side by side (one port each) and are searched in turn; then the final
+//! window is cut into `--rounds` rounds and the slots take turns (A B, B A, A B),
+//! so a drift of the machine reaches each alike and a ratio between them pairs the
+//! rounds (METHODOLOGY.md, "Variants interleaved"). Each slot's figure is over all
+//! its rounds, which stay in its record. The slots' order turns from one point to
+//! the next; a point's slots are saved together when its rounds end (or are cut
+//! short by Ctrl-C: what was measured is kept).
 //!
 //! The key store (`--key-store file,pkcs11`) is a dimension of the run: each point is
-//! measured with the key in each store, the variant x key-store slots of one point in
-//! the rotating order, so a point's two stores are measured seconds apart. A PKCS#11
+//! measured with the key in each store, one more slot of the point. A PKCS#11
 //! module's key is served by one nginx process, so that store is measured at one
 //! core only and its other core counts are recorded as not measured.
 
@@ -34,7 +42,7 @@ use crate::results::Session;
 use anyhow::{bail, Result};
 use cipherbench_model::tls::{
     Limit, Probe, SearchOutcome, ServerCpu, ServerRecord, SkippedCores, SweepConfig, SweepPoint,
-    SweepResults,
+    SweepResults, WindowRound,
 };
 use cipherbench_model::units::{format_bits_per_sec, ByteSize};
 use cipherbench_model::Summary;
@@ -84,11 +92,16 @@ impl SweepPlan {
 
     /// A rough duration: four probes and the window per point.
     pub fn estimate(&self) -> Duration {
-        // Four probes, each with its warm-up and the drain of its last requests.
+        // Four probes, each with its warm-up and the drain of its last requests; the
+        // window's rounds each add a warm-up and a drain.
+        let rounds = if self.variants.len() * self.key_stores.len() > 1 {
+            self.rounds.max(1) as u32
+        } else {
+            1
+        };
         let per_point = (self.warmup + self.probe + Duration::from_secs(1)) * 4
-            + self.warmup
-            + self.window
-            + Duration::from_millis(500);
+            + (self.warmup + Duration::from_millis(500)) * rounds
+            + self.window;
         per_point * self.total_points() as u32
     }
 
@@ -107,6 +120,7 @@ impl SweepPlan {
             resumption: self.resumption,
             key: self.key.name().to_string(),
             key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
+            rounds: self.rounds,
         }
     }
 }
@@ -128,7 +142,17 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             let binary = nginx::resolve_nginx(binary.as_deref())?;
             let info = nginx::nginx_info(&binary)?;
             if let Some(p) = port {
-                nginx::check_port(*p)?;
+                // A point's slots run side by side: --port and the ports after it.
+                let slots = plan.variants.len() * plan.key_stores.len();
+                if *p as usize + slots - 1 > u16::MAX as usize {
+                    bail!(
+                        "--port {p}: the sweep's {slots} variant x key-store slots run side by side on {p} and the ports after it; pass a port at most {}",
+                        u16::MAX as usize + 1 - slots
+                    );
+                }
+                for k in 0..slots {
+                    nginx::check_port(p + k as u16)?;
+                }
             }
             // Every core count's CPUs checked before anything starts. A count this
             // machine cannot split (nginx's cores and at least one for the generator)
@@ -222,21 +246,32 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                             .filter(|slot| slot.round == turn - 1)
                             .map(|slot| slots[slot.variant])
                             .collect();
-                        for (variant, store, key_source) in in_turn {
+                        // The slots already measured (a resumed run) are kept; the
+                        // others are measured together, in turns.
+                        let todo: Vec<_> = in_turn
+                            .into_iter()
+                            .filter(|(variant, store, _)| {
+                                let done = find_point(
+                                    session,
+                                    suite.openssl,
+                                    size,
+                                    cores,
+                                    &variant.name(),
+                                    store.name(),
+                                )
+                                .is_some();
+                                if done {
+                                    session.progress.skip(1);
+                                }
+                                !done
+                            })
+                            .collect();
+                        if todo.is_empty() {
+                            continue;
+                        }
+                        let mut group: Vec<GroupSlot<'_>> = Vec::new();
+                        for (k, (variant, store, key_source)) in todo.into_iter().enumerate() {
                             interrupt::check()?;
-                            let done = find_point(
-                                session,
-                                suite.openssl,
-                                size,
-                                cores,
-                                &variant.name(),
-                                store.name(),
-                            )
-                            .is_some();
-                            if done {
-                                session.progress.skip(1);
-                                continue;
-                            }
                             let spec = ServerSpec {
                                 nginx: &binary,
                                 info: &info,
@@ -245,7 +280,8 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 cpus: server_cpus.clone(),
                                 variant,
                                 ia32cap: variants.mask(variant),
-                                port: *port,
+                                // One port per slot: the group's nginx run side by side.
+                                port: port.map(|p| p + k as u16),
                                 resumption: plan.resumption,
                                 also_listen: also_listen.clone(),
                                 groups: None,
@@ -295,28 +331,78 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 ),
                                 cores,
                             );
-                            let point = search(
+                            let mut slot = GroupSlot {
+                                variant,
+                                variant_name: variant.name(),
+                                store,
+                                server,
+                                record,
+                                target,
+                                searched: None,
+                                measured: None,
+                                rounds: Vec::new(),
+                            };
+                            slot.searched = Some(search_concurrency(
                                 plan,
                                 client,
-                                &target,
+                                &slot.target,
                                 generator_cpus,
-                                Some(&server),
+                                Some(&slot.server),
                                 start,
                                 fleet,
-                                Labels {
+                                slot.labels(suite, size, cores, &placement_cpus),
+                            )?);
+                            group.push(slot);
+                        }
+                        let rounds = if group.len() > 1 {
+                            plan.rounds.max(1)
+                        } else {
+                            1
+                        };
+                        let (group_id, measured) = measure_rounds(
+                            plan,
+                            client,
+                            generator_cpus,
+                            fleet,
+                            &mut group,
+                            rounds,
+                            (suite, size, cores, &placement_cpus),
+                        );
+                        // What was measured is kept, also when a round was cut short
+                        // (Ctrl-C): such a point has fewer rounds than the others.
+                        for slot in group {
+                            let GroupSlot {
+                                variant,
+                                variant_name,
+                                store,
+                                server,
+                                record,
+                                searched,
+                                measured: m,
+                                rounds: slot_rounds,
+                                ..
+                            } = slot;
+                            server.stop();
+                            if let (Some(searched), Some(m)) = (searched, m) {
+                                let labels = Labels {
                                     suite: suite.openssl,
                                     protocol: suite.protocol.as_str(),
                                     size,
                                     cores,
-                                    variant: &variant.name(),
+                                    variant: &variant_name,
                                     key_store: store.name(),
                                     cpus: &placement_cpus,
-                                },
-                            )?;
-                            server.stop();
-                            record_point(session, &config, record, point)?;
+                                };
+                                let mut point = finish(plan, labels, searched, m);
+                                if slot_rounds.len() > 1 {
+                                    point.interleave_group = group_id;
+                                    point.rounds = slot_rounds;
+                                }
+                                record_point(session, &config, record, point)?;
+                            }
                             super::NginxVariants::note_counter(session, variant);
                         }
+                        measured?;
                     }
                 }
             }
@@ -727,6 +813,39 @@ struct Measured {
 }
 
 impl Measured {
+    /// Adds a later round of the same point: the report appended
+    /// ([`Report::append`]), nginx's CPU and the agents' shares weighted by window,
+    /// the server's count added, the noise windows merged.
+    fn absorb(&mut self, later: Measured) -> Result<()> {
+        let (this_ns, later_ns) = (
+            self.report.window.as_nanos() as u64,
+            later.report.window.as_nanos() as u64,
+        );
+        self.server_cpu = match (self.server_cpu.take(), later.server_cpu) {
+            (Some(mut a), Some(b)) => {
+                a.absorb(&b, this_ns, later_ns);
+                Some(a)
+            }
+            // A round without a figure leaves the point without one.
+            _ => None,
+        };
+        self.server_requests = match (self.server_requests, later.server_requests) {
+            (Some(a), Some(b)) => Some(a + b),
+            _ => None,
+        };
+        self.noise.merge(&later.noise);
+        if self.agent_failure.is_none() {
+            self.agent_failure = later.agent_failure;
+        }
+        cipherbench_model::agents::AgentShare::absorb_rounds(
+            &mut self.agents,
+            &later.agents,
+            this_ns,
+            later_ns,
+        );
+        self.report.append(later.report)
+    }
+
     fn within(&self, limit: Duration) -> bool {
         self.report.max_first_byte <= limit
             && self.report.failed == 0
@@ -923,7 +1042,125 @@ pub(crate) fn next_step(
     None
 }
 
-/// Searches the concurrency and measures the final window.
+/// A variant x key-store slot of a point: its nginx stays up while the point's
+/// slots take turns in the final window's rounds.
+struct GroupSlot<'a> {
+    variant: &'a crate::variant::Variant,
+    variant_name: String,
+    store: &'a KeyStore,
+    server: Server,
+    record: ServerRecord,
+    target: Target,
+    searched: Option<Searched>,
+    /// The rounds so far, merged.
+    measured: Option<Measured>,
+    rounds: Vec<WindowRound>,
+}
+
+impl GroupSlot<'_> {
+    fn labels<'b>(
+        &'b self,
+        suite: &'b super::suite::Suite,
+        size: u64,
+        cores: usize,
+        cpus: &'b [usize],
+    ) -> Labels<'b> {
+        Labels {
+            suite: suite.openssl,
+            protocol: suite.protocol.as_str(),
+            size,
+            cores,
+            variant: &self.variant_name,
+            key_store: self.store.name(),
+            cpus,
+        }
+    }
+}
+
+/// The final window of a group's slots, cut into `rounds` rounds of
+/// `plan.window / rounds` each, the slots taking turns (A B, B A, A B: the
+/// interleaving schedule), each slot's rounds merged into its `measured` and listed
+/// in its `rounds`. The first round of each slot may step its concurrency down as
+/// the single final window does; later rounds keep what the first kept. Returns the
+/// group's id (the first round's wall-clock start) and whether every round ran; on
+/// an error (Ctrl-C) the rounds measured so far stay in the slots.
+fn measure_rounds(
+    plan: &SweepPlan,
+    client: &Client,
+    generator_cpus: &[usize],
+    fleet: &mut Option<Fleet>,
+    group: &mut [GroupSlot<'_>],
+    rounds: usize,
+    (suite, size, cores, cpus): (&super::suite::Suite, u64, usize, &[usize]),
+) -> (Option<u64>, Result<()>) {
+    let window = (plan.window / rounds as u32).max(Duration::from_millis(1));
+    let group_id = Some(crate::agent::unix_ns());
+    let order = cipherbench_model::interleave::schedule(
+        1,
+        group.len(),
+        rounds,
+        cipherbench_model::interleave::Order::PointByPoint,
+    );
+    for (sequence, turn) in order.iter().enumerate() {
+        if let Err(e) = interrupt::check() {
+            return (group_id, Err(e.into()));
+        }
+        let slot = &mut group[turn.variant];
+        let Some(mut searched) = slot.searched.take() else {
+            continue;
+        };
+        let m = final_window(
+            plan,
+            client,
+            &slot.target,
+            generator_cpus,
+            Some(&slot.server),
+            fleet,
+            &mut searched,
+            window,
+            turn.round == 0,
+            slot.labels(suite, size, cores, cpus),
+        );
+        slot.searched = Some(searched);
+        let m = match m {
+            Ok(m) => m,
+            Err(e) => return (group_id, Err(e)),
+        };
+        slot.rounds.push(WindowRound {
+            round: turn.round,
+            sequence,
+            window_ns: m.report.window.as_nanos() as u64,
+            throughput_bytes_per_sec: m.report.throughput_bytes_per_sec(),
+            requests: m.report.ok,
+            max_first_byte_ns: m.report.max_first_byte.as_nanos() as u64,
+            server_cpu: m.server_cpu.as_ref().map(|c| c.total),
+        });
+        let merged = match slot.measured.take() {
+            None => Ok(m),
+            Some(mut acc) => acc.absorb(m).map(|()| acc),
+        };
+        match merged {
+            Ok(acc) => slot.measured = Some(acc),
+            Err(e) => return (group_id, Err(e)),
+        }
+    }
+    (group_id, Ok(()))
+}
+
+/// What the concurrency search found, before the final window.
+pub(crate) struct Searched {
+    /// The concurrency the probes started at.
+    start: usize,
+    /// The concurrency kept (halved by the final window's step-downs).
+    chosen: usize,
+    /// The probes, then the final window's attempts.
+    probes: Vec<Probe>,
+    /// What stopped the search, and why.
+    stop: Option<(Limit, String)>,
+    step_downs: usize,
+}
+
+/// Searches the concurrency and measures the final window, in one window.
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn search(
     plan: &SweepPlan,
@@ -935,6 +1172,43 @@ pub(crate) fn search(
     fleet: &mut Option<Fleet>,
     labels: Labels<'_>,
 ) -> Result<SweepPoint> {
+    let mut searched = search_concurrency(
+        plan,
+        client,
+        target,
+        generator_cpus,
+        server,
+        start,
+        fleet,
+        Labels { ..labels },
+    )?;
+    let m = final_window(
+        plan,
+        client,
+        target,
+        generator_cpus,
+        server,
+        fleet,
+        &mut searched,
+        plan.window,
+        true,
+        Labels { ..labels },
+    )?;
+    Ok(finish(plan, labels, searched, m))
+}
+
+/// The search: short probes at doubling concurrency until [`next_step`] stops it.
+#[allow(clippy::too_many_arguments)]
+fn search_concurrency(
+    plan: &SweepPlan,
+    client: &Client,
+    target: &Target,
+    generator_cpus: &[usize],
+    server: Option<&Server>,
+    start: usize,
+    fleet: &mut Option<Fleet>,
+    labels: Labels<'_>,
+) -> Result<Searched> {
     let mut probes = Vec::new();
     let mut state = SearchState {
         best: plan.fixed_concurrency.map(|c| (c, 0.0)),
@@ -973,9 +1247,32 @@ pub(crate) fn search(
     }
     // A search stopped by the limit at its first probe keeps that probe's (smaller
     // is not searched below the start: the start came from fewer cores).
-    let mut chosen = state.best.map(|b| b.0).unwrap_or(start);
-    let mut step_downs = 0;
-    let final_m = loop {
+    Ok(Searched {
+        start,
+        chosen: state.best.map(|b| b.0).unwrap_or(start),
+        probes,
+        stop,
+        step_downs: 0,
+    })
+}
+
+/// One final window (or round of it) at the chosen concurrency. With `step_down`
+/// (a point's first), a window that breaks the limit halves the concurrency and is
+/// measured again, up to [`STEP_DOWNS`] times, each attempt kept with the probes.
+#[allow(clippy::too_many_arguments)]
+fn final_window(
+    plan: &SweepPlan,
+    client: &Client,
+    target: &Target,
+    generator_cpus: &[usize],
+    server: Option<&Server>,
+    fleet: &mut Option<Fleet>,
+    s: &mut Searched,
+    window: Duration,
+    step_down: bool,
+    labels: Labels<'_>,
+) -> Result<Measured> {
+    loop {
         interrupt::check()?;
         let m = measure(
             plan,
@@ -985,50 +1282,52 @@ pub(crate) fn search(
             server,
             fleet,
             labels.suite,
-            chosen,
-            plan.window,
+            s.chosen,
+            window,
             labels.cpus,
         )?;
-        probes.push(probe_of(&m, chosen, plan.limit));
+        if !step_down {
+            return Ok(m);
+        }
+        s.probes.push(probe_of(&m, s.chosen, plan.limit));
         if m.within(plan.limit)
-            || chosen == 1
-            || step_downs >= STEP_DOWNS
+            || s.chosen == 1
+            || s.step_downs >= STEP_DOWNS
             || plan.fixed_concurrency.is_some()
         {
-            break m;
+            return Ok(m);
         }
-        chosen = (chosen / 2).max(1);
-        step_downs += 1;
-    };
-    let (mut limit, why) = stop.unwrap_or((Limit::Undetermined, "no probe".into()));
+        s.chosen = (s.chosen / 2).max(1);
+        s.step_downs += 1;
+    }
+}
+
+/// The point of a search and its final window (all its rounds, merged).
+fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measured) -> SweepPoint {
+    let (mut limit, why) = s.stop.unwrap_or((Limit::Undetermined, "no probe".into()));
     // The final window can find what the probes did not.
-    let final_probe = probes.last().cloned();
-    if let Some(p) = &final_probe {
-        if generator_saturated(p) {
-            limit = Limit::Generator;
-        } else if !p.within_limit && limit != Limit::Fixed {
-            limit = Limit::Latency;
-        }
+    let last = probe_of(&m, s.chosen, plan.limit);
+    if generator_saturated(&last) {
+        limit = Limit::Generator;
+    } else if !last.within_limit && limit != Limit::Fixed {
+        limit = Limit::Latency;
     }
     let explanation = format!(
-        "{chosen} clients (probes from {start}): {why}{}",
-        final_probe
-            .map(|p| format!(
-                "; final window: nginx {}, generator threads {}",
-                p.server_cpu
-                    .map(|c| format!("{:.0} %", c * 100.0))
-                    .unwrap_or_else(|| "-".into()),
-                per_thread(&p.generator_cpu_per_thread)
-            ))
-            .unwrap_or_default()
+        "{} clients (probes from {}): {why}; final window: nginx {}, generator threads {}",
+        s.chosen,
+        s.start,
+        last.server_cpu
+            .map(|c| format!("{:.0} %", c * 100.0))
+            .unwrap_or_else(|| "-".into()),
+        per_thread(&last.generator_cpu_per_thread)
     );
-    let mut p = point(plan, labels, chosen, final_m, probes);
+    let mut p = point(plan, labels, s.chosen, m, s.probes);
     p.search = Some(SearchOutcome {
-        started_at: start,
+        started_at: s.start,
         limit,
         explanation,
     });
-    Ok(p)
+    p
 }
 
 fn point(
@@ -1114,6 +1413,8 @@ fn point(
         search: None,
         noise: Some(Box::new(m.noise)),
         agents: m.agents,
+        rounds: Vec::new(),
+        interleave_group: None,
     }
 }
 
