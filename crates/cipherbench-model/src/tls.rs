@@ -798,6 +798,10 @@ pub struct HandshakeConfig {
     pub latency_limit_ns: u64,
     /// Highest concurrency tried.
     pub max_concurrency: usize,
+    /// Rounds the window is cut into, the variants of a point taking turns (1 in
+    /// records written before rounds were kept).
+    #[serde(default = "one_round")]
+    pub rounds: usize,
 }
 
 /// One handshake point: key x group x full/resumed x key store x variant, measured as

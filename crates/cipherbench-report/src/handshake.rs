@@ -19,8 +19,9 @@ pub struct HandshakeRatio {
     /// Per-core ratio, with the sum of the two points' interval spreads (shown
     /// only where there is no interval).
     pub value: Option<(f64, f64)>,
-    /// Its 95 % interval over the two windows' per-interval rates (each window's
-    /// nginx CPU as measured); None where a window kept fewer than 3 intervals.
+    /// Its 95 % interval, paired over the rounds where the two variants took turns
+    /// (else over the two windows' per-interval rates), each point's nginx CPU as
+    /// measured; None where too few rounds were kept.
     pub interval: Option<cipherbench_model::interval::RatioInterval>,
     /// What stands in its place (a variant that did not take effect).
     pub not_applicable: Option<String>,
@@ -90,7 +91,11 @@ fn accel_of(variant: &str) -> String {
 fn ratio_text(r: &HandshakeRatio) -> String {
     match (&r.not_applicable, r.interval, r.value) {
         (Some(na), _, _) => na.clone(),
-        (None, Some(i), _) => i.display(),
+        (None, Some(i), _) => format!(
+            "{}{}",
+            i.display(),
+            cipherbench_model::tls::interval_note(&i)
+        ),
         (None, None, Some((v, s))) => format!("{v:.2}x ±{:.0} % (no interval)", s * 100.0),
         (None, None, None) => "-".into(),
     }
@@ -166,7 +171,7 @@ pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
     let rs = ratios(h, records);
     if !rs.is_empty() {
         out.push_str(
-            "ratios (handshakes per nginx core-second; [95 % interval over the two windows' per-interval rates]):\n",
+            "ratios (handshakes per nginx core-second; [95 % interval, paired round by round where the two variants took turns (marked \"N rounds in turn\"), else over the two windows' per-interval rates]):\n",
         );
         for r in &rs {
             out.push_str(&format!("  {:<52} {}\n", r.label, ratio_text(r)));
@@ -363,6 +368,7 @@ mod tests {
                 warmup_ns: 0,
                 latency_limit_ns: 1,
                 max_concurrency: 16,
+                rounds: 1,
             },
             points: vec![
                 point("rsa2048", "file", "accel", 2000.0),

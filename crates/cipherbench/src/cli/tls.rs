@@ -75,6 +75,11 @@ pub struct HandshakeArgs {
     /// The measured window at the chosen concurrency.
     #[arg(long, default_value = "4s")]
     pub window: String,
+    /// Rounds the window is cut into where a point has several variants: their
+    /// nginx run side by side and take turns (A B, B A, A B). Default: 3, fewer if
+    /// the window would give a round under 500 ms.
+    #[arg(long)]
+    pub rounds: Option<usize>,
     /// Each probe's window while searching the concurrency.
     #[arg(long, default_value = "1s")]
     pub probe: String,
@@ -175,6 +180,7 @@ impl HandshakeArgs {
         if self.cores > 1 && any_single_process(&key_stores) {
             return Err(keystore::one_process_only("use --cores 1"));
         }
+        let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
         let sweep = SweepPlan {
             suites: Vec::new(),
             sizes: size.clone(),
@@ -182,9 +188,8 @@ impl HandshakeArgs {
             variants: Vec::new(),
             key: keys[0],
             key_stores: key_stores.clone(),
-            window: flag_duration("window", &self.window, Duration::from_millis(100))?,
-            // The handshake mode measures each point in one window.
-            rounds: 1,
+            window,
+            rounds: rounds(self.rounds, window)?,
             probe: flag_duration("probe", &self.probe, Duration::from_millis(100))?,
             warmup: flag_duration("warmup", &self.warmup, Duration::ZERO)?,
             limit: flag_duration("limit", &self.limit, Duration::from_millis(1))?,

@@ -130,6 +130,7 @@ impl HandshakePlan {
             warmup_ns: self.sweep.warmup.as_nanos() as u64,
             latency_limit_ns: self.sweep.limit.as_nanos() as u64,
             max_concurrency: self.sweep.max_concurrency,
+            rounds: self.sweep.rounds,
         }
     }
 }
@@ -145,7 +146,17 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     let binary = nginx::resolve_nginx(plan.nginx.as_deref())?;
     let info = nginx::nginx_info(&binary)?;
     if let Some(p) = plan.port {
-        nginx::check_port(p)?;
+        // A point's variants run side by side: --port and the ports after it.
+        let slots = plan.variants.len();
+        if p as usize + slots - 1 > u16::MAX as usize {
+            bail!(
+                "--port {p}: the {slots} variants of a point run side by side on {p} and the ports after it; pass a port at most {}",
+                u16::MAX as usize + 1 - slots
+            );
+        }
+        for k in 0..slots {
+            nginx::check_port(p + k as u16)?;
+        }
     }
     let topology = super::topology(session);
     let placed = super::assign_cpus(&topology, plan.cores, plan.sweep.generator_cpus.as_deref())?;
@@ -166,8 +177,10 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
             for &group in &plan.groups {
                 for &resumed in &plan.sessions {
                     let client = Client::with_groups(&suite, resumed, Some(group.openssl()))?;
-                    for variant in &plan.variants {
-                        interrupt::check()?;
+                    // The variants of a point up side by side, searched in turn, then
+                    // measured in rounds, taking turns (sweep::run_group).
+                    let mut group_slots = Vec::new();
+                    let todo = plan.variants.iter().filter(|variant| {
                         let labels = PointLabels {
                             key,
                             group,
@@ -175,10 +188,21 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             store: store.name(),
                             variant,
                         };
-                        if measured(session, &labels) {
+                        let done = measured(session, &labels);
+                        if done {
                             session.progress.skip(1);
-                            continue;
                         }
+                        !done
+                    });
+                    let todo: Vec<&Variant> = todo.collect();
+                    let point_of = super::sweep::PointOf {
+                        suite: &suite,
+                        size: plan.size,
+                        cores: plan.cores,
+                        cpus: &placement_cpus,
+                    };
+                    for (k, variant) in todo.into_iter().enumerate() {
+                        interrupt::check()?;
                         let spec = ServerSpec {
                             nginx: &binary,
                             info: &info,
@@ -187,7 +211,8 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             cpus: server_cpus.clone(),
                             variant,
                             ia32cap: variants.mask(variant),
-                            port: plan.port,
+                            // One port per variant: they run side by side.
+                            port: plan.port.map(|p| p + k as u16),
                             resumption: resumed,
                             groups: Some(group.openssl().into()),
                             key_source: key_source.clone(),
@@ -222,27 +247,37 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             path: Workspace::url_path(plan.size),
                             expected_len: Some(plan.size),
                         };
-                        let point = super::sweep::search(
-                            &plan.sweep,
-                            &client,
-                            &target,
-                            generator_cpus,
-                            Some(&server),
-                            1,
-                            &mut None,
-                            super::sweep::Labels {
-                                suite: suite.openssl,
-                                protocol: suite.protocol.as_str(),
-                                size: plan.size,
-                                cores: plan.cores,
-                                variant: &variant.name(),
-                                key_store: store.name(),
-                                cpus: &placement_cpus,
-                            },
-                        )?;
-                        server.stop();
-                        record_point(session, &config, record, handshake_point(&labels, point))?;
+                        let mut slot =
+                            super::sweep::GroupSlot::new(variant, store, server, record, target);
+                        slot.search(&plan.sweep, &client, generator_cpus, &mut None, 1, point_of)?;
+                        group_slots.push(slot);
                     }
+                    let (done, ran) = super::sweep::run_group(
+                        &plan.sweep,
+                        &client,
+                        generator_cpus,
+                        &mut None,
+                        std::mem::take(&mut group_slots),
+                        point_of,
+                    );
+                    for (variant, record, point) in done {
+                        let labels = PointLabels {
+                            key,
+                            group,
+                            resumed,
+                            store: store.name(),
+                            variant,
+                        };
+                        if let Some(point) = point {
+                            record_point(
+                                session,
+                                &config,
+                                record,
+                                handshake_point(&labels, point),
+                            )?;
+                        }
+                    }
+                    ran?;
                 }
             }
         }

@@ -331,73 +331,26 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 ),
                                 cores,
                             );
-                            let mut slot = GroupSlot {
-                                variant,
-                                variant_name: variant.name(),
-                                store,
-                                server,
-                                record,
-                                target,
-                                searched: None,
-                                measured: None,
-                                rounds: Vec::new(),
+                            let point_of = PointOf {
+                                suite,
+                                size,
+                                cores,
+                                cpus: &placement_cpus,
                             };
-                            slot.searched = Some(search_concurrency(
-                                plan,
-                                client,
-                                &slot.target,
-                                generator_cpus,
-                                Some(&slot.server),
-                                start,
-                                fleet,
-                                slot.labels(suite, size, cores, &placement_cpus),
-                            )?);
+                            let mut slot = GroupSlot::new(variant, store, server, record, target);
+                            slot.search(plan, client, generator_cpus, fleet, start, point_of)?;
                             group.push(slot);
                         }
-                        let rounds = if group.len() > 1 {
-                            plan.rounds.max(1)
-                        } else {
-                            1
+                        let point_of = PointOf {
+                            suite,
+                            size,
+                            cores,
+                            cpus: &placement_cpus,
                         };
-                        let (group_id, measured) = measure_rounds(
-                            plan,
-                            client,
-                            generator_cpus,
-                            fleet,
-                            &mut group,
-                            rounds,
-                            (suite, size, cores, &placement_cpus),
-                        );
-                        // What was measured is kept, also when a round was cut short
-                        // (Ctrl-C): such a point has fewer rounds than the others.
-                        for slot in group {
-                            let GroupSlot {
-                                variant,
-                                variant_name,
-                                store,
-                                server,
-                                record,
-                                searched,
-                                measured: m,
-                                rounds: slot_rounds,
-                                ..
-                            } = slot;
-                            server.stop();
-                            if let (Some(searched), Some(m)) = (searched, m) {
-                                let labels = Labels {
-                                    suite: suite.openssl,
-                                    protocol: suite.protocol.as_str(),
-                                    size,
-                                    cores,
-                                    variant: &variant_name,
-                                    key_store: store.name(),
-                                    cpus: &placement_cpus,
-                                };
-                                let mut point = finish(plan, labels, searched, m);
-                                if slot_rounds.len() > 1 {
-                                    point.interleave_group = group_id;
-                                    point.rounds = slot_rounds;
-                                }
+                        let (done, measured) =
+                            run_group(plan, client, generator_cpus, fleet, group, point_of);
+                        for (variant, record, point) in done {
+                            if let Some(point) = point {
                                 record_point(session, &config, record, point)?;
                             }
                             super::NginxVariants::note_counter(session, variant);
@@ -1042,9 +995,19 @@ pub(crate) fn next_step(
     None
 }
 
+/// What a group's points share: suite, size, cores, and the CPUs the point runs on
+/// (nginx's and the generator's: its noise window's).
+#[derive(Clone, Copy)]
+pub(crate) struct PointOf<'b> {
+    pub suite: &'b super::suite::Suite,
+    pub size: u64,
+    pub cores: usize,
+    pub cpus: &'b [usize],
+}
+
 /// A variant x key-store slot of a point: its nginx stays up while the point's
 /// slots take turns in the final window's rounds.
-struct GroupSlot<'a> {
+pub(crate) struct GroupSlot<'a> {
     variant: &'a crate::variant::Variant,
     variant_name: String,
     store: &'a KeyStore,
@@ -1057,24 +1020,121 @@ struct GroupSlot<'a> {
     rounds: Vec<WindowRound>,
 }
 
-impl GroupSlot<'_> {
-    fn labels<'b>(
-        &'b self,
-        suite: &'b super::suite::Suite,
-        size: u64,
-        cores: usize,
-        cpus: &'b [usize],
-    ) -> Labels<'b> {
-        Labels {
-            suite: suite.openssl,
-            protocol: suite.protocol.as_str(),
-            size,
-            cores,
-            variant: &self.variant_name,
-            key_store: self.store.name(),
-            cpus,
+impl<'a> GroupSlot<'a> {
+    /// A slot whose nginx is up, not yet searched.
+    pub(crate) fn new(
+        variant: &'a crate::variant::Variant,
+        store: &'a KeyStore,
+        server: Server,
+        record: ServerRecord,
+        target: Target,
+    ) -> Self {
+        GroupSlot {
+            variant,
+            variant_name: variant.name(),
+            store,
+            server,
+            record,
+            target,
+            searched: None,
+            measured: None,
+            rounds: Vec::new(),
         }
     }
+
+    /// Searches the slot's concurrency from `start` ([`search_concurrency`]).
+    pub(crate) fn search(
+        &mut self,
+        plan: &SweepPlan,
+        client: &Client,
+        generator_cpus: &[usize],
+        fleet: &mut Option<Fleet>,
+        start: usize,
+        of: PointOf<'_>,
+    ) -> Result<()> {
+        let searched = search_concurrency(
+            plan,
+            client,
+            &self.target,
+            generator_cpus,
+            Some(&self.server),
+            start,
+            fleet,
+            self.labels(of),
+        )?;
+        self.searched = Some(searched);
+        Ok(())
+    }
+
+    fn labels<'b>(&'b self, of: PointOf<'b>) -> Labels<'b> {
+        Labels {
+            suite: of.suite.openssl,
+            protocol: of.suite.protocol.as_str(),
+            size: of.size,
+            cores: of.cores,
+            variant: &self.variant_name,
+            key_store: self.store.name(),
+            cpus: of.cpus,
+        }
+    }
+}
+
+/// Measures a group's searched slots in rounds ([`measure_rounds`]; one window
+/// where the group has one slot), stops their nginx, and gives each slot's
+/// variant, server record and point (None for a slot cut short before its first
+/// round), with whether every round ran: what was measured is kept also when a
+/// round was cut short (Ctrl-C), such a point having fewer rounds than the others.
+#[allow(clippy::type_complexity)]
+pub(crate) fn run_group<'a>(
+    plan: &SweepPlan,
+    client: &Client,
+    generator_cpus: &[usize],
+    fleet: &mut Option<Fleet>,
+    mut group: Vec<GroupSlot<'a>>,
+    of: PointOf<'_>,
+) -> (
+    Vec<(
+        &'a crate::variant::Variant,
+        ServerRecord,
+        Option<SweepPoint>,
+    )>,
+    Result<()>,
+) {
+    let rounds = if group.len() > 1 {
+        plan.rounds.max(1)
+    } else {
+        1
+    };
+    let (group_id, measured) =
+        measure_rounds(plan, client, generator_cpus, fleet, &mut group, rounds, of);
+    let done = group
+        .into_iter()
+        .map(|slot| {
+            let labels = Labels {
+                suite: of.suite.openssl,
+                protocol: of.suite.protocol.as_str(),
+                size: of.size,
+                cores: of.cores,
+                variant: &slot.variant_name,
+                key_store: slot.store.name(),
+                cpus: of.cpus,
+            };
+            let point = match (slot.searched, slot.measured) {
+                (Some(searched), Some(m)) => {
+                    let mut point = finish(plan, labels, searched, m);
+                    if slot.rounds.len() > 1 {
+                        point.interleave_group = group_id;
+                        point.rounds = slot.rounds;
+                    }
+                    Some(point)
+                }
+                _ => None,
+            };
+            slot.server.stop();
+            (slot.variant, slot.record, point)
+        })
+        .collect();
+    (done, measured)
 }
 
 /// The final window of a group's slots, cut into `rounds` rounds of
@@ -1091,7 +1151,7 @@ fn measure_rounds(
     fleet: &mut Option<Fleet>,
     group: &mut [GroupSlot<'_>],
     rounds: usize,
-    (suite, size, cores, cpus): (&super::suite::Suite, u64, usize, &[usize]),
+    of: PointOf<'_>,
 ) -> (Option<u64>, Result<()>) {
     let window = (plan.window / rounds as u32).max(Duration::from_millis(1));
     let group_id = Some(crate::agent::unix_ns());
@@ -1119,7 +1179,7 @@ fn measure_rounds(
             &mut searched,
             window,
             turn.round == 0,
-            slot.labels(suite, size, cores, cpus),
+            slot.labels(of),
         );
         slot.searched = Some(searched);
         let m = match m {
