@@ -301,6 +301,77 @@ fn a_missing_agent_binary_is_one_clear_line() {
     assert_nothing_left(&hosts, &tmp);
 }
 
+/// The first 16 hex digits of a file's SHA-256 (sha256sum), as a build identity
+/// names it.
+fn sha256_prefix(path: &std::path::Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..16].to_string()
+}
+
+#[test]
+fn an_agent_of_another_build_is_refused_naming_both_builds() {
+    if skip("an_agent_of_another_build_is_refused_naming_both_builds") {
+        return;
+    }
+    let _s = serial();
+    let hosts = Hosts::start(1);
+    let config = hosts.ssh_config().display().to_string();
+    let results = hosts.dir.join("results").display().to_string();
+    // Another build of the same version: this very binary with one byte appended
+    // (still a valid executable that runs: the loader reads only what the ELF
+    // headers name), and, where `cargo build --release` made one (make test
+    // does), the release build of this source.
+    let copy = hosts.dir.join("cipherbench-other");
+    let mut bytes = std::fs::read(BIN).unwrap();
+    bytes.push(0);
+    std::fs::write(&copy, bytes).unwrap();
+    let _ = Command::new("chmod").arg("755").arg(&copy).status();
+    let runs = Command::new(&copy).arg("--version").output().unwrap();
+    assert!(runs.status.success(), "the copy runs: {:?}", text(&runs));
+    let mut others = vec![(copy, true)];
+    let release = std::path::Path::new(BIN)
+        .parent()
+        .and_then(|d| d.parent())
+        .map(|t| t.join("release/cipherbench"));
+    if let Some(r) = release.filter(|r| r.exists()) {
+        // Built from this source by make test; left from an older source, it may
+        // speak another protocol, refused as such before its build is compared.
+        others.push((r, false));
+    }
+    for (other, same_source) in others {
+        let path = other.display().to_string();
+        let mut args = sweep_args("h0", &config, &results);
+        let i = args.iter().position(|a| *a == BIN).unwrap();
+        args[i] = &path;
+        let (out, tmp) = coordinator(&hosts, &args);
+        let (_, stderr) = text(&out);
+        assert!(!out.status.success(), "{path}");
+        assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+        if !same_source && stderr.contains("(protocol ") {
+            assert!(stderr.contains("install the same version"), "{stderr}");
+            assert_nothing_left(&hosts, &tmp);
+            continue;
+        }
+        assert!(
+            stderr.contains("agent h0 runs another build of cipherbench")
+                && stderr.contains("install the same build on every host"),
+            "{stderr}"
+        );
+        // Both builds named by their bytes' hash.
+        for hash in [
+            sha256_prefix(&other),
+            sha256_prefix(std::path::Path::new(BIN)),
+        ] {
+            assert!(
+                stderr.contains(&format!("sha256:{hash}")),
+                "{hash}: {stderr}"
+            );
+        }
+        assert!(!std::path::Path::new(&results).exists(), "{results}");
+        assert_nothing_left(&hosts, &tmp);
+    }
+}
+
 #[test]
 fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
     if skip("an_agent_killed_mid_window_fails_the_point_with_its_name") {
