@@ -1035,6 +1035,47 @@ fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
     assert_no_tunnel_left(&hosts, &before);
 }
 
+#[test]
+fn a_peer_agent_without_root_is_one_line_and_nothing_is_left() {
+    if skip("a_peer_agent_without_root_is_one_line_and_nothing_is_left") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    // The agent on the peer runs as `nobody` (setpriv drops root before it starts;
+    // no user is added to this machine): what the coordinator meets when the user
+    // ssh'es to the peer as someone other than root.
+    let wrapper = hosts.dir.join("agent-as-nobody");
+    std::fs::write(
+        &wrapper,
+        format!(
+            "#!/bin/sh\nexec setpriv --reuid=65534 --regid=65534 --clear-groups {BIN} \"$@\"\n"
+        ),
+    )
+    .unwrap();
+    let _ = Command::new("chmod").arg("755").arg(&wrapper).status();
+    let _ = Command::new("chmod").arg("755").arg(&hosts.dir).status();
+    let results = hosts.dir.join("results");
+    let wrapper = wrapper.display().to_string();
+    let results_arg = results.display().to_string();
+    let mut args = peer_args(&config, &results_arg);
+    let i = args.iter().position(|a| *a == BIN).unwrap();
+    args[i] = &wrapper;
+    let out = from_host(&hosts, 0, &args);
+    let (_, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    assert!(
+        stderr.contains("agent h1: runs without root there")
+            && stderr.contains("ssh to it as root"),
+        "{stderr}"
+    );
+    assert!(!results.exists());
+    assert_no_tunnel_left(&hosts, &before);
+}
+
 /// Starts `tunnel --peer h1` from h0 with long iperf3 runs, waits until the peer's
 /// TUN is up, and hands back the running coordinator.
 fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Child {
