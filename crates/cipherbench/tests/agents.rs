@@ -986,6 +986,15 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing(
     assert!(html.contains("peer h1: host") && html.contains("as judged on the peer h1"));
     let again = Command::new(BIN).arg("report").arg(&dir).output().unwrap();
     assert!(again.status.success(), "{:?}", text(&again));
+    let compared = Command::new(BIN)
+        .arg("compare")
+        .arg(&dir)
+        .arg(&dir)
+        .output()
+        .unwrap();
+    let (cmp, _) = text(&compared);
+    assert!(compared.status.success(), "{:?}", text(&compared));
+    assert!(cmp.contains("tunnel"), "{cmp}");
     assert_no_tunnel_left(&hosts, &before);
 }
 
