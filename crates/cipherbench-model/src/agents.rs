@@ -12,6 +12,11 @@ pub struct AgentRecord {
     pub name: String,
     /// cipherbench version it runs (equal to the coordinator's, or it was refused).
     pub version: String,
+    /// Its build identity (the SHA-256 of its executable, with the commit and
+    /// profile it was built from): equal to the coordinator's, or it was refused.
+    /// Empty in records of versions that compared versions only.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub build: String,
     /// Host name it reported.
     pub hostname: String,
     /// Kernel release.

@@ -817,6 +817,77 @@ pub fn place_tunnel(topo: &Topology, gateway_threads: usize) -> TunnelCpus {
     }
 }
 
+/// Where one end of a two-host tunnel runs on its own host (`tunnel --peer`): the
+/// gateway's threads and that host's iperf3 end.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct TunnelEndCpus {
+    /// The gateway's threads' CPUs (with one worker per direction: the first for
+    /// TUN to UDP, the second for UDP to TUN).
+    pub gateway: Vec<usize>,
+    /// iperf3's.
+    pub iperf3: Option<usize>,
+    /// What run.json keeps (None when nothing is pinned).
+    pub placement: Option<Placement>,
+}
+
+/// Places one end of a two-host tunnel on its host's `topo`, as [`place_tunnel`]
+/// places both ends on one machine: the gateway (the system under test, role
+/// `gateway`) gets as many whole cores as it has workers (at least two, one thread
+/// per core) while the host has them, keeping one for iperf3 (the load, role
+/// `iperf3`) and, where it can, one spare; with one usable core the gateway has a
+/// CPU and iperf3 shares it, said in the placement's warnings. No CPU: nothing
+/// pinned.
+pub fn place_tunnel_end(
+    topo: &Topology,
+    gateway_threads: usize,
+    gateway: &str,
+    iperf3: &str,
+) -> TunnelEndCpus {
+    let usable = topo
+        .cores
+        .iter()
+        .filter(|c| c.cpus.iter().any(|cpu| topo.allowed.contains(cpu)))
+        .count();
+    if usable >= 2 {
+        let per_gateway = gateway_threads.max(2).min(usable - 1);
+        let p = plan(
+            topo,
+            &[
+                RoleRequest::new(gateway, Side::Sut, per_gateway),
+                RoleRequest::new(iperf3, Side::Load, 1),
+            ],
+            1,
+        );
+        if p.disjoint {
+            let g = &p.roles[0];
+            return TunnelEndCpus {
+                gateway: if g.first_threads.len() >= 2 {
+                    g.first_threads.clone()
+                } else {
+                    g.cpus.clone()
+                },
+                iperf3: p.roles[1].first_threads.first().copied(),
+                placement: Some(p),
+            };
+        }
+    }
+    let Some(&a) = spread_order(topo).first() else {
+        return TunnelEndCpus::default();
+    };
+    let why = format!(
+        "cannot give a disjoint placement: the gateway and iperf3 want 2 whole cores, this process may use {usable}; iperf3 shares a CPU with the gateway, so the load slows the system under test"
+    );
+    TunnelEndCpus {
+        gateway: vec![a],
+        iperf3: Some(a),
+        placement: Some(placement_of(
+            topo,
+            &[(gateway, Side::Sut, vec![a]), (iperf3, Side::Load, vec![a])],
+            vec![why],
+        )),
+    }
+}
+
 /// Parses a kernel CPU list (`0-3,8,10-11`; empty for none).
 pub fn parse_cpu_list(text: &str) -> Option<Vec<usize>> {
     let mut out = Vec::new();
@@ -1251,6 +1322,33 @@ mod tests {
         assert!(!p.disjoint);
         assert!(p.warnings[0].starts_with("cannot give a disjoint placement"));
         assert_eq!(place_tunnel(&machine(1, 1, 1, 1), 1), TunnelCpus::default());
+    }
+
+    #[test]
+    fn a_tunnel_end_keeps_its_gateway_and_iperf3_on_separate_cores_of_its_host() {
+        for (topo, threads, per_gateway) in [
+            (machine(1, 1, 2, 1), 1, 1),
+            (machine(1, 1, 4, 2), 1, 2),
+            (machine(1, 1, 16, 1), 7, 7),
+            (machine(1, 1, 16, 1), 16, 15),
+        ] {
+            let t = place_tunnel_end(&topo, threads, "receiver gateway", "iperf3 server");
+            let p = t.placement.clone().unwrap();
+            assert!(p.disjoint, "{p:?}");
+            let core = |c: usize| topo.core_of(c).unwrap();
+            let mut cores: Vec<usize> = t.gateway.iter().map(|&c| core(c)).collect();
+            cores.sort_unstable();
+            cores.dedup();
+            assert_eq!(cores.len(), per_gateway, "{t:?}");
+            assert!(!cores.contains(&core(t.iperf3.unwrap())), "{t:?}");
+            assert_eq!(p.roles[0].role, "receiver gateway");
+        }
+        // One CPU: the gateway has it and iperf3 shares it, said so.
+        let t = place_tunnel_end(&machine(1, 1, 1, 1), 1, "sender gateway", "iperf3 client");
+        assert_eq!((t.gateway.clone(), t.iperf3), (vec![0], Some(0)));
+        let p = t.placement.unwrap();
+        assert!(!p.disjoint);
+        assert!(p.warnings[0].starts_with("cannot give a disjoint placement"));
     }
 
     proptest! {

@@ -284,6 +284,10 @@ pub struct UdpSearch {
 pub struct GatewayRun {
     /// `sender` or `receiver`.
     pub side: String,
+    /// The host it ran on, as it reported its name, when the two gateways ran on two
+    /// hosts (`tunnel --peer`); None between namespaces of one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub host: Option<String>,
     /// The variant it ran.
     pub variant: String,
     /// Inner packets sealed (TUN -> UDP).
@@ -565,6 +569,52 @@ pub struct TunnelResults {
     /// strongSwan measured in the same topology (`--stack strongswan`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub strongswan: Option<StrongswanResults>,
+    /// The tunnel ran between this host and another (`tunnel --peer`): the peer as
+    /// checked, each host's end, and the variants as judged on the peer. None
+    /// between namespaces of one machine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer: Option<PeerRecord>,
+}
+
+/// `tunnel --peer`: the sending gateway and the iperf3 client ran here, the
+/// receiving gateway and the iperf3 server on the peer, over the real network.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PeerRecord {
+    /// The peer's agent as the coordinator checked it before anything ran: name as
+    /// given, host name, kernel, CPU, OpenSSL, build, clock offset.
+    pub agent: crate::agents::AgentRecord,
+    /// This host's end (the sender).
+    pub here: HostEnd,
+    /// The peer's end (the receiver).
+    pub there: HostEnd,
+    /// The variants as judged on the peer, each against the peer's own accel (a
+    /// variant is judged on the host it ran on; [`TunnelResults::variants`] holds
+    /// this host's judgement).
+    pub variants: Vec<VariantRecord>,
+}
+
+/// One host's end of a two-host tunnel.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostEnd {
+    /// Its host name, as it reported it.
+    pub hostname: String,
+    /// Its underlay address: the gateway's UDP 4500 socket and the underlay's
+    /// iperf3 end.
+    pub address: String,
+    /// `sender` (with the iperf3 client) or `receiver` (with the iperf3 server).
+    pub gateway: String,
+    /// The gateway's crypto workers per direction on this host.
+    pub gateway_threads: usize,
+    /// The CPUs the gateway's threads were pinned to (empty: not pinned).
+    pub gateway_cpus: Vec<usize>,
+    /// The CPU iperf3 was pinned to there (None: not pinned).
+    pub iperf3_cpu: Option<usize>,
+    /// The placement the host made from its own topology (None: `--no-pin`).
+    pub placement: Option<crate::topology::Placement>,
+    /// The CPUs the gateway's worker threads may run on, read from
+    /// `/proc/PID/task/TID/status` (`Cpus_allowed_list`) once the gateway was up:
+    /// the pinning by effect (the union over its threads).
+    pub gateway_affinity: Vec<usize>,
 }
 
 /// strongSwan (charon with kernel-libipsec) measured in the same namespaces, with
@@ -624,6 +674,29 @@ impl TunnelResults {
     /// The underlay's throughput for a protocol.
     pub fn underlay(&self, protocol: Protocol) -> Option<&UnderlayPoint> {
         self.underlay.iter().find(|u| u.protocol == protocol)
+    }
+
+    /// The variants as the tables judge them: this host's records, except that a
+    /// variant that did not take effect on the peer (`tunnel --peer`) is the
+    /// peer's record, so its figures are marked and its ratios not shown, with the
+    /// peer's reason.
+    pub fn judged_variants(&self) -> Vec<VariantRecord> {
+        let Some(peer) = &self.peer else {
+            return self.variants.clone();
+        };
+        self.variants
+            .iter()
+            .map(|here| {
+                match peer
+                    .variants
+                    .iter()
+                    .find(|p| p.name == here.name && !p.took_effect)
+                {
+                    Some(there) if here.took_effect => there.clone(),
+                    _ => here.clone(),
+                }
+            })
+            .collect()
     }
 }
 

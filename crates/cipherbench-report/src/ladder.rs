@@ -622,7 +622,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         .ok_or("the tunnel layer did not run")?;
     let (a, n) = tunnel_points(t, "accel", "noaesni")
         .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
-    not_effective(&t.variants)?;
+    not_effective(&t.judged_variants())?;
     let (am, nm) = (
         a.throughput_bits_per_sec.median,
         n.throughput_bits_per_sec.median,

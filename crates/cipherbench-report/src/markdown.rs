@@ -239,7 +239,7 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!(
                 "- tunnel {} {} {}: {}{}\n",
                 p.transform,
-                crate::variants::text_name(&t.variants, &p.variant),
+                crate::variants::text_name(&t.judged_variants(), &p.variant),
                 p.protocol.as_str(),
                 format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0),
                 p.runs

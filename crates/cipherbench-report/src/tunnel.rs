@@ -41,12 +41,21 @@ fn rows(t: &TunnelResults) -> Vec<(String, String)> {
 
 fn setup_line(t: &TunnelResults) -> String {
     let c = &t.config;
+    let between = match &t.peer {
+        Some(p) => format!(
+            "between {} ({}) and the peer {} ({}, {}) over the real network",
+            p.here.hostname, p.here.address, p.agent.name, p.there.hostname, p.there.address
+        ),
+        None => format!(
+            "between two network namespaces over veth{}",
+            c.underlay_rate
+                .as_ref()
+                .map(|r| format!(" (tbf {r})"))
+                .unwrap_or_default()
+        ),
+    };
     format!(
-        "ESP in UDP 4500 between two network namespaces over veth{}; tunnel MTU {}; iperf3 {}{} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
-        c.underlay_rate
-            .as_ref()
-            .map(|r| format!(" (tbf {r})"))
-            .unwrap_or_default(),
+        "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
         c.tunnel_mtu,
         c.length_bytes
             .map(|l| format!("-l {l}"))
@@ -72,9 +81,66 @@ fn setup_line(t: &TunnelResults) -> String {
     )
 }
 
+/// The two-host tunnel's hosts, a line each: the peer as checked (fingerprint,
+/// build, clock), then each host's end (its gateway's workers and CPUs, the
+/// affinity read back, iperf3's CPU). Empty between namespaces.
+pub fn peer_lines(t: &TunnelResults) -> Vec<String> {
+    let Some(p) = &t.peer else {
+        return Vec::new();
+    };
+    let a = &p.agent;
+    let mut lines = vec![format!(
+        "peer {}: host {}, kernel {}, {}, {} CPUs, {}, cipherbench {} {}; its clock {:+.3} ms from this host's (±{:.3} ms)",
+        a.name,
+        a.hostname,
+        a.kernel,
+        a.cpu_model,
+        a.cpus.len(),
+        a.openssl,
+        a.version,
+        a.build,
+        a.clock_offset_ns as f64 / 1e6,
+        a.clock_rtt_ns as f64 / 2e6
+    )];
+    for (what, end) in [("this host", &p.here), ("the peer", &p.there)] {
+        let list = cipherbench_model::topology::format_cpu_list;
+        let pinned = if end.gateway_cpus.is_empty() {
+            "not pinned".to_string()
+        } else {
+            format!(
+                "on CPUs {} (read back: {}), iperf3 on CPU {}{}",
+                list(&end.gateway_cpus),
+                if end.gateway_affinity.is_empty() {
+                    "-".to_string()
+                } else {
+                    list(&end.gateway_affinity)
+                },
+                end.iperf3_cpu.map_or("-".to_string(), |c| c.to_string()),
+                match &end.placement {
+                    Some(pl) if !pl.disjoint => ", sharing: not a disjoint placement",
+                    _ => "",
+                }
+            )
+        };
+        lines.push(format!(
+            "{what} ({}, {}): the {} gateway, {} worker{} per direction, {pinned}",
+            end.hostname,
+            end.address,
+            end.gateway,
+            end.gateway_threads,
+            if end.gateway_threads == 1 { "" } else { "s" },
+        ));
+    }
+    lines
+}
+
 /// The terminal table, after seed 004's.
 pub fn text(t: &TunnelResults) -> String {
+    let judged = t.judged_variants();
     let mut out = format!("\ntunnel: {}\n", setup_line(t));
+    for l in peer_lines(t) {
+        out.push_str(&format!("  {l}\n"));
+    }
     if let Some(u) = t.underlay(Protocol::Tcp) {
         out.push_str(&format!(
             "underlay alone: TCP {} Mbit/s ±{:.1} %\n",
@@ -135,7 +201,7 @@ pub fn text(t: &TunnelResults) -> String {
         out.push_str(&format!(
             "{:<18} {:<w$} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {} / {}\n",
             transform,
-            crate::variants::text_name(&t.variants, &variant),
+            crate::variants::text_name(&judged, &variant),
             cell(tcp),
             cell(udp),
             udp.and_then(loss)
@@ -178,12 +244,21 @@ pub fn text(t: &TunnelResults) -> String {
         runs - bad,
         not_esp_sentence(t)
     ));
-    out.push_str(&crate::variants::text_legend(
-        &t.variants,
-        &t.config.variants,
-    ));
+    out.push_str(&crate::variants::text_legend(&judged, &t.config.variants));
     for v in &t.variants {
         out.push_str(&crate::variants::line(v));
+        // Between two hosts: this host's verdict, then the peer's (each judged
+        // against its own accel).
+        if let Some(there) = t
+            .peer
+            .as_ref()
+            .and_then(|p| p.variants.iter().find(|r| r.name == v.name))
+        {
+            out.push_str(&format!(
+                "  on the peer: {}",
+                crate::variants::line(there).trim_start_matches("variant ")
+            ));
+        }
     }
     out.push_str(&crate::strongswan::text(t));
     out
@@ -347,7 +422,7 @@ pub fn ratio_table<'a>(
 pub fn ratios(t: &TunnelResults) -> Vec<RatioRow> {
     ratio_table(
         &t.config.variants,
-        &t.variants,
+        &t.judged_variants(),
         &t.config.transforms,
         |transform, variant, protocol| t.point(transform, variant, protocol),
     )
@@ -486,7 +561,7 @@ fn threads_block(t: &TunnelResults) -> String {
         };
         out.push_str(&format!(
             "  {transform} {} {}: sender {} | receiver {}\n",
-            crate::variants::text_name(&t.variants, &variant),
+            crate::variants::text_name(&t.judged_variants(), &variant),
             point.map_or("", |p| p.protocol.as_str()),
             thread_loads(&run.sender),
             thread_loads(&run.receiver)
@@ -592,8 +667,17 @@ pub fn csv(t: &TunnelResults) -> String {
 
 /// The report's layer 4 section.
 pub fn html(t: &TunnelResults) -> String {
+    let judged = t.judged_variants();
     let mut out = String::from("<h2 id=\"tunnel\">Layer 4: the IPsec tunnel</h2>");
     out.push_str(&format!("<p>{}.</p>", escape(&setup_line(t))));
+    let hosts = peer_lines(t);
+    if !hosts.is_empty() {
+        out.push_str("<ul>");
+        for l in &hosts {
+            out.push_str(&format!("<li>{}</li>", escape(l)));
+        }
+        out.push_str("</ul>");
+    }
     let underlay = t.underlay(Protocol::Tcp);
     if t.points.is_empty() && t.strongswan.is_some() {
         // Only strongSwan ran (--stack strongswan).
@@ -640,7 +724,7 @@ pub fn html(t: &TunnelResults) -> String {
                         "{} {}{}",
                         protocol.as_str().to_uppercase(),
                         variant,
-                        if crate::variants::ineffective(&t.variants, variant).is_some() {
+                        if crate::variants::ineffective(&judged, variant).is_some() {
                             " (did not take effect)"
                         } else {
                             ""
@@ -716,7 +800,7 @@ pub fn html(t: &TunnelResults) -> String {
         out.push_str(&format!(
             "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {}</td></tr>",
             escape(transform),
-            crate::variants::html_name(&t.variants, variant),
+            crate::variants::html_name(&judged, variant),
             cell(tcp),
             cell(udp),
             udp.and_then(loss).map(|l| format!("{l:.1} %")).unwrap_or_else(|| "–".into()),
@@ -733,6 +817,14 @@ pub fn html(t: &TunnelResults) -> String {
         "Throughput of one variant over another through the same transform.",
     ));
     out.push_str(&crate::variants::html_table(&t.variants));
+    if let Some(p) = &t.peer {
+        out.push_str(&format!(
+            "<p>The same variants as judged on the peer {} ({}), against its own accel:</p>",
+            escape(&p.agent.name),
+            escape(&p.there.hostname)
+        ));
+        out.push_str(&crate::variants::html_table(&p.variants));
+    }
     out.push_str("<p class=\"muted\">Mbit/s received by iperf3's server (10<sup>6</sup> bit/s). ± is the spread across runs, or across per-second intervals for a single run. Gateway CPU: cores used by each gateway process during the TCP run (1.00 = one full core). Saturated first: where UDP datagrams were lost (the sending TUN queue, the receiving gateway's socket, or past both), or without losses the gateway thread nearest a full core; hover for the evidence.</p>");
     out.push_str("<details><summary>Every run</summary><div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">variant</th><th class=\"l\">protocol</th><th>-b</th><th>Mbit/s</th><th>loss</th><th>retransmits</th><th>sealed</th><th>opened</th><th>bytes check</th><th class=\"l\">drops by reason</th></tr>");
     for p in &t.points {

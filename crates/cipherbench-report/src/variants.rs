@@ -44,7 +44,7 @@ pub fn of_record(record: &RunRecord) -> Vec<(&'static str, Vec<VariantRecord>)> 
         out.push(("tls", one_each));
     }
     if let Some(t) = &record.tunnel {
-        out.push(("tunnel", t.variants.clone()));
+        out.push(("tunnel", t.judged_variants()));
         if let Some(s) = &t.strongswan {
             out.push(("tunnel (strongSwan's charon)", s.variants.clone()));
         }

@@ -41,7 +41,7 @@ pub fn main() -> Result<()> {
             Err(e) => Reply::Error {
                 message: format!("not a request this agent understands ({e}): is the coordinator cipherbench {}?", version()),
             },
-            Ok(Request::Hello) => Reply::Hello(Hello::here()),
+            Ok(Request::Hello) => Reply::Hello(Box::new(Hello::here())),
             Ok(Request::Clock) => Reply::Clock {
                 unix_ns: crate::agent::unix_ns(),
             },

@@ -579,3 +579,26 @@ fn a_speed_run_stopped_between_rounds_measures_the_cipher_again_whole_on_resume(
     }
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn namespace_only_tunnel_flags_are_refused_with_peer_before_any_ssh() {
+    let dir = scratch("peer-flags");
+    for (flags, needle) in [
+        (&["--underlay-rate", "1gbit"][..], "--underlay-rate shapes"),
+        (&["--variant-side", "sender"][..], "--variant-side applies"),
+        (
+            &["--stack", "own,strongswan"][..],
+            "--stack strongswan runs",
+        ),
+    ] {
+        let out = bin()
+            .args(["tunnel", "--peer", "nosuchhost.invalid"])
+            .args(flags)
+            .arg("--results")
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, needle);
+        assert!(!dir.exists(), "{flags:?} left {}", dir.display());
+    }
+}

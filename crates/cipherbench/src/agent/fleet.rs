@@ -221,6 +221,7 @@ impl Agent {
         AgentRecord {
             name: self.name.clone(),
             version: self.hello.version.clone(),
+            build: self.hello.build.clone(),
             hostname: self.hello.hostname.clone(),
             kernel: self.hello.kernel.clone(),
             cpu_model: self.hello.cpu_model.clone(),
@@ -323,7 +324,7 @@ impl Fleet {
             match agent.ask(&Request::Hello, HELLO_TIMEOUT)? {
                 Reply::Hello(h) => {
                     h.check(&agent.name)?;
-                    agent.hello = h;
+                    agent.hello = *h;
                 }
                 _ => bail!("agent {}: answered hello with something else", agent.name),
             }

@@ -25,11 +25,48 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
 /// like agents of another version.
-pub const PROTOCOL: u32 = 2;
+pub const PROTOCOL: u32 = 3;
 
 /// This build's version, which every agent must share.
 pub fn version() -> &'static str {
     env!("CARGO_PKG_VERSION")
+}
+
+/// This build's identity, which every agent must share: the SHA-256 of this
+/// process's own executable (read through `/proc/self/exe`, so the file it started
+/// from even if replaced since), with the commit and profile it was built from.
+/// Two builds that share a version (a debug and a release build, two commits, two
+/// compilers) differ in their bytes, and a debug agent's gateway would measure
+/// something else; a copy of the same binary is the same build. Computed once.
+pub fn build() -> &'static str {
+    static BUILD: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    BUILD.get_or_init(|| {
+        let profile = if cfg!(debug_assertions) {
+            "debug"
+        } else {
+            "release"
+        };
+        let hash = executable_sha256()
+            .map(|h| format!("sha256:{}", &h[..16]))
+            .unwrap_or_else(|e| format!("unhashed ({e})"));
+        format!("{hash} (commit {}, {profile})", env!("CIPHERBENCH_COMMIT"))
+    })
+}
+
+/// The SHA-256 of this process's executable, hex.
+fn executable_sha256() -> Result<String> {
+    use std::io::Read;
+    let mut f = std::fs::File::open("/proc/self/exe")?;
+    let mut h = cipherbench_crypto::digest::Sha256::new()?;
+    let mut buf = vec![0u8; 1 << 20];
+    loop {
+        let n = f.read(&mut buf)?;
+        if n == 0 {
+            break;
+        }
+        h.update(&buf[..n])?;
+    }
+    Ok(cipherbench_crypto::digest::to_hex(&h.finish()?))
 }
 
 /// What the coordinator asks.
@@ -49,6 +86,18 @@ pub enum Request {
     },
     /// `tunnel --peer`: bring this host's end up (TUN, gateway, iperf3).
     PeerUp(Box<EndSpec>),
+    /// `tunnel --peer`: place this host's end (the gateway and iperf3) on its own
+    /// topology, or leave it unpinned: [`Reply::Placed`]. Kept for every end
+    /// brought up after.
+    PeerPlace {
+        /// Pin (`tunnel --no-pin` not given).
+        pin: bool,
+        /// The gateway's workers per direction (None: this host's default).
+        gateway_threads: Option<usize>,
+    },
+    /// `tunnel --peer`: a stats snapshot of this host's gateway with its
+    /// host's counters: [`Reply::EndStats`].
+    PeerStats,
     /// `tunnel --peer`: take everything down.
     PeerDown,
     /// `tunnel --peer`, after a failure: remove a TUN a killed agent left.
@@ -77,7 +126,7 @@ pub enum Request {
 #[serde(tag = "type", rename_all = "snake_case")]
 pub enum Reply {
     /// Version and fingerprint.
-    Hello(Hello),
+    Hello(Box<Hello>),
     /// The agent's wall clock when it answered, ns since the Unix epoch.
     Clock {
         /// ns since the epoch.
@@ -92,6 +141,18 @@ pub enum Reply {
     EndUp {
         /// The judgement.
         variant: Box<cipherbench_model::variant::VariantRecord>,
+        /// The CPUs the gateway's worker threads may run on, read from /proc once
+        /// it was up.
+        gateway_affinity: Vec<usize>,
+    },
+    /// `tunnel --peer`: where this host placed its end (its host name, gateway
+    /// CPUs, iperf3's CPU, the placement with its warnings).
+    Placed(Box<cipherbench_model::tunnel::HostEnd>),
+    /// `tunnel --peer`: a snapshot of this host's gateway and its counters, as the
+    /// tunnel layer writes it (opaque to the protocol).
+    EndStats {
+        /// The layer's snapshot.
+        snapshot: serde_json::Value,
     },
     /// The request failed; one line.
     Error {
@@ -106,6 +167,9 @@ pub enum Reply {
 pub struct Hello {
     /// `cipherbench` version.
     pub version: String,
+    /// [`build`].
+    #[serde(default)]
+    pub build: String,
     /// [`PROTOCOL`].
     pub protocol: u32,
     /// Host name.
@@ -149,6 +213,7 @@ impl Hello {
             .unwrap_or_default();
         Hello {
             version: version().to_string(),
+            build: build().to_string(),
             protocol: PROTOCOL,
             hostname: read("/proc/sys/kernel/hostname"),
             kernel: read("/proc/sys/kernel/osrelease"),
@@ -166,8 +231,8 @@ impl Hello {
         }
     }
 
-    /// Refuses an agent that is not this very protocol and version; the message is
-    /// one line naming both versions and what to do.
+    /// Refuses an agent that is not this very protocol, version and build; the
+    /// message is one line naming both and what to do.
     pub fn check(&self, name: &str) -> Result<()> {
         if self.version != version() || self.protocol != PROTOCOL {
             bail!(
@@ -176,6 +241,14 @@ impl Hello {
                 self.protocol,
                 version(),
                 PROTOCOL
+            );
+        }
+        if self.build != build() {
+            bail!(
+                "agent {name} runs another build of cipherbench {}: {}, this is {}: install the same build on every host (copy this binary there; --agent-path names it)",
+                self.version,
+                if self.build.is_empty() { "unknown" } else { &self.build },
+                build()
             );
         }
         Ok(())
@@ -364,6 +437,12 @@ pub struct EndSpec {
     /// The gateway's variant, by name (a mask variant: `accel`, `noaesni`,
     /// `ia32cap:MASK`, `noifma`, ...).
     pub variant: String,
+    /// Datagrams per batched system call (`tunnel --batch`).
+    pub batch: usize,
+    /// TUN offloads (`--no-offload` not given).
+    pub offload: bool,
+    /// UDP GSO and GRO (`--no-udp-offload` not given).
+    pub udp_offload: bool,
 }
 
 /// Now, ns since the epoch.
@@ -433,5 +512,21 @@ mod tests {
         let mut h = Hello::here();
         h.protocol += 1;
         assert!(h.check("c").is_err());
+    }
+
+    #[test]
+    fn agents_of_another_build_of_the_same_version_are_refused_naming_both() {
+        let mut h = Hello::here();
+        assert!(build().starts_with("sha256:"), "{}", build());
+        h.build = "sha256:0123456789abcdef (commit 0, release)".into();
+        let e = h.check("user@b").unwrap_err().to_string();
+        assert!(
+            e.contains("user@b")
+                && e.contains("sha256:0123456789abcdef")
+                && e.contains(build())
+                && e.contains("install the same build on every host")
+                && !e.contains('\n'),
+            "{e}"
+        );
     }
 }

@@ -38,8 +38,9 @@ pub struct TunnelArgs {
     pub variant_side: VariantSideArg,
     /// Run the tunnel to this host over the real network instead of between
     /// namespaces: one gateway here, one there (started by `cipherbench agent` over
-    /// ssh, root on both), UDP 4500, iperf3 TCP on both ends, the underlay first.
-    /// Prints its figures; writes no results directory yet.
+    /// ssh, root on both, the same build), UDP 4500, iperf3 on both ends, each
+    /// host's end pinned on its own cores, the underlay first; results as the
+    /// namespace tunnel's.
     #[arg(long, value_name = "HOST")]
     pub peer: Option<String>,
     /// ssh client config for --peer (ssh -F FILE).
@@ -368,7 +369,7 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
     }
     let plan = args.plan()?;
     if let Some(peer) = &args.peer {
-        return peer_command(args, peer, &plan);
+        return peer_command(args, peer, &plan, quiet);
     }
     measure(
         &args.output,
@@ -387,8 +388,10 @@ pub fn command(args: &TunnelArgs, quiet: bool) -> Result<ExitCode> {
     )
 }
 
-/// `tunnel --peer HOST`.
-fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<ExitCode> {
+/// `tunnel --peer HOST`: the flags that mean nothing between two hosts refused in
+/// one line, then measured into a session as the namespace tunnel is (run.json,
+/// summary.md, report.html) and shown with the same table.
+fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan, quiet: bool) -> Result<ExitCode> {
     if peer.contains(',') {
         bail!("--peer takes one host");
     }
@@ -396,201 +399,50 @@ fn peer_command(args: &TunnelArgs, peer: &str, plan: &TunnelPlan) -> Result<Exit
     for v in &plan.variants {
         crate::tunnel::peer::peer_variant(&v.name())?;
     }
+    if args.underlay_rate.is_some() {
+        bail!("--underlay-rate shapes the namespace tunnel's veth; with --peer the underlay is the real network between the hosts (drop --underlay-rate)");
+    }
+    if args.variant_side != VariantSideArg::Both {
+        bail!("--variant-side applies between namespaces; with --peer both gateways run each variant, each judged on its own host (drop --variant-side)");
+    }
+    if plan.stacks != [Stack::Own] {
+        bail!("--stack strongswan runs between namespaces only; with --peer only cipherbench's own gateways run (drop --stack)");
+    }
+    if args.esp_keylog.is_some() {
+        bail!(
+            "--esp-keylog is not supported with --peer: the peer's gateway keys stay on the peer"
+        );
+    }
     let launch = crate::agent::fleet::Launch::parse(
         peer,
         args.ssh_config.clone(),
         args.agent_path.as_deref(),
         None,
     )?;
-    crate::interrupt::install();
-    let out = crate::tunnel::peer::run(&crate::tunnel::peer::PeerPlan {
+    let plan = crate::tunnel::peer::PeerPlan {
         launch,
         plan: plan.clone(),
-    })?;
-    crate::progress::write_stdout(format_args!(
-        "{}",
-        peer_text(&out, plan.seconds, plan.repeats)
-    ));
-    Ok(ExitCode::SUCCESS)
-}
-
-/// The two-host tunnel's table: the underlay, then per transform and variant the
-/// median of its rounds (min-max with several), then each variant's ratio against
-/// the first with its interval over the rounds, then each variant as judged on each
-/// host. Pure.
-fn peer_text(out: &crate::tunnel::peer::PeerOutcome, seconds: u64, repeats: usize) -> String {
-    use cipherbench_model::stats::Summary;
-    use std::fmt::Write;
-    let gbps = |r: &cipherbench_model::tunnel::IperfRun| r.receiver_bits_per_sec / 1e9;
-    let underlay = gbps(&out.underlay);
-    let mut t = String::new();
-    let _ = writeln!(
-        t,
-        "tunnel to {} ({} -> {}), iperf3 {seconds} s each (UDP at the rate its search chose), {repeats} round(s) per transform and variant, the variants alternating:\n  {:<34}{:>8.3} Gbit/s",
-        out.peer, out.addresses.0, out.addresses.1, "underlay (TCP)", underlay
-    );
-    // Rounds of (transform and protocol, variant), in the order first measured;
-    // UDP's loss beside them.
-    let mut points: Vec<(String, String, Vec<f64>)> = Vec::new();
-    let mut losses: Vec<(String, String, Vec<f64>)> = Vec::new();
-    for r in &out.tunnel {
-        let what = format!("{} {}", r.transform.name(), r.iperf.protocol.as_str());
-        match points.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
-            Some(p) => p.2.push(gbps(&r.iperf)),
-            None => points.push((what.clone(), r.variant.clone(), vec![gbps(&r.iperf)])),
-        }
-        if let Some(l) = r.iperf.lost_percent {
-            match losses.iter_mut().find(|p| p.0 == what && p.1 == r.variant) {
-                Some(p) => p.2.push(l),
-                None => losses.push((what, r.variant.clone(), vec![l])),
-            }
-        }
-    }
-    for (what, variant, rounds) in &points {
-        let s = Summary::of_or_empty(rounds);
-        let m = s.median;
-        let spread = if rounds.len() > 1 {
-            format!(" [{:.3}-{:.3}]", s.min, s.max)
-        } else {
-            String::new()
-        };
-        let loss = losses
-            .iter()
-            .find(|l| &l.0 == what && &l.1 == variant)
-            .map(|l| format!(", loss {:.1} %", Summary::of_or_empty(&l.2).median))
-            .unwrap_or_default();
-        let _ = writeln!(
-            t,
-            "  {:<22}{:<12}{m:>8.3} Gbit/s  ({:.0} % of the underlay{loss}){spread}",
-            what,
-            variant,
-            100.0 * m / underlay.max(1e-12)
-        );
-    }
-    // Ratios against the first variant, where both took effect on both hosts.
-    let not_effective = |name: &str| -> Option<String> {
-        let (here, there) = out.judged.iter().find(|(h, _)| h.name == name)?;
-        if !here.took_effect {
-            Some(format!("{name} did not take effect here"))
-        } else if !there.took_effect {
-            Some(format!("{name} did not take effect on {}", out.peer))
-        } else {
-            None
-        }
     };
-    let base = out
-        .judged
-        .first()
-        .map(|j| j.0.name.as_str())
-        .unwrap_or("accel");
-    let ratios = peer_ratios(&points, base, not_effective);
-    if !ratios.is_empty() {
-        t.push_str(
-            "ratios (both gateways run the variant; 95 % interval over the paired rounds):\n",
-        );
-        t.push_str(&ratios);
-    }
-    for (here, there) in &out.judged {
-        let verdict = |r: &cipherbench_model::variant::VariantRecord| {
-            if r.took_effect {
-                format!("took effect: {}", r.explanation())
-            } else {
-                format!("DID NOT TAKE EFFECT: {}", r.explanation())
-            }
-        };
-        let _ = writeln!(
-            t,
-            "variant {} here: {}\n  on {}: {}",
-            here.name,
-            verdict(here),
-            out.peer,
-            verdict(there)
-        );
-    }
-    t
-}
-
-/// Each variant's rounds against `base`'s at the same transform and protocol: the ratio of
-/// medians with its 95 % interval over the paired rounds (`no clear difference`
-/// when it holds 1.0), the bare ratio with fewer rounds than an interval needs, or
-/// why there is none. Pure.
-fn peer_ratios(
-    points: &[(String, String, Vec<f64>)],
-    base: &str,
-    not_effective: impl Fn(&str) -> Option<String>,
-) -> String {
-    use cipherbench_model::interval::{Pairing, RatioInterval, DEFAULT_SEED, MIN_ROUNDS};
-    use cipherbench_model::stats::Summary;
-    use std::fmt::Write;
-    let median = |rounds: &[f64]| Summary::of_or_empty(rounds).median;
-    let mut out = String::new();
-    for (what, variant, rounds) in points {
-        if variant == base {
-            continue;
-        }
-        let Some((_, _, base_rounds)) = points.iter().find(|p| p.0 == *what && p.1 == base) else {
-            continue;
-        };
-        let value = match not_effective(variant).or_else(|| not_effective(base)) {
-            Some(why) => format!("n/a: {why}"),
-            None => {
-                match RatioInterval::bootstrap(base_rounds, rounds, Pairing::Paired, DEFAULT_SEED) {
-                    Some(i) => i.display(),
-                    None => format!(
-                        "{:.2}x (no interval: fewer than {MIN_ROUNDS} rounds, --repeats)",
-                        median(base_rounds) / median(rounds),
-                    ),
-                }
-            }
-        };
-        let _ = writeln!(out, "  {what}: {base} / {variant}  {value}");
-    }
-    out
+    measure(
+        &args.output,
+        args.preset.name(),
+        quiet,
+        &variant::libraries_of(&plan.plan.variants),
+        false,
+        |s| crate::tunnel::peer::run(&plan, s),
+        |s| {
+            summary(
+                args.json,
+                s.record.tunnel.as_ref(),
+                cipherbench_report::tunnel::text,
+            )
+        },
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn peer_ratios_carry_an_interval_and_say_when_it_holds_one() {
-        let p = |t: &str, v: &str, r: &[f64]| (t.to_string(), v.to_string(), r.to_vec());
-        let points = vec![
-            p("aes128-gcm tcp", "accel", &[2.0, 2.1, 1.9]),
-            p("aes128-gcm tcp", "noaesni", &[0.5, 0.52, 0.49]),
-            p("aes256-gcm udp", "accel", &[1.0, 1.1, 0.9]),
-            p("aes256-gcm udp", "noaesni", &[1.05, 0.95, 1.0]),
-            p("aes256-sha256 tcp", "accel", &[1.0]),
-            p("aes256-sha256 tcp", "noaesni", &[0.5]),
-            p("null tcp", "accel", &[3.0]),
-        ];
-        let t = peer_ratios(&points, "accel", |_| None);
-        let line = |t: &str, what: &str| -> String {
-            t.lines()
-                .find(|l| l.trim_start().starts_with(what))
-                .unwrap_or_else(|| panic!("no {what} in {t}"))
-                .to_string()
-        };
-        let gcm = line(&t, "aes128-gcm tcp: accel / noaesni");
-        assert!(
-            gcm.contains("4.00x [") && !gcm.contains("no clear"),
-            "{gcm}"
-        );
-        let same = line(&t, "aes256-gcm udp: accel / noaesni");
-        assert!(same.ends_with("no clear difference"), "{same}");
-        let one = line(&t, "aes256-sha256 tcp: accel / noaesni");
-        assert!(one.contains("2.00x (no interval"), "{one}");
-        assert!(!t.contains("null"), "{t}");
-        // A variant that did not take effect on either host has no ratio.
-        let t = peer_ratios(&points, "accel", |v| {
-            (v == "noaesni").then(|| "noaesni did not take effect on h1".to_string())
-        });
-        assert!(
-            line(&t, "aes128-gcm tcp: accel / noaesni")
-                .ends_with("n/a: noaesni did not take effect on h1"),
-            "{t}"
-        );
-    }
 
     #[test]
     fn the_tunnel_mtu_limit_is_the_largest_that_every_transform_fits() {

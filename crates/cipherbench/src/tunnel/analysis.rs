@@ -271,6 +271,7 @@ mod tests {
     fn gateway(opened_packets: u64, opened_bytes: u64, load: f64) -> GatewayRun {
         GatewayRun {
             side: "x".into(),
+            host: None,
             variant: "accel".into(),
             sealed_packets: 0,
             sealed_bytes: 0,

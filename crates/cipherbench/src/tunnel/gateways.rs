@@ -290,7 +290,7 @@ impl GatewayPair {
 
 /// Counters of a gateway's namespace that the runner reads around a run (the
 /// gateway cannot see them from inside its own stats).
-#[derive(Debug, Clone, Copy, Default)]
+#[derive(Debug, Clone, Copy, Default, serde::Serialize, serde::Deserialize)]
 pub struct NamespaceCounters {
     /// The TUN device's `tx_dropped`.
     pub tun_queue_drops: u64,
@@ -351,6 +351,7 @@ pub fn gateway_run(
     let (tx0, tx1, rx0, rx1) = (&before.tx, &after.tx, &before.rx, &after.rx);
     GatewayRun {
         side: side.to_string(),
+        host: None,
         variant: variant.to_string(),
         sealed_packets: d(
             before.outbound.sealed_packets,

@@ -378,6 +378,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             iperf3_version: iperf::version(),
             strongswan: None,
             placement: None,
+            peer: None,
         },
     };
     let topology = session
@@ -675,7 +676,7 @@ impl rounds::Stand for OwnStand<'_> {
             runs,
             self.underlay_tcp,
         );
-        warn_about(&point, self.session);
+        warn_about(&point, self.session, None);
         self.session.progress.point(&format!(
             "{} {} {}: {}{}",
             point.transform,
@@ -756,7 +757,11 @@ fn note_variant(
     known.push(record);
 }
 
-fn warn_about(point: &TunnelPoint, session: &mut Session) {
+/// The warnings a point deserves, saved with the run: noise, bytes that do not
+/// reconcile, drops, a sender-limited search, a tunnel above its underlay, a high
+/// spread. `peer`: the tunnel ran to this host (`tunnel --peer`), whose underlay
+/// is the real network between the two.
+pub(crate) fn warn_about(point: &TunnelPoint, session: &mut Session, peer: Option<&str>) {
     let what = format!(
         "{} {} {}",
         point.transform,
@@ -819,14 +824,18 @@ fn warn_about(point: &TunnelPoint, session: &mut Session) {
             .iter()
             .any(|w| w.kind == "tunnel_above_underlay")
     {
-        session.record.warn(
-            "tunnel",
-            "tunnel_above_underlay",
-            format!(
-                "{what} carried {:.0} % of the underlay alone: on a veth with no rate limit nothing queues, so TCP sends each of iperf3's -l writes over the bare underlay as its own segment, while the tunnel's latency lets it coalesce them into large TSO packets; the underlay is then no ceiling (pass --underlay-rate, e.g. 1gbit as seed 004's LAN, for a wire-limited one)",
-                point.underlay_share.unwrap_or(0.0) * 100.0
+        let share = point.underlay_share.unwrap_or(0.0) * 100.0;
+        let message = match peer {
+            None => format!(
+                "{what} carried {share:.0} % of the underlay alone: on a veth with no rate limit nothing queues, so TCP sends each of iperf3's -l writes over the bare underlay as its own segment, while the tunnel's latency lets it coalesce them into large TSO packets; the underlay is then no ceiling (pass --underlay-rate, e.g. 1gbit as seed 004's LAN, for a wire-limited one)"
             ),
-        );
+            Some(host) => format!(
+                "{what} carried {share:.0} % of the underlay measured alone between this host and {host}: a tunnel cannot carry more than the path under it when that path is the limit, so one of the two figures is off (the underlay run was disturbed, or the path is not the limit: a virtual link such as veth or a bridge, where nothing queues and TCP over the bare path sends each -l write as its own segment while the tunnel's latency coalesces them); measure the underlay again (iperf3 between the two addresses) before reading the tunnel's share"
+            ),
+        };
+        session
+            .record
+            .warn("tunnel", "tunnel_above_underlay", message);
     }
     if point.interval_bits_per_sec.high_spread() {
         session.record.warn(
@@ -943,7 +952,7 @@ pub fn measured_run_on(
     })
 }
 
-fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
+pub(crate) fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
     let totals: Vec<f64> = runs.iter().map(|r| r.receiver_bits_per_sec).collect();
     let intervals: Vec<f64> = runs
         .iter()
@@ -957,7 +966,7 @@ fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {
     }
 }
 
-fn tunnel_point(
+pub(crate) fn tunnel_point(
     transform: Transform,
     variant: &Variant,
     variant_side: VariantSide,

@@ -4,11 +4,19 @@
 //! same `__gateway` and the same ESP as between namespaces. iperf3 runs on both ends.
 //!
 //! Order, as seed 004: UDP 4500 checked both ways (a firewall dropping it is one
-//! line), the underlay measured first (iperf3 TCP between the hosts' own addresses),
-//! then per transform: the peer's end up (its TUN, the responder gateway, an iperf3
-//! server on its inner address), this end up (TUN, initiator gateway), iperf3 TCP
-//! through the tunnel, both ends down. The SAs' secret is drawn here and handed to the
-//! peer over the ssh channel only (never a file, never a command line).
+//! line), each host places its end on its own topology (the gateway and iperf3 on
+//! separate whole cores where it can, `cipherbench_model::topology::place_tunnel_end`),
+//! the underlay measured first (iperf3 TCP between the hosts' own addresses), then
+//! per transform: the peer's end up (its TUN, the responder gateway, an iperf3
+//! server on its inner address), this end up (TUN, initiator gateway), iperf3
+//! through the tunnel with both gateways' stats taken around every run, both ends
+//! down. The SAs' secret is drawn here and handed to the peer over the ssh channel
+//! only (never a file, never a command line).
+//!
+//! The results go into the session as the namespace tunnel's do ([`TunnelResults`],
+//! saved after every point), with [`PeerRecord`]: the peer as checked (fingerprint,
+//! build, clock offset), each host's end (address, placement, the gateway's
+//! affinity read from /proc), and the variants as judged on the peer.
 //!
 //! Every end is an [`End`], removed on drop: its TUN device (and with it the inner
 //! address and route), gateway and iperf3. The agent drops its end when asked, when
@@ -18,16 +26,22 @@
 
 use crate::agent::fleet::{Agent, Fleet, Launch};
 use crate::agent::{EndSpec, Reply, Request};
+use crate::results::Session;
 use crate::supervisor::{Child, Spawn};
+use crate::tunnel::gateway::stats::GatewayStats;
 use crate::tunnel::gateway::{to_hex, GatewayConfig};
-use crate::tunnel::gateways::Gateway;
+use crate::tunnel::gateways::{Gateway, NamespaceCounters};
 use crate::tunnel::iperf::ClientRun;
-use crate::tunnel::rounds::{self, Placed};
+use crate::tunnel::rounds;
 use crate::variant::{Baseline, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
-use cipherbench_model::tunnel::{IperfRun, Protocol};
+use cipherbench_model::topology::{place_tunnel_end, Topology};
+use cipherbench_model::tunnel::{
+    HostEnd, IperfRun, PeerRecord, Protocol, TunnelResults, TunnelRun, VariantSide,
+};
 use cipherbench_model::variant::VariantRecord;
+use serde::{Deserialize, Serialize};
 use std::net::{Ipv4Addr, SocketAddrV4, UdpSocket};
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
@@ -51,22 +65,37 @@ pub struct End {
     gateway: Option<Gateway>,
     iperf: Option<Child>,
     tun_made: bool,
+    /// The device the underlay leaves by (toward the other host), for its drops.
+    underlay_device: Option<String>,
 }
 
 fn ip(args: &[&str]) -> Result<()> {
     crate::tunnel::topology::command("ip", args).map(|_| ())
 }
 
+/// What a gateway snapshot is taken with on its host: its stats and the host's
+/// counters around it (the TUN's and the underlay device's drops, UDP receive
+/// buffer drops). Sent from the peer as its agent's `EndStats`.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct EndSnapshot {
+    /// The gateway's own.
+    pub stats: GatewayStats,
+    /// The host's.
+    pub counters: NamespaceCounters,
+}
+
 impl End {
     /// Brings an end up with its gateway under `variant` (masked as `baseline` says
-    /// for this host's library) and judges the variant by the probes the gateway
-    /// measured, against this host's accel; on any failure, what was made is
-    /// removed.
+    /// for this host's library), its threads on `placed`'s CPUs, and judges the
+    /// variant by the probes the gateway measured, against this host's accel; on
+    /// any failure, what was made is removed. Also returns the CPUs the gateway's
+    /// worker threads may run on, read from /proc (the pinning, by effect).
     pub fn up(
         spec: &EndSpec,
+        placed: &HostEnd,
         variant: &Variant,
         baseline: &Baseline,
-    ) -> Result<(End, VariantRecord)> {
+    ) -> Result<(End, VariantRecord, Vec<usize>)> {
         let dir = std::env::temp_dir().join(format!("cipherbench-peer-{}", spec.tun));
         std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
         let mut end = End {
@@ -75,6 +104,7 @@ impl End {
             gateway: None,
             iperf: None,
             tun_made: false,
+            underlay_device: underlay_device(spec.peer.ip()),
         };
         ip(&[
             "tuntap",
@@ -119,16 +149,15 @@ impl End {
             label: spec.label.clone(),
             initiator: spec.initiator,
             stats_path: end.dir.join("stats.json"),
-            batch: 64,
-            offload: true,
-            udp_offload: true,
-            cpus: Vec::new(),
+            batch: spec.batch,
+            offload: spec.offload,
+            udp_offload: spec.udp_offload,
+            cpus: placed.gateway_cpus.clone(),
             socket_buffer_bytes: 8 << 20,
             replay_window: crate::tunnel::gateway::REPLAY_WINDOW,
             mtu: spec.mtu as usize,
             esp_keylog: None,
-            // The host's default, as on one machine (`tunnel --gateway-threads`).
-            threads: crate::tunnel::default_gateway_threads(crate::host::cores()),
+            threads: placed.gateway_threads,
         };
         let gateway = Gateway::start(
             std::path::Path::new("/proc/self/exe"),
@@ -141,11 +170,44 @@ impl End {
         if gateway.probes.is_none() {
             record.cpu_settings = gateway.cpu_settings.clone();
         }
+        let affinity = worker_affinity(gateway.pid());
         end.gateway = Some(gateway);
         if spec.iperf_server {
-            end.iperf = Some(iperf_server(spec.inner)?);
+            end.iperf = Some(iperf_server(spec.inner, placed.iperf3_cpu)?);
         }
-        Ok((end, record))
+        Ok((end, record, affinity))
+    }
+
+    /// A snapshot of the gateway with this host's counters around it.
+    pub fn snapshot(&mut self) -> Result<EndSnapshot> {
+        let gateway = self
+            .gateway
+            .as_mut()
+            .context("the tunnel's end has no gateway")?;
+        let stats = gateway.snapshot()?;
+        let tun = link_stats_here(&self.tun)?;
+        let underlay = match &self.underlay_device {
+            Some(d) => link_stats_here(d)?,
+            None => Default::default(),
+        };
+        Ok(EndSnapshot {
+            stats,
+            counters: NamespaceCounters {
+                tun_queue_drops: tun.tx_dropped,
+                link_drops: tun.rx_dropped + underlay.tx_dropped + underlay.rx_dropped,
+                udp_rcvbuf_errors: crate::tunnel::topology::udp_rcvbuf_errors(gateway.pid()),
+            },
+        })
+    }
+
+    /// The gateway's variant, and whether it is still running.
+    fn gateway(&mut self) -> Result<&mut Gateway> {
+        let g = self
+            .gateway
+            .as_mut()
+            .context("the tunnel's end has no gateway")?;
+        g.check_alive()?;
+        Ok(g)
     }
 }
 
@@ -165,12 +227,69 @@ impl Drop for End {
     }
 }
 
-/// An iperf3 server bound to `addr`, ready when its socket listens (read from
-/// `/proc/PID/net/tcp`, as the namespace tunnel's: a test connection would be taken
-/// for a client and reset the next one).
-fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
+/// A link's counters in this process's namespace.
+fn link_stats_here(device: &str) -> Result<crate::tunnel::topology::LinkStats> {
+    let out = crate::tunnel::topology::command("ip", &["-s", "-j", "link", "show", "dev", device])?;
+    crate::tunnel::topology::parse_link_stats(&out)
+        .with_context(|| format!("reading {device}'s counters"))
+}
+
+/// The device packets to `to` leave by (`ip route get`), if the route says.
+fn underlay_device(to: &Ipv4Addr) -> Option<String> {
+    let out =
+        crate::tunnel::topology::command("ip", &["-o", "route", "get", &to.to_string()]).ok()?;
+    device_of_route(&out)
+}
+
+/// The word after `dev` in a route.
+fn device_of_route(route: &str) -> Option<String> {
+    let words: Vec<&str> = route.split_whitespace().collect();
+    let at = words.iter().position(|w| *w == "dev")?;
+    words.get(at + 1).map(|d| d.to_string())
+}
+
+/// The CPUs `pid`'s threads other than its main thread may run on (the union of
+/// their `Cpus_allowed_list`): a gateway's workers, which pin themselves; the main
+/// thread only waits for signals and is not pinned.
+pub fn worker_affinity(pid: u32) -> Vec<usize> {
+    let mut cpus: Vec<usize> = Vec::new();
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return cpus;
+    };
+    for task in tasks.flatten() {
+        if task.file_name().to_string_lossy() == pid.to_string() {
+            continue;
+        }
+        cpus.extend(allowed_list(&task.path().join("status")).unwrap_or_default());
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    cpus
+}
+
+/// `Cpus_allowed_list` of a `/proc/.../status` file.
+fn allowed_list(status: &std::path::Path) -> Option<Vec<usize>> {
+    let text = std::fs::read_to_string(status).ok()?;
+    let line = text.lines().find(|l| l.starts_with("Cpus_allowed_list:"))?;
+    cipherbench_model::topology::parse_cpu_list(line.split_once(':')?.1)
+}
+
+/// An iperf3 server bound to `addr` (on `cpu`, `-A`, when placed), ready when its
+/// socket listens (read from `/proc/PID/net/tcp`, as the namespace tunnel's: a test
+/// connection would be taken for a client and reset the next one).
+fn iperf_server(addr: Ipv4Addr, cpu: Option<usize>) -> Result<Child> {
+    let mut args = vec![
+        "-s".to_string(),
+        "-B".into(),
+        addr.to_string(),
+        "-p".into(),
+        IPERF_PORT.to_string(),
+    ];
+    if let Some(c) = cpu {
+        args.extend(["-A".into(), c.to_string()]);
+    }
     let mut child = Spawn::new("iperf3")
-        .args(["-s", "-B", &addr.to_string(), "-p", &IPERF_PORT.to_string()])
+        .args(&args)
         .start()
         .context("starting iperf3 -s")?;
     let pid = child.pid();
@@ -188,6 +307,39 @@ fn iperf_server(addr: Ipv4Addr) -> Result<Child> {
     Ok(child)
 }
 
+/// This host's end placed on `topology`: the gateway's workers (`threads`, or this
+/// host's default) and, with `pin`, its CPUs and iperf3's from the planner; the
+/// host name and address are the caller's to fill where it knows them.
+pub fn place_here(
+    topology: &Topology,
+    pin: bool,
+    threads: Option<usize>,
+    initiator: bool,
+) -> HostEnd {
+    let threads =
+        threads.unwrap_or_else(|| crate::tunnel::default_gateway_threads(crate::host::cores()));
+    let (gateway, iperf3) = if initiator {
+        ("sender gateway", "iperf3 client")
+    } else {
+        ("receiver gateway", "iperf3 server")
+    };
+    let cpus = if pin {
+        place_tunnel_end(topology, threads, gateway, iperf3)
+    } else {
+        Default::default()
+    };
+    HostEnd {
+        hostname: crate::agent::Hello::here().hostname,
+        address: String::new(),
+        gateway: if initiator { "sender" } else { "receiver" }.into(),
+        gateway_threads: threads,
+        gateway_cpus: cpus.gateway,
+        iperf3_cpu: cpus.iperf3,
+        placement: cpus.placement,
+        gateway_affinity: Vec::new(),
+    }
+}
+
 /// What the peer keeps between requests; dropped (so removed) at the agent's exit.
 #[derive(Default)]
 pub struct PeerState {
@@ -195,6 +347,8 @@ pub struct PeerState {
     end: Option<End>,
     /// This host's accel probes, measured at the first end brought up.
     baseline: Option<Baseline>,
+    /// Where this host's end runs (`PeerPlace`).
+    placed: Option<HostEnd>,
 }
 
 /// A `--peer` variant: a mask, which both hosts can apply to their own library. A
@@ -219,21 +373,42 @@ impl PeerState {
     /// Answers a tunnel request.
     pub fn handle(&mut self, req: Request) -> Result<Reply> {
         match req {
+            Request::PeerPlace {
+                pin,
+                gateway_threads,
+            } => {
+                let topology = crate::machine::topology::this_machine(None);
+                let placed = place_here(&topology, pin, gateway_threads, false);
+                self.placed = Some(placed.clone());
+                return Ok(Reply::Placed(Box::new(placed)));
+            }
             Request::PeerIperf { bind } => {
                 self.underlay_iperf = None;
-                self.underlay_iperf = Some(iperf_server(bind)?);
+                let cpu = self.placed.as_ref().and_then(|p| p.iperf3_cpu);
+                self.underlay_iperf = Some(iperf_server(bind, cpu)?);
             }
             Request::PeerUp(spec) => {
                 self.end = None;
                 let variant = peer_variant(&spec.variant)?;
+                let placed = self
+                    .placed
+                    .clone()
+                    .context("asked to bring an end up before placing it")?;
                 if self.baseline.is_none() {
                     self.baseline = Some(Baseline::measure(&[Variant::accel()])?);
                 }
                 let baseline = self.baseline.as_ref().expect("measured above");
-                let (end, record) = End::up(&spec, &variant, baseline)?;
+                let (end, record, affinity) = End::up(&spec, &placed, &variant, baseline)?;
                 self.end = Some(end);
                 return Ok(Reply::EndUp {
                     variant: Box::new(record),
+                    gateway_affinity: affinity,
+                });
+            }
+            Request::PeerStats => {
+                let end = self.end.as_mut().context("no end is up")?;
+                return Ok(Reply::EndStats {
+                    snapshot: serde_json::to_value(end.snapshot()?)?,
                 });
             }
             Request::PeerDown => {
@@ -280,67 +455,23 @@ pub struct PeerPlan {
     pub launch: Launch,
     /// What to measure, as the namespace tunnel reads it from the flags: transforms,
     /// variants (mask variants only, [`peer_variant`]), protocols, seconds, MTU,
-    /// length, rounds (`repeats`) and the UDP search's settings. The rest (pinning,
-    /// underlay rate, stacks) does not apply between two hosts.
+    /// length, rounds (`repeats`), the UDP search's settings, the gateways' batch,
+    /// offloads and workers, pinning, iperf3's `-P`. The underlay's rate limit,
+    /// the variant side, the stacks and the ESP key log do not apply between two
+    /// hosts (refused by the command line).
     pub plan: crate::tunnel::TunnelPlan,
 }
 
-/// One iperf3 run through the tunnel.
-#[derive(Debug, Clone)]
-pub struct PeerRun {
-    /// Transform.
-    pub transform: Transform,
-    /// Variant name (both gateways).
-    pub variant: String,
-    /// Round, from 0: the variants alternate within a transform's rounds (None
-    /// only while the driver has not placed it).
-    pub round: Option<usize>,
-    /// Its place in the measuring order.
-    pub sequence: Option<usize>,
-    /// iperf3 through the tunnel (TCP, or UDP at the rate its search chose).
-    pub iperf: IperfRun,
-}
-
-impl Placed for PeerRun {
-    fn iperf(&self) -> &IperfRun {
-        &self.iperf
-    }
-    fn round(&self) -> Option<usize> {
-        self.round
-    }
-    fn set_round(&mut self, round: usize) {
-        self.round = Some(round);
-    }
-    fn set_sequence(&mut self, sequence: usize) {
-        self.sequence = Some(sequence);
-    }
-}
-
-/// What `tunnel --peer` measured.
-#[derive(Debug, Clone)]
-pub struct PeerOutcome {
-    /// The peer as named.
-    pub peer: String,
-    /// This host's and the peer's underlay addresses.
-    pub addresses: (Ipv4Addr, Ipv4Addr),
-    /// iperf3 TCP between the hosts' own addresses.
-    pub underlay: IperfRun,
-    /// iperf3 through the tunnel, point by point, each point's runs in round order.
-    pub tunnel: Vec<PeerRun>,
-    /// Each variant as judged on this host, then on the peer (the first time each
-    /// ran there; a variant is judged against the accel of the host it ran on).
-    pub judged: Vec<(VariantRecord, VariantRecord)>,
-}
-
-/// Runs the two-host tunnel. After a failure (a killed peer, Ctrl-C), the peer's
-/// TUN is removed through a fresh agent, and this host's by [`End`]'s drop.
-pub fn run(plan: &PeerPlan) -> Result<PeerOutcome> {
+/// Runs the two-host tunnel into `session` (saved after every point). After a
+/// failure (a killed peer, Ctrl-C), the peer's TUN is removed through a fresh
+/// agent, and this host's by [`End`]'s drop.
+pub fn run(plan: &PeerPlan, session: &mut Session) -> Result<()> {
     if !crate::host::is_root() {
         bail!("tunnel --peer needs root here (TUN devices): run it with sudo");
     }
     let tun = format!("cbp{:x}", std::process::id());
     let mut fleet = Fleet::connect(&plan.launch)?;
-    let result = measure(plan, &mut fleet, &tun);
+    let result = measure(plan, &mut fleet, &tun, session);
     if result.is_err() {
         drop(fleet);
         // The agent we had may be dead, and with it the chance to remove its TUN:
@@ -353,7 +484,13 @@ pub fn run(plan: &PeerPlan) -> Result<PeerOutcome> {
     result
 }
 
-fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome> {
+/// The gateway workers asked of both hosts: `--gateway-threads` when given, else
+/// each host's own default for its cores.
+fn asked_threads(plan: &crate::tunnel::TunnelPlan) -> Option<usize> {
+    (plan.gateway_threads_from == "--gateway-threads").then_some(plan.gateway_threads)
+}
+
+fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session) -> Result<()> {
     let plan = &peer.plan;
     let agent = &mut fleet.agents[0];
     let name = agent.name.clone();
@@ -370,22 +507,115 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
     udp_check(fleet, here, there)?;
     let agent = &mut fleet.agents[0];
     let long = Duration::from_secs(plan.seconds + 30);
+
+    // Each host places its own end, from its own topology.
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let mut here_end = place_here(&topology, plan.pin, asked_threads(plan), true);
+    here_end.address = here.to_string();
+    let mut there_end = match agent.ask(
+        &Request::PeerPlace {
+            pin: plan.pin,
+            gateway_threads: asked_threads(plan),
+        },
+        long,
+    )? {
+        Reply::Placed(p) => *p,
+        other => bail!("agent {name}: answered {other:?} to placing its end"),
+    };
+    there_end.address = there.to_string();
+    for end in [&here_end, &there_end] {
+        if let Some(p) = end.placement.as_ref().filter(|p| !p.disjoint) {
+            for w in p
+                .warnings
+                .iter()
+                .filter(|w| !w.starts_with("the CPUs are virtual"))
+            {
+                session.record.warn(
+                    "tunnel",
+                    "placement_shared",
+                    format!("on {} ({} gateway): {w}", end.hostname, end.gateway),
+                );
+            }
+        }
+    }
+    let mut config = plan.config();
+    config.variant_side = VariantSide::Both;
+    config.underlay_rate = None;
+    config.gateway_threads = here_end.gateway_threads;
+    config.addresses = cipherbench_model::tunnel::Addresses {
+        underlay_sender: here.to_string(),
+        underlay_receiver: there.to_string(),
+        inner_sender: INNER_HERE.to_string(),
+        inner_receiver: INNER_PEER.to_string(),
+    };
+    config.pinning = cipherbench_model::tunnel::Pinning {
+        sender_gateway: here_end.gateway_cpus.clone(),
+        receiver_gateway: there_end.gateway_cpus.clone(),
+        iperf3_client: here_end.iperf3_cpu,
+        iperf3_server: there_end.iperf3_cpu,
+    };
+    let mut results = TunnelResults {
+        config,
+        underlay: Vec::new(),
+        points: Vec::new(),
+        variants: Vec::new(),
+        iperf3_version: crate::tunnel::iperf::version(),
+        placement: here_end.placement.clone(),
+        strongswan: None,
+        peer: Some(PeerRecord {
+            agent: agent.record(),
+            here: here_end.clone(),
+            there: there_end.clone(),
+            variants: Vec::new(),
+        }),
+    };
+    // iperf3 on both ends pinned where each host placed it (`-A client,server`:
+    // the server's CPU is the peer's own number, and its server was started there).
+    let affinity = here_end.iperf3_cpu.zip(there_end.iperf3_cpu);
+    session
+        .progress
+        .layer("tunnel", plan.total_points(), plan.estimate());
+
     agent.ask(&Request::PeerIperf { bind: there }, long)?;
     let underlay = iperf_client(
         agent,
-        client(plan, there, Protocol::Tcp, plan.seconds, None),
+        client(plan, there, Protocol::Tcp, plan.seconds, None, affinity),
     )?;
     agent.ask(&Request::PeerDown, long)?;
+    let point = crate::tunnel::underlay_point(Protocol::Tcp, vec![underlay]);
+    session.progress.point(&format!(
+        "underlay tcp ({here} -> {there}): {}",
+        cipherbench_model::units::format_bits_per_sec(point.throughput_bits_per_sec.median / 8.0)
+    ));
+    let underlay_tcp = Some(point.throughput_bits_per_sec.median);
+    results.underlay.push(point);
+    session.record.tunnel = Some(results.clone());
+    session.save()?;
+
+    let noise_cpus = match &here_end.placement {
+        Some(p) => p.all_cpus(),
+        None => crate::host::allowed_cpus(),
+    };
     let mut stand = PeerStand {
         agent,
         plan,
+        session,
+        results: &mut results,
         baseline: Baseline::measure(&plan.variants)?,
         tun,
         here,
         there,
+        here_end,
+        there_end,
+        affinity,
+        noise_cpus,
+        underlay_tcp,
         transform: Transform::Null,
-        judged: Vec::new(),
-        runs: Vec::new(),
     };
     let mut sequence = 0;
     for &transform in &plan.transforms {
@@ -396,21 +626,10 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
         } else {
             plan.variants.len()
         };
-        rounds::interleaved(
-            plan,
-            variants,
-            &mut stand,
-            Some(underlay.receiver_bits_per_sec),
-            &mut sequence,
-        )?;
+        rounds::interleaved(plan, variants, &mut stand, underlay_tcp, &mut sequence)?;
     }
-    Ok(PeerOutcome {
-        peer: name,
-        addresses: (here, there),
-        underlay,
-        tunnel: stand.runs,
-        judged: stand.judged,
-    })
+    session.record.tunnel = Some(results);
+    session.save()
 }
 
 /// The two-host tunnel as the rounds driver sees it: a pair is this host's end
@@ -418,21 +637,102 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str) -> Result<PeerOutcome>
 struct PeerStand<'a> {
     agent: &'a mut Agent,
     plan: &'a crate::tunnel::TunnelPlan,
+    session: &'a mut Session,
+    results: &'a mut TunnelResults,
     baseline: Baseline,
     tun: &'a str,
     here: Ipv4Addr,
     there: Ipv4Addr,
+    /// This host's end and the peer's, as placed.
+    here_end: HostEnd,
+    there_end: HostEnd,
+    /// iperf3's `-A client,server`.
+    affinity: Option<(usize, usize)>,
+    /// This host's CPUs the noise window watches.
+    noise_cpus: Vec<usize>,
+    underlay_tcp: Option<f64>,
     /// The transform being measured.
     transform: Transform,
-    /// Each variant as judged here, then on the peer, the first time it ran.
-    judged: Vec<(VariantRecord, VariantRecord)>,
-    /// Every measured run.
-    runs: Vec<PeerRun>,
+}
+
+impl PeerStand<'_> {
+    /// The peer's gateway snapshot.
+    fn peer_snapshot(&mut self) -> Result<EndSnapshot> {
+        match self
+            .agent
+            .ask(&Request::PeerStats, Duration::from_secs(30))?
+        {
+            Reply::EndStats { snapshot } => serde_json::from_value(snapshot)
+                .with_context(|| format!("agent {}: its gateway's snapshot", self.agent.name)),
+            other => bail!(
+                "agent {}: answered {other:?} to a stats request",
+                self.agent.name
+            ),
+        }
+    }
+
+    /// Records a host's judgement of a variant the first time it ran there, and
+    /// warns if it did not take effect or the gateway's threads are not where its
+    /// host placed them (read from /proc).
+    fn note(&mut self, here: bool, record: VariantRecord, affinity: Vec<usize>) {
+        let end = if here {
+            &mut self.here_end
+        } else {
+            &mut self.there_end
+        };
+        let host = end.hostname.clone();
+        if !end.gateway_cpus.is_empty() && affinity != end.gateway_cpus {
+            let message = format!(
+                "the {} gateway on {host} runs on CPUs {} where its host placed it on {}: the pinning did not take effect",
+                end.gateway,
+                cipherbench_model::topology::format_cpu_list(&affinity),
+                cipherbench_model::topology::format_cpu_list(&end.gateway_cpus)
+            );
+            if !self
+                .session
+                .record
+                .warnings
+                .iter()
+                .any(|w| w.message == message)
+            {
+                self.session
+                    .record
+                    .warn("tunnel", "pinning_not_effective", message);
+            }
+        }
+        if end.gateway_affinity.is_empty() {
+            end.gateway_affinity = affinity;
+        }
+        let (here_end, there_end) = (self.here_end.clone(), self.there_end.clone());
+        let peer = self.results.peer.as_mut().expect("set by measure");
+        peer.here = here_end;
+        peer.there = there_end;
+        let known = if here {
+            &mut self.results.variants
+        } else {
+            &mut peer.variants
+        };
+        if known.iter().any(|v| v.name == record.name) {
+            return;
+        }
+        if !record.took_effect {
+            self.session.record.warn(
+                "tunnel",
+                "variant_not_effective",
+                format!(
+                    "variant {} did not take effect in the gateway on {host}: {}",
+                    record.name,
+                    record.explanation()
+                ),
+            );
+        }
+        known.push(record);
+    }
 }
 
 impl rounds::Stand for PeerStand<'_> {
     type Pair = End;
-    type Run = PeerRun;
+    type Run = TunnelRun;
 
     fn start(&mut self, v: usize) -> Result<End> {
         let variant = &self.plan.variants[v];
@@ -452,23 +752,41 @@ impl rounds::Stand for PeerStand<'_> {
             initiator,
             iperf_server: !initiator,
             variant: variant.name(),
+            batch: self.plan.batch,
+            offload: self.plan.offload,
+            udp_offload: self.plan.udp_offload,
         };
         let long = Duration::from_secs(self.plan.seconds + 30);
         // The receiver first, so the sender's first packets find it.
-        let there = match self
+        let (there, there_affinity) = match self
             .agent
             .ask(&Request::PeerUp(Box::new(spec(false))), long)?
         {
-            Reply::EndUp { variant } => *variant,
+            Reply::EndUp {
+                variant,
+                gateway_affinity,
+            } => (*variant, gateway_affinity),
             other => bail!(
                 "agent {}: answered {other:?} to bringing its end up",
                 self.agent.name
             ),
         };
-        let (end, here) = End::up(&spec(true), variant, &self.baseline)?;
-        if !self.judged.iter().any(|(h, _)| h.name == here.name) {
-            self.judged.push((here, there));
+        let (end, here, here_affinity) =
+            End::up(&spec(true), &self.here_end, variant, &self.baseline)?;
+        if let Some(g) = &end.gateway {
+            crate::library::note(
+                &mut self.session.record.environment,
+                g.variant.library.part(
+                    "tunnel",
+                    "ESP gateway (sender, this host)",
+                    &g.loaded,
+                    "its own report",
+                    true,
+                ),
+            );
         }
+        self.note(true, here, here_affinity);
+        self.note(false, there, there_affinity);
         Ok(end)
     }
 
@@ -480,37 +798,89 @@ impl rounds::Stand for PeerStand<'_> {
 
     fn run(
         &mut self,
-        _: &mut End,
+        end: &mut End,
         protocol: Protocol,
         seconds: u64,
         rate: Option<f64>,
-    ) -> Result<PeerRun> {
+    ) -> Result<TunnelRun> {
+        let (s0, r0) = (end.snapshot()?, self.peer_snapshot()?);
+        // The gateway and iperf3 here run under this process.
+        let window = crate::machine::noise::Window::open(&self.noise_cpus, &[std::process::id()]);
         let iperf = iperf_client(
             self.agent,
-            client(self.plan, INNER_PEER, protocol, seconds, rate),
+            client(
+                self.plan,
+                INNER_PEER,
+                protocol,
+                seconds,
+                rate,
+                self.affinity,
+            ),
         )?;
-        Ok(PeerRun {
-            transform: self.transform,
-            variant: String::new(),
+        let noise = window.close();
+        let (s1, r1) = (end.snapshot()?, self.peer_snapshot()?);
+        let variant = end.gateway()?.variant.name();
+        let gateway = |side: &str, host: &str, a: EndSnapshot, b: EndSnapshot| {
+            let mut g = crate::tunnel::gateways::gateway_run(
+                side,
+                &variant,
+                (&a.stats, a.counters),
+                (&b.stats, b.counters),
+            );
+            g.host = Some(host.to_string());
+            g
+        };
+        let sender = gateway("sender", &self.here_end.hostname, s0, s1);
+        let receiver = gateway("receiver", &self.there_end.hostname, r0, r1);
+        let byte_check = crate::tunnel::analysis::byte_check(&iperf, &receiver);
+        let saturation = crate::tunnel::analysis::saturation(&iperf, &sender, &receiver, None);
+        Ok(TunnelRun {
+            iperf,
+            sender,
+            receiver,
+            byte_check,
+            saturation,
+            noise: Some(Box::new(noise)),
             round: None,
             sequence: None,
-            iperf,
         })
     }
 
     fn point(
         &mut self,
         v: usize,
-        _: Protocol,
-        _: Option<cipherbench_model::tunnel::UdpSearch>,
-        runs: Vec<PeerRun>,
+        protocol: Protocol,
+        search: Option<cipherbench_model::tunnel::UdpSearch>,
+        runs: Vec<TunnelRun>,
     ) -> Result<()> {
-        let variant = self.plan.variants[v].name();
-        self.runs.extend(runs.into_iter().map(|r| PeerRun {
-            variant: variant.clone(),
-            ..r
-        }));
-        Ok(())
+        let point = crate::tunnel::tunnel_point(
+            self.transform,
+            &self.plan.variants[v],
+            VariantSide::Both,
+            protocol,
+            search,
+            runs,
+            self.underlay_tcp,
+        );
+        crate::tunnel::warn_about(&point, self.session, Some(&self.there_end.hostname));
+        self.session.progress.point(&format!(
+            "{} {} {}: {}{}",
+            point.transform,
+            point.variant,
+            protocol.as_str(),
+            cipherbench_model::units::format_bits_per_sec(
+                point.throughput_bits_per_sec.median / 8.0
+            ),
+            point
+                .runs
+                .last()
+                .and_then(|r| r.iperf.lost_percent)
+                .map(|l| format!(" at {l:.1} % loss"))
+                .unwrap_or_default()
+        ));
+        self.results.points.push(point);
+        self.session.record.tunnel = Some(self.results.clone());
+        self.session.save()
     }
 }
 
@@ -522,6 +892,7 @@ fn client(
     protocol: Protocol,
     seconds: u64,
     rate: Option<f64>,
+    affinity: Option<(usize, usize)>,
 ) -> ClientRun {
     ClientRun {
         netns: String::new(),
@@ -539,8 +910,8 @@ fn client(
         window_bytes: (protocol == Protocol::Udp)
             .then_some(plan.udp_window)
             .flatten(),
-        affinity: None,
-        parallel: 1,
+        affinity,
+        parallel: plan.iperf3_parallel,
     }
 }
 

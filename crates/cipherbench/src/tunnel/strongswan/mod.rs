@@ -579,6 +579,7 @@ fn charon_run(
     let esp_packets_received = d(v0.rx_packets, v1.rx_packets);
     GatewayRun {
         side: side.to_string(),
+        host: None,
         variant: variant.to_string(),
         sealed_packets: d(before.sa.out_packets, after.sa.out_packets),
         sealed_bytes: d(before.sa.out_bytes, after.sa.out_bytes),
