@@ -184,6 +184,9 @@ pub struct Batch {
     groups: Vec<libc::mmsghdr>,
     /// Slots per group of the last GSO send.
     group_sizes: Vec<usize>,
+    /// Slots after which a GSO group must end (the last segment of one TUN read):
+    /// each read leaves as a send of its own, and arrives as one `UDP_GRO` buffer.
+    ends: Vec<bool>,
 }
 
 /// 64-bit words of control buffer per header: room for one `cmsghdr` and an int.
@@ -214,6 +217,7 @@ impl Batch {
             control: vec![0u64; slots * CONTROL_WORDS].into_boxed_slice(),
             groups: Vec::with_capacity(slots),
             group_sizes: vec![0; slots],
+            ends: vec![false; slots],
         };
         let base = batch.arena.as_mut_ptr();
         for i in 0..slots {
@@ -258,6 +262,14 @@ impl Batch {
         &self.arena[i * self.slot_len..i * self.slot_len + self.lens[i]]
     }
 
+    /// Ends a GSO group after slot `i` in the next [`Batch::send_gso`] (cleared by
+    /// the send).
+    pub fn end_group(&mut self, i: usize) {
+        if let Some(end) = self.ends.get_mut(i) {
+            *end = true;
+        }
+    }
+
     /// Sets how many bytes of slot `i` the next send carries.
     pub fn set_len(&mut self, i: usize, len: usize) {
         self.lens[i] = len.min(self.slot_len);
@@ -299,6 +311,7 @@ impl Batch {
         for i in 0..n {
             self.iovecs[i].iov_len = self.slot_len;
         }
+        self.ends[..n].fill(false);
         (n - refused as usize, refused)
     }
 
@@ -321,6 +334,7 @@ impl Batch {
             let mut total = segment;
             while i + count < n
                 && count < GSO_MAX_SEGMENTS
+                && !self.ends[i + count - 1]
                 && self.lens[i + count - 1] == segment
                 && self.lens[i + count] <= segment
                 && total + self.lens[i + count] <= GSO_MAX_BYTES
@@ -383,6 +397,7 @@ impl Batch {
         for i in 0..n {
             self.iovecs[i].iov_len = self.slot_len;
         }
+        self.ends[..n].fill(false);
         let shared = self.group_sizes[..groups]
             .iter()
             .filter(|&&c| c > 1)
