@@ -592,3 +592,64 @@ impl Signals {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback keeps a GSO send whole up to a socket with `UDP_GRO`, so what one
+    /// receive returns shows how the sender grouped its datagrams.
+    fn gso_pair() -> (UdpSocket, UdpSocket, SocketAddrV4) {
+        let receiver = UdpSocket::bind("127.0.0.1:0").expect("binding the receiver");
+        enable_udp_gro(&receiver).expect("UDP_GRO");
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let to = match receiver.local_addr().expect("address") {
+            std::net::SocketAddr::V4(a) => a,
+            other => panic!("{other}"),
+        };
+        let sender = UdpSocket::bind("127.0.0.1:0").expect("binding the sender");
+        (sender, receiver, to)
+    }
+
+    fn received_groups(receiver: &UdpSocket, datagrams: usize) -> Vec<(usize, Option<usize>)> {
+        let mut batch = Batch::new(8, 65_536, None);
+        let mut got = Vec::new();
+        let mut total = 0;
+        while total < datagrams {
+            let n = batch.receive(receiver).expect("receive");
+            assert!(n > 0, "timed out after {total} datagrams: {got:?}");
+            for i in 0..n {
+                let size = batch.segment_size(i);
+                let len = batch.received(i).len();
+                total += size.map_or(1, |s| len.div_ceil(s));
+                got.push((len, size));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn a_gso_send_ends_its_groups_where_told_and_at_a_shorter_datagram() {
+        let (sender, receiver, to) = gso_pair();
+        let mut batch = Batch::new(8, 2048, Some(to));
+        // Two reads of three datagrams: 100, 100, 100 | 100, 100, 60.
+        for (i, len) in [100, 100, 100, 100, 100, 60].into_iter().enumerate() {
+            batch.slot_mut(i)[..len].fill(i as u8);
+            batch.set_len(i, len);
+        }
+        batch.end_group(2);
+        let (sent, refused, _, shared) = batch.send_gso(&sender, 6);
+        assert_eq!((sent, refused, shared), (6, 0, 6));
+        let groups = received_groups(&receiver, 6);
+        assert_eq!(groups, vec![(300, Some(100)), (260, Some(100))]);
+
+        // Without the mark, one group; and the mark does not outlive its send.
+        for (i, len) in [100, 100, 100, 100, 100, 60].into_iter().enumerate() {
+            batch.set_len(i, len);
+        }
+        batch.send_gso(&sender, 6);
+        assert_eq!(received_groups(&receiver, 6), vec![(560, Some(100))]);
+    }
+}
