@@ -4,8 +4,7 @@
 //!
 //! It joins its network namespace, attaches a queue of the TUN device, binds UDP
 //! 4500, keys one SA per direction from the run's secret, and runs two threads:
-//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]), or one thread taking both
-//! in turn when it is given one core and one worker per direction; with `threads` N >= 2,
+//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]); with `threads` N >= 2,
 //! each of them feeds an ordered pipeline of N workers ([`parallel`]) that seal or
 //! open one SA in parallel and keep the packets in order. The main thread handles
 //! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
@@ -197,16 +196,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         mtu: config.mtu,
         udp_gro: config.udp_offload,
     };
-    // One worker per direction confined to one core: both directions on one
-    // thread (pump::run_both), which then takes no wakeup or switch from the other.
-    let one_thread = config.threads == 1 && config.cpus.len() == 1;
-    let (tx, rx) = if one_thread {
-        let cpu = config.cpus.first().copied();
-        let both = spawn_worker("tun<->udp", Placement::Core(cpu), &shared, move |s| {
-            pump::run_both(tx_path, rx_path, s)
-        })?;
-        (both, None)
-    } else if config.threads == 1 {
+    let (tx, rx) = if config.threads == 1 {
         // One core each where there are two: the two directions apart.
         let tx_cpu = config.cpus.first().copied();
         let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();
@@ -216,7 +206,7 @@ fn run(config: GatewayConfig) -> Result<()> {
         let rx = spawn_worker("udp->tun", Placement::Core(rx_cpu), &shared, move |s| {
             pump::run_rx(rx_path, s)
         })?;
-        (tx, Some(rx))
+        (tx, rx)
     } else {
         // Every thread of both pipelines may run on any of the gateway's cores:
         // the scheduler puts the busy ones apart.
@@ -241,15 +231,13 @@ fn run(config: GatewayConfig) -> Result<()> {
                 parallel::run_rx(rx_path, workers, s, &on_start)
             },
         )?;
-        (tx, Some(rx))
+        (tx, rx)
     };
 
     // Every thread registers itself as it starts: wait for all of them (the
     // pipelines' too) before the first snapshot, so that each thread's CPU time is
     // in every snapshot the runner compares.
-    let expected = if one_thread {
-        1
-    } else if config.threads == 1 {
+    let expected = if config.threads == 1 {
         2
     } else {
         2 * (config.threads + 2)
@@ -304,7 +292,7 @@ fn run(config: GatewayConfig) -> Result<()> {
     let mut failure = None;
     loop {
         let signal = signals.wait(Duration::from_secs(1));
-        if tx.is_finished() || rx.as_ref().is_some_and(|rx| rx.is_finished()) {
+        if tx.is_finished() || rx.is_finished() {
             failure = Some("a data path thread stopped unexpectedly");
             break;
         }
@@ -320,13 +308,10 @@ fn run(config: GatewayConfig) -> Result<()> {
     shared.stop.store(true, Ordering::Relaxed);
     shared.wakeup.wake();
     let tx_ok = tx.join().is_ok();
-    let rx_ok = rx.map(|rx| rx.join().is_ok());
+    let rx_ok = rx.join().is_ok();
     take(&mut snapshot).write(&config.stats_path)?;
     if let Some(why) = failure {
-        match rx_ok {
-            Some(rx_ok) => bail!("{why} (tun->udp {}, udp->tun {})", ok(tx_ok), ok(rx_ok)),
-            None => bail!("{why} (tun<->udp {})", ok(tx_ok)),
-        }
+        bail!("{why} (tun->udp {}, udp->tun {})", ok(tx_ok), ok(rx_ok));
     }
     Ok(())
 }

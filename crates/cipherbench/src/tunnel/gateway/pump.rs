@@ -178,40 +178,23 @@ pub(super) fn send_batch(
     counters.send_errors += refused;
 }
 
-/// The TUN-to-UDP direction's state: its path, the batch being sealed and its
-/// read buffers, allocated once.
-struct TxLoop {
-    path: TxPath,
-    state: TxState,
-    read_buf: Vec<u8>,
-    scratch: Vec<u8>,
-}
-
-impl TxLoop {
-    fn new(path: TxPath) -> TxLoop {
-        TxLoop {
-            state: TxState {
-                batch: Batch::new(path.batch, slot_len(path.mtu), Some(path.peer)),
-                filled: 0,
-                udp_gso: path.udp_gso,
-                counters: TxCounters::default(),
-            },
-            path,
-            read_buf: vec![0u8; VNET_HDR_LEN + 65_536],
-            scratch: vec![0u8; 65_536],
-        }
-    }
-
-    /// One round: reads what the kernel routed into the tunnel (until the queue is
-    /// empty, `max_reads` reads, or, with `one_batch`, a batch's worth of packets),
-    /// seals each packet into a slot and sends them with one `sendmmsg`. Returns
-    /// the reads.
-    fn round(&mut self, max_reads: usize, one_batch: bool) -> usize {
-        let (path, state) = (&mut self.path, &mut self.state);
+/// The TUN-to-UDP loop: read what the kernel routed into the tunnel (until the
+/// queue is empty or a batch is full), seal each packet into a slot, send the batch
+/// with one `sendmmsg`. Returns when asked to stop.
+pub fn run_tx(mut path: TxPath, shared: &Shared) {
+    let mut state = TxState {
+        batch: Batch::new(path.batch, slot_len(path.mtu), Some(path.peer)),
+        filled: 0,
+        udp_gso: path.udp_gso,
+        counters: TxCounters::default(),
+    };
+    let mut read_buf = vec![0u8; VNET_HDR_LEN + 65_536];
+    let mut scratch = vec![0u8; 65_536];
+    let tun_fd = path.tun.as_raw_fd();
+    while !shared.stopping() {
         let mut reads = 0;
-        let mut packets = 0;
-        while reads < max_reads && !(one_batch && packets >= state.batch.slots()) {
-            let len = match path.tun.read(&mut self.read_buf) {
+        while reads < path.batch {
+            let len = match path.tun.read(&mut read_buf) {
                 Ok(len) => len,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // WouldBlock: the queue is empty. Anything else (the device going
@@ -222,19 +205,18 @@ impl TxLoop {
             state.counters.tun_reads += 1;
             // A read's packets go out in one send, as one GSO group where they
             // fit one: flush first if they would straddle two batches.
-            let read_packets = super::parallel::packets_in(&self.read_buf[..len], path.vnet_hdr);
-            packets += read_packets;
-            if state.filled > 0 && state.filled + read_packets > state.batch.slots() {
+            let packets = super::parallel::packets_in(&read_buf[..len], path.vnet_hdr);
+            if state.filled > 0 && state.filled + packets > state.batch.slots() {
                 state.flush(&path.socket);
             }
             if path.vnet_hdr {
-                let Some(hdr) = VnetHdr::parse(&self.read_buf[..len]) else {
+                let Some(hdr) = VnetHdr::parse(&read_buf[..len]) else {
                     state.counters.offload_errors += 1;
                     continue;
                 };
-                let packet = &mut self.read_buf[VNET_HDR_LEN..len];
+                let packet = &mut read_buf[VNET_HDR_LEN..len];
                 let (sa, socket, mtu) = (&mut path.sa, &path.socket, path.mtu);
-                match offload::segment(&hdr, packet, &mut self.scratch, |inner| {
+                match offload::segment(&hdr, packet, &mut scratch, |inner| {
                     state.seal(sa, socket, inner, mtu)
                 }) {
                     Ok(n) if n > 1 => state.counters.segmented_reads += 1,
@@ -242,7 +224,7 @@ impl TxLoop {
                     Err(_) => state.counters.offload_errors += 1,
                 }
             } else {
-                state.seal(&mut path.sa, &path.socket, &self.read_buf[..len], path.mtu);
+                state.seal(&mut path.sa, &path.socket, &read_buf[..len], path.mtu);
             }
             if state.filled > 0 {
                 state.batch.end_group(state.filled - 1);
@@ -251,64 +233,13 @@ impl TxLoop {
         if state.filled > 0 {
             state.flush(&path.socket);
         }
-        reads
-    }
-
-    fn publish(&self, shared: &Shared) {
-        publish_tx(shared, &self.path.sa, &self.state.counters);
-    }
-}
-
-/// The TUN-to-UDP loop: rounds of [`TxLoop::round`], sleeping while the TUN queue
-/// is empty. Returns when asked to stop.
-pub fn run_tx(path: TxPath, shared: &Shared) {
-    let tun_fd = path.tun.as_raw_fd();
-    let batch = path.batch;
-    let mut tx = TxLoop::new(path);
-    while !shared.stopping() {
-        let reads = tx.round(batch, false);
-        tx.publish(shared);
+        publish_tx(shared, &path.sa, &state.counters);
         if reads == 0 {
             shared.wakeup.wait_readable(tun_fd, Duration::from_secs(1));
         }
     }
-    tx.publish(shared);
+    publish_tx(shared, &path.sa, &state.counters);
 }
-
-/// Both directions on one thread, for a gateway confined to one core: a round of
-/// each in turn (a batch's worth of packets from the TUN device, a few buffers
-/// from the socket, neither waiting), and a sleep on both descriptors only when
-/// neither had anything. On one core the two threads of [`run_tx`] and [`run_rx`]
-/// gain nothing from each other and cost a wakeup, often from the other core,
-/// and a switch between them for every acknowledgement the sending side
-/// receives; here an ESP packet that arrives while the thread is busy wakes
-/// nobody. Returns when asked to stop.
-pub fn run_both(tx_path: TxPath, rx_path: RxPath, shared: &Shared) {
-    let fds = [tx_path.tun.as_raw_fd(), rx_path.socket.as_raw_fd()];
-    let batch = tx_path.batch;
-    let mut tx = TxLoop::new(tx_path);
-    let mut rx = RxLoop::new(rx_path);
-    while !shared.stopping() {
-        let reads = tx.round(batch, true);
-        if reads > 0 {
-            tx.publish(shared);
-        }
-        let received = rx.round(Receive::Now(BOTH_RECEIVE_SLOTS));
-        if received > 0 {
-            rx.publish(shared);
-        }
-        if reads == 0 && received == 0 {
-            shared.wakeup.wait_any(&fds, Duration::from_secs(1));
-        }
-    }
-    tx.publish(shared);
-    rx.publish(shared);
-}
-
-/// Receive buffers [`run_both`] takes per round: with `UDP_GRO` each may hold a
-/// whole GSO send (44 datagrams at MTU 1400), so the sending direction waits at
-/// most a few hundred microseconds for its turn.
-const BOTH_RECEIVE_SLOTS: usize = 4;
 
 fn publish_tx(shared: &Shared, sa: &OutboundSa, counters: &TxCounters) {
     // A poisoned lock only means the stats thread panicked; keep publishing.
@@ -334,62 +265,31 @@ pub struct RxPath {
     pub udp_gro: bool,
 }
 
-/// How a round of [`RxLoop::round`] receives.
-#[derive(Clone, Copy)]
-enum Receive {
-    /// Up to the socket's receive timeout for the first datagram, a whole batch.
-    Wait,
-    /// Only what is queued, at most this many buffers.
-    Now(usize),
-}
-
-/// The UDP-to-TUN direction's state: its path, the receive batch, the buffer
-/// packets are opened into and the coalescer, allocated once.
-struct RxLoop {
-    path: RxPath,
-    batch: Batch,
-    out: Vec<u8>,
-    header: usize,
-    coalescer: Option<Coalescer>,
-    counters: RxCounters,
-}
-
-impl RxLoop {
-    fn new(path: RxPath) -> RxLoop {
-        let slot = slot_len(path.mtu);
-        // With UDP_GRO a slot takes a whole coalesced GSO send.
-        let receive_slot = if path.udp_gro { 65_536 } else { slot };
-        RxLoop {
-            batch: Batch::new(path.batch, receive_slot, None),
-            // The inner packet is opened behind room for a virtio header, which
-            // stays zero: a packet written as it is needs an empty header in front.
-            out: vec![0u8; VNET_HDR_LEN + slot],
-            header: if path.vnet_hdr { VNET_HDR_LEN } else { 0 },
-            coalescer: path.vnet_hdr.then(|| Coalescer::new(8)),
-            counters: RxCounters::default(),
-            path,
-        }
-    }
-
-    /// One round: receives with one `recvmmsg`, opens each datagram, writes the
-    /// inner packets to the TUN device (coalesced per TCP flow when offloads are
-    /// on). Returns the buffers received.
-    fn round(&mut self, how: Receive) -> usize {
+/// The UDP-to-TUN loop: receive a batch with one `recvmmsg`, open each datagram,
+/// write the inner packets to the TUN device (coalesced per TCP flow when offloads
+/// are on). Returns when asked to stop.
+pub fn run_rx(mut path: RxPath, shared: &Shared) {
+    let slot = slot_len(path.mtu);
+    // With UDP_GRO a slot takes a whole coalesced GSO send.
+    let receive_slot = if path.udp_gro { 65_536 } else { slot };
+    let mut batch = Batch::new(path.batch, receive_slot, None);
+    // The inner packet is opened behind room for a virtio header, which stays zero:
+    // a packet written as it is needs an empty header in front.
+    let mut out = vec![0u8; VNET_HDR_LEN + slot];
+    let header = if path.vnet_hdr { VNET_HDR_LEN } else { 0 };
+    let mut coalescer = path.vnet_hdr.then(|| Coalescer::new(8));
+    let mut counters = RxCounters::default();
+    while !shared.stopping() {
         // A receive error (none is expected on a bound UDP socket) is a round
         // with nothing received; the stop flag still ends the loop.
-        let n = match how {
-            Receive::Wait => self.batch.receive(&self.path.socket),
-            Receive::Now(max) => self.batch.receive_now(&self.path.socket, max),
-        }
-        .unwrap_or_default();
+        let n = batch.receive(&path.socket).unwrap_or_default();
         if n == 0 {
-            return 0;
+            continue;
         }
-        let (path, counters) = (&mut self.path, &mut self.counters);
         counters.receive_calls += 1;
         for i in 0..n {
-            let received = self.batch.received(i);
-            let segment = self.batch.segment_size(i).unwrap_or(received.len()).max(1);
+            let received = batch.received(i);
+            let segment = batch.segment_size(i).unwrap_or(received.len()).max(1);
             if received.len() > segment {
                 counters.gro_datagrams += received.len().div_ceil(segment) as u64;
             }
@@ -404,46 +304,28 @@ impl RxLoop {
                 counters.udp_bytes += datagram.len() as u64;
                 // The inbound set counts every outcome: keepalives and IKE are
                 // ignored here, drops are counted under their reason.
-                let len = match path
-                    .sas
-                    .receive_udp(datagram, &mut self.out[VNET_HDR_LEN..])
-                {
+                let len = match path.sas.receive_udp(datagram, &mut out[VNET_HDR_LEN..]) {
                     Inbound::Packet { inner, .. } => inner.len(),
                     Inbound::NatKeepalive | Inbound::NonEsp(_) | Inbound::Dropped(_) => continue,
                 };
                 deliver(
                     &mut path.tun,
-                    &mut self.coalescer,
-                    &self.out,
+                    &mut coalescer,
+                    &out,
                     len,
-                    self.header,
-                    counters,
+                    header,
+                    &mut counters,
                 );
             }
         }
-        if let Some(c) = self.coalescer.as_mut() {
+        if let Some(c) = coalescer.as_mut() {
             let tun = &mut path.tun;
-            c.flush_all(|bytes| write_tun(tun, bytes, counters));
+            c.flush_all(|bytes| write_tun(tun, bytes, &mut counters));
             counters.coalesced = c.merged;
         }
-        n
+        publish_rx(shared, &path.sas, &counters);
     }
-
-    fn publish(&self, shared: &Shared) {
-        publish_rx(shared, &self.path.sas, &self.counters);
-    }
-}
-
-/// The UDP-to-TUN loop: rounds of [`RxLoop::round`], each waiting for the socket.
-/// Returns when asked to stop.
-pub fn run_rx(path: RxPath, shared: &Shared) {
-    let mut rx = RxLoop::new(path);
-    while !shared.stopping() {
-        if rx.round(Receive::Wait) > 0 {
-            rx.publish(shared);
-        }
-    }
-    rx.publish(shared);
+    publish_rx(shared, &path.sas, &counters);
 }
 
 /// Writes one opened inner packet (at `out[VNET_HDR_LEN..][..len]`) to the TUN
