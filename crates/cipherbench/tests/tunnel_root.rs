@@ -103,6 +103,26 @@ fn pair_with(
     esp_keylog: Option<&Path>,
     threads: usize,
 ) -> GatewayPair {
+    pair_placed(lab, transform, label, peer, esp_keylog, threads, None)
+}
+
+/// One core for each gateway: the first and the last this machine has (the same
+/// one on a single-core machine), as the default placement gives on 2 cores.
+fn one_core_each() -> (Vec<usize>, Vec<usize>) {
+    let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
+    (vec![0], vec![last])
+}
+
+fn pair_placed(
+    lab: &Lab,
+    transform: Transform,
+    label: &str,
+    peer: Option<SocketAddrV4>,
+    esp_keylog: Option<&Path>,
+    threads: usize,
+    cpus: Option<(Vec<usize>, Vec<usize>)>,
+) -> GatewayPair {
+    let (sender_cpus, receiver_cpus) = cpus.unwrap_or_default();
     GatewayPair::start(
         lab.names(),
         &PairOptions {
@@ -114,8 +134,8 @@ fn pair_with(
             offload: true,
             udp_offload: true,
             mtu: 1400,
-            sender_cpus: vec![],
-            receiver_cpus: vec![],
+            sender_cpus,
+            receiver_cpus,
             threads,
             replay_window: cipherbench::tunnel::gateway::REPLAY_WINDOW,
             sender_peer: peer,
@@ -456,7 +476,17 @@ fn tshark_verifies_the_icv_of_every_esp_frame() {
         Transform::Aes256Sha256,
     ] {
         let label = format!("wire/{transform}");
-        let mut gateways = pair(&lab, transform, &label, None);
+        // One core each, both threads on it, as on 2 cores by default (the other
+        // tests on the wire run the gateways unpinned).
+        let mut gateways = pair_placed(
+            &lab,
+            transform,
+            &label,
+            None,
+            None,
+            1,
+            Some(one_core_each()),
+        );
         let file = lab.names().dir.join(format!("{transform}.pcap"));
         capture(&lab, &file, 1500, || {
             udp_run(&lab, &mut gateways, 1, 5e6);

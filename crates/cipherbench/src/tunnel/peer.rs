@@ -118,6 +118,9 @@ impl End {
         end.tun_made = true;
         let mtu = spec.mtu.to_string();
         let queue = crate::tunnel::topology::TUN_QUEUE_LEN.to_string();
+        // One TUN super-packet per UDP GSO send (offload::tun_gso_max_segs).
+        let gso_segs =
+            crate::tunnel::gateway::offload::tun_gso_max_segs(spec.mtu as usize).to_string();
         ip(&[
             "link",
             "set",
@@ -126,6 +129,8 @@ impl End {
             &mtu,
             "txqueuelen",
             &queue,
+            "gso_max_segs",
+            &gso_segs,
             "up",
         ])?;
         ip(&[

@@ -188,6 +188,9 @@ impl Topology {
         )?;
         let mtu = options.mtu.to_string();
         let queue = TUN_QUEUE_LEN.to_string();
+        // One TUN super-packet per UDP GSO send (offload::tun_gso_max_segs).
+        let gso_segs =
+            crate::tunnel::gateway::offload::tun_gso_max_segs(options.mtu as usize).to_string();
         for (ns, underlay, inner, peer) in [
             (s, UNDERLAY_SENDER, INNER_SENDER, INNER_RECEIVER),
             (r, UNDERLAY_RECEIVER, INNER_RECEIVER, INNER_SENDER),
@@ -238,6 +241,8 @@ impl Topology {
                     &mtu,
                     "txqueuelen",
                     &queue,
+                    "gso_max_segs",
+                    &gso_segs,
                     "up",
                 ],
             )?;

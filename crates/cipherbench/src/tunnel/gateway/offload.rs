@@ -255,6 +255,25 @@ fn write_tcp_checksum(packet: &mut [u8], ip_len: usize, tcp_total: usize) {
     packet[ip_len + 16..ip_len + 18].copy_from_slice(&c.to_be_bytes());
 }
 
+/// The most TCP segments the kernel should put in one TUN super-packet (the TUN
+/// device's `gso_max_segs`, which the kernel's TCP honours when it sizes TSO
+/// packets) for a tunnel of `mtu`: as many as fit, sealed by the most expansive
+/// transform, in one UDP GSO send ([`super::sys::GSO_MAX_BYTES`]). Then one TUN read
+/// leaves as one GSO send, arrives as one `UDP_GRO` buffer and is written to the
+/// peer's TUN device as one coalesced packet, so the receiving TCP sees (and
+/// acknowledges) the sender's super-packets whole. With the kernel's default (64 KiB,
+/// 48 segments at MTU 1400) each read left as a send of 44 and one of 4, and the
+/// receiver wrote, and acknowledged, twice as often.
+pub fn tun_gso_max_segs(mtu: usize) -> usize {
+    let sealed = cipherbench_esp::Transform::ALL
+        .iter()
+        .map(|t| t.sealed_len(mtu))
+        .max()
+        .unwrap_or(mtu)
+        .max(1);
+    (super::sys::GSO_MAX_BYTES / sealed).clamp(1, super::sys::GSO_MAX_SEGMENTS)
+}
+
 /// The largest packet a coalesced write may be: the IPv4 total length is 16 bits.
 const MAX_COALESCED: usize = 65_535;
 
@@ -524,6 +543,32 @@ mod tests {
         pseudo.extend_from_slice(&((p.len() - 20) as u16).to_be_bytes());
         pseudo.extend_from_slice(&p[20..]);
         ip_ok && naive_sum(&pseudo) == 0xffff
+    }
+
+    #[test]
+    fn a_tun_super_packet_fits_one_udp_gso_send_sealed() {
+        for mtu in [576, 1280, 1400, 1420, 1500, 9000] {
+            let segs = tun_gso_max_segs(mtu);
+            assert!(segs >= 1, "{mtu}");
+            for t in cipherbench_esp::Transform::ALL {
+                assert!(
+                    segs * t.sealed_len(mtu) <= super::super::sys::GSO_MAX_BYTES,
+                    "{mtu} {t:?}"
+                );
+            }
+            // And no smaller than it must be: one more would not fit.
+            let widest = cipherbench_esp::Transform::ALL
+                .iter()
+                .map(|t| t.sealed_len(mtu))
+                .max()
+                .unwrap();
+            assert!(
+                segs == super::super::sys::GSO_MAX_SEGMENTS
+                    || (segs + 1) * widest > super::super::sys::GSO_MAX_BYTES,
+                "{mtu}"
+            );
+        }
+        assert_eq!(tun_gso_max_segs(1400), 44);
     }
 
     #[test]

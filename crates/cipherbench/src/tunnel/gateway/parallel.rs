@@ -55,7 +55,7 @@ const SLOT_MARGIN: usize = 128;
 
 /// How many ESP packets one TUN read will become: its segments when it is an
 /// offloaded TCP super-packet, else one.
-fn packets_in(read: &[u8], vnet_hdr: bool) -> usize {
+pub(super) fn packets_in(read: &[u8], vnet_hdr: bool) -> usize {
     if !vnet_hdr {
         return 1;
     }
@@ -222,6 +222,10 @@ pub fn run_tx(path: TxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(
                     Ok(n) if n > 1 => counters.segmented_reads += 1,
                     Ok(_) => {}
                     Err(_) => counters.offload_errors += 1,
+                }
+                // One GSO group per read (Batch::end_group).
+                if *filled > 0 {
+                    out.end_group(*filled - 1);
                 }
             }
             lock(&shared.seal_workers)[worker.index] = *worker.sa.counters();

@@ -203,6 +203,12 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
             };
             reads += 1;
             state.counters.tun_reads += 1;
+            // A read's packets go out in one send, as one GSO group where they
+            // fit one: flush first if they would straddle two batches.
+            let packets = super::parallel::packets_in(&read_buf[..len], path.vnet_hdr);
+            if state.filled > 0 && state.filled + packets > state.batch.slots() {
+                state.flush(&path.socket);
+            }
             if path.vnet_hdr {
                 let Some(hdr) = VnetHdr::parse(&read_buf[..len]) else {
                     state.counters.offload_errors += 1;
@@ -219,6 +225,9 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
                 }
             } else {
                 state.seal(&mut path.sa, &path.socket, &read_buf[..len], path.mtu);
+            }
+            if state.filled > 0 {
+                state.batch.end_group(state.filled - 1);
             }
         }
         if state.filled > 0 {

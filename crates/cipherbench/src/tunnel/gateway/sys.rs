@@ -184,6 +184,9 @@ pub struct Batch {
     groups: Vec<libc::mmsghdr>,
     /// Slots per group of the last GSO send.
     group_sizes: Vec<usize>,
+    /// Slots after which a GSO group must end (the last segment of one TUN read):
+    /// each read leaves as a send of its own, and arrives as one `UDP_GRO` buffer.
+    ends: Vec<bool>,
 }
 
 /// 64-bit words of control buffer per header: room for one `cmsghdr` and an int.
@@ -214,6 +217,7 @@ impl Batch {
             control: vec![0u64; slots * CONTROL_WORDS].into_boxed_slice(),
             groups: Vec::with_capacity(slots),
             group_sizes: vec![0; slots],
+            ends: vec![false; slots],
         };
         let base = batch.arena.as_mut_ptr();
         for i in 0..slots {
@@ -258,6 +262,14 @@ impl Batch {
         &self.arena[i * self.slot_len..i * self.slot_len + self.lens[i]]
     }
 
+    /// Ends a GSO group after slot `i` in the next [`Batch::send_gso`] (cleared by
+    /// the send).
+    pub fn end_group(&mut self, i: usize) {
+        if let Some(end) = self.ends.get_mut(i) {
+            *end = true;
+        }
+    }
+
     /// Sets how many bytes of slot `i` the next send carries.
     pub fn set_len(&mut self, i: usize, len: usize) {
         self.lens[i] = len.min(self.slot_len);
@@ -299,6 +311,7 @@ impl Batch {
         for i in 0..n {
             self.iovecs[i].iov_len = self.slot_len;
         }
+        self.ends[..n].fill(false);
         (n - refused as usize, refused)
     }
 
@@ -321,6 +334,7 @@ impl Batch {
             let mut total = segment;
             while i + count < n
                 && count < GSO_MAX_SEGMENTS
+                && !self.ends[i + count - 1]
                 && self.lens[i + count - 1] == segment
                 && self.lens[i + count] <= segment
                 && total + self.lens[i + count] <= GSO_MAX_BYTES
@@ -383,6 +397,7 @@ impl Batch {
         for i in 0..n {
             self.iovecs[i].iov_len = self.slot_len;
         }
+        self.ends[..n].fill(false);
         let shared = self.group_sizes[..groups]
             .iter()
             .filter(|&&c| c > 1)
@@ -541,5 +556,66 @@ impl Signals {
             s if s > 0 => Some(Signal::Stop),
             _ => None,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Loopback keeps a GSO send whole up to a socket with `UDP_GRO`, so what one
+    /// receive returns shows how the sender grouped its datagrams.
+    fn gso_pair() -> (UdpSocket, UdpSocket, SocketAddrV4) {
+        let receiver = UdpSocket::bind("127.0.0.1:0").expect("binding the receiver");
+        enable_udp_gro(&receiver).expect("UDP_GRO");
+        receiver
+            .set_read_timeout(Some(Duration::from_secs(2)))
+            .expect("timeout");
+        let to = match receiver.local_addr().expect("address") {
+            std::net::SocketAddr::V4(a) => a,
+            other => panic!("{other}"),
+        };
+        let sender = UdpSocket::bind("127.0.0.1:0").expect("binding the sender");
+        (sender, receiver, to)
+    }
+
+    fn received_groups(receiver: &UdpSocket, datagrams: usize) -> Vec<(usize, Option<usize>)> {
+        let mut batch = Batch::new(8, 65_536, None);
+        let mut got = Vec::new();
+        let mut total = 0;
+        while total < datagrams {
+            let n = batch.receive(receiver).expect("receive");
+            assert!(n > 0, "timed out after {total} datagrams: {got:?}");
+            for i in 0..n {
+                let size = batch.segment_size(i);
+                let len = batch.received(i).len();
+                total += size.map_or(1, |s| len.div_ceil(s));
+                got.push((len, size));
+            }
+        }
+        got
+    }
+
+    #[test]
+    fn a_gso_send_ends_its_groups_where_told_and_at_a_shorter_datagram() {
+        let (sender, receiver, to) = gso_pair();
+        let mut batch = Batch::new(8, 2048, Some(to));
+        // Two reads of three datagrams: 100, 100, 100 | 100, 100, 60.
+        for (i, len) in [100, 100, 100, 100, 100, 60].into_iter().enumerate() {
+            batch.slot_mut(i)[..len].fill(i as u8);
+            batch.set_len(i, len);
+        }
+        batch.end_group(2);
+        let (sent, refused, _, shared) = batch.send_gso(&sender, 6);
+        assert_eq!((sent, refused, shared), (6, 0, 6));
+        let groups = received_groups(&receiver, 6);
+        assert_eq!(groups, vec![(300, Some(100)), (260, Some(100))]);
+
+        // Without the mark, one group; and the mark does not outlive its send.
+        for (i, len) in [100, 100, 100, 100, 100, 60].into_iter().enumerate() {
+            batch.set_len(i, len);
+        }
+        batch.send_gso(&sender, 6);
+        assert_eq!(received_groups(&receiver, 6), vec![(560, Some(100))]);
     }
 }
