@@ -34,6 +34,14 @@ pub enum Order {
     RoundByRound,
 }
 
+/// The variants' order in round `round` (from 0): rotated by one each round (A B,
+/// B A, A B, ...), the order within each round of [`schedule`]. For a layer that
+/// takes a point for a round (the sweep and the ramp turn their slots from one
+/// point to the next).
+pub fn round_order(variants: usize, round: usize) -> impl Iterator<Item = usize> {
+    (0..variants).map(move |k| (k + round) % variants)
+}
+
 /// The measuring order of `rounds` rounds of `variants` variants at `points` points.
 /// Within a round the variants run back to back, in rotated order from round to
 /// round (with two variants: A B, B A, A B, ...), so each variant leads as often as
@@ -41,13 +49,11 @@ pub enum Order {
 pub fn schedule(points: usize, variants: usize, rounds: usize, order: Order) -> Vec<Slot> {
     let mut out = Vec::with_capacity(points * variants * rounds);
     let round_of = |out: &mut Vec<Slot>, point: usize, round: usize| {
-        for k in 0..variants {
-            out.push(Slot {
-                round,
-                point,
-                variant: (k + round) % variants,
-            });
-        }
+        out.extend(round_order(variants, round).map(|variant| Slot {
+            round,
+            point,
+            variant,
+        }));
     };
     match order {
         Order::PointByPoint => {

@@ -606,7 +606,6 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
     };
-    local.sort_by(f64::total_cmp);
     let (o, a) = (median(&mut single), median(&mut agents));
     let gbps = |v: &[f64]| v.iter().map(|x| x * 8e-9).collect::<Vec<_>>();
     let load = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();

@@ -13,9 +13,9 @@
 //! says so. Variants innermost, so that the two sides of a ratio are measured a few
 //! seconds apart.
 
-use super::engine::{Client, Target};
+use super::engine::Client;
 use super::keystore::KeyStore;
-use super::nginx::{self, Server, ServerSpec, Workspace};
+use super::nginx::{self, ServerSpec, Workspace};
 use super::suite::{KeyType, Protocol, Suite};
 use super::SweepPlan;
 use crate::interrupt;
@@ -147,16 +147,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     let info = nginx::nginx_info(&binary)?;
     if let Some(p) = plan.port {
         // A point's variants run side by side: --port and the ports after it.
-        let slots = plan.variants.len();
-        if p as usize + slots - 1 > u16::MAX as usize {
-            bail!(
-                "--port {p}: the {slots} variants of a point run side by side on {p} and the ports after it; pass a port at most {}",
-                u16::MAX as usize + 1 - slots
-            );
-        }
-        for k in 0..slots {
-            nginx::check_port(p + k as u16)?;
-        }
+        nginx::check_ports(p, plan.variants.len())?;
     }
     let topology = super::topology(session);
     let placed = super::assign_cpus(&topology, plan.cores, plan.sweep.generator_cpus.as_deref())?;
@@ -179,22 +170,25 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                     let client = Client::with_groups(&suite, resumed, Some(group.openssl()))?;
                     // The variants of a point up side by side, searched in turn, then
                     // measured in rounds, taking turns (sweep::run_group).
+                    let labels = |variant| PointLabels {
+                        key,
+                        group,
+                        resumed,
+                        store: store.name(),
+                        variant,
+                    };
                     let mut group_slots = Vec::new();
-                    let todo = plan.variants.iter().filter(|variant| {
-                        let labels = PointLabels {
-                            key,
-                            group,
-                            resumed,
-                            store: store.name(),
-                            variant,
-                        };
-                        let done = measured(session, &labels);
-                        if done {
-                            session.progress.skip(1);
-                        }
-                        !done
-                    });
-                    let todo: Vec<&Variant> = todo.collect();
+                    let todo: Vec<&Variant> = plan
+                        .variants
+                        .iter()
+                        .filter(|variant| {
+                            let done = measured(session, &labels(variant));
+                            if done {
+                                session.progress.skip(1);
+                            }
+                            !done
+                        })
+                        .collect();
                     let point_of = super::sweep::PointOf {
                         suite: &suite,
                         size: plan.size,
@@ -218,35 +212,20 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                             key_source: key_source.clone(),
                             also_listen: Vec::new(),
                         };
-                        let server = Server::start(&spec, &client)?;
-                        let mut placement = placed.placement.clone();
-                        if let Some(why) = super::apply_placement(&server, server_cpus) {
-                            placement.disjoint = false;
-                            placement.warnings.push(why);
-                        }
-                        super::warn_placement(session, &placement);
-                        super::note_libraries(session, variant, &server);
-                        let record = ServerRecord {
-                            kind: "nginx".into(),
-                            version: Some(info.version.clone()),
-                            library: super::server_library(&info, variant),
-                            suite: suite.openssl.to_string(),
-                            key: key.name().to_string(),
-                            key_store: store.name().into(),
-                            cores: plan.cores,
-                            server_cpus: server_cpus.clone(),
-                            generator_cpus: generator_cpus.clone(),
-                            variant: variants.record(variant, &server, &suite),
-                            key_store_check: super::keystore::check_served(&key_source, &server),
-                            config: server.config().to_string(),
-                            placement: Some(placement),
-                        };
-                        let target = Target {
-                            addr: server.addr(),
-                            host: "127.0.0.1".into(),
-                            path: Workspace::url_path(plan.size),
-                            expected_len: Some(plan.size),
-                        };
+                        let (server, record, target) = super::start_nginx(
+                            session,
+                            &spec,
+                            &client,
+                            &variants,
+                            super::SlotRecord {
+                                key,
+                                store,
+                                cores: plan.cores,
+                                generator_cpus: generator_cpus.clone(),
+                                placement: &placed.placement,
+                            },
+                            plan.size,
+                        )?;
                         let mut slot =
                             super::sweep::GroupSlot::new(variant, store, server, record, target);
                         slot.search(&plan.sweep, &client, generator_cpus, &mut None, 1, point_of)?;
@@ -257,24 +236,13 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
                         &client,
                         generator_cpus,
                         &mut None,
-                        std::mem::take(&mut group_slots),
+                        group_slots,
                         point_of,
                     );
                     for (variant, record, point) in done {
-                        let labels = PointLabels {
-                            key,
-                            group,
-                            resumed,
-                            store: store.name(),
-                            variant,
-                        };
                         if let Some(point) = point {
-                            record_point(
-                                session,
-                                &config,
-                                record,
-                                handshake_point(&labels, point),
-                            )?;
+                            let point = handshake_point(&labels(variant), point);
+                            record_point(session, &config, record, point)?;
                         }
                     }
                     ran?;

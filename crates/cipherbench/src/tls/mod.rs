@@ -277,6 +277,69 @@ pub(crate) fn warn_placement(
     }
 }
 
+/// What run.json keeps of a point's nginx beyond what its [`nginx::ServerSpec`] says.
+pub(crate) struct SlotRecord<'a> {
+    /// The server key's type.
+    pub key: KeyType,
+    /// Where the key is.
+    pub store: &'a keystore::KeyStore,
+    /// Cores under test.
+    pub cores: usize,
+    /// The generator's CPUs as recorded (empty when agents make the load).
+    pub generator_cpus: Vec<usize>,
+    /// The placement planned for the point.
+    pub placement: &'a cipherbench_model::topology::Placement,
+}
+
+/// Starts the nginx of one variant x key-store slot of a point (sweep, ramp and
+/// handshake alike): restricts its master to the workers' CPUs (a failure is a
+/// placement warning), notes the libraries it mapped, and gives the record run.json
+/// keeps of it (the variant judged on it, the key store checked by effect) and the
+/// target that fetches the `size` file from it.
+pub(crate) fn start_nginx(
+    session: &mut Session,
+    spec: &nginx::ServerSpec<'_>,
+    client: &engine::Client,
+    variants: &NginxVariants,
+    slot: SlotRecord<'_>,
+    size: u64,
+) -> Result<(
+    nginx::Server,
+    cipherbench_model::tls::ServerRecord,
+    engine::Target,
+)> {
+    let server = nginx::Server::start(spec, client)?;
+    let mut placement = slot.placement.clone();
+    if let Some(why) = apply_placement(&server, &spec.cpus) {
+        placement.disjoint = false;
+        placement.warnings.push(why);
+    }
+    warn_placement(session, &placement);
+    note_libraries(session, spec.variant, &server);
+    let record = cipherbench_model::tls::ServerRecord {
+        kind: "nginx".into(),
+        version: Some(spec.info.version.clone()),
+        library: server_library(spec.info, spec.variant),
+        suite: spec.suite.openssl.to_string(),
+        key: slot.key.name().to_string(),
+        key_store: slot.store.name().into(),
+        key_store_check: keystore::check_served(&spec.key_source, &server),
+        cores: slot.cores,
+        server_cpus: spec.cpus.clone(),
+        generator_cpus: slot.generator_cpus,
+        variant: variants.record(spec.variant, &server, &spec.suite),
+        config: server.config().to_string(),
+        placement: Some(placement),
+    };
+    let target = engine::Target {
+        addr: server.addr(),
+        host: "127.0.0.1".into(),
+        path: nginx::Workspace::url_path(size),
+        expected_len: Some(size),
+    };
+    Ok((server, record, target))
+}
+
 /// Records which library a started nginx's master and workers mapped (checked by
 /// [`nginx::Server::start`]), and, once, the load generator's own: it runs in this
 /// process, on the system's library whatever `--openssl` says (the variant and the

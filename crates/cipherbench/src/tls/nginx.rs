@@ -359,6 +359,22 @@ pub fn port_in_use(port: u16) -> anyhow::Error {
     anyhow!("port {port} on 127.0.0.1 is in use: pass another --port, or leave --port out to let cipherbench pick a free one")
 }
 
+/// Refuses `--port P` for `slots` servers run side by side (a point's variants and
+/// key stores: P, P+1, ...) when a port is past 65535 or cannot be bound now.
+pub fn check_ports(port: u16, slots: usize) -> Result<()> {
+    let slots = slots.max(1);
+    if port as usize + slots - 1 > u16::MAX as usize {
+        bail!(
+            "--port {port}: a point's {slots} variant x key-store servers run side by side on {port} and the ports after it; pass a port at most {}",
+            u16::MAX as usize + 1 - slots
+        );
+    }
+    for k in 0..slots {
+        check_port(port + k as u16)?;
+    }
+    Ok(())
+}
+
 /// Refuses a port that cannot be bound now.
 pub fn check_port(port: u16) -> Result<()> {
     match TcpListener::bind((Ipv4Addr::LOCALHOST, port)) {

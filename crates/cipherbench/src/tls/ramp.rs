@@ -166,16 +166,10 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                                 .map(move |(k, src)| (v, k, src))
                         })
                         .collect();
-                    let order: Vec<_> = cipherbench_model::interleave::schedule(
-                        1,
-                        slots.len(),
-                        turn + 1,
-                        cipherbench_model::interleave::Order::PointByPoint,
-                    )
-                    .into_iter()
-                    .filter(|slot| slot.round == turn)
-                    .map(|slot| slots[slot.variant])
-                    .collect();
+                    let order: Vec<_> =
+                        cipherbench_model::interleave::round_order(slots.len(), turn)
+                            .map(|k| slots[k])
+                            .collect();
                     turn += 1;
                     for (variant, store, key_source) in order {
                         interrupt::check()?;
@@ -211,35 +205,20 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                             groups: None,
                             key_source: key_source.clone(),
                         };
-                        let server = Server::start(&spec, &client)?;
-                        let mut placement = placed.placement.clone();
-                        if let Some(why) = super::apply_placement(&server, server_cpus) {
-                            placement.disjoint = false;
-                            placement.warnings.push(why);
-                        }
-                        super::warn_placement(session, &placement);
-                        super::note_libraries(session, variant, &server);
-                        let record = ServerRecord {
-                            kind: "nginx".into(),
-                            version: Some(info.version.clone()),
-                            library: super::server_library(&info, variant),
-                            suite: suite.openssl.to_string(),
-                            key: plan.key.name().to_string(),
-                            key_store: store.name().into(),
-                            key_store_check: super::keystore::check_served(key_source, &server),
-                            cores: plan.cores,
-                            server_cpus: server_cpus.clone(),
-                            generator_cpus: generator_cpus.clone(),
-                            variant: variants.record(variant, &server, suite),
-                            config: server.config().to_string(),
-                            placement: Some(placement),
-                        };
-                        let target = Target {
-                            addr: server.addr(),
-                            host: "127.0.0.1".into(),
-                            path: Workspace::url_path(size),
-                            expected_len: Some(size),
-                        };
+                        let (server, record, target) = super::start_nginx(
+                            session,
+                            &spec,
+                            &client,
+                            &variants,
+                            super::SlotRecord {
+                                key: plan.key,
+                                store,
+                                cores: plan.cores,
+                                generator_cpus: generator_cpus.clone(),
+                                placement: &placed.placement,
+                            },
+                            size,
+                        )?;
                         let run = one(
                             plan,
                             &client,

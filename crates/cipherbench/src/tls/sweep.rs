@@ -143,16 +143,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             let info = nginx::nginx_info(&binary)?;
             if let Some(p) = port {
                 // A point's slots run side by side: --port and the ports after it.
-                let slots = plan.variants.len() * plan.key_stores.len();
-                if *p as usize + slots - 1 > u16::MAX as usize {
-                    bail!(
-                        "--port {p}: the sweep's {slots} variant x key-store slots run side by side on {p} and the ports after it; pass a port at most {}",
-                        u16::MAX as usize + 1 - slots
-                    );
-                }
-                for k in 0..slots {
-                    nginx::check_port(p + k as u16)?;
-                }
+                nginx::check_ports(*p, plan.variants.len() * plan.key_stores.len())?;
             }
             // Every core count's CPUs checked before anything starts. A count this
             // machine cannot split (nginx's cores and at least one for the generator)
@@ -234,18 +225,11 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                     .map(move |(k, src)| (v, k, src))
                             })
                             .collect();
-                        let order = cipherbench_model::interleave::schedule(
-                            1,
-                            slots.len(),
-                            turn + 1,
-                            cipherbench_model::interleave::Order::PointByPoint,
-                        );
+                        let in_turn: Vec<_> =
+                            cipherbench_model::interleave::round_order(slots.len(), turn)
+                                .map(|k| slots[k])
+                                .collect();
                         turn += 1;
-                        let in_turn: Vec<_> = order
-                            .iter()
-                            .filter(|slot| slot.round == turn - 1)
-                            .map(|slot| slots[slot.variant])
-                            .collect();
                         // The slots already measured (a resumed run) are kept; the
                         // others are measured together, in turns.
                         let todo: Vec<_> = in_turn
@@ -287,40 +271,25 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                                 groups: None,
                                 key_source: key_source.clone(),
                             };
-                            let server = Server::start(&spec, client)?;
-                            let mut placement = placed.placement.clone();
-                            if let Some(why) = super::apply_placement(&server, server_cpus) {
-                                placement.disjoint = false;
-                                placement.warnings.push(why);
-                            }
-                            super::warn_placement(session, &placement);
-                            super::note_libraries(session, variant, &server);
-                            let record = ServerRecord {
-                                kind: "nginx".into(),
-                                version: Some(info.version.clone()),
-                                library: super::server_library(&info, variant),
-                                suite: suite.openssl.to_string(),
-                                key: plan.key.name().to_string(),
-                                key_store: store.name().into(),
-                                key_store_check: super::keystore::check_served(key_source, &server),
-                                cores,
-                                server_cpus: server_cpus.clone(),
-                                // With agents, the load is theirs (see tls.agents).
-                                generator_cpus: if fleet.is_some() {
-                                    Vec::new()
-                                } else {
-                                    generator_cpus.clone()
+                            let (server, record, target) = super::start_nginx(
+                                session,
+                                &spec,
+                                client,
+                                &variants,
+                                super::SlotRecord {
+                                    key: plan.key,
+                                    store,
+                                    cores,
+                                    // With agents, the load is theirs (see tls.agents).
+                                    generator_cpus: if fleet.is_some() {
+                                        Vec::new()
+                                    } else {
+                                        generator_cpus.clone()
+                                    },
+                                    placement: &placed.placement,
                                 },
-                                variant: variants.record(variant, &server, suite),
-                                config: server.config().to_string(),
-                                placement: Some(placement),
-                            };
-                            let target = Target {
-                                addr: server.addr(),
-                                host: "127.0.0.1".into(),
-                                path: Workspace::url_path(size),
-                                expected_len: Some(size),
-                            };
+                                size,
+                            )?;
                             let start = start_concurrency(
                                 &chosen_so_far(
                                     session,
@@ -740,6 +709,7 @@ pub(crate) fn per_thread(cpu: &[f64]) -> String {
 }
 
 /// What a point is, for its record.
+#[derive(Clone, Copy)]
 pub(crate) struct Labels<'a> {
     pub suite: &'a str,
     pub protocol: &'a str,
@@ -1240,7 +1210,7 @@ pub(crate) fn search(
         server,
         start,
         fleet,
-        Labels { ..labels },
+        labels,
     )?;
     let m = final_window(
         plan,
@@ -1252,7 +1222,7 @@ pub(crate) fn search(
         &mut searched,
         plan.window,
         true,
-        Labels { ..labels },
+        labels,
     )?;
     Ok(finish(plan, labels, searched, m))
 }

@@ -3,7 +3,7 @@
 //! first. Pure functions of measured data.
 
 use super::iperf::received_datagrams;
-use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation};
+use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation, TunnelRun};
 
 /// IPv4 (20) + UDP (8): what every iperf3 datagram carries besides its payload.
 pub const UDP_HEADERS: u64 = 28;
@@ -14,6 +14,30 @@ pub const TCP_MAX_HEADERS: u64 = 60;
 /// What else may cross the tunnel in the data direction during a run: iperf3's
 /// control connection (parameters and results JSON, a few KiB) and its handshake.
 pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
+
+/// A run through a tunnel (ours between namespaces or hosts, or strongSwan's), judged:
+/// its byte check and what saturated first, with the noise of its window. Its round
+/// and place are the rounds driver's to set.
+pub fn judged_run(
+    iperf: IperfRun,
+    sender: GatewayRun,
+    receiver: GatewayRun,
+    underlay_rate_bits_per_sec: Option<u64>,
+    noise: cipherbench_model::noise::Noise,
+) -> TunnelRun {
+    let byte_check = byte_check(&iperf, &receiver);
+    let saturation = saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
+    TunnelRun {
+        iperf,
+        sender,
+        receiver,
+        byte_check,
+        saturation,
+        noise: Some(Box::new(noise)),
+        round: None,
+        sequence: None,
+    }
+}
 
 /// Reconciles iperf3's payload bytes with the inner bytes the receiving gateway
 /// opened. Lower bound: every payload byte the server read was opened, inside a

@@ -676,25 +676,7 @@ impl rounds::Stand for OwnStand<'_> {
             runs,
             self.underlay_tcp,
         );
-        warn_about(&point, self.session, None);
-        self.session.progress.point(&format!(
-            "{} {} {}: {}{}",
-            point.transform,
-            point.variant,
-            protocol.as_str(),
-            cipherbench_model::units::format_bits_per_sec(
-                point.throughput_bits_per_sec.median / 8.0
-            ),
-            point
-                .runs
-                .last()
-                .and_then(|r| r.iperf.lost_percent)
-                .map(|l| format!(" at {l:.1} % loss"))
-                .unwrap_or_default()
-        ));
-        self.results.points.push(point);
-        self.session.record.tunnel = Some(self.results.clone());
-        self.session.save()
+        record_point(self.session, self.results, point, None)
     }
 }
 
@@ -761,6 +743,33 @@ fn note_variant(
 /// reconcile, drops, a sender-limited search, a tunnel above its underlay, a high
 /// spread. `peer`: the tunnel ran to this host (`tunnel --peer`), whose underlay
 /// is the real network between the two.
+/// Records a finished point: its warnings (`peer`: the other host of a two-host
+/// run), the progress line, and run.json saved with it.
+pub(crate) fn record_point(
+    session: &mut Session,
+    results: &mut TunnelResults,
+    point: TunnelPoint,
+    peer: Option<&str>,
+) -> Result<()> {
+    warn_about(&point, session, peer);
+    session.progress.point(&format!(
+        "{} {} {}: {}{}",
+        point.transform,
+        point.variant,
+        point.protocol.as_str(),
+        cipherbench_model::units::format_bits_per_sec(point.throughput_bits_per_sec.median / 8.0),
+        point
+            .runs
+            .last()
+            .and_then(|r| r.iperf.lost_percent)
+            .map(|l| format!(" at {l:.1} % loss"))
+            .unwrap_or_default()
+    ));
+    results.points.push(point);
+    session.record.tunnel = Some(results.clone());
+    session.save()
+}
+
 pub(crate) fn warn_about(point: &TunnelPoint, session: &mut Session, peer: Option<&str>) {
     let what = format!(
         "{} {} {}",
@@ -938,18 +947,13 @@ pub fn measured_run_on(
         (&r0, rn0),
         (&r1, rn1),
     );
-    let byte_check = analysis::byte_check(&iperf, &receiver);
-    let saturation = analysis::saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
-    Ok(TunnelRun {
+    Ok(analysis::judged_run(
         iperf,
         sender,
         receiver,
-        byte_check,
-        saturation,
-        noise: Some(Box::new(noise)),
-        round: None,
-        sequence: None,
-    })
+        underlay_rate_bits_per_sec,
+        noise,
+    ))
 }
 
 pub(crate) fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {

@@ -837,18 +837,9 @@ impl rounds::Stand for PeerStand<'_> {
         };
         let sender = gateway("sender", &self.here_end.hostname, s0, s1);
         let receiver = gateway("receiver", &self.there_end.hostname, r0, r1);
-        let byte_check = crate::tunnel::analysis::byte_check(&iperf, &receiver);
-        let saturation = crate::tunnel::analysis::saturation(&iperf, &sender, &receiver, None);
-        Ok(TunnelRun {
-            iperf,
-            sender,
-            receiver,
-            byte_check,
-            saturation,
-            noise: Some(Box::new(noise)),
-            round: None,
-            sequence: None,
-        })
+        Ok(crate::tunnel::analysis::judged_run(
+            iperf, sender, receiver, None, noise,
+        ))
     }
 
     fn point(
@@ -867,25 +858,12 @@ impl rounds::Stand for PeerStand<'_> {
             runs,
             self.underlay_tcp,
         );
-        crate::tunnel::warn_about(&point, self.session, Some(&self.there_end.hostname));
-        self.session.progress.point(&format!(
-            "{} {} {}: {}{}",
-            point.transform,
-            point.variant,
-            protocol.as_str(),
-            cipherbench_model::units::format_bits_per_sec(
-                point.throughput_bits_per_sec.median / 8.0
-            ),
-            point
-                .runs
-                .last()
-                .and_then(|r| r.iperf.lost_percent)
-                .map(|l| format!(" at {l:.1} % loss"))
-                .unwrap_or_default()
-        ));
-        self.results.points.push(point);
-        self.session.record.tunnel = Some(self.results.clone());
-        self.session.save()
+        crate::tunnel::record_point(
+            self.session,
+            self.results,
+            point,
+            Some(&self.there_end.hostname),
+        )
     }
 }
 

@@ -797,18 +797,13 @@ pub fn measured_run(
         &r0,
         &r1,
     );
-    let byte_check = analysis::byte_check(&iperf, &receiver);
-    let saturation = analysis::saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
-    Ok(TunnelRun {
+    Ok(analysis::judged_run(
         iperf,
         sender,
         receiver,
-        byte_check,
-        saturation,
-        noise: Some(Box::new(noise)),
-        round: None,
-        sequence: None,
-    })
+        underlay_rate_bits_per_sec,
+        noise,
+    ))
 }
 
 /// [`combinations`] grouped per backend and transform: the variants measured in
