@@ -364,28 +364,9 @@ fn record_point(
             format!("{what}: {reason}"),
         );
     }
-    super::warn_key_store(session, &what, &server);
-    if !server.variant.took_effect {
-        session.record.warn(
-            "tls",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect for nginx: {}",
-                server.variant.name,
-                server.variant.explanation()
-            ),
-        );
-    }
+    super::warn_server(session, &what, &server);
     let tls = super::results(session);
-    if !tls.servers.iter().any(|s| {
-        s.suite == server.suite
-            && s.variant.name == server.variant.name
-            && s.cores == server.cores
-            && s.key == server.key
-            && s.key_store == server.key_store
-    }) {
-        tls.servers.push(server);
-    }
+    super::record_server(tls, server);
     tls.handshake
         .get_or_insert_with(|| HandshakeResults {
             config: config.clone(),

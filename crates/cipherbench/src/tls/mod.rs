@@ -423,8 +423,8 @@ pub(crate) fn key_sources(
 }
 
 /// Warns when an nginx given a module's key did not show that it used the module
-/// ([`keystore::check_served`]).
-pub(crate) fn warn_key_store(
+/// ([`keystore::check_served`]), and when its variant did not take effect for nginx.
+pub(crate) fn warn_server(
     session: &mut Session,
     what: &str,
     server: &cipherbench_model::tls::ServerRecord,
@@ -436,6 +436,37 @@ pub(crate) fn warn_key_store(
             format!("{what}: key store {}: {}", server.key_store, c.explanation),
         );
     }
+    if !server.variant.took_effect {
+        session.record.warn(
+            "tls",
+            "variant_not_effective",
+            format!(
+                "variant {} did not take effect for nginx: {}",
+                server.variant.name,
+                server.variant.explanation()
+            ),
+        );
+    }
+}
+
+/// Adds a server to the layer's record unless one of the same suite, variant, cores,
+/// key and key store is there already (a point's slots share their nginx's record).
+pub(crate) fn record_server(tls: &mut TlsResults, server: cipherbench_model::tls::ServerRecord) {
+    if !tls.servers.iter().any(|s| {
+        s.suite == server.suite
+            && s.variant.name == server.variant.name
+            && s.cores == server.cores
+            && s.key == server.key
+            && s.key_store == server.key_store
+    }) {
+        tls.servers.push(server);
+    }
+}
+
+/// Whether a run of key store `store` is a counterpart (the first of `--key-store` is
+/// the run's own; the others are compared with it).
+pub(crate) fn is_counterpart_store(stores: &[String], store: &str) -> bool {
+    stores.iter().skip(1).any(|k| k == store)
 }
 
 /// The session's layer 3 record, created on first use.

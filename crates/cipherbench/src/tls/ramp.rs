@@ -417,35 +417,12 @@ fn record_run(
             ),
         );
     }
-    super::warn_key_store(session, &format!("ramp {what}"), &server);
-    if !server.variant.took_effect {
-        session.record.warn(
-            "tls",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect for nginx: {}",
-                server.variant.name,
-                server.variant.explanation()
-            ),
-        );
-    }
+    super::warn_server(session, &format!("ramp {what}"), &server);
     let tls = super::results(session);
-    if !tls.servers.iter().any(|s| {
-        s.suite == server.suite
-            && s.variant.name == server.variant.name
-            && s.cores == server.cores
-            && s.key_store == server.key_store
-    }) {
-        tls.servers.push(server);
-    }
+    super::record_server(tls, server);
     let ramp = tls.ramp.get_or_insert_with(|| empty(config));
     // The first key store's ramps are the ramp's; the others', its counterparts.
-    if config
-        .key_stores
-        .iter()
-        .skip(1)
-        .any(|k| *k == run.key_store)
-    {
+    if super::is_counterpart_store(&config.key_stores, &run.key_store) {
         ramp.key_store_runs.push(run);
     } else {
         ramp.runs.push(run);

@@ -578,22 +578,10 @@ fn record_point(
     session.progress.point(&label);
     warn_point(session, &point, &server);
     let tls = super::results(session);
-    if !tls.servers.iter().any(|s| {
-        s.suite == server.suite
-            && s.variant.name == server.variant.name
-            && s.cores == server.cores
-            && s.key_store == server.key_store
-    }) {
-        tls.servers.push(server);
-    }
+    super::record_server(tls, server);
     let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
     // The first key store's points are the sweep's; the others', its counterparts.
-    if config
-        .key_stores
-        .iter()
-        .skip(1)
-        .any(|k| *k == point.key_store)
-    {
+    if super::is_counterpart_store(&config.key_stores, &point.key_store) {
         sweep.key_store_points.push(point);
     } else {
         sweep.points.push(point);
@@ -624,7 +612,7 @@ pub(crate) fn store_suffix(key_store: &str) -> String {
 
 fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
     let what = point_name(p);
-    super::warn_key_store(session, &what, server);
+    super::warn_server(session, &what, server);
     if let Some(reason) = &p.invalid_reason {
         let kind = if p.generator_saturated {
             "generator_saturated"
@@ -686,17 +674,6 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
             format!(
                 "{what}: throughput spread ±{:.1} % across intervals",
                 p.interval_throughput_bytes_per_sec.rel_spread * 100.0
-            ),
-        );
-    }
-    if !server.variant.took_effect {
-        session.record.warn(
-            "tls",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect for nginx: {}",
-                server.variant.name,
-                server.variant.explanation()
             ),
         );
     }
