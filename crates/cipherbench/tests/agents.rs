@@ -1174,6 +1174,111 @@ fn ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host() {
     assert_no_tunnel_left(&hosts, &before);
 }
 
+/// The points of `transform` in a run.json's tunnel record.
+fn tunnel_points(run: &serde_json::Value, transform: &str) -> Vec<serde_json::Value> {
+    run["tunnel"]["points"]
+        .as_array()
+        .map(|p| {
+            p.iter()
+                .filter(|p| p["transform"] == transform)
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn read_run(dir: &std::path::Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()
+}
+
+#[test]
+fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
+    if skip("a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let dir = hosts.dir.join("results");
+    let results = dir.display().to_string();
+    let args = peer_args(&config, &results);
+    let run_from_h0 = || {
+        Command::new("ip")
+            .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
+            .args(&args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Ctrl-C once every variant of aes128-gcm is saved: null is measured next.
+    let child = run_from_h0();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
+    let kept = loop {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "aes128-gcm was never saved"
+        );
+        if let Some(run) = read_run(&dir) {
+            let variants = run["tunnel"]["config"]["variants"]
+                .as_array()
+                .map_or(0, Vec::len);
+            let gcm = tunnel_points(&run, "aes128-gcm");
+            if variants > 0 && gcm.len() == variants {
+                break run;
+            }
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+    let out = child.wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
+    assert_no_tunnel_left(&hosts, &before);
+
+    // The same command again resumes: the underlay and aes128-gcm are kept as they
+    // were measured, only null is measured.
+    let out = run_from_h0().wait_with_output().unwrap();
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        format!("{stdout}{stderr}").contains("resuming the unfinished run"),
+        "{stdout}\n{stderr}"
+    );
+    let run = read_run(&dir).unwrap();
+    assert_eq!(run["interrupted"], false);
+    assert_eq!(
+        tunnel_points(&run, "aes128-gcm"),
+        tunnel_points(&kept, "aes128-gcm")
+    );
+    assert_eq!(run["tunnel"]["underlay"], kept["tunnel"]["underlay"]);
+    let null = tunnel_points(&run, "null");
+    assert_eq!(null.len(), 1, "{}", run["tunnel"]);
+    // Its runs come after the kept ones in the measuring order.
+    let last_kept = kept["tunnel"]["points"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|p| p["runs"].as_array().unwrap())
+        .filter_map(|r| r["sequence"].as_u64())
+        .max()
+        .unwrap();
+    assert!(
+        null[0]["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|r| r["sequence"].as_u64().unwrap() > last_kept),
+        "{}",
+        null[0]
+    );
+    assert_no_tunnel_left(&hosts, &before);
+}
+
 /// A measurement more than a check (run by hand, `-- --ignored`): AES-128-GCM TCP
 /// through the two-host tunnel (h0 to h1 over the bridge) against the namespace
 /// tunnel on this machine, the same iperf3 length and seconds, alternated three

@@ -38,7 +38,7 @@ use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
 use cipherbench_model::topology::{place_tunnel_end, Topology};
 use cipherbench_model::tunnel::{
-    HostEnd, IperfRun, PeerRecord, Protocol, TunnelResults, TunnelRun, VariantSide,
+    HostEnd, IperfRun, PeerRecord, Protocol, TunnelPoint, TunnelResults, TunnelRun, VariantSide,
 };
 use cipherbench_model::variant::VariantRecord;
 use serde::{Deserialize, Serialize};
@@ -579,6 +579,16 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
             variants: Vec::new(),
         }),
     };
+    // A resumed run keeps what an earlier, interrupted run measured with the same
+    // plan, to the same peer (host and build), with both ends placed the same way.
+    if let Some(earlier) = session
+        .record
+        .tunnel
+        .take()
+        .filter(|e| same_stand(e, &results))
+    {
+        results = earlier;
+    }
     // iperf3 on both ends pinned where each host placed it (`-A client,server`:
     // the server's CPU is the peer's own number, and its server was started there).
     let affinity = here_end.iperf3_cpu.zip(there_end.iperf3_cpu);
@@ -586,21 +596,29 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         .progress
         .layer("tunnel", plan.total_points(), plan.estimate());
 
-    agent.ask(&Request::PeerIperf { bind: there }, long)?;
-    let underlay = iperf_client(
-        agent,
-        client(plan, there, Protocol::Tcp, plan.seconds, None, affinity),
-    )?;
-    agent.ask(&Request::PeerDown, long)?;
-    let point = crate::tunnel::underlay_point(Protocol::Tcp, vec![underlay]);
-    session.progress.point(&format!(
-        "underlay tcp ({here} -> {there}): {}",
-        cipherbench_model::units::format_bits_per_sec(point.throughput_bits_per_sec.median / 8.0)
-    ));
-    let underlay_tcp = Some(point.throughput_bits_per_sec.median);
-    results.underlay.push(point);
-    session.record.tunnel = Some(results.clone());
-    session.save()?;
+    if results.underlay(Protocol::Tcp).is_some() {
+        session.progress.skip(1);
+    } else {
+        agent.ask(&Request::PeerIperf { bind: there }, long)?;
+        let underlay = iperf_client(
+            agent,
+            client(plan, there, Protocol::Tcp, plan.seconds, None, affinity),
+        )?;
+        agent.ask(&Request::PeerDown, long)?;
+        let point = crate::tunnel::underlay_point(Protocol::Tcp, vec![underlay]);
+        session.progress.point(&format!(
+            "underlay tcp ({here} -> {there}): {}",
+            cipherbench_model::units::format_bits_per_sec(
+                point.throughput_bits_per_sec.median / 8.0
+            )
+        ));
+        results.underlay.push(point);
+        session.record.tunnel = Some(results.clone());
+        session.save()?;
+    }
+    let underlay_tcp = results
+        .underlay(Protocol::Tcp)
+        .map(|u| u.throughput_bits_per_sec.median);
 
     let noise_cpus = match &here_end.placement {
         Some(p) => p.all_cpus(),
@@ -622,7 +640,8 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         underlay_tcp,
         transform: Transform::Null,
     };
-    let mut sequence = 0;
+    // Every run's place in the measuring order, after any a resumed run kept.
+    let mut sequence = crate::tunnel::next_sequence(stand.results.points.iter());
     for &transform in &plan.transforms {
         stand.transform = transform;
         // `null` has no crypto: only the first variant, as on one machine.
@@ -631,10 +650,47 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         } else {
             plan.variants.len()
         };
+        let here = |p: &TunnelPoint| p.transform == transform.name();
+        let done = plan.variants[..variants].iter().all(|v| {
+            plan.protocols.iter().all(|protocol| {
+                stand
+                    .results
+                    .points
+                    .iter()
+                    .any(|p| here(p) && p.variant == v.name() && p.protocol == *protocol)
+            })
+        });
+        if done {
+            stand.session.progress.skip(variants * plan.protocols.len());
+            continue;
+        }
+        // A half-measured transform is measured again whole: its variants' rounds
+        // belong together.
+        stand.results.points.retain(|p| !here(p));
         rounds::interleaved(plan, variants, &mut stand, underlay_tcp, &mut sequence)?;
     }
     session.record.tunnel = Some(results);
     session.save()
+}
+
+/// Whether an earlier record was measured by the same stand as `now`'s: the same
+/// plan, the same peer host and build, both ends placed alike.
+fn same_stand(earlier: &TunnelResults, now: &TunnelResults) -> bool {
+    earlier.config == now.config
+        && match (&earlier.peer, &now.peer) {
+            (Some(a), Some(b)) => {
+                // The gateways' affinity is read back while they run.
+                let placed = |e: &HostEnd| HostEnd {
+                    gateway_affinity: Vec::new(),
+                    ..e.clone()
+                };
+                a.agent.hostname == b.agent.hostname
+                    && a.agent.build == b.agent.build
+                    && placed(&a.here) == placed(&b.here)
+                    && placed(&a.there) == placed(&b.there)
+            }
+            _ => false,
+        }
 }
 
 /// The two-host tunnel as the rounds driver sees it: a pair is this host's end
