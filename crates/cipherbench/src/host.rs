@@ -131,27 +131,6 @@ pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
-/// Sets a socket's receive low-water mark (SO_RCVLOWAT): readiness is signalled only
-/// once this many bytes are queued (or the peer closed, or the window is nearly shut).
-pub fn set_receive_lowat(fd: std::os::fd::RawFd, bytes: usize) -> io::Result<()> {
-    let v = bytes.clamp(1, i32::MAX as usize) as libc::c_int;
-    // SAFETY: setsockopt reads sizeof(c_int) bytes from a live local; the kernel
-    // checks the descriptor.
-    let ret = unsafe {
-        libc::setsockopt(
-            fd,
-            libc::SOL_SOCKET,
-            libc::SO_RCVLOWAT,
-            (&v as *const libc::c_int).cast(),
-            std::mem::size_of::<libc::c_int>() as libc::socklen_t,
-        )
-    };
-    if ret < 0 {
-        return Err(io::Error::last_os_error());
-    }
-    Ok(())
-}
-
 /// CPU time of the whole process so far, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)

@@ -391,7 +391,7 @@ pub struct WireReport {
     /// Each generator thread's CPU time in the window, ns.
     #[serde(default)]
     pub thread_cpu_ns: Vec<u64>,
-    /// Responses read with the receive mark set (paced wake-ups), whole run.
+    /// Responses whose socket was parked between reads (paced), whole run.
     #[serde(default)]
     pub paced: u64,
     /// Window start, agent's clock, ns since the epoch.

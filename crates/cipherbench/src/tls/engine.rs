@@ -13,12 +13,18 @@
 //! loop (mio) over non-blocking sockets; OpenSSL is driven through its non-blocking
 //! API. A thread measures its own CPU time, so a saturated generator is detected (and
 //! each thread's share is reported, so one saturated thread shows). While a large
-//! body streams in from a loopback server, a socket signals readiness only once
-//! [`RECEIVE_LOWAT`] bytes are queued: on loopback the server's `write` pays for waking the reader, once per
-//! segment if the reader sleeps in between, and a generator that wakes 256 times per
-//! 16 MiB made nginx spend about 25 % more CPU per response than wrk did (issue 12;
-//! METHODOLOGY.md, "The load generator", wake-ups). The
-//! engine never prints and never touches the results: it returns a [`Report`].
+//! body streams in from a loopback server, its socket is *parked*: taken out of the
+//! epoll set and read again after a nap in which about [`NAP_BYTES`] arrive. On
+//! loopback the server's `write` runs the reader's TCP input: a reader asleep in
+//! `epoll_wait` costs the server a wake-up per segment, and a reader that keeps its
+//! window moving (reading at once, or SO_RCVLOWAT's ACK-now rule) is ACKed every
+//! second segment, so each of nginx's 16 KiB TLS records goes out alone. Parked, the
+//! socket has no sleeper to wake and its window stands still, so the kernel delays
+//! its ACKs, nginx's records coalesce into about half as many segments, and what nginx
+//! queued meanwhile is sent when the generator's read opens the window, on the
+//! generator's CPU, as under wrk (issue 12; METHODOLOGY.md, "The load generator",
+//! wake-ups). The engine never prints and never touches the results: it returns a
+//! [`Report`].
 
 use super::http::{self, Parsed};
 use super::suite::Suite;
@@ -36,19 +42,22 @@ use openssl::ssl::{
 use std::collections::BTreeMap;
 use std::io::{self, Read, Write};
 use std::net::SocketAddr;
-use std::os::fd::AsRawFd;
 use std::time::{Duration, Instant};
 
 /// Bytes read from a socket at once for OpenSSL's small reads, and the size of the
 /// application's read buffer.
 const SOCKET_BUFFER: usize = 64 * 1024;
-/// While more than this (plus [`LOWAT_MARGIN`]) of a body is still to come, its socket
-/// wakes the generator only when this many bytes are queued (SO_RCVLOWAT).
-pub const RECEIVE_LOWAT: usize = 256 * 1024;
-/// Ciphertext OpenSSL may already hold (read-ahead, one record and a bit) plus TLS
-/// overhead: the low-water mark is dropped to 1 byte while no more than this beyond
-/// it remains, so a mark is never waiting for bytes that will not come.
-const LOWAT_MARGIN: usize = 64 * 1024;
+/// While more than this of a body from a loopback server is still to come, its
+/// socket is parked between reads, for a nap in which about this many bytes arrive at
+/// the rate the body has come so far. The last part is read as it arrives, so the end
+/// of a response is seen at once.
+pub const NAP_BYTES: u64 = 256 * 1024;
+/// Shortest nap: below this a fast server's bytes are read about as often as epoll
+/// would report them.
+const NAP_MIN: Duration = Duration::from_micros(100);
+/// Longest nap: a slow body is still read every 2 ms (well inside any receive buffer's
+/// room, and a small delay next to the body's own time).
+const NAP_MAX: Duration = Duration::from_millis(2);
 /// How often in-flight requests are checked against the timeout.
 const TIMEOUT_CHECK: Duration = Duration::from_millis(5);
 /// Longest sleep in the event loop, so Ctrl-C and window edges are seen promptly.
@@ -294,7 +303,7 @@ pub struct Report {
     pub cpu_ns: u64,
     /// The same per thread, in the order of the CPUs given.
     pub thread_cpu_ns: Vec<u64>,
-    /// Responses read with the receive mark set (paced wake-ups), whole run.
+    /// Responses whose socket was parked between reads (paced), whole run.
     pub paced: u64,
     /// Generator threads.
     pub threads: usize,
@@ -573,16 +582,21 @@ struct Sock {
     end: usize,
 }
 
-/// The SO_RCVLOWAT for a body with `left` plaintext bytes still to read: the ciphertext
-/// still to arrive on the socket is at least `left` less what OpenSSL already holds
-/// (under [`LOWAT_MARGIN`]), so a mark of [`RECEIVE_LOWAT`] is always reached while more
-/// than both remain; near the end it is back to 1 byte.
-fn lowat_for(left: u64) -> usize {
-    if left > (RECEIVE_LOWAT + LOWAT_MARGIN) as u64 {
-        RECEIVE_LOWAT
-    } else {
-        1
+/// Whether a body with `left` bytes still to read is parked between reads.
+fn parks(left: u64) -> bool {
+    left > NAP_BYTES
+}
+
+/// The nap after a read that drained a body's socket: the time [`NAP_BYTES`] take at
+/// the rate the body has come so far (`read` bytes since its first byte, `streaming`
+/// ago), within [`NAP_MIN`] and [`NAP_MAX`]. The first nap, before there is a rate,
+/// is the shortest.
+fn nap_for(read: u64, streaming: Duration) -> Duration {
+    let secs = streaming.as_secs_f64();
+    if read == 0 || secs <= 0.0 {
+        return NAP_MIN;
     }
+    Duration::from_secs_f64(NAP_BYTES as f64 * secs / read as f64).clamp(NAP_MIN, NAP_MAX)
 }
 
 /// A read at least this large bypasses [`Sock`]'s buffer.
@@ -636,8 +650,13 @@ struct Conn {
     connected: Option<Instant>,
     handshaked: Option<Instant>,
     first_byte: Option<Instant>,
-    /// The socket's SO_RCVLOWAT now (1 is the kernel's default).
-    lowat: usize,
+    /// Parked (out of the epoll set) until then; see [`NAP_BYTES`].
+    parked_until: Option<Instant>,
+    /// Set by [`Worker::advance`]: the body's socket is drained and much is still to
+    /// come, so it may be parked.
+    park: bool,
+    /// Parked at least once (counted in [`Report::paced`]).
+    paced: bool,
     resumed: bool,
 }
 
@@ -655,7 +674,9 @@ impl Conn {
             connected: None,
             handshaked: None,
             first_byte: None,
-            lowat: 1,
+            parked_until: None,
+            park: false,
+            paced: false,
             resumed: false,
         }
     }
@@ -687,10 +708,12 @@ struct Worker<'a> {
     buffers: Vec<Box<[u8]>>,
     scratch: Vec<u8>,
     session: Option<SslSession>,
-    /// Pace wake-ups with SO_RCVLOWAT: only to a loopback server, whose CPU pays for
-    /// them (over a network the server does not, and the mark's window clamp under
-    /// receive-buffer autotuning could cap a long path's throughput).
+    /// Park large bodies between reads: only to a loopback server, whose CPU pays for
+    /// the reader's wake-ups and ACKs (over a network the server does not, and a
+    /// window held still for a nap could cap a long path's throughput).
     pace: bool,
+    /// Connections parked now.
+    parked: usize,
     report: ThreadReport,
 }
 
@@ -734,6 +757,7 @@ impl<'a> Worker<'a> {
             scratch: vec![0u8; SOCKET_BUFFER],
             session: None,
             pace: spec.target.addr.ip().is_loopback(),
+            parked: 0,
             report: ThreadReport::new(buckets, (window_start, window_end)),
         })
     }
@@ -825,6 +849,11 @@ impl<'a> Worker<'a> {
             } else if now < self.window_end {
                 wait = wait.min(self.window_end.saturating_duration_since(now));
             }
+            // ... or the end of the first nap.
+            let wake = self.next_unpark();
+            if let Some(t) = wake {
+                wait = wait.min(t.saturating_duration_since(now));
+            }
             match self.poll.poll(&mut events, Some(wait)) {
                 Ok(()) => {}
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
@@ -833,6 +862,9 @@ impl<'a> Worker<'a> {
             for event in events.iter() {
                 let i = event.token().0;
                 self.drive(i);
+            }
+            if wake.is_some() {
+                self.unpark_due(Instant::now());
             }
         }
         let end_cpu = cpu_at_end.unwrap_or_else(host::thread_cpu_ns);
@@ -843,6 +875,27 @@ impl<'a> Worker<'a> {
             self.report.window_edges = (self.t0, Instant::now());
         }
         Ok(self.report)
+    }
+
+    /// When the first parked connection's nap ends.
+    fn next_unpark(&self) -> Option<Instant> {
+        if self.parked == 0 {
+            return None;
+        }
+        self.conns
+            .iter()
+            .flatten()
+            .filter_map(|c| c.parked_until)
+            .min()
+    }
+
+    /// Reads every parked connection whose nap has ended.
+    fn unpark_due(&mut self, now: Instant) {
+        for i in 0..self.conns.len() {
+            if matches!(&self.conns[i], Some(c) if c.parked_until.is_some_and(|t| t <= now)) {
+                self.drive(i);
+            }
+        }
     }
 
     fn bucket_of(&self, at: Instant) -> usize {
@@ -928,9 +981,13 @@ impl<'a> Worker<'a> {
         let Some(Some(mut conn)) = self.conns.get_mut(i).map(Option::take) else {
             return;
         };
+        conn.park = false;
         let step = self.advance(&mut conn);
         match step {
-            Step::Pending => self.conns[i] = Some(conn),
+            Step::Pending => {
+                self.park_or_unpark(i, &mut conn);
+                self.conns[i] = Some(conn);
+            }
             done => {
                 let now = Instant::now();
                 if self.client.resumption && matches!(done, Step::Ok) {
@@ -944,6 +1001,53 @@ impl<'a> Worker<'a> {
                 }
                 self.account(&conn, now, done);
                 self.release(i, conn);
+            }
+        }
+    }
+
+    /// After a read that drained connection `i`: parks it (out of the epoll set, so the
+    /// server's writes find no sleeper to wake and no window moving) for the next nap,
+    /// or, once little of its body is left, puts it back in the set. A socket
+    /// registered again reports data already queued (epoll checks readiness on ADD).
+    fn park_or_unpark(&mut self, i: usize, conn: &mut Conn) {
+        let Some(tls) = conn.tls.as_mut() else {
+            return;
+        };
+        let now = Instant::now();
+        if conn.park {
+            if conn.parked_until.is_none() {
+                if self
+                    .poll
+                    .registry()
+                    .deregister(&mut tls.get_mut().tcp)
+                    .is_err()
+                {
+                    // Left in the set: read as before, only with more wake-ups.
+                    return;
+                }
+                self.parked += 1;
+                if !conn.paced {
+                    conn.paced = true;
+                    self.report.paced += 1;
+                }
+            }
+            let streaming = conn.first_byte.map_or(Duration::ZERO, |f| now - f);
+            conn.parked_until = Some(now + nap_for(conn.body_read, streaming));
+        } else if conn.parked_until.take().is_some() {
+            self.parked -= 1;
+            if self
+                .poll
+                .registry()
+                .register(
+                    &mut tls.get_mut().tcp,
+                    Token(i),
+                    Interest::READABLE | Interest::WRITABLE,
+                )
+                .is_err()
+            {
+                // Out of the set for good: read at the next nap's end instead.
+                conn.parked_until = Some(now + NAP_MIN);
+                self.parked += 1;
             }
         }
     }
@@ -1031,19 +1135,8 @@ impl<'a> Worker<'a> {
                         Ok(n) => n,
                         Err(e) if want(&e) => {
                             if self.pace && matches!(conn.phase, Phase::Body) {
-                                let left = conn.body_expected.saturating_sub(conn.body_read);
-                                let mark = lowat_for(left);
-                                if mark != conn.lowat {
-                                    // Best effort: without the mark the request still
-                                    // completes, only with more wake-ups.
-                                    let fd = tls.get_ref().tcp.as_raw_fd();
-                                    if host::set_receive_lowat(fd, mark).is_ok() {
-                                        if conn.lowat == 1 && mark > 1 {
-                                            self.report.paced += 1;
-                                        }
-                                        conn.lowat = mark;
-                                    }
-                                }
+                                conn.park =
+                                    parks(conn.body_expected.saturating_sub(conn.body_read));
                             }
                             return Step::Pending;
                         }
@@ -1188,6 +1281,9 @@ impl<'a> Worker<'a> {
     }
 
     fn release(&mut self, i: usize, mut conn: Conn) {
+        if conn.parked_until.is_some() {
+            self.parked -= 1;
+        }
         if let Some(mut tls) = conn.tls.take() {
             let sock = tls.get_mut();
             let _ = self.poll.registry().deregister(&mut sock.tcp);
@@ -1552,7 +1648,7 @@ mod tests {
     #[test]
     fn a_closed_loop_run_counts_what_the_server_served() {
         let server = TinyServer::start(None);
-        // 100-byte bodies never touch the receive mark.
+        // 100-byte bodies are never parked.
         let client = Client::new(&gcm(), false).unwrap();
         let report = run(
             &client,
@@ -1597,28 +1693,33 @@ mod tests {
     }
 
     #[test]
-    fn the_receive_mark_never_waits_past_the_end_of_a_body() {
-        // Small bodies never change the kernel's default.
-        assert_eq!(lowat_for(0), 1);
-        assert_eq!(lowat_for(100 * 1024), 1);
-        assert_eq!(lowat_for((RECEIVE_LOWAT + LOWAT_MARGIN) as u64), 1);
-        // A large remainder: the mark, and what must still arrive exceeds it by
-        // more than OpenSSL can hold back (one 16 KiB record plus its header and tag).
-        for left in [
-            (RECEIVE_LOWAT + LOWAT_MARGIN + 1) as u64,
-            16 << 20,
-            u64::MAX,
-        ] {
-            let mark = lowat_for(left);
-            assert_eq!(mark, RECEIVE_LOWAT);
-            assert!(left.saturating_sub(16 * 1024 + 5 + 256) > mark as u64);
-        }
+    fn only_a_body_with_more_than_a_nap_left_is_parked() {
+        assert!(!parks(0));
+        assert!(!parks(100 * 1024));
+        assert!(!parks(NAP_BYTES));
+        assert!(parks(NAP_BYTES + 1));
+        assert!(parks(16 << 20));
     }
 
     #[test]
-    fn a_large_body_is_read_whole_with_the_receive_mark_set() {
-        // 3 MiB through a real TLS server: the mark is set and lowered again before
-        // the end, and every byte arrives (a mark waiting past the end would time out).
+    fn a_nap_lasts_as_long_as_its_bytes_take_at_the_body_rate() {
+        // 64 MiB in 0.25 s: 256 MiB/s, so 256 KiB take about 1 ms.
+        let nap = nap_for(64 << 20, Duration::from_millis(250));
+        assert!((nap.as_secs_f64() - 1.0 / 1024.0).abs() < 1e-6, "{nap:?}");
+        // Before there is a rate: the shortest nap.
+        assert_eq!(nap_for(0, Duration::from_millis(5)), NAP_MIN);
+        assert_eq!(nap_for(1 << 20, Duration::ZERO), NAP_MIN);
+        // A very fast body: never shorter than NAP_MIN.
+        assert_eq!(nap_for(1 << 30, Duration::from_millis(1)), NAP_MIN);
+        // A trickle: never longer than NAP_MAX, so a slow server is still read often.
+        assert_eq!(nap_for(1024, Duration::from_secs(1)), NAP_MAX);
+    }
+
+    #[test]
+    fn a_large_body_is_read_whole_with_its_socket_parked_between_reads() {
+        // 3 MiB through a real TLS server: sockets leave the epoll set while most of a
+        // body is to come and rejoin it for the last part, and every byte arrives (a
+        // socket lost out of the set would time out).
         let server = TinyServer::start_sized(None, 3 << 20);
         let client = Client::new(&gcm(), false).unwrap();
         let mut s = spec(server.target(), Arrivals::Closed { concurrency: 2 });
@@ -1627,9 +1728,9 @@ mod tests {
         assert!(report.ok_total > 0, "{:?}", report.failures);
         assert_eq!(report.failed, 0, "{:?}", report.failures);
         assert_eq!(report.body_bytes, report.ok_total * (3 << 20));
-        // The mark was set (the kernel accepted it) while bodies streamed in. (Not
-        // necessarily on every response: one whose bytes always arrived ahead of the
-        // reader never waited, so never needed it.)
+        // Sockets were parked while bodies streamed in. (Not necessarily on every
+        // response: one whose bytes always arrived ahead of the reader never drained
+        // its socket early, so never needed it.)
         assert!(report.paced > 0, "{} of {}", report.paced, report.ok_total);
         assert_eq!(report.thread_cpu_ns.len(), 1);
         assert_eq!(report.generator_cpu_per_thread().len(), 1);
