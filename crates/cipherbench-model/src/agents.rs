@@ -32,6 +32,12 @@ pub struct AgentRecord {
     pub clock_offset_ns: i64,
     /// That exchange's round trip, ns: the offset is known to within half of it.
     pub clock_rtt_ns: u64,
+    /// It ran on the coordinator's own kernel (a namespace or container of that
+    /// machine, the same boot id): its TCP receive path ran in the server's sends,
+    /// so its generator paced its wake-ups as one on loopback does, and its CPUs
+    /// were the server machine's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_kernel: bool,
 }
 
 /// One agent's share of one measured window.

@@ -277,6 +277,9 @@ pub fn run(
             interval_ns: spec.interval.as_nanos() as u64,
             cpus: fleet.cpus.clone(),
             start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
+            // An agent on this kernel (a namespace of this machine) receives in the
+            // server's sends, as on loopback: the server pays for its wake-ups.
+            pace: agent.hello.shares_kernel_with_us(),
         };
         if let Err(e) = agent.send_only(&Request::Load(Box::new(req))) {
             return Err(fail(fleet, i, e.to_string()));
@@ -447,6 +450,7 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
         interval: Duration::from_nanos(req.interval_ns),
         cpus,
         max_connections: crate::tls::connection_budget(threads),
+        pace: req.pace,
     };
     // The start barrier: sleep to the agreed instant of this host's clock.
     let now = crate::agent::unix_ns();

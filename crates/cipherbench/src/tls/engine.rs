@@ -13,8 +13,9 @@
 //! loop (mio) over non-blocking sockets; OpenSSL is driven through its non-blocking
 //! API. A thread measures its own CPU time, so a saturated generator is detected (and
 //! each thread's share is reported, so one saturated thread shows). While a large
-//! body streams in from a loopback server, a socket signals readiness only once
-//! [`RECEIVE_LOWAT`] bytes are queued: on loopback the server's `write` pays for waking the reader, once per
+//! body streams in from a server on this kernel (loopback, or an agent's namespace
+//! of the server's machine), a socket signals readiness only once
+//! [`RECEIVE_LOWAT`] bytes are queued: there the server's `write` pays for waking the reader, once per
 //! segment if the reader sleeps in between, and a generator that wakes 256 times per
 //! 16 MiB made nginx spend about 25 % more CPU per response than wrk did (issue 12;
 //! METHODOLOGY.md, "The load generator", wake-ups). The
@@ -230,6 +231,18 @@ pub struct Spec {
     pub cpus: Vec<usize>,
     /// Connections a thread may hold open at once.
     pub max_connections: usize,
+    /// Pace wake-ups with SO_RCVLOWAT ([`RECEIVE_LOWAT`]): only where the server's
+    /// CPU pays for them, a server on this very kernel: on loopback
+    /// ([`pays_for_wakeups`]), or an agent's in a namespace of the server's machine.
+    pub pace: bool,
+}
+
+/// Whether a server at `addr` pays for this generator's wake-ups (its `write`
+/// runs the receiver's TCP input): one on loopback does; over a network the
+/// server does not, and the mark's window clamp under receive-buffer autotuning
+/// could cap a long path's throughput.
+pub fn pays_for_wakeups(addr: SocketAddr) -> bool {
+    addr.ip().is_loopback()
 }
 
 /// One series bucket: closed loop by time since the window started, open loop by
@@ -687,9 +700,7 @@ struct Worker<'a> {
     buffers: Vec<Box<[u8]>>,
     scratch: Vec<u8>,
     session: Option<SslSession>,
-    /// Pace wake-ups with SO_RCVLOWAT: only to a loopback server, whose CPU pays for
-    /// them (over a network the server does not, and the mark's window clamp under
-    /// receive-buffer autotuning could cap a long path's throughput).
+    /// [`Spec::pace`].
     pace: bool,
     report: ThreadReport,
 }
@@ -733,7 +744,7 @@ impl<'a> Worker<'a> {
             buffers: Vec::new(),
             scratch: vec![0u8; SOCKET_BUFFER],
             session: None,
-            pace: spec.target.addr.ip().is_loopback(),
+            pace: spec.pace,
             report: ThreadReport::new(buckets, (window_start, window_end)),
         })
     }
@@ -1500,6 +1511,7 @@ mod tests {
 
     fn spec(target: Target, arrivals: Arrivals) -> Spec {
         Spec {
+            pace: pays_for_wakeups(target.addr),
             target,
             arrivals,
             warmup: Duration::from_millis(50),
