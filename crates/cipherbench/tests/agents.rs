@@ -224,6 +224,10 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     assert_eq!(names, vec!["h0", "h1", "h2"]);
     for s in shares {
         assert_eq!(s["concurrency"], 2);
+        // Each agent watched its host's noise on the CPUs its generator used.
+        let noise = &s["noise"];
+        assert!(noise["window_ns"].as_u64().unwrap() > 0, "{s}");
+        assert!(!noise["cpus"].as_array().unwrap().is_empty(), "{s}");
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert!(s["start_skew_ns"].as_u64().unwrap() < 50_000_000, "{s}");
     }

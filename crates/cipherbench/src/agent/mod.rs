@@ -417,6 +417,10 @@ pub struct WireReport {
     pub window_end_unix_ns: u64,
     /// How long after the asked start the load began (ns; 0 when on time).
     pub started_late_ns: u64,
+    /// This host's noise over the load (`machine::noise`) on the generator's CPUs,
+    /// the agent's own process being the run.
+    #[serde(default)]
+    pub noise: Option<cipherbench_model::noise::Noise>,
 }
 
 impl WireReport {
