@@ -282,9 +282,11 @@ pub fn run(
             interval_ns: spec.interval.as_nanos() as u64,
             cpus: fleet.cpus.clone(),
             start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
-            // An agent on this kernel (a namespace of this machine) receives in the
-            // server's sends, as on loopback: the server pays for its wake-ups.
-            pace: agent.hello.shares_kernel_with_us(),
+            // An agent on this kernel (a namespace of this machine) loading a server
+            // here receives in the server's sends, as on loopback: the server pays
+            // for its wake-ups. A server elsewhere (--server) does not.
+            pace: agent.hello.shares_kernel_with_us()
+                && super::engine::pays_for_wakeups(spec.target.addr),
         };
         if let Err(e) = agent.send_only(&Request::Load(Box::new(req))) {
             return Err(fail(fleet, i, e.to_string()));
