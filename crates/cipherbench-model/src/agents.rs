@@ -32,6 +32,12 @@ pub struct AgentRecord {
     pub clock_offset_ns: i64,
     /// That exchange's round trip, ns: the offset is known to within half of it.
     pub clock_rtt_ns: u64,
+    /// It ran on the coordinator's own kernel (a namespace or container of that
+    /// machine, the same boot id): its TCP receive path ran in the server's sends,
+    /// so its generator paced its wake-ups as one on loopback does, and its CPUs
+    /// were the server machine's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub same_kernel: bool,
 }
 
 /// One agent's share of one measured window.
@@ -51,6 +57,11 @@ pub struct AgentShare {
     pub requests: u64,
     /// Its generator's CPU as a fraction of its cores.
     pub generator_cpu: f64,
+    /// Its host's noise over its window (warm-up and drain too) on its generator's
+    /// CPUs, its own process being the run; judged like the coordinator's own
+    /// (`noise::judge`). None from an agent that did not watch.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<crate::noise::Noise>,
 }
 
 impl AgentShare {
@@ -74,6 +85,14 @@ impl AgentShare {
                         a.throughput_bytes_per_sec * wa + l.throughput_bytes_per_sec * wb;
                     a.requests += l.requests;
                     a.generator_cpu = a.generator_cpu * wa + l.generator_cpu * wb;
+                    a.noise = match (a.noise.take(), &l.noise) {
+                        (Some(mut n), Some(m)) => {
+                            n.merge(m);
+                            Some(n)
+                        }
+                        // A round that was not watched leaves the share unwatched.
+                        _ => None,
+                    };
                 }
                 None => this.push(l.clone()),
             }
@@ -94,6 +113,7 @@ mod tests {
             throughput_bytes_per_sec: rate,
             requests,
             generator_cpu: rate / 100.0,
+            noise: None,
         }
     }
 

@@ -462,9 +462,21 @@ pub struct SweepPoint {
 
 impl SweepPoint {
     /// What the noise judge says of the final window: `noisy_machine`, `steal`,
-    /// `frequency_scaling`.
+    /// `frequency_scaling`; with agents, of each agent's host as well (the message
+    /// names the agent).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        crate::noise::findings_of(self.noise.as_deref())
+        let mut out = crate::noise::findings_of(self.noise.as_deref());
+        for a in &self.agents {
+            out.extend(
+                crate::noise::findings_of(a.noise.as_ref())
+                    .into_iter()
+                    .map(|f| crate::noise::Finding {
+                        message: format!("agent {}: {}", a.name, f.message),
+                        ..f
+                    }),
+            );
+        }
+        out
     }
 
     /// Throughput in bits per second.
@@ -960,6 +972,41 @@ mod tests {
         assert_eq!(apart.pairing, Pairing::Independent);
         assert_eq!(apart.rounds, (12, 12));
         assert!(apart.high - apart.low > 0.3, "{apart:?}");
+    }
+
+    #[test]
+    fn an_agent_s_noisy_host_flags_the_point_naming_the_agent() {
+        let mut p = rounds_point("accel", None, &[10.0]);
+        let noise = |foreign: f64| crate::noise::Noise {
+            window_ns: 4_000_000_000,
+            cpus: vec![0],
+            capacity_ticks: 400,
+            run_ticks: 200,
+            foreign_share: foreign,
+            steal_share: 0.0,
+            iowait_share: 0.0,
+            irq_share: 0.0,
+            busiest: Vec::new(),
+            governors: Vec::new(),
+            boost: None,
+            throttle_events: None,
+        };
+        let share = |name: &str, foreign: f64| crate::agents::AgentShare {
+            name: name.into(),
+            concurrency: 2,
+            noise: Some(noise(foreign)),
+            ..Default::default()
+        };
+        // The coordinator's own host quiet, agent b's busy: flagged, naming b.
+        p.noise = Some(Box::new(noise(0.0)));
+        p.agents = vec![share("a", 0.02), share("b", 0.30)];
+        let f = p.noise_findings();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, "noisy_machine");
+        assert!(f[0].message.starts_with("agent b: "), "{}", f[0].message);
+        // Every host quiet: nothing.
+        p.agents[1] = share("b", 0.01);
+        assert!(p.noise_findings().is_empty());
     }
 
     #[test]

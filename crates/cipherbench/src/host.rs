@@ -440,6 +440,15 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
 }
 
+/// This kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID drawn at
+/// boot): the same in every namespace and container of one running kernel, and
+/// different on any other machine or boot. Empty where it cannot be read.
+pub fn boot_id() -> String {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
 /// Whether the process runs as root (effective uid 0).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions and cannot fail.

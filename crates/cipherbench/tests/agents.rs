@@ -207,6 +207,8 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     assert_eq!(agents.len(), 3);
     for a in agents {
         assert_eq!(a["version"], env!("CARGO_PKG_VERSION"));
+        // A namespace of this machine: the same kernel, recorded as such.
+        assert_eq!(a["same_kernel"], true, "{a}");
         let offset = a["clock_offset_ns"].as_i64().unwrap().unsigned_abs();
         let rtt = a["clock_rtt_ns"].as_u64().unwrap();
         assert!(
@@ -222,6 +224,10 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     assert_eq!(names, vec!["h0", "h1", "h2"]);
     for s in shares {
         assert_eq!(s["concurrency"], 2);
+        // Each agent watched its host's noise on the CPUs its generator used.
+        let noise = &s["noise"];
+        assert!(noise["window_ns"].as_u64().unwrap() > 0, "{s}");
+        assert!(!noise["cpus"].as_array().unwrap().is_empty(), "{s}");
         assert!(s["requests"].as_u64().unwrap() > 0, "{s}");
         assert!(s["start_skew_ns"].as_u64().unwrap() < 50_000_000, "{s}");
     }
@@ -333,7 +339,10 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
         .parent()
         .and_then(|d| d.parent())
         .map(|t| t.join("release/cipherbench"));
-    if let Some(r) = release.filter(|r| r.exists()) {
+    // Not when this test is itself the release build (`cargo test --release`):
+    // then that is this very binary.
+    let this = std::fs::canonicalize(BIN).ok();
+    if let Some(r) = release.filter(|r| r.exists() && std::fs::canonicalize(r).ok() != this) {
         // Built from this source by make test; left from an older source, it may
         // speak another protocol, refused as such before its build is compared.
         others.push((r, false));
@@ -537,12 +546,24 @@ fn throughput(results: &std::path::Path) -> f64 {
     p["throughput_bytes_per_sec"].as_f64().unwrap()
 }
 
+/// The CPUs nginx ran on in a sweep, from a results directory.
+fn server_cpus(results: &std::path::Path) -> Vec<u64> {
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    let cpus = run["tls"]["servers"][0]["server_cpus"].as_array().unwrap();
+    cpus.iter().map(|c| c.as_u64().unwrap()).collect()
+}
+
 /// A measurement more than a check (run by hand, `-- --ignored`; on a shared
 /// two-core machine its spread is wide): three agents against one agent with the
-/// same CPU (each pinned to CPU 1, the same 6 clients in all, the same nginx on CPU
-/// 0, the same bridge to it), alternated three times; this machine's own generator
-/// on CPU 1 over loopback is printed beside them (a path without the bridge, so
-/// not the control). Asserts three agents and one agree within 25 %.
+/// same CPU (every generator pinned to CPU 0, the same 6 clients in all, the same
+/// nginx on the same other CPU, the same bridge to it), alternated three times;
+/// this machine's own generator on CPU 0 over loopback is printed beside them (a
+/// path without the bridge, so not the control). Every run is checked to have had
+/// nginx on the same CPUs and off the generators' (an agent on nginx's CPU halves
+/// the figure), and each agent to have shared this kernel (so it paced its
+/// wake-ups as the loopback generator does). Asserts three agents and one agree
+/// within 25 %.
 #[test]
 #[ignore]
 fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
@@ -570,14 +591,41 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
         "4s",
         "-q",
     ];
+    // Every generator on CPU 0; nginx where the placement puts it, the same CPUs
+    // in every run and never CPU 0 (checked below, run by run).
+    const LOAD_CPU: &str = "0";
+    let mut nginx_cpus: Option<Vec<u64>> = None;
+    let mut check_placement = |dir: &std::path::Path| {
+        let cpus = server_cpus(dir);
+        assert!(!cpus.contains(&0), "nginx on the generators' CPU: {cpus:?}");
+        assert_eq!(nginx_cpus.get_or_insert_with(|| cpus.clone()), &cpus);
+        let run: serde_json::Value =
+            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        let warnings = run["warnings"].as_array().unwrap();
+        assert!(
+            !warnings.iter().any(|w| w["kind"] == "agent_on_server_cpus"),
+            "{warnings:?}"
+        );
+        for a in run["tls"]["agents"].as_array().into_iter().flatten() {
+            assert_eq!(a["same_kernel"], true, "{a}");
+        }
+    };
     let (mut local, mut single, mut agents) = (Vec::new(), Vec::new(), Vec::new());
     for k in 0..3 {
         let dir = hosts.dir.join(format!("local-{k}"));
         let d = dir.display().to_string();
-        let mut args = vec!["tls", "sweep", "--generator-cpus", "1", "--results", &d];
+        let mut args = vec![
+            "tls",
+            "sweep",
+            "--generator-cpus",
+            LOAD_CPU,
+            "--results",
+            &d,
+        ];
         args.extend(common);
         let (out, _) = coordinator(&hosts, &args);
         assert!(out.status.success(), "{}", text(&out).1);
+        check_placement(&dir);
         local.push(throughput(&dir));
         for (list, into, name) in [(&one, &mut single, "one"), (&three, &mut agents, "three")] {
             let dir = hosts.dir.join(format!("agents-{name}-{k}"));
@@ -592,13 +640,14 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
                 "--agent-path",
                 BIN,
                 "--agent-cpus",
-                "1",
+                LOAD_CPU,
                 "--results",
                 &d,
             ];
             args.extend(common);
             let (out, _) = coordinator(&hosts, &args);
             assert!(out.status.success(), "{}", text(&out).1);
+            check_placement(&dir);
             into.push(throughput(&dir));
         }
     }

@@ -229,6 +229,7 @@ impl Agent {
             openssl: self.hello.openssl.clone(),
             clock_offset_ns: self.offset_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64,
             clock_rtt_ns: self.rtt.as_nanos() as u64,
+            same_kernel: self.hello.shares_kernel_with_us(),
         }
     }
 }
@@ -345,9 +346,14 @@ impl Fleet {
             .iter()
             .map(|a| {
                 format!(
-                    "{} ({}, {} CPUs, clock {:+.3} ms ±{:.3} ms)",
+                    "{} ({}{}, {} CPUs, clock {:+.3} ms ±{:.3} ms)",
                     a.name,
                     a.hello.hostname,
+                    if a.hello.shares_kernel_with_us() {
+                        ", this machine's kernel"
+                    } else {
+                        ""
+                    },
                     a.hello.cpus.len(),
                     a.offset_ns as f64 / 1e6,
                     a.rtt.as_secs_f64() * 1e3 / 2.0

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
 /// like agents of another version.
-pub const PROTOCOL: u32 = 3;
+pub const PROTOCOL: u32 = 4;
 
 /// This build's version, which every agent must share.
 pub fn version() -> &'static str {
@@ -193,6 +193,12 @@ pub struct Hello {
     /// where the coordinator reaches it.
     #[serde(default)]
     pub agent_addr: Option<String>,
+    /// This kernel's boot id ([`crate::host::boot_id`]): the coordinator's own when
+    /// the agent runs in a namespace or container of the coordinator's machine (the
+    /// project's test hosts), whose TCP receive path then runs in the server's sends
+    /// as on loopback ([`Hello::shares_kernel_with_us`]).
+    #[serde(default)]
+    pub boot_id: String,
 }
 
 impl Hello {
@@ -228,7 +234,14 @@ impl Hello {
             agent_addr: std::env::var("SSH_CONNECTION")
                 .ok()
                 .and_then(|c| c.split_whitespace().nth(2).map(str::to_string)),
+            boot_id: crate::host::boot_id(),
         }
+    }
+
+    /// Whether this agent runs on the coordinator's own kernel (a namespace or a
+    /// container of this machine): the same boot id, read on both sides.
+    pub fn shares_kernel_with_us(&self) -> bool {
+        !self.boot_id.is_empty() && self.boot_id == crate::host::boot_id()
     }
 
     /// Refuses an agent that is not this very protocol, version and build; the
@@ -288,6 +301,11 @@ pub struct LoadRequest {
     /// When to start, in the agent's own clock (ns since the epoch): the
     /// coordinator's agreed start plus this agent's measured offset.
     pub start_unix_ns: u64,
+    /// Park large bodies between reads as to a loopback server: the agent shares the
+    /// server's kernel, so the server's sends pay for its wake-ups and ACKs
+    /// (`tls::engine`).
+    #[serde(default)]
+    pub pace: bool,
 }
 
 /// [`Arrivals`], on the wire.
@@ -400,6 +418,10 @@ pub struct WireReport {
     pub window_end_unix_ns: u64,
     /// How long after the asked start the load began (ns; 0 when on time).
     pub started_late_ns: u64,
+    /// This host's noise over the load (`machine::noise`) on the generator's CPUs,
+    /// the agent's own process being the run.
+    #[serde(default)]
+    pub noise: Option<cipherbench_model::noise::Noise>,
 }
 
 impl WireReport {
@@ -512,6 +534,18 @@ mod tests {
         let mut h = Hello::here();
         h.protocol += 1;
         assert!(h.check("c").is_err());
+    }
+
+    #[test]
+    fn an_agent_shares_our_kernel_only_with_our_boot_id() {
+        let mut h = Hello::here();
+        assert!(!h.boot_id.is_empty(), "no boot id read");
+        assert!(h.shares_kernel_with_us());
+        h.boot_id = "00000000-0000-0000-0000-000000000000".into();
+        assert!(!h.shares_kernel_with_us());
+        // An agent that could not read its boot id shares nothing.
+        h.boot_id.clear();
+        assert!(!h.shares_kernel_with_us());
     }
 
     #[test]

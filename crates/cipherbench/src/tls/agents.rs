@@ -58,7 +58,11 @@ pub fn arrivals(w: &WireArrivals) -> Arrivals {
 }
 
 /// A report on the wire.
-pub fn wire_report(r: &Report, started_late: Duration) -> WireReport {
+pub fn wire_report(
+    r: &Report,
+    started_late: Duration,
+    noise: Option<cipherbench_model::noise::Noise>,
+) -> WireReport {
     WireReport {
         window_ns: r.window.as_nanos() as u64,
         interval_ns: r.interval.as_nanos() as u64,
@@ -90,6 +94,7 @@ pub fn wire_report(r: &Report, started_late: Duration) -> WireReport {
         window_start_unix_ns: crate::agent::instant_to_unix(r.window_start),
         window_end_unix_ns: crate::agent::instant_to_unix(r.window_end),
         started_late_ns: started_late.as_nanos() as u64,
+        noise,
     }
 }
 
@@ -277,6 +282,11 @@ pub fn run(
             interval_ns: spec.interval.as_nanos() as u64,
             cpus: fleet.cpus.clone(),
             start_unix_ns: (start as i128 + agent.offset_ns).max(0) as u64,
+            // An agent on this kernel (a namespace of this machine) loading a server
+            // here receives in the server's sends, as on loopback: the server pays
+            // for its wake-ups. A server elsewhere (--server) does not.
+            pace: agent.hello.shares_kernel_with_us()
+                && super::engine::pays_for_wakeups(spec.target.addr),
         };
         if let Err(e) = agent.send_only(&Request::Load(Box::new(req))) {
             return Err(fail(fleet, i, e.to_string()));
@@ -369,6 +379,7 @@ pub fn run(
             throughput_bytes_per_sec: r.window_bytes as f64 / (r.window_ns.max(1) as f64 / 1e9),
             requests: r.ok,
             generator_cpu: r.generator_cpu(),
+            noise: r.noise.clone(),
         });
     }
     let parts: Vec<Part<'_>> = reports
@@ -447,6 +458,7 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
         interval: Duration::from_nanos(req.interval_ns),
         cpus,
         max_connections: crate::tls::connection_budget(threads),
+        pace: req.pace,
     };
     // The start barrier: sleep to the agreed instant of this host's clock.
     let now = crate::agent::unix_ns();
@@ -454,8 +466,11 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
         std::thread::sleep(Duration::from_nanos(req.start_unix_ns - now));
     }
     let late = Duration::from_nanos(crate::agent::unix_ns().saturating_sub(req.start_unix_ns));
+    // This host's noise, watched as the coordinator watches its own: around the
+    // whole load, on the generator's CPUs, this process being the run.
+    let window = crate::machine::noise::Window::open(&spec.cpus, &[std::process::id()]);
     let report = engine::run(&client, &spec)?;
-    Ok(wire_report(&report, late))
+    Ok(wire_report(&report, late, Some(window.close())))
 }
 
 #[cfg(test)]
@@ -494,6 +509,7 @@ mod tests {
             window_start_unix_ns: crate::agent::unix_ns() + offset_start,
             window_end_unix_ns: crate::agent::unix_ns() + offset_start + 1_000_000_000,
             started_late_ns: 0,
+            noise: None,
         }
     }
 

@@ -13,9 +13,10 @@
 //! loop (mio) over non-blocking sockets; OpenSSL is driven through its non-blocking
 //! API. A thread measures its own CPU time, so a saturated generator is detected (and
 //! each thread's share is reported, so one saturated thread shows). While a large
-//! body streams in from a loopback server, its socket is *parked*: taken out of the
-//! epoll set and read again after a nap in which about [`NAP_BYTES`] arrive. On
-//! loopback the server's `write` runs the reader's TCP input: a reader asleep in
+//! body streams in from a server on this kernel (loopback, or an agent's namespace of
+//! the server's machine), its socket is *parked*: taken out of the
+//! epoll set and read again after a nap in which about [`NAP_BYTES`] arrive. There
+//! the server's `write` runs the reader's TCP input: a reader asleep in
 //! `epoll_wait` costs the server a wake-up per segment, and a reader that keeps its
 //! window moving (reading at once, or SO_RCVLOWAT's ACK-now rule) is ACKed every
 //! second segment, so each of nginx's 16 KiB TLS records goes out alone. Parked, the
@@ -239,6 +240,18 @@ pub struct Spec {
     pub cpus: Vec<usize>,
     /// Connections a thread may hold open at once.
     pub max_connections: usize,
+    /// Park large bodies between reads ([`NAP_BYTES`]): only where the server's CPU
+    /// pays for the reader's wake-ups and ACKs, a server on this very kernel: on loopback
+    /// ([`pays_for_wakeups`]), or an agent's in a namespace of the server's machine.
+    pub pace: bool,
+}
+
+/// Whether a server at `addr` pays for this generator's wake-ups (its `write`
+/// runs the receiver's TCP input): one on loopback does; over a network the
+/// server does not, and a window held still for a nap could cap a long path's
+/// throughput.
+pub fn pays_for_wakeups(addr: SocketAddr) -> bool {
+    addr.ip().is_loopback()
 }
 
 /// One series bucket: closed loop by time since the window started, open loop by
@@ -708,9 +721,7 @@ struct Worker<'a> {
     buffers: Vec<Box<[u8]>>,
     scratch: Vec<u8>,
     session: Option<SslSession>,
-    /// Park large bodies between reads: only to a loopback server, whose CPU pays for
-    /// the reader's wake-ups and ACKs (over a network the server does not, and a
-    /// window held still for a nap could cap a long path's throughput).
+    /// [`Spec::pace`]: park large bodies between reads.
     pace: bool,
     /// Connections parked now.
     parked: usize,
@@ -756,7 +767,7 @@ impl<'a> Worker<'a> {
             buffers: Vec::new(),
             scratch: vec![0u8; SOCKET_BUFFER],
             session: None,
-            pace: spec.target.addr.ip().is_loopback(),
+            pace: spec.pace,
             parked: 0,
             report: ThreadReport::new(buckets, (window_start, window_end)),
         })
@@ -1596,6 +1607,7 @@ mod tests {
 
     fn spec(target: Target, arrivals: Arrivals) -> Spec {
         Spec {
+            pace: pays_for_wakeups(target.addr),
             target,
             arrivals,
             warmup: Duration::from_millis(50),

@@ -392,6 +392,41 @@ pub(crate) fn connect_agents(
     Ok(Some(fleet))
 }
 
+/// Warns, once per agent, where an agent runs on this machine's own kernel (a
+/// namespace or container here, as the project's test hosts are) and its generator
+/// may run on nginx's CPUs: the two then share CPUs, and the figure is of neither
+/// alone. An agent's CPUs are `--agent-cpus`, or all it may use.
+pub(crate) fn warn_agents_on_server_cpus(
+    session: &mut Session,
+    fleet: Option<&crate::agent::fleet::Fleet>,
+    server_cpus: &[usize],
+) {
+    let Some(fleet) = fleet else { return };
+    for a in fleet
+        .agents
+        .iter()
+        .filter(|a| a.hello.shares_kernel_with_us())
+    {
+        let cpus = fleet.cpus.as_ref().unwrap_or(&a.hello.cpus);
+        let shared: Vec<usize> = cpus
+            .iter()
+            .copied()
+            .filter(|c| server_cpus.contains(c))
+            .collect();
+        if !shared.is_empty() {
+            let message = format!(
+                "agent {} runs on this machine's kernel and its generator may use CPUs {} that nginx runs on: the two share them, so the figure is of neither alone; give the agents other CPUs with --agent-cpus",
+                a.name,
+                cipherbench_model::topology::format_cpu_list(&shared)
+            );
+            if !session.record.warnings.iter().any(|w| w.message == message) {
+                session.progress.note(&message);
+                session.record.warn("tls", "agent_on_server_cpus", message);
+            }
+        }
+    }
+}
+
 /// Where an agent reaches `target`: a server on this machine (started on loopback and
 /// on the agents' addresses) at the address the agent's ssh came from, any other
 /// server at its own.

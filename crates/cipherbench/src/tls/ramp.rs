@@ -121,6 +121,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 plan.generator_cpus.as_deref(),
             )?;
             let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+            super::warn_agents_on_server_cpus(session, fleet.as_ref(), server_cpus);
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             let sources = super::key_sources(&plan.key_stores, &workspace)?;
@@ -288,6 +289,7 @@ fn one(
         interval,
         cpus: generator_cpus.to_vec(),
         max_connections: super::connection_budget(generator_cpus.len()),
+        pace: super::engine::pays_for_wakeups(target.addr),
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));

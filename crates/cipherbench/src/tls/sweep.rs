@@ -212,6 +212,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             let mut turn = 0usize;
             for (cores, placed) in assignments {
                 let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+                super::warn_agents_on_server_cpus(session, fleet.as_ref(), server_cpus);
                 let placement_cpus = placed.placement.all_cpus();
                 for &size in &plan.sizes {
                     for (suite, client) in plan.suites.iter().zip(&clients) {
@@ -777,6 +778,7 @@ fn measure(
         interval,
         cpus: generator_cpus.to_vec(),
         max_connections: super::connection_budget(generator_cpus.len()),
+        pace: super::engine::pays_for_wakeups(target.addr),
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| {
