@@ -427,16 +427,12 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 .run()?,
             );
         }
-        let point = underlay_point(Protocol::Tcp, runs);
-        session.progress.point(&format!(
-            "underlay tcp: {}",
-            cipherbench_model::units::format_bits_per_sec(
-                point.throughput_bits_per_sec.median / 8.0
-            )
-        ));
-        results.underlay.push(point);
-        session.record.tunnel = Some(results.clone());
-        session.save()?;
+        record_underlay(
+            session,
+            &mut results,
+            "",
+            underlay_point(Protocol::Tcp, runs),
+        )?;
     }
     let underlay_tcp = results
         .underlay(Protocol::Tcp)
@@ -954,6 +950,24 @@ pub fn measured_run_on(
         underlay_rate_bits_per_sec,
         noise,
     ))
+}
+
+/// Says the underlay's figure (`path`, e.g. " (a -> b)", after "underlay tcp"), keeps
+/// it in `results` and saves the session.
+pub(crate) fn record_underlay(
+    session: &mut Session,
+    results: &mut TunnelResults,
+    path: &str,
+    point: UnderlayPoint,
+) -> Result<()> {
+    session.progress.point(&format!(
+        "underlay {}{path}: {}",
+        point.protocol.as_str(),
+        cipherbench_model::units::format_bits_per_sec(point.throughput_bits_per_sec.median / 8.0)
+    ));
+    results.underlay.push(point);
+    session.record.tunnel = Some(results.clone());
+    session.save()
 }
 
 pub(crate) fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {

@@ -605,16 +605,12 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
             client(plan, there, Protocol::Tcp, plan.seconds, None, affinity),
         )?;
         agent.ask(&Request::PeerDown, long)?;
-        let point = crate::tunnel::underlay_point(Protocol::Tcp, vec![underlay]);
-        session.progress.point(&format!(
-            "underlay tcp ({here} -> {there}): {}",
-            cipherbench_model::units::format_bits_per_sec(
-                point.throughput_bits_per_sec.median / 8.0
-            )
-        ));
-        results.underlay.push(point);
-        session.record.tunnel = Some(results.clone());
-        session.save()?;
+        crate::tunnel::record_underlay(
+            session,
+            &mut results,
+            &format!(" ({here} -> {there})"),
+            crate::tunnel::underlay_point(Protocol::Tcp, vec![underlay]),
+        )?;
     }
     let underlay_tcp = results
         .underlay(Protocol::Tcp)
