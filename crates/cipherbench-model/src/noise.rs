@@ -428,6 +428,27 @@ fn descendants(end: &[ProcTicks], start: &[ProcTicks], own: &[u32]) -> HashSet<u
     out
 }
 
+/// Another host's window, watched there by its agent: the host as the user named it
+/// (an agent's name, such as `tunnel --peer`'s) and its noise.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct HostNoise {
+    /// The agent's name (`user@host`, or the host as given on the command line).
+    pub host: String,
+    /// Its host's noise on the CPUs its part of the run used.
+    pub noise: Noise,
+}
+
+/// `findings`, each message naming the host it was found on (`peer h1: ...`).
+pub fn on_host(role: &str, host: &str, findings: Vec<Finding>) -> Vec<Finding> {
+    findings
+        .into_iter()
+        .map(|f| Finding {
+            message: format!("{role} {host}: {}", f.message),
+            ..f
+        })
+        .collect()
+}
+
 /// A judgement of a window: a warning kind and one sentence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {

@@ -467,14 +467,11 @@ impl SweepPoint {
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
         let mut out = crate::noise::findings_of(self.noise.as_deref());
         for a in &self.agents {
-            out.extend(
-                crate::noise::findings_of(a.noise.as_ref())
-                    .into_iter()
-                    .map(|f| crate::noise::Finding {
-                        message: format!("agent {}: {}", a.name, f.message),
-                        ..f
-                    }),
-            );
+            out.extend(crate::noise::on_host(
+                "agent",
+                &a.name,
+                crate::noise::findings_of(a.noise.as_ref()),
+            ));
         }
         out
     }

@@ -437,6 +437,11 @@ pub struct TunnelRun {
     /// (None: not recorded, as by an older cipherbench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
+    /// In a two-host run (`tunnel --peer`): how quiet the peer was on the CPUs of its
+    /// end (its gateway and iperf3), watched there by its agent over the same run.
+    /// None: one machine, or an older record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub peer_noise: Option<Box<crate::noise::HostNoise>>,
     /// The round of the point's measurement this run is (from 0): the variants of a
     /// transform are measured in interleaved rounds (`crate::interleave`), and run
     /// `round` of one variant sits next to run `round` of the others, which pairs
@@ -477,8 +482,48 @@ pub struct TunnelPoint {
 impl TunnelPoint {
     /// What the noise judge says of the point's runs: each kind once, from the run
     /// where the machine was busiest.
+    /// In a two-host run, the peer's windows are judged the same way and their
+    /// findings name the peer.
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        crate::noise::findings_over(self.runs.iter().filter_map(|r| r.noise.as_deref()))
+        let mut out =
+            crate::noise::findings_over(self.runs.iter().filter_map(|r| r.noise.as_deref()));
+        let peer: Vec<&crate::noise::HostNoise> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.peer_noise.as_deref())
+            .collect();
+        if let Some(first) = peer.first() {
+            out.extend(crate::noise::on_host(
+                "peer",
+                &first.host,
+                crate::noise::findings_over(peer.iter().map(|p| &p.noise)),
+            ));
+        }
+        out
+    }
+
+    /// The governor's finding of the point's windows, here and (naming it) on the
+    /// peer: once for each host that has one.
+    pub fn governor_findings(&self) -> Vec<crate::noise::Finding> {
+        let mut out: Vec<crate::noise::Finding> =
+            crate::noise::governor_finding(self.runs.iter().filter_map(|r| r.noise.as_deref()))
+                .into_iter()
+                .collect();
+        let peer: Vec<&crate::noise::HostNoise> = self
+            .runs
+            .iter()
+            .filter_map(|r| r.peer_noise.as_deref())
+            .collect();
+        if let Some(first) = peer.first() {
+            out.extend(crate::noise::on_host(
+                "peer",
+                &first.host,
+                crate::noise::governor_finding(peer.iter().map(|p| &p.noise))
+                    .into_iter()
+                    .collect(),
+            ));
+        }
+        out
     }
 
     /// This point's throughput over `other`'s (the medians of their runs, what iperf3's
@@ -802,6 +847,7 @@ mod tests {
                 evidence: String::new(),
             },
             noise: None,
+            peer_noise: None,
             round,
             sequence: None,
         }
@@ -867,6 +913,70 @@ mod tests {
             .ratio_interval(&noaesni, crate::interval::Pairing::Independent)
             .unwrap();
         assert_eq!(other.pairing, crate::interval::Pairing::Independent);
+    }
+
+    #[test]
+    fn a_busy_peer_flags_the_point_naming_the_peer() {
+        let noise = |foreign: f64, governor: &str| crate::noise::Noise {
+            window_ns: 4_000_000_000,
+            cpus: vec![1],
+            capacity_ticks: 400,
+            run_ticks: 200,
+            foreign_share: foreign,
+            steal_share: 0.0,
+            iowait_share: 0.0,
+            irq_share: 0.0,
+            busiest: Vec::new(),
+            governors: vec![governor.into()],
+            boost: None,
+            throttle_events: None,
+        };
+        let two_host = |here: f64, peer: &[f64]| {
+            let runs = peer
+                .iter()
+                .map(|&p| {
+                    let mut r = run(1e9, Some(0));
+                    r.noise = Some(Box::new(noise(here, "performance")));
+                    r.peer_noise = Some(Box::new(crate::noise::HostNoise {
+                        host: "root@h1".into(),
+                        noise: noise(p, "schedutil"),
+                    }));
+                    r
+                })
+                .collect();
+            point("accel", runs)
+        };
+        // This host quiet, the peer busy in one run of three: flagged once, naming it.
+        let p = two_host(0.0, &[0.01, 0.35, 0.02]);
+        let f = p.noise_findings();
+        assert_eq!(f.len(), 1, "{f:?}");
+        assert_eq!(f[0].kind, "noisy_machine");
+        assert!(
+            f[0].message
+                .starts_with("peer root@h1: other processes took 35 %"),
+            "{}",
+            f[0].message
+        );
+        // The peer's governor is said once, naming it; this host's is quiet.
+        let g = p.governor_findings();
+        assert_eq!(g.len(), 1, "{g:?}");
+        assert!(g[0]
+            .message
+            .starts_with("peer root@h1: CPU frequency scaling"));
+        // Both hosts quiet: nothing; both busy: one finding for each host.
+        assert!(two_host(0.0, &[0.01, 0.02]).noise_findings().is_empty());
+        let both = two_host(0.30, &[0.30]).noise_findings();
+        assert_eq!(both.len(), 2, "{both:?}");
+        assert!(
+            !both[0].message.starts_with("peer ") && both[1].message.starts_with("peer root@h1: ")
+        );
+        // A record without the peer's windows loads, and says nothing of the peer.
+        let mut r = run(1e9, None);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("peer_noise").is_none());
+        r.peer_noise = p.runs[1].peer_noise.clone();
+        let back: TunnelRun = serde_json::from_value(serde_json::to_value(&r).unwrap()).unwrap();
+        assert_eq!(back, r);
     }
 
     #[test]

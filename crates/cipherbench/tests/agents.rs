@@ -987,6 +987,28 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing(
             assert!(r["receiver"]["opened_packets"].as_u64().unwrap() > 0, "{r}");
             assert_eq!(r["byte_check"]["ok"], true, "{}", r["byte_check"]);
             assert!(r["round"].is_u64() && r["sequence"].is_u64(), "{r}");
+            // The peer watched its host over the same run: on its end's CPUs, its
+            // gateway and iperf3 being the run.
+            let peer_noise = &r["peer_noise"];
+            assert_eq!(peer_noise["host"], "h1", "{r}");
+            let window = peer_noise["noise"]["window_ns"].as_u64().unwrap();
+            assert!(
+                (1_500_000_000..60_000_000_000).contains(&window),
+                "{peer_noise}"
+            );
+            assert!(
+                peer_noise["noise"]["run_ticks"].as_u64().unwrap() > 0,
+                "{peer_noise}"
+            );
+            let watched: Vec<usize> =
+                serde_json::from_value(peer_noise["noise"]["cpus"].clone()).unwrap();
+            let placed: Vec<usize> =
+                serde_json::from_value(peer["there"]["gateway_cpus"].clone()).unwrap();
+            let iperf3 = peer["there"]["iperf3_cpu"].as_u64().unwrap() as usize;
+            assert!(
+                placed.iter().chain([&iperf3]).all(|c| watched.contains(c)),
+                "{peer_noise}"
+            );
         }
     }
     // Each host placed its own end, and the gateways' workers and iperf3 ran where
@@ -1072,6 +1094,94 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing(
     let (cmp, _) = text(&compared);
     assert!(compared.status.success(), "{:?}", text(&compared));
     assert!(cmp.contains("tunnel"), "{cmp}");
+    assert_no_tunnel_left(&hosts, &before);
+}
+
+/// A busy loop on each of this machine's CPUs, started in a test host's namespace
+/// under a name of its own; killed on drop.
+struct Hog(Vec<std::process::Child>);
+
+impl Hog {
+    fn start(hosts: &Hosts, i: usize, name: &str) -> Hog {
+        let exe = hosts.dir.join(name);
+        std::fs::copy("/usr/bin/yes", &exe).unwrap();
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        Hog((0..cpus)
+            .map(|cpu| {
+                Command::new("ip")
+                    .args(["netns", "exec", &hosts.hosts[i].netns, "taskset", "-c"])
+                    .arg(cpu.to_string())
+                    .arg(&exe)
+                    .stdout(Stdio::null())
+                    .spawn()
+                    .unwrap()
+            })
+            .collect())
+    }
+}
+
+impl Drop for Hog {
+    fn drop(&mut self) {
+        for c in &mut self.0 {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+#[test]
+fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
+    if skip("a_busy_peer_marks_the_tunnel_s_points_naming_the_peer") {
+        return;
+    }
+    let _s = serial();
+    let before = peer_dirs();
+    let hosts = Hosts::start(2);
+    let config = hosts.ssh_config().display().to_string();
+    let dir = hosts.dir.join("results");
+    let results = dir.display().to_string();
+    let mut args = peer_args(&config, &results);
+    let transforms = args.iter().position(|a| *a == "aes128-gcm,null").unwrap();
+    args[transforms] = "null";
+    args.extend(["--no-underlay", "--repeats", "1"]);
+    let out = {
+        let _hog = Hog::start(&hosts, 1, "peerhog");
+        from_host(&hosts, 0, &args)
+    };
+    let (stdout, stderr) = text(&out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let run: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let points = tunnel_points(&run, "null");
+    assert!(!points.is_empty(), "{run}");
+    for p in &points {
+        for r in p["runs"].as_array().unwrap() {
+            // The peer's window saw the busy loop on its end's CPUs, by name.
+            let noise = &r["peer_noise"]["noise"];
+            assert!(noise["foreign_share"].as_f64().unwrap() > 0.10, "{noise}");
+            assert!(
+                noise["busiest"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .any(|b| b["name"] == "peerhog"),
+                "{noise}"
+            );
+        }
+    }
+    // The run warns, naming the peer, and the point is marked.
+    let warned = run["warnings"].as_array().unwrap().iter().any(|w| {
+        w["kind"] == "noisy_machine"
+            && w["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("peer h1: other processes took"))
+    });
+    assert!(warned, "{}", run["warnings"]);
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(
+        summary.contains("peer h1: other processes took"),
+        "{summary}"
+    );
     assert_no_tunnel_left(&hosts, &before);
 }
 

@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
 /// like agents of another version.
-pub const PROTOCOL: u32 = 4;
+pub const PROTOCOL: u32 = 5;
 
 /// This build's version, which every agent must share.
 pub fn version() -> &'static str {
@@ -96,7 +96,7 @@ pub enum Request {
         gateway_threads: Option<usize>,
     },
     /// `tunnel --peer`: a stats snapshot of this host's gateway with its
-    /// host's counters: [`Reply::EndStats`].
+    /// host's counters and its noise since the last snapshot: [`Reply::EndStats`].
     PeerStats,
     /// `tunnel --peer`: take everything down.
     PeerDown,

@@ -34,6 +34,7 @@ pub fn judged_run(
         byte_check,
         saturation,
         noise: Some(Box::new(noise)),
+        peer_noise: None,
         round: None,
         sequence: None,
     }

@@ -778,9 +778,7 @@ pub(crate) fn warn_about(point: &TunnelPoint, session: &mut Session, peer: Optio
             .record
             .warn("tunnel", &f.kind, format!("{what}: {}", f.message));
     }
-    if let Some(f) = cipherbench_model::noise::governor_finding(
-        point.runs.iter().filter_map(|r| r.noise.as_deref()),
-    ) {
+    for f in point.governor_findings() {
         session.record.warn("tunnel", &f.kind, f.message);
     }
     for run in &point.runs {

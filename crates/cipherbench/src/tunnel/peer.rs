@@ -82,6 +82,12 @@ pub struct EndSnapshot {
     pub stats: GatewayStats,
     /// The host's.
     pub counters: NamespaceCounters,
+    /// The host's noise since the last snapshot, on its end's CPUs, the agent's own
+    /// processes (its gateway and iperf3) being the run: a run's window is the one
+    /// its closing snapshot carries. None: the first snapshot of an end, or an older
+    /// agent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<cipherbench_model::noise::Noise>,
 }
 
 impl End {
@@ -202,6 +208,7 @@ impl End {
                 link_drops: tun.rx_dropped + underlay.tx_dropped + underlay.rx_dropped,
                 udp_rcvbuf_errors: crate::tunnel::topology::udp_rcvbuf_errors(gateway.pid()),
             },
+            noise: None,
         })
     }
 
@@ -354,6 +361,9 @@ pub struct PeerState {
     baseline: Option<Baseline>,
     /// Where this host's end runs (`PeerPlace`).
     placed: Option<HostEnd>,
+    /// The noise window opened at the last snapshot of the end that is up, closed
+    /// at the next (`PeerStats`).
+    window: Option<crate::machine::noise::Window>,
 }
 
 /// A `--peer` variant: a mask, which both hosts can apply to their own library. A
@@ -394,6 +404,7 @@ impl PeerState {
             }
             Request::PeerUp(spec) => {
                 self.end = None;
+                self.window = None;
                 let variant = peer_variant(&spec.variant)?;
                 let placed = self
                     .placed
@@ -412,12 +423,26 @@ impl PeerState {
             }
             Request::PeerStats => {
                 let end = self.end.as_mut().context("no end is up")?;
+                let mut snapshot = end.snapshot()?;
+                // This host's noise, watched as the coordinator watches its own:
+                // from one snapshot to the next, on the end's CPUs, this process
+                // (and so its gateway and iperf3) being the run.
+                snapshot.noise = self.window.take().map(|w| w.close());
+                let cpus = match self.placed.as_ref().and_then(|p| p.placement.as_ref()) {
+                    Some(p) => p.all_cpus(),
+                    None => crate::host::allowed_cpus(),
+                };
+                self.window = Some(crate::machine::noise::Window::open(
+                    &cpus,
+                    &[std::process::id()],
+                ));
                 return Ok(Reply::EndStats {
-                    snapshot: serde_json::to_value(end.snapshot()?)?,
+                    snapshot: serde_json::to_value(snapshot)?,
                 });
             }
             Request::PeerDown => {
                 self.end = None;
+                self.window = None;
                 self.underlay_iperf = None;
             }
             Request::PeerSweep { tun } => {
@@ -887,11 +912,18 @@ impl rounds::Stand for PeerStand<'_> {
             g.host = Some(host.to_string());
             g
         };
+        // The peer's window is the one its closing snapshot carries: from r0 to r1.
+        let peer_noise = r1.noise.clone().map(|noise| {
+            Box::new(cipherbench_model::noise::HostNoise {
+                host: self.agent.name.clone(),
+                noise,
+            })
+        });
         let sender = gateway("sender", &self.here_end.hostname, s0, s1);
         let receiver = gateway("receiver", &self.there_end.hostname, r0, r1);
-        Ok(crate::tunnel::analysis::judged_run(
-            iperf, sender, receiver, None, noise,
-        ))
+        let mut run = crate::tunnel::analysis::judged_run(iperf, sender, receiver, None, noise);
+        run.peer_noise = peer_noise;
+        Ok(run)
     }
 
     fn point(

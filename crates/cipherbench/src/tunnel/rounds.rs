@@ -458,6 +458,7 @@ mod tests {
                 evidence: String::new(),
             },
             noise: None,
+            peer_noise: None,
             round: None,
             sequence: None,
         }
