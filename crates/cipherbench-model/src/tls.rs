@@ -572,12 +572,25 @@ pub struct RampRun {
     /// (None: not recorded, as by an older cipherbench).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub noise: Option<Box<crate::noise::Noise>>,
+    /// With `--agents`: each agent's share of the ramp (its arrival rate, counters
+    /// and its host's noise; the ramp's figures are their exact merge).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub agents: Vec<crate::agents::AgentShare>,
 }
 
 impl RampRun {
-    /// What the noise judge says of the ramp's window.
+    /// What the noise judge says of the ramp's window; with agents, of each agent's
+    /// host as well (the message names the agent).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        crate::noise::findings_of(self.noise.as_deref())
+        let mut out = crate::noise::findings_of(self.noise.as_deref());
+        for a in &self.agents {
+            out.extend(crate::noise::on_host(
+                "agent",
+                &a.name,
+                crate::noise::findings_of(a.noise.as_ref()),
+            ));
+        }
+        out
     }
 }
 

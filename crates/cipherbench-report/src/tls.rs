@@ -1223,6 +1223,7 @@ pub(crate) mod tests {
                     generator_cpu_per_thread: Vec::new(),
                     generator_saturated: false,
                     noise: None,
+                    agents: Vec::new(),
                 }],
                 key_store_runs: Vec::new(),
                 key_store_skipped: Vec::new(),

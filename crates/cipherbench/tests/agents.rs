@@ -491,6 +491,21 @@ fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
         .map(|s| s["attempted"].as_u64().unwrap())
         .sum();
     assert_eq!(series, attempted);
+    // Each agent's share of the ramp, with its host's noise over it: the shares'
+    // successful requests add up to the ramp's.
+    let agents = r["agents"].as_array().unwrap();
+    assert_eq!(agents.len(), 2, "{r}");
+    let mut names: Vec<&str> = agents.iter().map(|a| a["name"].as_str().unwrap()).collect();
+    names.sort_unstable();
+    assert_eq!(names, ["h0", "h1"]);
+    let shared: u64 = agents.iter().map(|a| a["requests"].as_u64().unwrap()).sum();
+    assert_eq!(shared, r["successful"].as_u64().unwrap(), "{r}");
+    for a in agents {
+        assert!(
+            a["noise"]["window_ns"].as_u64().unwrap() > 2_000_000_000,
+            "{a}"
+        );
+    }
     assert_nothing_left(&hosts, &tmp);
 }
 

@@ -295,24 +295,20 @@ fn one(
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));
     // Around the whole ramp, closed while nginx runs (nginx is under this process).
     let noise_window = crate::machine::noise::Window::open(window_cpus, &[std::process::id()]);
-    let r = match fleet {
-        None => engine::run(client, &spec)?,
+    let (r, agents) = match fleet {
+        None => (engine::run(client, &spec)?, Vec::new()),
         // The rate split over the agents; an agent's failure ends the ramp, naming it
         // (a ramp is one window: there is no other point to go on with).
-        Some(f) => {
-            let (r, _shares) =
-                super::agents::run(f, &spec, suite, false, &|a| super::agent_addr(a, target))
-                    .map_err(
-                        |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
-                            Ok(failure) => anyhow::anyhow!(
-                                "ramp {suite} {} {variant} failed: {failure}",
-                                ByteSize(size)
-                            ),
-                            Err(e) => e,
-                        },
-                    )?;
-            r
-        }
+        Some(f) => super::agents::run(f, &spec, suite, false, &|a| super::agent_addr(a, target))
+            .map_err(
+                |e| match e.downcast::<crate::agent::fleet::AgentFailure>() {
+                    Ok(failure) => anyhow::anyhow!(
+                        "ramp {suite} {} {variant} failed: {failure}",
+                        ByteSize(size)
+                    ),
+                    Err(e) => e,
+                },
+            )?,
     };
     let noise = noise_window.close();
     let server_cpu = sampler.and_then(|s| {
@@ -362,6 +358,7 @@ fn one(
         generator_cpu_per_thread,
         generator_saturated,
         noise: Some(Box::new(noise)),
+        agents,
     })
 }
 
