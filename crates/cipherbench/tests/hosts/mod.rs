@@ -280,6 +280,21 @@ impl Hosts {
         Ok(())
     }
 
+    /// Gives host `i` only `cpus` (a `taskset` list, such as `1`), as a host with
+    /// fewer CPUs would have: its sshd's affinity, which every session and agent it
+    /// forks from now on inherits (so the agent's topology is those CPUs).
+    #[allow(dead_code)]
+    pub fn confine(&self, i: usize, cpus: &str) {
+        let pid = self.hosts[i]
+            .sshd
+            .as_ref()
+            .expect("the host's sshd runs")
+            .id()
+            .to_string();
+        run(&["taskset", "-a", "-p", "-c", cpus, &pid])
+            .unwrap_or_else(|e| panic!("confining h{i} to CPUs {cpus}: {e}"));
+    }
+
     /// The ssh client config file (pass it with `--ssh-config`).
     pub fn ssh_config(&self) -> PathBuf {
         self.dir.join("ssh_config")
