@@ -64,6 +64,23 @@ pub struct AgentShare {
     pub noise: Option<crate::noise::Noise>,
 }
 
+/// The judge's findings of a window measured here (`own`) and of each agent's host
+/// over it, each agent's naming the agent.
+pub fn noise_findings(
+    own: Option<&crate::noise::Noise>,
+    agents: &[AgentShare],
+) -> Vec<crate::noise::Finding> {
+    let mut out = crate::noise::findings_of(own);
+    for a in agents {
+        out.extend(crate::noise::on_host(
+            "agent",
+            &a.name,
+            crate::noise::findings_of(a.noise.as_ref()),
+        ));
+    }
+    out
+}
+
 impl AgentShare {
     /// The shares of a point's rounds, agent by agent (by name), each round's
     /// weighted by its window: rates average by time, counts add, lateness and skew

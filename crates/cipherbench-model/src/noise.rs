@@ -449,6 +449,26 @@ pub fn on_host(role: &str, host: &str, findings: Vec<Finding>) -> Vec<Finding> {
         .collect()
 }
 
+/// A 4 s window of 400 ticks on CPU `cpu`, half of them the run's, with `foreign` of
+/// it taken by other processes and `governors`: for tests of the judge's callers.
+#[cfg(test)]
+pub(crate) fn test_window(cpu: usize, foreign: f64, governors: &[&str]) -> Noise {
+    Noise {
+        window_ns: 4_000_000_000,
+        cpus: vec![cpu],
+        capacity_ticks: 400,
+        run_ticks: 200,
+        foreign_share: foreign,
+        steal_share: 0.0,
+        iowait_share: 0.0,
+        irq_share: 0.0,
+        busiest: Vec::new(),
+        governors: governors.iter().map(|g| g.to_string()).collect(),
+        boost: None,
+        throttle_events: None,
+    }
+}
+
 /// A judgement of a window: a warning kind and one sentence.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Finding {

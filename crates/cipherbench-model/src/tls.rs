@@ -465,15 +465,7 @@ impl SweepPoint {
     /// `frequency_scaling`; with agents, of each agent's host as well (the message
     /// names the agent).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        let mut out = crate::noise::findings_of(self.noise.as_deref());
-        for a in &self.agents {
-            out.extend(crate::noise::on_host(
-                "agent",
-                &a.name,
-                crate::noise::findings_of(a.noise.as_ref()),
-            ));
-        }
-        out
+        crate::agents::noise_findings(self.noise.as_deref(), &self.agents)
     }
 
     /// Throughput in bits per second.
@@ -582,15 +574,7 @@ impl RampRun {
     /// What the noise judge says of the ramp's window; with agents, of each agent's
     /// host as well (the message names the agent).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        let mut out = crate::noise::findings_of(self.noise.as_deref());
-        for a in &self.agents {
-            out.extend(crate::noise::on_host(
-                "agent",
-                &a.name,
-                crate::noise::findings_of(a.noise.as_ref()),
-            ));
-        }
-        out
+        crate::agents::noise_findings(self.noise.as_deref(), &self.agents)
     }
 }
 
@@ -987,20 +971,7 @@ mod tests {
     #[test]
     fn an_agent_s_noisy_host_flags_the_point_naming_the_agent() {
         let mut p = rounds_point("accel", None, &[10.0]);
-        let noise = |foreign: f64| crate::noise::Noise {
-            window_ns: 4_000_000_000,
-            cpus: vec![0],
-            capacity_ticks: 400,
-            run_ticks: 200,
-            foreign_share: foreign,
-            steal_share: 0.0,
-            iowait_share: 0.0,
-            irq_share: 0.0,
-            busiest: Vec::new(),
-            governors: Vec::new(),
-            boost: None,
-            throttle_events: None,
-        };
+        let noise = |foreign: f64| crate::noise::test_window(0, foreign, &[]);
         let share = |name: &str, foreign: f64| crate::agents::AgentShare {
             name: name.into(),
             concurrency: 2,

@@ -481,34 +481,33 @@ pub struct TunnelPoint {
 
 impl TunnelPoint {
     /// What the noise judge says of the point's runs: each kind once, from the run
-    /// where the machine was busiest.
-    /// In a two-host run, the peer's windows are judged the same way and their
-    /// findings name the peer.
+    /// where the machine was busiest. In a two-host run, the peer's windows are
+    /// judged the same way and their findings name the peer.
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
-        let mut out =
-            crate::noise::findings_over(self.runs.iter().filter_map(|r| r.noise.as_deref()));
-        let peer: Vec<&crate::noise::HostNoise> = self
-            .runs
-            .iter()
-            .filter_map(|r| r.peer_noise.as_deref())
-            .collect();
-        if let Some(first) = peer.first() {
-            out.extend(crate::noise::on_host(
-                "peer",
-                &first.host,
-                crate::noise::findings_over(peer.iter().map(|p| &p.noise)),
-            ));
-        }
-        out
+        self.per_host(|windows| crate::noise::findings_over(windows))
     }
 
     /// The governor's finding of the point's windows, here and (naming it) on the
     /// peer: once for each host that has one.
     pub fn governor_findings(&self) -> Vec<crate::noise::Finding> {
-        let mut out: Vec<crate::noise::Finding> =
-            crate::noise::governor_finding(self.runs.iter().filter_map(|r| r.noise.as_deref()))
+        self.per_host(|windows| {
+            crate::noise::governor_finding(windows)
                 .into_iter()
-                .collect();
+                .collect()
+        })
+    }
+
+    /// `judge` of this host's windows, then of the peer's (if any), naming the peer.
+    fn per_host(
+        &self,
+        judge: impl Fn(Vec<&crate::noise::Noise>) -> Vec<crate::noise::Finding>,
+    ) -> Vec<crate::noise::Finding> {
+        let mut out = judge(
+            self.runs
+                .iter()
+                .filter_map(|r| r.noise.as_deref())
+                .collect(),
+        );
         let peer: Vec<&crate::noise::HostNoise> = self
             .runs
             .iter()
@@ -518,9 +517,7 @@ impl TunnelPoint {
             out.extend(crate::noise::on_host(
                 "peer",
                 &first.host,
-                crate::noise::governor_finding(peer.iter().map(|p| &p.noise))
-                    .into_iter()
-                    .collect(),
+                judge(peer.iter().map(|p| &p.noise).collect()),
             ));
         }
         out
@@ -917,20 +914,8 @@ mod tests {
 
     #[test]
     fn a_busy_peer_flags_the_point_naming_the_peer() {
-        let noise = |foreign: f64, governor: &str| crate::noise::Noise {
-            window_ns: 4_000_000_000,
-            cpus: vec![1],
-            capacity_ticks: 400,
-            run_ticks: 200,
-            foreign_share: foreign,
-            steal_share: 0.0,
-            iowait_share: 0.0,
-            irq_share: 0.0,
-            busiest: Vec::new(),
-            governors: vec![governor.into()],
-            boost: None,
-            throttle_events: None,
-        };
+        let noise =
+            |foreign: f64, governor: &str| crate::noise::test_window(1, foreign, &[governor]);
         let two_host = |here: f64, peer: &[f64]| {
             let runs = peer
                 .iter()
