@@ -286,36 +286,50 @@ pub fn run_tx(path: TxPath, shared: &Shared) {
 /// receives; here an ESP packet that arrives while the thread is busy wakes
 /// nobody.
 ///
-/// [`run_spare`] stands by on the same core: when this thread has not finished a
-/// round for a while without being asleep (it waits for its core behind other
-/// programs, or in a system call), the spare takes the socket's side meanwhile,
-/// so the return direction keeps the scheduler share a thread of its own has.
-/// Returns when asked to stop.
+/// That holds while the core is the gateway's. Where the thread waits for it
+/// (others run there: the iperf3 end beside it with short writes, other
+/// programs), one thread gets one scheduler share where two threads got two,
+/// and TCP through it suffers: so every [`JUDGE_PERIOD`] the thread reads its
+/// own wait for the core (`/proc/thread-self/schedstat`), and once that exceeds
+/// [`SPLIT_WAIT`] of the time it leaves the socket's side to [`run_spare`] for
+/// good: the two threads of today. Meanwhile the spare stands by on the same
+/// core, and takes the socket's side whenever this thread has not finished a
+/// round for a while without being asleep. Returns when asked to stop.
 pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
     let fds = [tx_path.tun.as_raw_fd(), lock(rx).path.socket.as_raw_fd()];
     let batch = tx_path.batch;
     let mut tx = TxLoop::new(tx_path);
+    let mut judge = WaitJudge::new();
     while !shared.stopping() {
+        let split = turns.split.load(Ordering::Relaxed);
         let reads = tx.round(batch, true);
         if reads > 0 {
             tx.publish(shared);
         }
-        // The spare holds the socket's side only while this thread was away:
-        // then the next round is soon enough.
-        let received = match rx.try_lock() {
-            Ok(mut rx) => {
-                let received = rx.round(Receive::Now(BOTH_RECEIVE_SLOTS));
-                if received > 0 {
-                    rx.publish(shared);
+        // The spare holds the socket's side only while this thread was away
+        // (then the next round is soon enough), or for good once split.
+        let received = if split {
+            0
+        } else {
+            match rx.try_lock() {
+                Ok(mut rx) => {
+                    let received = rx.round(Receive::Now(BOTH_RECEIVE_SLOTS));
+                    if received > 0 {
+                        rx.publish(shared);
+                    }
+                    received
                 }
-                received
+                Err(_) => 0,
             }
-            Err(_) => 0,
         };
         turns.rounds.fetch_add(1, Ordering::Relaxed);
+        if !split && judge.waits_too_long() {
+            turns.split.store(true, Ordering::Relaxed);
+        }
         if reads == 0 && received == 0 {
             turns.asleep.store(true, Ordering::Relaxed);
-            shared.wakeup.wait_any(&fds, Duration::from_secs(1));
+            let fds = if split { &fds[..1] } else { &fds[..] };
+            shared.wakeup.wait_any(fds, Duration::from_secs(1));
             turns.asleep.store(false, Ordering::Relaxed);
         }
     }
@@ -323,12 +337,78 @@ pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Sha
     lock(rx).publish(shared);
 }
 
-/// What [`run_both`] shows its spare: rounds finished, and whether it sleeps
-/// (with nothing to do, woken by either descriptor).
+/// What [`run_both`] shows its spare: rounds finished, whether it sleeps (with
+/// nothing to do, woken by either descriptor), and whether it has left the
+/// socket's side to the spare.
 #[derive(Default)]
 pub struct Turns {
     rounds: AtomicU64,
     asleep: AtomicBool,
+    split: AtomicBool,
+}
+
+impl Turns {
+    /// The thread taking both directions has handed the socket's side to the spare.
+    pub fn split(&self) -> bool {
+        self.split.load(Ordering::Relaxed)
+    }
+}
+
+/// How often [`run_both`] judges its wait for the core.
+pub const JUDGE_PERIOD: Duration = Duration::from_millis(200);
+
+/// The share of the time [`run_both`] may wait for its core (runnable, not
+/// running) before it splits into two threads. On its own core it waits 6-11 %
+/// of the time (2 vCPU AMD EPYC, iperf3 default length beside it); sharing the
+/// core with iperf3 writing 1220 bytes at a time, 37-42 % (BENCHMARKS.md 5c).
+pub const SPLIT_WAIT: f64 = 0.25;
+
+/// The calling thread's wait for its core over the last [`JUDGE_PERIOD`].
+struct WaitJudge {
+    since: std::time::Instant,
+    waited_ns: Option<u64>,
+}
+
+impl WaitJudge {
+    fn new() -> WaitJudge {
+        WaitJudge {
+            since: std::time::Instant::now(),
+            waited_ns: thread_wait_ns(),
+        }
+    }
+
+    /// At most once per period: did the thread wait for its core more than
+    /// [`SPLIT_WAIT`] of the period just ended? (Never, where schedstat is
+    /// missing.)
+    fn waits_too_long(&mut self) -> bool {
+        let elapsed = self.since.elapsed();
+        if elapsed < JUDGE_PERIOD {
+            return false;
+        }
+        let now = thread_wait_ns();
+        let verdict = waited_too_long(self.waited_ns, now, elapsed);
+        self.since = std::time::Instant::now();
+        self.waited_ns = now;
+        verdict
+    }
+}
+
+/// Did a thread that had waited `before` and now `now` nanoseconds for its core
+/// wait more than [`SPLIT_WAIT`] of `elapsed`? (No, without both readings.)
+fn waited_too_long(before: Option<u64>, now: Option<u64>, elapsed: Duration) -> bool {
+    match (before, now) {
+        (Some(before), Some(now)) => {
+            now.saturating_sub(before) as f64 > SPLIT_WAIT * elapsed.as_nanos() as f64
+        }
+        _ => false,
+    }
+}
+
+/// The calling thread's time spent runnable but waiting for a core, from the
+/// second field of `/proc/thread-self/schedstat`.
+fn thread_wait_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
 }
 
 /// How often the spare of [`run_both`] looks at its rounds. A round takes a few
@@ -339,10 +419,18 @@ pub const SPARE_PERIOD: Duration = Duration::from_millis(1);
 /// The spare of [`run_both`]: every [`SPARE_PERIOD`], if the thread taking both
 /// directions has finished no round since the last look and is not asleep, takes
 /// the UDP-to-TUN direction for as long as the socket has datagrams queued and
-/// that thread is still away. Returns when asked to stop.
+/// that thread is still away. Once that thread has split, this is the UDP-to-TUN
+/// thread of [`run_rx`]. Returns when asked to stop.
 pub fn run_spare(rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
     let mut seen = turns.rounds.load(Ordering::Relaxed);
     while !shared.stopping() {
+        if turns.split() {
+            let mut rx = lock(rx);
+            if rx.round(Receive::Wait) > 0 {
+                rx.publish(shared);
+            }
+            continue;
+        }
         std::thread::sleep(SPARE_PERIOD);
         let rounds = turns.rounds.load(Ordering::Relaxed);
         if rounds != seen || turns.asleep.load(Ordering::Relaxed) {
@@ -660,6 +748,51 @@ mod tests {
         assert_eq!(accounting.received, 20, "{accounting:?}");
         // Opened in order, each packet whole.
         assert_eq!(std::fs::read(&side.file).expect("the packets"), sent);
+    }
+
+    #[test]
+    fn once_split_the_spare_is_the_udp_to_tun_thread() {
+        let mut side = receiving("split");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        // A thread that finishes rounds and is awake, but has split: the socket's
+        // side is the spare's whatever the rounds say.
+        let turns = Arc::new(Turns::default());
+        turns.split.store(true, Ordering::Relaxed);
+        let spare = {
+            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        };
+        let mut sent = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for batch in 0..5 {
+            sent.extend(side.send(8));
+            turns.rounds.fetch_add(1, Ordering::Relaxed);
+            while received(&shared) < 8 * (batch + 1) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+                turns.rounds.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        spare.join().expect("the spare returns");
+        assert_eq!(received(&shared), 40);
+        assert_eq!(std::fs::read(&side.file).expect("the packets"), sent);
+    }
+
+    #[test]
+    fn a_thread_splits_when_it_waits_for_its_core_over_a_quarter_of_the_time() {
+        let period = Duration::from_millis(200);
+        let ms = |n: u64| Some(n * 1_000_000);
+        assert!(!waited_too_long(ms(100), ms(140), period), "20 %");
+        assert!(!waited_too_long(ms(100), ms(150), period), "25 %");
+        assert!(waited_too_long(ms(100), ms(151), period), "25.5 %");
+        assert!(waited_too_long(ms(0), ms(200), period), "all of it");
+        // Without schedstat, never.
+        assert!(!waited_too_long(None, ms(200), period));
+        assert!(!waited_too_long(ms(0), None, period));
+        // This kernel has it (the judge is not silently off here).
+        assert!(thread_wait_ns().is_some());
+        let mut judge = WaitJudge::new();
+        assert!(!judge.waits_too_long(), "judged before a period passed");
     }
 
     #[test]
