@@ -358,9 +358,10 @@ impl Turns {
 pub const JUDGE_PERIOD: Duration = Duration::from_millis(200);
 
 /// The share of the time [`run_both`] may wait for its core (runnable, not
-/// running) before it splits into two threads. On its own core it waits 6-11 %
-/// of the time (2 vCPU AMD EPYC, iperf3 default length beside it); sharing the
-/// core with iperf3 writing 1220 bytes at a time, 37-42 % (BENCHMARKS.md 5c).
+/// running) before it splits into two threads. With iperf3's default length
+/// beside it, it waited 6-11 % of the time (2 vCPU AMD EPYC; 9-10 % with two
+/// busy loops of other sessions on the machine); sharing the core with iperf3
+/// writing 1220 bytes at a time, 29-42 % (BENCHMARKS.md 5c).
 pub const SPLIT_WAIT: f64 = 0.25;
 
 /// The calling thread's wait for its core over the last [`JUDGE_PERIOD`].
