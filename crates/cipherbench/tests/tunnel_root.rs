@@ -107,7 +107,9 @@ fn pair_with(
 }
 
 /// One core for each gateway: the first and the last this machine has (the same
-/// one on a single-core machine), as the default placement gives on 2 cores.
+/// one on a single-core machine), as the default placement gives on 2 cores. A
+/// gateway given one core and one worker per direction runs both directions on
+/// one thread, with a spare beside it.
 fn one_core_each() -> (Vec<usize>, Vec<usize>) {
     let last = std::thread::available_parallelism().map_or(1, |n| n.get()) - 1;
     (vec![0], vec![last])
@@ -347,6 +349,73 @@ fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
     lab.stop().expect("teardown");
 }
 
+#[test]
+fn a_gateway_on_one_core_takes_both_directions_on_one_thread_and_keeps_order() {
+    let _serial = serial();
+    let Some(lab) = lab("a_gateway_on_one_core_takes_both_directions", &[]) else {
+        return;
+    };
+    for transform in [Transform::ChaCha20Poly1305, Transform::Aes256Sha256] {
+        let mut gateways = pair_placed(
+            &lab,
+            transform,
+            &format!("one-thread/{transform}"),
+            None,
+            None,
+            1,
+            Some(one_core_each()),
+        );
+        for pid in [gateways.sender.pid(), gateways.receiver.pid()] {
+            let names = thread_names(pid);
+            // The main thread, the one taking both directions and its spare.
+            assert_eq!(names.len(), 3, "{transform}: {names:?}");
+            for expected in ["tun<->udp", cipherbench::tunnel::gateway::SPARE_NAME] {
+                assert!(
+                    names.iter().any(|n| n == expected),
+                    "{transform}: no {expected} thread in {names:?}"
+                );
+            }
+        }
+        // TCP both ways at once (data one way, acknowledgements the other), every
+        // byte accounted for and every ESP packet opened.
+        let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 2);
+        let run = measured_run(&tcp, &mut gateways, lab.names(), None).expect("a TCP run");
+        let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
+        assert!(i.received_bytes_total > 1_000_000, "{transform}: {i:?}");
+        assert!(run.byte_check.ok, "{transform} tcp: {:?}", run.byte_check);
+        assert_eq!(
+            s.drops_total() + r.drops_total(),
+            0,
+            "{transform} tcp drops: {}",
+            drops_by_reason(s, r)
+        );
+        assert!(
+            s.opened_packets > 0,
+            "{transform}: no acknowledgement came back"
+        );
+        // Both threads are in the figures, and the one taking both directions
+        // did the work (the spare only stands in while it waits for its core).
+        for g in [s, r] {
+            assert_eq!(g.threads.len(), 2, "{transform}: {:?}", g.threads);
+            assert!(
+                g.threads
+                    .iter()
+                    .any(|t| t.name == "tun<->udp" && t.cpu_cores_used > 0.01),
+                "{transform}: {:?}",
+                g.threads
+            );
+        }
+        let run = udp_run(&lab, &mut gateways, 2, 50e6);
+        let (r, i) = (&run.receiver, &run.iperf);
+        assert!(received_datagrams(i) > 5_000, "{transform} udp: {i:?}");
+        assert!(run.byte_check.ok, "{transform} udp: {:?}", run.byte_check);
+        assert_eq!(i.out_of_order, Some(0), "{transform}: datagrams reordered");
+        assert!(analysis::unaccounted(r).is_none(), "{transform}: {r:?}");
+        gateways.stop().expect("both gateways stop cleanly");
+    }
+    lab.stop().expect("teardown");
+}
+
 /// Captures ESP-in-UDP on the receiver's veth into a classic pcap file while
 /// `traffic` runs; returns when `count` frames are in or the capture's deadline
 /// passes.
@@ -476,8 +545,8 @@ fn tshark_verifies_the_icv_of_every_esp_frame() {
         Transform::Aes256Sha256,
     ] {
         let label = format!("wire/{transform}");
-        // One core each, both threads on it, as on 2 cores by default (the other
-        // tests on the wire run the gateways unpinned).
+        // One core each, as on 2 cores by default: both directions on one thread
+        // (the other tests on the wire check the two-thread data path).
         let mut gateways = pair_placed(
             &lab,
             transform,

@@ -4,7 +4,9 @@
 //!
 //! It joins its network namespace, attaches a queue of the TUN device, binds UDP
 //! 4500, keys one SA per direction from the run's secret, and runs two threads:
-//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]); with `threads` N >= 2,
+//! TUN -> seal -> UDP and UDP -> open -> TUN ([`pump`]), or one thread taking both
+//! in turn (and a spare standing in for it while it waits for its core) when it is
+//! given one core and one worker per direction; with `threads` N >= 2,
 //! each of them feeds an ordered pipeline of N workers ([`parallel`]) that seal or
 //! open one SA in parallel and keep the packets in order. The main thread handles
 //! signals: SIGUSR1 writes a stats snapshot and answers `stats N` on stdout, SIGTERM
@@ -196,7 +198,22 @@ fn run(config: GatewayConfig) -> Result<()> {
         mtu: config.mtu,
         udp_gro: config.udp_offload,
     };
-    let (tx, rx) = if config.threads == 1 {
+    // One worker per direction confined to one core: both directions on one
+    // thread (pump::run_both), which then takes no wakeup or switch from the other.
+    let one_thread = config.threads == 1 && config.cpus.len() == 1;
+    let (tx, rx) = if one_thread {
+        let cpu = config.cpus.first().copied();
+        let rx = Arc::new(std::sync::Mutex::new(pump::RxLoop::new(rx_path)));
+        let turns = Arc::new(pump::Turns::default());
+        let (rx_both, turns_both) = (Arc::clone(&rx), Arc::clone(&turns));
+        let both = spawn_worker("tun<->udp", Placement::Core(cpu), &shared, move |s| {
+            pump::run_both(tx_path, &rx_both, &turns_both, s)
+        })?;
+        let spare = spawn_worker(SPARE_NAME, Placement::Core(cpu), &shared, move |s| {
+            pump::run_spare(&rx, &turns, s)
+        })?;
+        (both, spare)
+    } else if config.threads == 1 {
         // One core each where there are two: the two directions apart.
         let tx_cpu = config.cpus.first().copied();
         let rx_cpu = config.cpus.get(1).or(config.cpus.first()).copied();
@@ -311,10 +328,19 @@ fn run(config: GatewayConfig) -> Result<()> {
     let rx_ok = rx.join().is_ok();
     take(&mut snapshot).write(&config.stats_path)?;
     if let Some(why) = failure {
-        bail!("{why} (tun->udp {}, udp->tun {})", ok(tx_ok), ok(rx_ok));
+        let (first, second) = if one_thread {
+            ("tun<->udp", SPARE_NAME)
+        } else {
+            ("tun->udp", "udp->tun")
+        };
+        bail!("{why} ({first} {}, {second} {})", ok(tx_ok), ok(rx_ok));
     }
     Ok(())
 }
+
+/// The thread that stands by beside the one taking both directions
+/// ([`pump::run_spare`]).
+pub const SPARE_NAME: &str = "udp->tun spare";
 
 fn ok(b: bool) -> &'static str {
     if b {

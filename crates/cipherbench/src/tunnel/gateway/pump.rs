@@ -1,5 +1,7 @@
-//! The gateway's two data paths, one thread each: TUN -> seal -> UDP and UDP -> open
-//! -> TUN. Each owns its SA(s) and its buffers, allocated once; per packet there is
+//! The gateway's two data paths: TUN -> seal -> UDP and UDP -> open -> TUN, one
+//! thread each ([`run_tx`], [`run_rx`]), or both in turn on one thread with a spare
+//! beside it on a gateway's one core ([`run_both`], [`run_spare`]). Each path owns
+//! its SA(s) and its buffers, allocated once; per packet there is
 //! a copy in, the crypto, and a share of one batched system call. Counters are
 //! published to the stats thread once per batch.
 //!
@@ -16,7 +18,7 @@ use std::fs::File;
 use std::io::{self, Read, Write};
 use std::net::{SocketAddrV4, UdpSocket};
 use std::os::fd::AsRawFd;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
@@ -178,23 +180,40 @@ pub(super) fn send_batch(
     counters.send_errors += refused;
 }
 
-/// The TUN-to-UDP loop: read what the kernel routed into the tunnel (until the
-/// queue is empty or a batch is full), seal each packet into a slot, send the batch
-/// with one `sendmmsg`. Returns when asked to stop.
-pub fn run_tx(mut path: TxPath, shared: &Shared) {
-    let mut state = TxState {
-        batch: Batch::new(path.batch, slot_len(path.mtu), Some(path.peer)),
-        filled: 0,
-        udp_gso: path.udp_gso,
-        counters: TxCounters::default(),
-    };
-    let mut read_buf = vec![0u8; VNET_HDR_LEN + 65_536];
-    let mut scratch = vec![0u8; 65_536];
-    let tun_fd = path.tun.as_raw_fd();
-    while !shared.stopping() {
+/// The TUN-to-UDP direction's state: its path, the batch being sealed and its
+/// read buffers, allocated once.
+struct TxLoop {
+    path: TxPath,
+    state: TxState,
+    read_buf: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl TxLoop {
+    fn new(path: TxPath) -> TxLoop {
+        TxLoop {
+            state: TxState {
+                batch: Batch::new(path.batch, slot_len(path.mtu), Some(path.peer)),
+                filled: 0,
+                udp_gso: path.udp_gso,
+                counters: TxCounters::default(),
+            },
+            path,
+            read_buf: vec![0u8; VNET_HDR_LEN + 65_536],
+            scratch: vec![0u8; 65_536],
+        }
+    }
+
+    /// One round: reads what the kernel routed into the tunnel (until the queue is
+    /// empty, `max_reads` reads, or, with `one_batch`, a batch's worth of packets),
+    /// seals each packet into a slot and sends them with one `sendmmsg`. Returns
+    /// the reads.
+    fn round(&mut self, max_reads: usize, one_batch: bool) -> usize {
+        let (path, state) = (&mut self.path, &mut self.state);
         let mut reads = 0;
-        while reads < path.batch {
-            let len = match path.tun.read(&mut read_buf) {
+        let mut packets = 0;
+        while reads < max_reads && !(one_batch && packets >= state.batch.slots()) {
+            let len = match path.tun.read(&mut self.read_buf) {
                 Ok(len) => len,
                 Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                 // WouldBlock: the queue is empty. Anything else (the device going
@@ -205,18 +224,19 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
             state.counters.tun_reads += 1;
             // A read's packets go out in one send, as one GSO group where they
             // fit one: flush first if they would straddle two batches.
-            let packets = super::parallel::packets_in(&read_buf[..len], path.vnet_hdr);
-            if state.filled > 0 && state.filled + packets > state.batch.slots() {
+            let read_packets = super::parallel::packets_in(&self.read_buf[..len], path.vnet_hdr);
+            packets += read_packets;
+            if state.filled > 0 && state.filled + read_packets > state.batch.slots() {
                 state.flush(&path.socket);
             }
             if path.vnet_hdr {
-                let Some(hdr) = VnetHdr::parse(&read_buf[..len]) else {
+                let Some(hdr) = VnetHdr::parse(&self.read_buf[..len]) else {
                     state.counters.offload_errors += 1;
                     continue;
                 };
-                let packet = &mut read_buf[VNET_HDR_LEN..len];
+                let packet = &mut self.read_buf[VNET_HDR_LEN..len];
                 let (sa, socket, mtu) = (&mut path.sa, &path.socket, path.mtu);
-                match offload::segment(&hdr, packet, &mut scratch, |inner| {
+                match offload::segment(&hdr, packet, &mut self.scratch, |inner| {
                     state.seal(sa, socket, inner, mtu)
                 }) {
                     Ok(n) if n > 1 => state.counters.segmented_reads += 1,
@@ -224,7 +244,7 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
                     Err(_) => state.counters.offload_errors += 1,
                 }
             } else {
-                state.seal(&mut path.sa, &path.socket, &read_buf[..len], path.mtu);
+                state.seal(&mut path.sa, &path.socket, &self.read_buf[..len], path.mtu);
             }
             if state.filled > 0 {
                 state.batch.end_group(state.filled - 1);
@@ -233,13 +253,205 @@ pub fn run_tx(mut path: TxPath, shared: &Shared) {
         if state.filled > 0 {
             state.flush(&path.socket);
         }
-        publish_tx(shared, &path.sa, &state.counters);
+        reads
+    }
+
+    fn publish(&self, shared: &Shared) {
+        publish_tx(shared, &self.path.sa, &self.state.counters);
+    }
+}
+
+/// The TUN-to-UDP loop: rounds of [`TxLoop::round`], sleeping while the TUN queue
+/// is empty. Returns when asked to stop.
+pub fn run_tx(path: TxPath, shared: &Shared) {
+    let tun_fd = path.tun.as_raw_fd();
+    let batch = path.batch;
+    let mut tx = TxLoop::new(path);
+    while !shared.stopping() {
+        let reads = tx.round(batch, false);
+        tx.publish(shared);
         if reads == 0 {
             shared.wakeup.wait_readable(tun_fd, Duration::from_secs(1));
         }
     }
-    publish_tx(shared, &path.sa, &state.counters);
+    tx.publish(shared);
 }
+
+/// Both directions on one thread, for a gateway confined to one core: a round of
+/// each in turn (a batch's worth of packets from the TUN device, a few buffers
+/// from the socket, neither waiting), and a sleep on both descriptors only when
+/// neither had anything. On one core the two threads of [`run_tx`] and [`run_rx`]
+/// gain nothing from each other and cost a wakeup, often from the other core,
+/// and a switch between them for every acknowledgement the sending side
+/// receives; here an ESP packet that arrives while the thread is busy wakes
+/// nobody.
+///
+/// That holds while the core is the gateway's. Where the thread waits for it
+/// (others run there: the iperf3 end beside it with short writes, other
+/// programs), one thread gets one scheduler share where two threads got two,
+/// and TCP through it suffers: so every [`JUDGE_PERIOD`] the thread reads its
+/// own wait for the core (`/proc/thread-self/schedstat`), and once that exceeds
+/// [`SPLIT_WAIT`] of the time it leaves the socket's side to [`run_spare`] for
+/// good: the two threads of today. Meanwhile the spare stands by on the same
+/// core, and takes the socket's side whenever this thread has not finished a
+/// round for a while without being asleep. Returns when asked to stop.
+pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
+    let fds = [tx_path.tun.as_raw_fd(), lock(rx).path.socket.as_raw_fd()];
+    let batch = tx_path.batch;
+    let mut tx = TxLoop::new(tx_path);
+    let mut judge = WaitJudge::new();
+    while !shared.stopping() {
+        let split = turns.split.load(Ordering::Relaxed);
+        let reads = tx.round(batch, true);
+        if reads > 0 {
+            tx.publish(shared);
+        }
+        // The spare holds the socket's side only while this thread was away
+        // (then the next round is soon enough), or for good once split.
+        let received = if split {
+            0
+        } else {
+            match rx.try_lock() {
+                Ok(mut rx) => {
+                    let received = rx.round(Receive::Now(BOTH_RECEIVE_SLOTS));
+                    if received > 0 {
+                        rx.publish(shared);
+                    }
+                    received
+                }
+                Err(_) => 0,
+            }
+        };
+        turns.rounds.fetch_add(1, Ordering::Relaxed);
+        if !split && judge.waits_too_long() {
+            turns.split.store(true, Ordering::Relaxed);
+        }
+        if reads == 0 && received == 0 {
+            turns.asleep.store(true, Ordering::Relaxed);
+            let fds = if split { &fds[..1] } else { &fds[..] };
+            shared.wakeup.wait_any(fds, Duration::from_secs(1));
+            turns.asleep.store(false, Ordering::Relaxed);
+        }
+    }
+    tx.publish(shared);
+    lock(rx).publish(shared);
+}
+
+/// What [`run_both`] shows its spare: rounds finished, whether it sleeps (with
+/// nothing to do, woken by either descriptor), and whether it has left the
+/// socket's side to the spare.
+#[derive(Default)]
+pub struct Turns {
+    rounds: AtomicU64,
+    asleep: AtomicBool,
+    split: AtomicBool,
+}
+
+impl Turns {
+    /// The thread taking both directions has handed the socket's side to the spare.
+    pub fn split(&self) -> bool {
+        self.split.load(Ordering::Relaxed)
+    }
+}
+
+/// How often [`run_both`] judges its wait for the core.
+pub const JUDGE_PERIOD: Duration = Duration::from_millis(200);
+
+/// The share of the time [`run_both`] may wait for its core (runnable, not
+/// running) before it splits into two threads. With iperf3's default length
+/// beside it, it waited 6-11 % of the time (2 vCPU AMD EPYC; 9-10 % with two
+/// busy loops of other sessions on the machine); sharing the core with iperf3
+/// writing 1220 bytes at a time, 29-42 % (BENCHMARKS.md 5c).
+pub const SPLIT_WAIT: f64 = 0.25;
+
+/// The calling thread's wait for its core over the last [`JUDGE_PERIOD`].
+struct WaitJudge {
+    since: std::time::Instant,
+    waited_ns: Option<u64>,
+}
+
+impl WaitJudge {
+    fn new() -> WaitJudge {
+        WaitJudge {
+            since: std::time::Instant::now(),
+            waited_ns: thread_wait_ns(),
+        }
+    }
+
+    /// At most once per period: did the thread wait for its core more than
+    /// [`SPLIT_WAIT`] of the period just ended? (Never, where schedstat is
+    /// missing.)
+    fn waits_too_long(&mut self) -> bool {
+        let elapsed = self.since.elapsed();
+        if elapsed < JUDGE_PERIOD {
+            return false;
+        }
+        let now = thread_wait_ns();
+        let verdict = waited_too_long(self.waited_ns, now, elapsed);
+        self.since = std::time::Instant::now();
+        self.waited_ns = now;
+        verdict
+    }
+}
+
+/// Did a thread that had waited `before` and now `now` nanoseconds for its core
+/// wait more than [`SPLIT_WAIT`] of `elapsed`? (No, without both readings.)
+fn waited_too_long(before: Option<u64>, now: Option<u64>, elapsed: Duration) -> bool {
+    match (before, now) {
+        (Some(before), Some(now)) => {
+            now.saturating_sub(before) as f64 > SPLIT_WAIT * elapsed.as_nanos() as f64
+        }
+        _ => false,
+    }
+}
+
+/// The calling thread's time spent runnable but waiting for a core, from the
+/// second field of `/proc/thread-self/schedstat`.
+fn thread_wait_ns() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
+    text.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// How often the spare of [`run_both`] looks at its rounds. A round takes a few
+/// hundred microseconds at most (one batch each way); a thread that finished
+/// none in this time, and does not sleep, waits for its core.
+pub const SPARE_PERIOD: Duration = Duration::from_millis(1);
+
+/// The spare of [`run_both`]: every [`SPARE_PERIOD`], if the thread taking both
+/// directions has finished no round since the last look and is not asleep, takes
+/// the UDP-to-TUN direction for as long as the socket has datagrams queued and
+/// that thread is still away. Once that thread has split, this is the UDP-to-TUN
+/// thread of [`run_rx`]. Returns when asked to stop.
+pub fn run_spare(rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
+    let mut seen = turns.rounds.load(Ordering::Relaxed);
+    while !shared.stopping() {
+        if turns.split() {
+            let mut rx = lock(rx);
+            if rx.round(Receive::Wait) > 0 {
+                rx.publish(shared);
+            }
+            continue;
+        }
+        std::thread::sleep(SPARE_PERIOD);
+        let rounds = turns.rounds.load(Ordering::Relaxed);
+        if rounds != seen || turns.asleep.load(Ordering::Relaxed) {
+            seen = rounds;
+            continue;
+        }
+        let mut rx = lock(rx);
+        while rx.round(Receive::Now(BOTH_RECEIVE_SLOTS)) > 0 {
+            rx.publish(shared);
+            if turns.rounds.load(Ordering::Relaxed) != seen {
+                break;
+            }
+        }
+    }
+}
+
+/// Receive buffers [`run_both`] takes per round: with `UDP_GRO` each may hold a
+/// whole GSO send (44 datagrams at MTU 1400), so the sending direction waits at
+/// most a few hundred microseconds for its turn.
+const BOTH_RECEIVE_SLOTS: usize = 4;
 
 fn publish_tx(shared: &Shared, sa: &OutboundSa, counters: &TxCounters) {
     // A poisoned lock only means the stats thread panicked; keep publishing.
@@ -265,31 +477,63 @@ pub struct RxPath {
     pub udp_gro: bool,
 }
 
-/// The UDP-to-TUN loop: receive a batch with one `recvmmsg`, open each datagram,
-/// write the inner packets to the TUN device (coalesced per TCP flow when offloads
-/// are on). Returns when asked to stop.
-pub fn run_rx(mut path: RxPath, shared: &Shared) {
-    let slot = slot_len(path.mtu);
-    // With UDP_GRO a slot takes a whole coalesced GSO send.
-    let receive_slot = if path.udp_gro { 65_536 } else { slot };
-    let mut batch = Batch::new(path.batch, receive_slot, None);
-    // The inner packet is opened behind room for a virtio header, which stays zero:
-    // a packet written as it is needs an empty header in front.
-    let mut out = vec![0u8; VNET_HDR_LEN + slot];
-    let header = if path.vnet_hdr { VNET_HDR_LEN } else { 0 };
-    let mut coalescer = path.vnet_hdr.then(|| Coalescer::new(8));
-    let mut counters = RxCounters::default();
-    while !shared.stopping() {
+/// How a round of [`RxLoop::round`] receives.
+#[derive(Clone, Copy)]
+enum Receive {
+    /// Up to the socket's receive timeout for the first datagram, a whole batch.
+    Wait,
+    /// Only what is queued, at most this many buffers.
+    Now(usize),
+}
+
+/// The UDP-to-TUN direction's state: its path, the receive batch, the buffer
+/// packets are opened into and the coalescer, allocated once.
+pub struct RxLoop {
+    path: RxPath,
+    batch: Batch,
+    out: Vec<u8>,
+    header: usize,
+    coalescer: Option<Coalescer>,
+    counters: RxCounters,
+}
+
+impl RxLoop {
+    /// The direction's state for this path, its buffers allocated.
+    pub fn new(path: RxPath) -> RxLoop {
+        let slot = slot_len(path.mtu);
+        // With UDP_GRO a slot takes a whole coalesced GSO send.
+        let receive_slot = if path.udp_gro { 65_536 } else { slot };
+        RxLoop {
+            batch: Batch::new(path.batch, receive_slot, None),
+            // The inner packet is opened behind room for a virtio header, which
+            // stays zero: a packet written as it is needs an empty header in front.
+            out: vec![0u8; VNET_HDR_LEN + slot],
+            header: if path.vnet_hdr { VNET_HDR_LEN } else { 0 },
+            coalescer: path.vnet_hdr.then(|| Coalescer::new(8)),
+            counters: RxCounters::default(),
+            path,
+        }
+    }
+
+    /// One round: receives with one `recvmmsg`, opens each datagram, writes the
+    /// inner packets to the TUN device (coalesced per TCP flow when offloads are
+    /// on). Returns the buffers received.
+    fn round(&mut self, how: Receive) -> usize {
         // A receive error (none is expected on a bound UDP socket) is a round
         // with nothing received; the stop flag still ends the loop.
-        let n = batch.receive(&path.socket).unwrap_or_default();
-        if n == 0 {
-            continue;
+        let n = match how {
+            Receive::Wait => self.batch.receive(&self.path.socket),
+            Receive::Now(max) => self.batch.receive_now(&self.path.socket, max),
         }
+        .unwrap_or_default();
+        if n == 0 {
+            return 0;
+        }
+        let (path, counters) = (&mut self.path, &mut self.counters);
         counters.receive_calls += 1;
         for i in 0..n {
-            let received = batch.received(i);
-            let segment = batch.segment_size(i).unwrap_or(received.len()).max(1);
+            let received = self.batch.received(i);
+            let segment = self.batch.segment_size(i).unwrap_or(received.len()).max(1);
             if received.len() > segment {
                 counters.gro_datagrams += received.len().div_ceil(segment) as u64;
             }
@@ -304,28 +548,46 @@ pub fn run_rx(mut path: RxPath, shared: &Shared) {
                 counters.udp_bytes += datagram.len() as u64;
                 // The inbound set counts every outcome: keepalives and IKE are
                 // ignored here, drops are counted under their reason.
-                let len = match path.sas.receive_udp(datagram, &mut out[VNET_HDR_LEN..]) {
+                let len = match path
+                    .sas
+                    .receive_udp(datagram, &mut self.out[VNET_HDR_LEN..])
+                {
                     Inbound::Packet { inner, .. } => inner.len(),
                     Inbound::NatKeepalive | Inbound::NonEsp(_) | Inbound::Dropped(_) => continue,
                 };
                 deliver(
                     &mut path.tun,
-                    &mut coalescer,
-                    &out,
+                    &mut self.coalescer,
+                    &self.out,
                     len,
-                    header,
-                    &mut counters,
+                    self.header,
+                    counters,
                 );
             }
         }
-        if let Some(c) = coalescer.as_mut() {
+        if let Some(c) = self.coalescer.as_mut() {
             let tun = &mut path.tun;
-            c.flush_all(|bytes| write_tun(tun, bytes, &mut counters));
+            c.flush_all(|bytes| write_tun(tun, bytes, counters));
             counters.coalesced = c.merged;
         }
-        publish_rx(shared, &path.sas, &counters);
+        n
     }
-    publish_rx(shared, &path.sas, &counters);
+
+    fn publish(&self, shared: &Shared) {
+        publish_rx(shared, &self.path.sas, &self.counters);
+    }
+}
+
+/// The UDP-to-TUN loop: rounds of [`RxLoop::round`], each waiting for the socket.
+/// Returns when asked to stop.
+pub fn run_rx(path: RxPath, shared: &Shared) {
+    let mut rx = RxLoop::new(path);
+    while !shared.stopping() {
+        if rx.round(Receive::Wait) > 0 {
+            rx.publish(shared);
+        }
+    }
+    rx.publish(shared);
 }
 
 /// Writes one opened inner packet (at `out[VNET_HDR_LEN..][..len]`) to the TUN
@@ -373,4 +635,196 @@ pub(super) fn write_tun(tun: &mut File, bytes: &[u8], counters: &mut RxCounters)
 fn publish_rx(shared: &Shared, sas: &InboundSet, counters: &RxCounters) {
     let mut slot = shared.rx.lock().unwrap_or_else(|p| p.into_inner());
     *slot = (sas.accounting(), *counters);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use cipherbench_esp::{derive_sa_pair, InboundSa, Role, Transform};
+    use std::sync::Arc;
+    use std::time::Instant;
+
+    /// An IPv4 packet of `len` bytes the ESP layer accepts as inner packet.
+    fn ipv4(len: usize, tag: u8) -> Vec<u8> {
+        let mut p = vec![tag; len];
+        p[0] = 0x45;
+        p[2..4].copy_from_slice(&(len as u16).to_be_bytes());
+        p[9] = 17;
+        p
+    }
+
+    /// A receiving direction whose "TUN device" is a plain file (each write
+    /// appends one packet), its socket on loopback, and the SA that seals for it.
+    struct Receiving {
+        rx: Arc<Mutex<RxLoop>>,
+        to: SocketAddrV4,
+        from: UdpSocket,
+        sa: OutboundSa,
+        file: std::path::PathBuf,
+    }
+
+    fn receiving(name: &str) -> Receiving {
+        let secret = [7u8; 32];
+        let transform = Transform::ChaCha20Poly1305;
+        let sender = derive_sa_pair(&secret, name, transform, Role::Initiator).expect("SAs");
+        let receiver = derive_sa_pair(&secret, name, transform, Role::Responder).expect("SAs");
+        let mut sas = InboundSet::new();
+        sas.insert(InboundSa::new(receiver.inbound).expect("inbound SA"))
+            .expect("installing it");
+        let file = std::env::temp_dir().join(format!(
+            "cipherbench-spare-{name}-{}.bin",
+            std::process::id()
+        ));
+        let socket = UdpSocket::bind("127.0.0.1:0").expect("binding");
+        socket
+            .set_read_timeout(Some(Duration::from_millis(100)))
+            .expect("timeout");
+        let to = match socket.local_addr().expect("address") {
+            std::net::SocketAddr::V4(a) => a,
+            other => panic!("{other}"),
+        };
+        let path = RxPath {
+            tun: File::create(&file).expect("the packet file"),
+            socket,
+            sas,
+            batch: 8,
+            vnet_hdr: false,
+            mtu: 1400,
+            udp_gro: false,
+        };
+        Receiving {
+            rx: Arc::new(Mutex::new(RxLoop::new(path))),
+            to,
+            from: UdpSocket::bind("127.0.0.1:0").expect("binding the sender"),
+            sa: OutboundSa::new(sender.outbound).expect("outbound SA"),
+            file,
+        }
+    }
+
+    impl Receiving {
+        /// Seals and sends `n` packets; returns them, in order.
+        fn send(&mut self, n: usize) -> Vec<u8> {
+            let mut sent = Vec::new();
+            let mut esp = vec![0u8; 2048];
+            for i in 0..n {
+                let inner = ipv4(100 + i, i as u8);
+                let len = self.sa.seal(&inner, &mut esp).expect("sealing");
+                self.from.send_to(&esp[..len], self.to).expect("sending");
+                sent.extend_from_slice(&inner);
+            }
+            sent
+        }
+    }
+
+    impl Drop for Receiving {
+        fn drop(&mut self) {
+            let _ = std::fs::remove_file(&self.file);
+        }
+    }
+
+    fn received(shared: &Shared) -> u64 {
+        lock(&shared.rx).1.udp_packets
+    }
+
+    #[test]
+    fn the_spare_takes_the_socket_while_the_thread_taking_both_is_away() {
+        let mut side = receiving("away");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        // A thread that neither finishes rounds nor sleeps: it waits for its core.
+        let turns = Arc::new(Turns::default());
+        let sent = side.send(20);
+        let spare = {
+            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while received(&shared) < 20 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        spare.join().expect("the spare returns");
+        let (accounting, counters) = *lock(&shared.rx);
+        assert_eq!(counters.udp_packets, 20, "{counters:?}");
+        assert_eq!(counters.tun_writes, 20, "{counters:?}");
+        assert_eq!(accounting.received, 20, "{accounting:?}");
+        // Opened in order, each packet whole.
+        assert_eq!(std::fs::read(&side.file).expect("the packets"), sent);
+    }
+
+    #[test]
+    fn once_split_the_spare_is_the_udp_to_tun_thread() {
+        let mut side = receiving("split");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        // A thread that finishes rounds and is awake, but has split: the socket's
+        // side is the spare's whatever the rounds say.
+        let turns = Arc::new(Turns::default());
+        turns.split.store(true, Ordering::Relaxed);
+        let spare = {
+            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        };
+        let mut sent = Vec::new();
+        let deadline = Instant::now() + Duration::from_secs(5);
+        for batch in 0..5 {
+            sent.extend(side.send(8));
+            turns.rounds.fetch_add(1, Ordering::Relaxed);
+            while received(&shared) < 8 * (batch + 1) && Instant::now() < deadline {
+                std::thread::sleep(Duration::from_millis(1));
+                turns.rounds.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        spare.join().expect("the spare returns");
+        assert_eq!(received(&shared), 40);
+        assert_eq!(std::fs::read(&side.file).expect("the packets"), sent);
+    }
+
+    #[test]
+    fn a_thread_splits_when_it_waits_for_its_core_over_a_quarter_of_the_time() {
+        let period = Duration::from_millis(200);
+        let ms = |n: u64| Some(n * 1_000_000);
+        assert!(!waited_too_long(ms(100), ms(140), period), "20 %");
+        assert!(!waited_too_long(ms(100), ms(150), period), "25 %");
+        assert!(waited_too_long(ms(100), ms(151), period), "25.5 %");
+        assert!(waited_too_long(ms(0), ms(200), period), "all of it");
+        // Without schedstat, never.
+        assert!(!waited_too_long(None, ms(200), period));
+        assert!(!waited_too_long(ms(0), None, period));
+        // This kernel has it (the judge is not silently off here).
+        assert!(thread_wait_ns().is_some());
+        let mut judge = WaitJudge::new();
+        assert!(!judge.waits_too_long(), "judged before a period passed");
+    }
+
+    #[test]
+    fn the_spare_leaves_the_socket_to_a_thread_that_sleeps_or_takes_turns() {
+        let mut side = receiving("present");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        let turns = Arc::new(Turns::default());
+        let spare = {
+            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        };
+        // Asleep on both descriptors: the datagrams are its to take.
+        turns.asleep.store(true, Ordering::Relaxed);
+        side.send(5);
+        std::thread::sleep(SPARE_PERIOD * 30);
+        assert_eq!(received(&shared), 0);
+        // Awake and finishing rounds (without taking the socket's side here).
+        turns.asleep.store(false, Ordering::Relaxed);
+        let until = Instant::now() + SPARE_PERIOD * 30;
+        while Instant::now() < until {
+            turns.rounds.fetch_add(1, Ordering::Relaxed);
+            std::thread::sleep(SPARE_PERIOD / 10);
+        }
+        assert_eq!(received(&shared), 0);
+        shared.stop.store(true, Ordering::Relaxed);
+        spare.join().expect("the spare returns");
+        // All five still queued, for the thread taking both directions.
+        let mut rx = lock(&side.rx);
+        let mut got = 0;
+        while rx.round(Receive::Now(8)) > 0 {}
+        got += rx.counters.udp_packets;
+        assert_eq!(got, 5);
+    }
 }

@@ -432,21 +432,38 @@ impl Batch {
     /// datagram, then takes what is already queued. Returns how many arrived, 0 on a
     /// timeout.
     pub fn receive(&mut self, socket: &UdpSocket) -> io::Result<usize> {
-        for (i, h) in self.headers.iter_mut().enumerate() {
+        self.receive_with(socket, libc::MSG_WAITFORONE, self.lens.len())
+    }
+
+    /// Receives what is already queued, into at most `max` slots, without
+    /// waiting. Returns how many arrived, 0 when none was queued.
+    pub fn receive_now(&mut self, socket: &UdpSocket, max: usize) -> io::Result<usize> {
+        self.receive_with(socket, libc::MSG_DONTWAIT, max.clamp(1, self.lens.len()))
+    }
+
+    fn receive_with(
+        &mut self,
+        socket: &UdpSocket,
+        flags: libc::c_int,
+        slots: usize,
+    ) -> io::Result<usize> {
+        let slots = slots.min(self.headers.len());
+        for (i, h) in self.headers[..slots].iter_mut().enumerate() {
             // The kernel overwrites the length with what it wrote: reset it.
             h.msg_hdr.msg_control = self.control[i * CONTROL_WORDS..].as_mut_ptr().cast();
             h.msg_hdr.msg_controllen = CONTROL_WORDS * 8;
         }
-        // SAFETY: every header points at its own iovec, which points at its own slot
-        // of `slot_len` bytes in the arena, and at its own control buffer of
-        // `msg_controllen` bytes; all outlive the call. No source address is asked
-        // for (null name). A null timeout leaves the socket's own.
+        // SAFETY: the first `slots` headers (no more than there are) each point at
+        // their own iovec, which points at its own slot of `slot_len` bytes in the
+        // arena, and at their own control buffer of `msg_controllen` bytes; all
+        // outlive the call. No source address is asked for (null name). A null
+        // timeout leaves the socket's own.
         let ret = unsafe {
             libc::recvmmsg(
                 socket.as_raw_fd(),
                 self.headers.as_mut_ptr(),
-                self.lens.len() as libc::c_uint,
-                libc::MSG_WAITFORONE,
+                slots as libc::c_uint,
+                flags,
                 std::ptr::null_mut(),
             )
         };
@@ -488,6 +505,23 @@ impl Wakeup {
         unsafe {
             libc::write(self.0.as_raw_fd(), (&one as *const u64).cast(), 8);
         }
+    }
+
+    /// Waits until any of `fds` (at most two) is readable or the wakeup fires.
+    pub fn wait_any(&self, fds: &[RawFd], timeout: Duration) {
+        let pollfd = |fd| libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        let mut set = [pollfd(self.0.as_raw_fd()), pollfd(-1), pollfd(-1)];
+        for (slot, &fd) in set[1..].iter_mut().zip(fds) {
+            slot.fd = fd;
+        }
+        let ms = timeout.as_millis().min(i32::MAX as u128) as libc::c_int;
+        // SAFETY: three initialised pollfd structs in a live array (poll ignores
+        // the negative descriptors of unused ones).
+        unsafe { libc::poll(set.as_mut_ptr(), set.len() as libc::nfds_t, ms) };
     }
 
     /// Waits until `fd` is readable or the wakeup fires; returns false if woken.
