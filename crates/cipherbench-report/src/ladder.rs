@@ -579,9 +579,29 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .as_ref()
         .and_then(|t| t.sweep.as_ref())
         .ok_or("the TLS sweep did not run")?;
-    let (a, n) = tls_points(sweep, "accel", "noaesni")
-        .ok_or("AES128-GCM-SHA256 was not swept with and without AES-NI")?;
     let suite = "AES128-GCM-SHA256";
+    let (a, n) = tls_points(sweep, "accel", "noaesni").ok_or_else(|| {
+        // Swept, but a point is not usable: say which and why.
+        let invalid: Vec<String> = sweep
+            .points
+            .iter()
+            .filter(|p| p.suite == suite && (p.variant == "accel" || p.variant == "noaesni"))
+            .filter(|p| !p.valid)
+            .map(|p| {
+                format!(
+                    "{} {} is not valid ({})",
+                    p.variant,
+                    ByteSize(p.size_bytes),
+                    p.invalid_reason.as_deref().unwrap_or("no reason recorded")
+                )
+            })
+            .collect();
+        if invalid.is_empty() {
+            format!("{suite} was not swept with and without AES-NI")
+        } else {
+            format!("{suite}: {}", invalid.join("; "))
+        }
+    })?;
     let servers: Vec<VariantRecord> = record
         .tls
         .iter()
@@ -1060,5 +1080,48 @@ mod tests {
             "{}",
             ladder.steps[2].note
         );
+    }
+
+    #[test]
+    fn an_invalid_tls_point_is_named_with_its_reason_not_called_unswept() {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        let mut record = RunRecord::from_json(&text).unwrap();
+        let sweep = record.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        for p in sweep.points.iter_mut().filter(|p| {
+            p.suite == "AES128-GCM-SHA256" && p.variant == "accel" && p.size_bytes == 16 << 20
+        }) {
+            p.valid = false;
+            p.invalid_reason = Some("the load generator saturated".into());
+        }
+        let ladder = build(&record);
+        let (_, why) = ladder
+            .missing
+            .iter()
+            .find(|(layer, _)| *layer == "tls")
+            .expect("no tls rung without a valid accel point");
+        assert!(
+            why.contains("accel 16 MiB is not valid (the load generator saturated)")
+                && !why.contains("not swept"),
+            "{why}"
+        );
+        // No points at all: not swept.
+        record
+            .tls
+            .as_mut()
+            .unwrap()
+            .sweep
+            .as_mut()
+            .unwrap()
+            .points
+            .clear();
+        let ladder = build(&record);
+        assert!(ladder
+            .missing
+            .iter()
+            .any(|(l, why)| *l == "tls" && why.contains("was not swept")));
     }
 }
