@@ -185,14 +185,20 @@ fn clock_ns(clock: libc::clockid_t) -> u64 {
     ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
 }
 
+/// The first two fields of a `schedstat` file (`/proc/PID/schedstat`,
+/// `/proc/thread-self/schedstat`): (CPU time, time runnable but waiting for a CPU),
+/// cumulative nanoseconds. None where the file is missing or unreadable.
+pub fn schedstat(path: &str) -> Option<(u64, u64)> {
+    let text = std::fs::read_to_string(path).ok()?;
+    let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().ok());
+    Some((fields.next()??, fields.next()??))
+}
+
 /// (CPU time, time runnable but waiting for a CPU), cumulative nanoseconds. The wait
 /// comes from `/proc/PID/schedstat` and is 0 where only `/proc/PID/stat` exists.
 pub fn process_times(pid: u32) -> Option<(u64, u64)> {
-    if let Ok(text) = std::fs::read_to_string(format!("/proc/{pid}/schedstat")) {
-        let mut fields = text.split_whitespace().map(|v| v.parse::<u64>().ok());
-        if let (Some(Some(cpu)), Some(Some(wait))) = (fields.next(), fields.next()) {
-            return Some((cpu, wait));
-        }
+    if let Some(times) = schedstat(&format!("/proc/{pid}/schedstat")) {
+        return Some(times);
     }
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     parse_stat_cpu_ticks(&stat).map(|ticks| (ticks * 1_000_000_000 / clock_ticks_per_sec(), 0))

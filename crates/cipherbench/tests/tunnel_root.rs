@@ -269,6 +269,16 @@ fn thread_names(pid: u32) -> Vec<String> {
     names
 }
 
+/// Asserts a gateway's threads include every one of `expected`, by name.
+fn assert_has_threads(names: &[String], expected: &[&str], transform: Transform) {
+    for e in expected {
+        assert!(
+            names.iter().any(|n| n == e),
+            "{transform}: no {e} thread in {names:?}"
+        );
+    }
+}
+
 #[test]
 fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
     let _serial = serial();
@@ -288,15 +298,14 @@ fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
         // three workers each, besides the reader threads and the main thread.
         for pid in [gateways.sender.pid(), gateways.receiver.pid()] {
             let names = thread_names(pid);
-            for expected in [
-                "tun->udp", "seal/0", "seal/1", "seal/2", "seal-out", "udp->tun", "open/0",
-                "open/1", "open/2", "open-out",
-            ] {
-                assert!(
-                    names.iter().any(|n| n == expected),
-                    "{transform}: no {expected} thread in {names:?}"
-                );
-            }
+            assert_has_threads(
+                &names,
+                &[
+                    "tun->udp", "seal/0", "seal/1", "seal/2", "seal-out", "udp->tun", "open/0",
+                    "open/1", "open/2", "open-out",
+                ],
+                transform,
+            );
             assert_eq!(names.iter().filter(|n| n.starts_with("seal/")).count(), 3);
             assert_eq!(names.len(), 11, "{transform}: {names:?}");
         }
@@ -369,12 +378,11 @@ fn a_gateway_on_one_core_takes_both_directions_on_one_thread_and_keeps_order() {
             let names = thread_names(pid);
             // The main thread, the one taking both directions and its spare.
             assert_eq!(names.len(), 3, "{transform}: {names:?}");
-            for expected in ["tun<->udp", cipherbench::tunnel::gateway::SPARE_NAME] {
-                assert!(
-                    names.iter().any(|n| n == expected),
-                    "{transform}: no {expected} thread in {names:?}"
-                );
-            }
+            assert_has_threads(
+                &names,
+                &["tun<->udp", cipherbench::tunnel::gateway::SPARE_NAME],
+                transform,
+            );
         }
         // TCP both ways at once (data one way, acknowledgements the other), every
         // byte accounted for and every ESP packet opened.

@@ -398,11 +398,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         }
     }
     let pinning = results.config.pinning.clone();
-    // The noise windows watch the placed CPUs, or every CPU when nothing is pinned.
-    let noise_cpus = match &results.placement {
-        Some(p) => p.all_cpus(),
-        None => crate::host::allowed_cpus(),
-    };
+    let noise_cpus = watched_cpus(results.placement.as_ref());
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
         .progress
@@ -966,6 +962,17 @@ pub(crate) fn record_underlay(
     results.underlay.push(point);
     session.record.tunnel = Some(results.clone());
     session.save()
+}
+
+/// The CPUs a run's noise windows watch: the placed ones, or every CPU this process
+/// may use when nothing is pinned.
+pub(crate) fn watched_cpus(
+    placement: Option<&cipherbench_model::topology::Placement>,
+) -> Vec<usize> {
+    match placement {
+        Some(p) => p.all_cpus(),
+        None => crate::host::allowed_cpus(),
+    }
 }
 
 pub(crate) fn underlay_point(protocol: Protocol, runs: Vec<IperfRun>) -> UnderlayPoint {

@@ -428,10 +428,9 @@ impl PeerState {
                 // from one snapshot to the next, on the end's CPUs, this process
                 // (and so its gateway and iperf3) being the run.
                 snapshot.noise = self.window.take().map(|w| w.close());
-                let cpus = match self.placed.as_ref().and_then(|p| p.placement.as_ref()) {
-                    Some(p) => p.all_cpus(),
-                    None => crate::host::allowed_cpus(),
-                };
+                let cpus = crate::tunnel::watched_cpus(
+                    self.placed.as_ref().and_then(|p| p.placement.as_ref()),
+                );
                 self.window = Some(crate::machine::noise::Window::open(
                     &cpus,
                     &[std::process::id()],
@@ -641,10 +640,7 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         .underlay(Protocol::Tcp)
         .map(|u| u.throughput_bits_per_sec.median);
 
-    let noise_cpus = match &here_end.placement {
-        Some(p) => p.all_cpus(),
-        None => crate::host::allowed_cpus(),
-    };
+    let noise_cpus = crate::tunnel::watched_cpus(here_end.placement.as_ref());
     let mut stand = PeerStand {
         agent,
         plan,
@@ -900,7 +896,7 @@ impl rounds::Stand for PeerStand<'_> {
             ),
         )?;
         let noise = window.close();
-        let (s1, r1) = (end.snapshot()?, self.peer_snapshot()?);
+        let (s1, mut r1) = (end.snapshot()?, self.peer_snapshot()?);
         let variant = end.gateway()?.variant.name();
         let gateway = |side: &str, host: &str, a: EndSnapshot, b: EndSnapshot| {
             let mut g = crate::tunnel::gateways::gateway_run(
@@ -913,7 +909,7 @@ impl rounds::Stand for PeerStand<'_> {
             g
         };
         // The peer's window is the one its closing snapshot carries: from r0 to r1.
-        let peer_noise = r1.noise.clone().map(|noise| {
+        let peer_noise = r1.noise.take().map(|noise| {
             Box::new(cipherbench_model::noise::HostNoise {
                 host: self.agent.name.clone(),
                 noise,

@@ -301,7 +301,7 @@ pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Sha
     let mut tx = TxLoop::new(tx_path);
     let mut judge = WaitJudge::new();
     while !shared.stopping() {
-        let split = turns.split.load(Ordering::Relaxed);
+        let split = turns.split();
         let reads = tx.round(batch, true);
         if reads > 0 {
             tx.publish(shared);
@@ -408,8 +408,7 @@ fn waited_too_long(before: Option<u64>, now: Option<u64>, elapsed: Duration) -> 
 /// The calling thread's time spent runnable but waiting for a core, from the
 /// second field of `/proc/thread-self/schedstat`.
 fn thread_wait_ns() -> Option<u64> {
-    let text = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    text.split_whitespace().nth(1)?.parse().ok()
+    crate::host::schedstat("/proc/thread-self/schedstat").map(|(_, wait)| wait)
 }
 
 /// How often the spare of [`run_both`] looks at its rounds. A round takes a few
@@ -822,9 +821,7 @@ mod tests {
         spare.join().expect("the spare returns");
         // All five still queued, for the thread taking both directions.
         let mut rx = lock(&side.rx);
-        let mut got = 0;
         while rx.round(Receive::Now(8)) > 0 {}
-        got += rx.counters.udp_packets;
-        assert_eq!(got, 5);
+        assert_eq!(rx.counters.udp_packets, 5);
     }
 }
