@@ -875,8 +875,12 @@ pub(crate) fn next_step(
         ));
     }
     let t = probe.throughput_bytes_per_sec;
+    let saturated = generator_saturated(probe);
     match state.best {
         None => state.best = Some((probe.concurrency, t)),
+        // A probe that saturated the generator measured the generator: the last one
+        // that did not stays the choice, however much more this one carried.
+        Some(_) if saturated => {}
         Some((_, b)) => {
             if t > b * (1.0 + PLATEAU_GAIN) {
                 state.flat = 0;
@@ -894,7 +898,7 @@ pub(crate) fn next_step(
             .map(|c| format!("nginx {:.0} % busy", c * 100.0))
             .unwrap_or_else(|| "nginx's CPU unknown".into())
     };
-    if generator_saturated(probe) {
+    if saturated {
         return Some((
             Limit::Generator,
             format!(
@@ -1167,6 +1171,8 @@ pub(crate) struct Searched {
     /// What stopped the search, and why.
     stop: Option<(Limit, String)>,
     step_downs: usize,
+    /// Why the final window stepped down, one line per step.
+    step_notes: Vec<String>,
 }
 
 /// Searches the concurrency and measures the final window, in one window.
@@ -1262,12 +1268,16 @@ fn search_concurrency(
         probes,
         stop,
         step_downs: 0,
+        step_notes: Vec::new(),
     })
 }
 
 /// One final window (or round of it) at the chosen concurrency. With `step_down`
-/// (a point's first), a window that breaks the limit halves the concurrency and is
-/// measured again, up to [`STEP_DOWNS`] times, each attempt kept with the probes.
+/// (a point's first), a window that breaks the limit or saturates the generator
+/// halves the concurrency and is measured again, up to [`STEP_DOWNS`] times, each
+/// attempt kept with the probes and its reason in the point's explanation. (The
+/// probes are shorter than the window: a generator at 85 % in a probe can pass 90 %
+/// over the window, and a point that measures the generator is no point.)
 #[allow(clippy::too_many_arguments)]
 fn final_window(
     plan: &SweepPlan,
@@ -1298,16 +1308,32 @@ fn final_window(
         if !step_down {
             return Ok(m);
         }
-        s.probes.push(probe_of(&m, s.chosen, plan.limit));
-        if m.within(plan.limit)
-            || s.chosen == 1
-            || s.step_downs >= STEP_DOWNS
-            || plan.fixed_concurrency.is_some()
-        {
+        let probe = probe_of(&m, s.chosen, plan.limit);
+        let why = step_down_reason(&probe);
+        s.probes.push(probe);
+        let Some(why) = why else { return Ok(m) };
+        if s.chosen == 1 || s.step_downs >= STEP_DOWNS || plan.fixed_concurrency.is_some() {
             return Ok(m);
         }
-        s.chosen = (s.chosen / 2).max(1);
+        let fewer = (s.chosen / 2).max(1);
+        s.step_notes.push(format!(
+            "{why} at {} clients, so {fewer} were measured",
+            s.chosen
+        ));
+        s.chosen = fewer;
         s.step_downs += 1;
+    }
+}
+
+/// Why a final window is measured again at half the clients, if it must be: it broke
+/// the first-byte limit (or failed requests), or it saturated the generator.
+pub(crate) fn step_down_reason(window: &Probe) -> Option<&'static str> {
+    if !window.within_limit {
+        Some("the final window broke the first-byte limit")
+    } else if generator_saturated(window) {
+        Some("the final window saturated the generator")
+    } else {
+        None
     }
 }
 
@@ -1320,9 +1346,14 @@ fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measured) -> Swe
         limit = Limit::Generator;
     } else if !last.within_limit && limit != Limit::Fixed {
         limit = Limit::Latency;
+    } else if limit == Limit::Generator && last.server_cpu.is_some_and(|c| c >= SERVER_BUSY) {
+        // More clients saturated the generator, but at the clients kept nginx was
+        // busy and the generator was not: nginx is what the figure measures.
+        limit = Limit::Server;
     }
+    let stepped: String = s.step_notes.iter().map(|n| format!("; {n}")).collect();
     let explanation = format!(
-        "{} clients (probes from {}): {why}; final window: nginx {}, generator threads {}",
+        "{} clients (probes from {}): {why}{stepped}; final window: nginx {}, generator threads {}",
         s.chosen,
         s.start,
         last.server_cpu
@@ -1491,10 +1522,29 @@ mod tests {
 
     #[test]
     fn one_saturated_generator_thread_stops_the_search_and_is_named() {
-        let (_, stop) = run_rule(&[(2.0, 0.4, &[0.3, 0.3]), (3.0, 0.5, &[0.5, 0.95])]);
+        let (chosen, stop) = run_rule(&[(2.0, 0.4, &[0.3, 0.3]), (3.0, 0.5, &[0.5, 0.95])]);
         let (limit, why) = stop.unwrap();
         assert_eq!(limit, Limit::Generator);
         assert!(why.contains("95 %"), "{why}");
+        // The probe that carried more measured the generator: the one before is kept.
+        assert_eq!(chosen, 1);
+        // With nothing before it, the saturated probe is all there is (the final
+        // window steps down from it).
+        let (chosen, stop) = run_rule(&[(3.0, 0.5, &[0.95])]);
+        assert_eq!((chosen, stop.unwrap().0), (1, Limit::Generator));
+    }
+
+    #[test]
+    fn a_final_window_steps_down_for_the_limit_or_a_saturated_generator_only() {
+        let quiet = probe(8, 14.0, 0.97, &[0.85]);
+        assert_eq!(step_down_reason(&quiet), None);
+        let busy = probe(8, 14.7, 0.97, &[0.96]);
+        assert!(step_down_reason(&busy).unwrap().contains("generator"));
+        let mut late = probe(8, 14.0, 0.97, &[0.5]);
+        late.within_limit = false;
+        assert!(step_down_reason(&late)
+            .unwrap()
+            .contains("first-byte limit"));
     }
 
     #[test]
