@@ -3,7 +3,8 @@
 #  A. cipherbench's load generator against wrk on the same nginx (`cipherbench tls
 #     serve`), alternating rounds, at 1, 4, 8, 16... generator CPUs (as many as fit
 #     beside nginx): requests/s of each, nginx's CPU per response under each (its
-#     workers' schedstat over the bytes they wrote), each generator thread's CPU and
+#     workers' schedstat over the bytes they wrote) and under cipherbench open loop at
+#     the rate wrk reached in the same round (`tls sweep --rate`: one load for both), each generator thread's CPU and
 #     wrk's, and requests per generator-CPU-second;
 #  B. the core-count sweep (`tls sweep --cores 1,2,4,...`): Gbit/s, per core, the
 #     clients the search chose, what limited each point, nginx and generator CPU;
@@ -57,8 +58,8 @@ gen_part() {
   md ""
   md "## A. Load generator vs wrk (same nginx, alternating rounds)"
   md ""
-  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
-  md "|---|---|---|---|---|---|---|---|---|---|"
+  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
+  md "|---|---|---|---|---|---|---|---|---|---|---|"
   local rows=() g s
   # (nginx cores, generator CPUs): 1+1, 1+4, then nginx g/2 beside g, as many as fit.
   for g in 1 4 8 16 32 64 128; do
@@ -77,18 +78,22 @@ gen_part() {
     sleep 0.3; WORKERS=$(workers "$srv")
     : > "$OUT/rounds-$s-$g"
     for r in $(seq "$ROUNDS"); do
-      for who in wrk ours; do
+      for who in wrk ours paced; do
         set -- $(nginx_stat); c0=$1; b0=$2
         if [[ $who == wrk ]]; then
           out=$( { /usr/bin/time -f "TIME %U %S" $PRIO taskset -c "$gcpus" wrk -t"$g" -c"$conc" -d"${SECS}s" \
                      -H 'Connection: close' "$url"; } 2>&1 )
           rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
           gen=$(awk -v g="$g" -v s="$SECS" '/^TIME/ {printf "%.2f", ($2+$3)/(g*s)}' <<<"$out"); per=-
+          wrk_rps=$rps
         else
-          $PRIO "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" --concurrency "$conc" \
-            --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/ours-$s-$g-$r.json" 2>> "$OUT/ours.err"
+          # ours: closed loop at the same clients; paced: open loop at the rate wrk
+          # just reached, so nginx's CPU per response is compared at one load.
+          if [[ $who == ours ]]; then load=(--concurrency "$conc"); else load=(--rate "${wrk_rps:-1}"); fi
+          $PRIO "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
+            --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
           read -r rps gen per < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["sweep"]["points"][0]
-t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/ours-$s-$g-$r.json" 2>/dev/null || echo "0 0 -")
+t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/$who-$s-$g-$r.json" 2>/dev/null || echo "0 0 -")
         fi
         set -- $(nginx_stat)
         ms=$(python3 -c "r=($2-$b0)/$size_bytes; print(round(($1-$c0)/1e6/r,2) if r>0 else 'nan')")
@@ -113,7 +118,11 @@ ratios = [b / a for a, b in zip(w, o) if a > 0]
 per = [r[4] for r in rows if r[0] == "ours"]
 go = col("ours", 3)
 rpc = [rp / (gc * int(g)) for rp, gc in zip(o, go) if gc > 0]
-line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
+# Paced: per round, nginx's cost at wrk's rate over its cost under wrk.
+wm, pm = col("wrk", 2), col("paced", 2)
+rel = [b / a for a, b in zip(wm, pm) if a > 0]
+paced = f"{med(col('paced', 1)):.1f}, {med(pm):.1f} ({med(rel):.2f}x wrk's, {min(rel):.2f}-{max(rel):.2f})" if rel else "-"
+line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
 print(line)
 EOF
   done

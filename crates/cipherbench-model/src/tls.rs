@@ -252,6 +252,10 @@ pub struct SweepConfig {
     /// turns (A B, B A, A B): 1 in records written before rounds were kept.
     #[serde(default = "one_round")]
     pub rounds: usize,
+    /// With `--rate`: the constant open-loop request rate every point was measured at
+    /// instead of searching a concurrency (None: the search).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_rate: Option<f64>,
 }
 
 /// One round of a point's final window. The variant x key-store slots of a point
@@ -458,6 +462,11 @@ pub struct SweepPoint {
     /// with it. Two points pair round by round only when they share it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub interleave_group: Option<u64>,
+    /// With `--rate`: the open-loop request rate the point was measured at. Its
+    /// `concurrency` is then the mean number of requests in flight (the rate done
+    /// times the mean latency, Little's law, rounded up), not a client count.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub open_loop_rate: Option<f64>,
 }
 
 impl SweepPoint {

@@ -348,6 +348,7 @@ mod tests {
                 agents: Vec::new(),
                 rounds: Vec::new(),
                 interleave_group: None,
+                open_loop_rate: None,
             },
         }
     }

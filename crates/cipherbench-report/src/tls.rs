@@ -242,6 +242,7 @@ pub fn capacity(s: &SweepResults, target_gbps: f64) -> Vec<Capacity> {
             p.suite == suite
                 && p.variant == variant
                 && p.valid
+                && p.bits_per_sec() > 0.0
                 && p.server_cpu.as_ref().is_some_and(|c| c.total > 0.0)
         };
         let Some(size) = s.points.iter().filter(usable).map(|p| p.size_bytes).max() else {
@@ -1142,6 +1143,7 @@ pub(crate) mod tests {
             agents: Vec::new(),
             rounds: Vec::new(),
             interleave_group: None,
+            open_loop_rate: None,
         }
     }
 
@@ -1164,6 +1166,7 @@ pub(crate) mod tests {
                     key: "rsa2048".into(),
                     key_stores: vec!["file".into()],
                     rounds: 1,
+                    open_loop_rate: None,
                 },
                 points: vec![
                     point("AES128-GCM-SHA256", "accel", 6.0),

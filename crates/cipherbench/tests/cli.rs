@@ -219,6 +219,33 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
 }
 
 #[test]
+fn a_sweep_rate_must_be_positive_and_not_beside_a_concurrency() {
+    let dir = scratch("bad-rate");
+    for rate in ["0", "-5", "nan", "2000000"] {
+        let out = bin()
+            .args(["tls", "sweep", &format!("--rate={rate}"), "--results"])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, "--rate must be above 0");
+    }
+    let out = bin()
+        .args(["tls", "sweep", "--rate", "50", "--concurrency", "4"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    assert!(
+        stderr(&out).contains("cannot be used with"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        !dir.exists(),
+        "a results directory was created for bad input"
+    );
+}
+
+#[test]
 fn report_refuses_a_directory_without_a_run() {
     let dir = scratch("empty");
     std::fs::create_dir_all(&dir).unwrap();

@@ -993,3 +993,61 @@ fn key_store_mistakes_are_one_line_and_leave_nothing_behind() {
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+#[test]
+fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
+    let dir = scratch("rate");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args([
+            "--quiet",
+            "tls",
+            "sweep",
+            "--suites",
+            "AES128-GCM-SHA256",
+            "--sizes",
+            "256KiB",
+            "--variants",
+            "accel",
+            "--rate",
+            "40",
+            "--window",
+            "3s",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(text.contains("open loop at 40 requests/s"), "{text}");
+    let r = record(&results);
+    let sweep = r.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+    assert_eq!(sweep.config.open_loop_rate, Some(40.0));
+    let p = &sweep.points[0];
+    assert_eq!(p.open_loop_rate, Some(40.0));
+    // No search: no probes but the window, and the limit is the one given.
+    let search = p.search.as_ref().unwrap();
+    assert_eq!(search.limit, cipherbench_model::tls::Limit::Fixed);
+    assert!(p.probes.len() <= 1, "{:?}", p.probes);
+    // Open loop at 40/s for 3 s: the requests are the schedule's, whatever nginx did
+    // with them (a 256 KiB response takes a few ms here); loose for a loaded machine.
+    assert_eq!(p.errors, 0, "{:?}", p.errors_by_reason);
+    assert!(
+        (28.0..=52.0).contains(&p.requests_per_sec),
+        "{} req/s at --rate 40",
+        p.requests_per_sec
+    );
+    // Its bytes are counted as a closed-loop point's are: about the requests' bodies.
+    let bodies = p.requests_per_sec * SIZE as f64;
+    assert!(
+        (0.7 * bodies..=1.3 * bodies).contains(&p.throughput_bytes_per_sec),
+        "{} B/s for {} req/s",
+        p.throughput_bytes_per_sec,
+        p.requests_per_sec
+    );
+    // The requests in flight, by Little's law, not clients.
+    assert!(p.concurrency >= 1);
+    assert!(p.server_cpu.as_ref().is_some_and(|c| c.total > 0.0));
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -202,6 +202,7 @@ impl HandshakeArgs {
                 }
                 c => c,
             },
+            fixed_rate: None,
             resumption: false,
             generator_cpus: generator_cpus(self.generator_cpus.as_deref())?,
             target: ServerTarget::Nginx {
@@ -335,8 +336,13 @@ pub struct SweepArgs {
     #[arg(long)]
     pub resumption: bool,
     /// Measure at this concurrency only, without searching.
-    #[arg(long)]
+    #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,
+    /// Measure open loop at this constant rate, requests per second, without searching:
+    /// requests start on schedule whether or not earlier ones finished (no warm-up), so
+    /// nginx's CPU per response can be compared with another client's at the same load.
+    #[arg(long, value_name = "REQ_PER_S")]
+    pub rate: Option<f64>,
 }
 
 /// `cipherbench tls serve`.
@@ -634,6 +640,12 @@ impl SweepArgs {
                     bail!("--concurrency must be between 1 and 100000")
                 }
                 c => c,
+            },
+            fixed_rate: match self.rate {
+                Some(r) if !(r > 0.0 && r <= 1_000_000.0) => {
+                    bail!("--rate must be above 0 and at most 1000000 requests per second")
+                }
+                r => r,
             },
             resumption: self.resumption,
             generator_cpus: self.common.generator_cpus()?,

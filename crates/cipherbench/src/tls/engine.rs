@@ -1185,10 +1185,9 @@ impl<'a> Worker<'a> {
                         n as u64
                     };
                     conn.body_read += body_now;
-                    if body_now > 0
-                        && self.in_window(now)
-                        && matches!(self.spec.arrivals, Arrivals::Closed { .. })
-                    {
+                    // Open loop too: a sweep point at `--rate` is judged by its
+                    // throughput (the ramp reads only its request counts).
+                    if body_now > 0 && self.in_window(now) {
                         self.report.window_bytes += body_now;
                         let b = self.bucket_of(now);
                         self.report.buckets[b].bytes += body_now;

@@ -153,6 +153,8 @@ pub struct SweepPlan {
     pub max_concurrency: usize,
     /// Measure at this concurrency only (no search).
     pub fixed_concurrency: Option<usize>,
+    /// Measure open loop at this constant request rate (no search).
+    pub fixed_rate: Option<f64>,
     /// Generator CPUs (None: every CPU not given to nginx).
     pub generator_cpus: Option<Vec<usize>>,
     /// Resume TLS sessions.

@@ -121,6 +121,7 @@ impl SweepPlan {
             key: self.key.name().to_string(),
             key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
             rounds: self.rounds,
+            open_loop_rate: self.fixed_rate,
         }
     }
 }
@@ -770,7 +771,13 @@ fn measure(
     let interval = super::interval_for(window);
     let spec = Spec {
         target: target.clone(),
-        arrivals: Arrivals::Closed { concurrency },
+        arrivals: match plan.fixed_rate {
+            Some(rate) => Arrivals::Open(engine::Schedule::Constant {
+                rate,
+                duration: window,
+            }),
+            None => Arrivals::Closed { concurrency },
+        },
         warmup: plan.warmup,
         window,
         drain: plan.drain,
@@ -1231,13 +1238,18 @@ fn search_concurrency(
     };
     let start = start.clamp(1, plan.max_concurrency.max(1));
     let mut concurrency = start;
-    let mut stop: Option<(Limit, String)> = plan.fixed_concurrency.map(|c| {
-        (
+    let mut stop: Option<(Limit, String)> = match (plan.fixed_concurrency, plan.fixed_rate) {
+        (_, Some(r)) => Some((
+            Limit::Fixed,
+            format!("open loop at {r} requests/s given with --rate"),
+        )),
+        (Some(c), None) => Some((
             Limit::Fixed,
             format!("{c} clients given with --concurrency"),
-        )
-    });
-    while plan.fixed_concurrency.is_none() {
+        )),
+        (None, None) => None,
+    };
+    while stop.is_none() {
         interrupt::check()?;
         let m = measure(
             plan,
@@ -1312,7 +1324,11 @@ fn final_window(
         let why = step_down_reason(&probe);
         s.probes.push(probe);
         let Some(why) = why else { return Ok(m) };
-        if s.chosen == 1 || s.step_downs >= STEP_DOWNS || plan.fixed_concurrency.is_some() {
+        if s.chosen == 1
+            || s.step_downs >= STEP_DOWNS
+            || plan.fixed_concurrency.is_some()
+            || plan.fixed_rate.is_some()
+        {
             return Ok(m);
         }
         let fewer = (s.chosen / 2).max(1);
@@ -1362,6 +1378,12 @@ fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measured) -> Swe
         per_thread(&last.generator_cpu_per_thread)
     );
     let mut p = point(plan, labels, s.chosen, m, s.probes);
+    if let Some(rate) = plan.fixed_rate {
+        // Open loop: the requests in flight on average (Little's law), not clients.
+        let mean_s = p.latency.mean_ns as f64 / 1e9;
+        p.concurrency = ((p.requests_per_sec * mean_s).ceil() as usize).max(1);
+        p.open_loop_rate = Some(rate);
+    }
     p.search = Some(SearchOutcome {
         started_at: s.start,
         limit,
@@ -1455,6 +1477,7 @@ fn point(
         agents: m.agents,
         rounds: Vec::new(),
         interleave_group: None,
+        open_loop_rate: None,
     }
 }
 
