@@ -4,7 +4,10 @@
 #     serve`), alternating rounds, at 1, 4, 8, 16... generator CPUs (as many as fit
 #     beside nginx): requests/s of each, nginx's CPU per response under each (its
 #     workers' schedstat over the bytes they wrote) and under cipherbench open loop at
-#     the rate wrk reached in the same round (`tls sweep --rate`: one load for both), each generator thread's CPU and
+#     the rate wrk reached in the same round (`tls sweep --rate`: one load for both),
+#     the busy time of the CPUs in use per response (whoever's context: on loopback
+#     the kernel sends nginx's queued data in the context of whichever side opens the
+#     window, so nginx's own share depends on the client's timing), each generator thread's CPU and
 #     wrk's, and requests per generator-CPU-second;
 #  B. the core-count sweep (`tls sweep --cores 1,2,4,...`): Gbit/s, per core, the
 #     clients the search chose, what limited each point, nginx and generator CPU;
@@ -51,6 +54,10 @@ md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; 
 desc() { local p=$1 c; echo "$p"; for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do desc "$c"; done; }
 workers() { for p in $(desc "$1"); do grep -qa "nginx: worker" /proc/"$p"/cmdline 2>/dev/null && echo "$p"; done; }
 # Sum over nginx workers: CPU ns (schedstat) and bytes written (wchar).
+# Busy time (ms) of CPUs $1 (comma-separated), from /proc/stat: everything but idle and
+# iowait, in whatever context (nginx, the client, softirq work of either's sockets).
+cpus_busy_ms() { awk -v list="$1" -v hz="$(getconf CLK_TCK)" 'BEGIN { n = split(list, l, ","); for (i = 1; i <= n; i++) want["cpu" l[i]] = 1 }
+  ($1 in want) { b += $2 + $3 + $4 + $7 + $8 + $9 } END { printf "%.0f", b * 1000 / hz }' /proc/stat; }
 nginx_stat() { local c=0 b=0 w; for w in $WORKERS; do
   c=$((c + $(cut -d' ' -f1 /proc/"$w"/schedstat))); b=$((b + $(awk '/^wchar/ {print $2}' /proc/"$w"/io))); done; echo "$c $b"; }
 
@@ -58,8 +65,8 @@ gen_part() {
   md ""
   md "## A. Load generator vs wrk (same nginx, alternating rounds)"
   md ""
-  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
-  md "|---|---|---|---|---|---|---|---|---|---|---|"
+  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | ms of the CPUs in use per response (nginx's and the client's, any context), wrk / cipherbench / at wrk's rate | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
+  md "|---|---|---|---|---|---|---|---|---|---|---|---|"
   local rows=() g s
   # (nginx cores, generator CPUs): 1+1, 1+4, then nginx g/2 beside g, as many as fit.
   for g in 1 4 8 16 32 64 128; do
@@ -69,7 +76,7 @@ gen_part() {
   ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | |"; return; }
   for row in "${rows[@]}"; do
     set -- $row; s=$1; g=$2; conc=$((g * PER_CONN))
-    gcpus=$(join "${CPUS[@]:s:g}")
+    gcpus=$(join "${CPUS[@]:s:g}"); used=$(join "${CPUS[@]:0:s+g}")
     : > "$OUT/url"
     $PRIO "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
     for _ in $(seq 300); do [[ -s $OUT/url ]] && break; sleep 0.05; done
@@ -79,7 +86,7 @@ gen_part() {
     : > "$OUT/rounds-$s-$g"
     for r in $(seq "$ROUNDS"); do
       for who in wrk ours paced; do
-        set -- $(nginx_stat); c0=$1; b0=$2
+        set -- $(nginx_stat); c0=$1; b0=$2; m0=$(cpus_busy_ms "$used")
         if [[ $who == wrk ]]; then
           out=$( { /usr/bin/time -f "TIME %U %S" $PRIO taskset -c "$gcpus" wrk -t"$g" -c"$conc" -d"${SECS}s" \
                      -H 'Connection: close' "$url"; } 2>&1 )
@@ -95,11 +102,12 @@ gen_part() {
           read -r rps gen per < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["sweep"]["points"][0]
 t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/$who-$s-$g-$r.json" 2>/dev/null || echo "0 0 -")
         fi
-        set -- $(nginx_stat)
+        set -- $(nginx_stat); m1=$(cpus_busy_ms "$used")
         ms=$(python3 -c "r=($2-$b0)/$size_bytes; print(round(($1-$c0)/1e6/r,2) if r>0 else 'nan')")
-        echo "$who $rps $ms $gen $per" >> "$OUT/rounds-$s-$g"
-        printf 'nginx %s, generator %s (%s clients) round %d %s: %s req/s, nginx %s ms/response, generator CPU %s %s\n' \
-          "$s" "$g" "$conc" "$r" "$who" "$rps" "$ms" "$gen" "$per" >&2
+        mach=$(python3 -c "r=($2-$b0)/$size_bytes; print(round(($m1-$m0)/r,2) if r>0 else 'nan')")
+        echo "$who $rps $ms $gen $per $mach" >> "$OUT/rounds-$s-$g"
+        printf 'nginx %s, generator %s (%s clients) round %d %s: %s req/s, nginx %s ms/response, CPUs %s %s ms/response, generator CPU %s %s\n' \
+          "$s" "$g" "$conc" "$r" "$who" "$rps" "$ms" "$used" "$mach" "$gen" "$per" >&2
       done
     done
     cleanup
@@ -122,7 +130,7 @@ rpc = [rp / (gc * int(g)) for rp, gc in zip(o, go) if gc > 0]
 wm, pm = col("wrk", 2), col("paced", 2)
 rel = [b / a for a, b in zip(wm, pm) if a > 0]
 paced = f"{med(col('paced', 1)):.1f}, {med(pm):.1f} ({med(rel):.2f}x wrk's, {min(rel):.2f}-{max(rel):.2f})" if rel else "-"
-line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
+line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 5)):.1f} / {med(col('ours', 5)):.1f} / {med(col('paced', 5)):.1f} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
 print(line)
 EOF
   done
