@@ -318,10 +318,7 @@ fn one(
     let after = server.and_then(Server::requests);
     let generator_cpu = r.generator_cpu();
     let generator_cpu_per_thread = r.generator_cpu_per_thread();
-    let generator_saturated = generator_cpu > super::sweep::GENERATOR_SATURATED
-        || generator_cpu_per_thread
-            .iter()
-            .any(|&c| c > super::sweep::GENERATOR_SATURATED);
+    let generator_saturated = super::sweep::saturated(generator_cpu, &generator_cpu_per_thread);
     Ok(RampRun {
         suite: suite.to_string(),
         negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),

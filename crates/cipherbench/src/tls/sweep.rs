@@ -860,10 +860,13 @@ pub(crate) struct SearchState {
 
 /// Whether the generator was near saturation in a probe: its mean or any thread.
 pub(crate) fn generator_saturated(p: &Probe) -> bool {
-    p.generator_cpu > GENERATOR_SATURATED
-        || p.generator_cpu_per_thread
-            .iter()
-            .any(|&c| c > GENERATOR_SATURATED)
+    saturated(p.generator_cpu, &p.generator_cpu_per_thread)
+}
+
+/// Whether a generator at `mean` of its CPUs, each thread at `per_thread` of its own,
+/// is over [`GENERATOR_SATURATED`]: the mean or any one thread.
+pub(crate) fn saturated(mean: f64, per_thread: &[f64]) -> bool {
+    mean > GENERATOR_SATURATED || per_thread.iter().any(|&c| c > GENERATOR_SATURATED)
 }
 
 /// The search rule, pure: after `probe`, double again (None) or stop, saying why.
@@ -1408,10 +1411,7 @@ fn point(
         .collect();
     let generator_cpu = r.generator_cpu();
     let generator_cpu_per_thread = r.generator_cpu_per_thread();
-    let generator_saturated = generator_cpu > GENERATOR_SATURATED
-        || generator_cpu_per_thread
-            .iter()
-            .any(|&c| c > GENERATOR_SATURATED);
+    let generator_saturated = saturated(generator_cpu, &generator_cpu_per_thread);
     let within_limit = m.within(plan.limit);
     let invalid_reason = if let Some(failure) = &m.agent_failure {
         Some(format!("failed: {failure}"))
