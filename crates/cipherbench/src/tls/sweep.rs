@@ -1371,22 +1371,30 @@ fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measured) -> Swe
         limit = Limit::Server;
     }
     let stepped: String = s.step_notes.iter().map(|n| format!("; {n}")).collect();
-    let explanation = format!(
-        "{} clients (probes from {}): {why}{stepped}; final window: nginx {}, generator threads {}",
-        s.chosen,
-        s.start,
+    let final_window = format!(
+        "final window: nginx {}, generator threads {}",
         last.server_cpu
             .map(|c| format!("{:.0} %", c * 100.0))
             .unwrap_or_else(|| "-".into()),
         per_thread(&last.generator_cpu_per_thread)
     );
     let mut p = point(plan, labels, s.chosen, m, s.probes);
-    if let Some(rate) = plan.fixed_rate {
-        // Open loop: the requests in flight on average (Little's law), not clients.
-        let mean_s = p.latency.mean_ns as f64 / 1e9;
-        p.concurrency = ((p.requests_per_sec * mean_s).ceil() as usize).max(1);
-        p.open_loop_rate = Some(rate);
-    }
+    let explanation = match plan.fixed_rate {
+        Some(rate) => {
+            // Open loop: the requests in flight on average (Little's law), not clients.
+            let mean_s = p.latency.mean_ns as f64 / 1e9;
+            p.concurrency = ((p.requests_per_sec * mean_s).ceil() as usize).max(1);
+            p.open_loop_rate = Some(rate);
+            format!(
+                "about {} request(s) in flight: {why}; {final_window}",
+                p.concurrency
+            )
+        }
+        None => format!(
+            "{} clients (probes from {}): {why}{stepped}; {final_window}",
+            s.chosen, s.start
+        ),
+    };
     p.search = Some(SearchOutcome {
         started_at: s.start,
         limit,
