@@ -323,8 +323,10 @@ pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Sha
             }
         };
         turns.rounds.fetch_add(1, Ordering::Relaxed);
-        if !split && judge.waits_too_long() {
-            turns.split.store(true, Ordering::Relaxed);
+        if !split {
+            if let Some(share) = judge.waits_too_long() {
+                turns.record_split(crate::host::monotonic_ns(), share);
+            }
         }
         if reads == 0 && received == 0 {
             turns.asleep.store(true, Ordering::Relaxed);
@@ -345,12 +347,36 @@ pub struct Turns {
     rounds: AtomicU64,
     asleep: AtomicBool,
     split: AtomicBool,
+    /// CLOCK_MONOTONIC when it split, and the share of the judge's period it had
+    /// waited for its core (in millionths), set before `split`.
+    split_at_ns: AtomicU64,
+    split_wait_ppm: AtomicU64,
 }
 
 impl Turns {
     /// The thread taking both directions has handed the socket's side to the spare.
     pub fn split(&self) -> bool {
         self.split.load(Ordering::Relaxed)
+    }
+
+    /// When the thread split (CLOCK_MONOTONIC ns) and the share of the time it had
+    /// waited for its core just before; None while it takes both directions.
+    pub fn split_record(&self) -> Option<(u64, f64)> {
+        if !self.split.load(Ordering::Acquire) {
+            return None;
+        }
+        Some((
+            self.split_at_ns.load(Ordering::Relaxed),
+            self.split_wait_ppm.load(Ordering::Relaxed) as f64 / 1e6,
+        ))
+    }
+
+    /// Splits for good, recording when and the wait that decided it.
+    fn record_split(&self, monotonic_ns: u64, wait_share: f64) {
+        self.split_at_ns.store(monotonic_ns, Ordering::Relaxed);
+        self.split_wait_ppm
+            .store((wait_share * 1e6).round() as u64, Ordering::Relaxed);
+        self.split.store(true, Ordering::Release);
     }
 }
 
@@ -379,12 +405,12 @@ impl WaitJudge {
     }
 
     /// At most once per period: did the thread wait for its core more than
-    /// [`SPLIT_WAIT`] of the period just ended? (Never, where schedstat is
-    /// missing.)
-    fn waits_too_long(&mut self) -> bool {
+    /// [`SPLIT_WAIT`] of the period just ended? Then the share it waited. (Never,
+    /// where schedstat is missing.)
+    fn waits_too_long(&mut self) -> Option<f64> {
         let elapsed = self.since.elapsed();
         if elapsed < JUDGE_PERIOD {
-            return false;
+            return None;
         }
         let now = thread_wait_ns();
         let verdict = waited_too_long(self.waited_ns, now, elapsed);
@@ -395,14 +421,11 @@ impl WaitJudge {
 }
 
 /// Did a thread that had waited `before` and now `now` nanoseconds for its core
-/// wait more than [`SPLIT_WAIT`] of `elapsed`? (No, without both readings.)
-fn waited_too_long(before: Option<u64>, now: Option<u64>, elapsed: Duration) -> bool {
-    match (before, now) {
-        (Some(before), Some(now)) => {
-            now.saturating_sub(before) as f64 > SPLIT_WAIT * elapsed.as_nanos() as f64
-        }
-        _ => false,
-    }
+/// wait more than [`SPLIT_WAIT`] of `elapsed`? Then the share of `elapsed` it
+/// waited. (No, without both readings.)
+fn waited_too_long(before: Option<u64>, now: Option<u64>, elapsed: Duration) -> Option<f64> {
+    let share = now?.saturating_sub(before?) as f64 / elapsed.as_nanos().max(1) as f64;
+    (share > SPLIT_WAIT).then_some(share)
 }
 
 /// The calling thread's time spent runnable but waiting for a core, from the
@@ -757,7 +780,7 @@ mod tests {
         // A thread that finishes rounds and is awake, but has split: the socket's
         // side is the spare's whatever the rounds say.
         let turns = Arc::new(Turns::default());
-        turns.split.store(true, Ordering::Relaxed);
+        turns.record_split(1, 0.3);
         let spare = {
             let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
             std::thread::spawn(move || run_spare(&rx, &turns, &shared))
@@ -782,17 +805,27 @@ mod tests {
     fn a_thread_splits_when_it_waits_for_its_core_over_a_quarter_of_the_time() {
         let period = Duration::from_millis(200);
         let ms = |n: u64| Some(n * 1_000_000);
-        assert!(!waited_too_long(ms(100), ms(140), period), "20 %");
-        assert!(!waited_too_long(ms(100), ms(150), period), "25 %");
-        assert!(waited_too_long(ms(100), ms(151), period), "25.5 %");
-        assert!(waited_too_long(ms(0), ms(200), period), "all of it");
+        assert_eq!(waited_too_long(ms(100), ms(140), period), None, "20 %");
+        assert_eq!(waited_too_long(ms(100), ms(150), period), None, "25 %");
+        assert_eq!(waited_too_long(ms(100), ms(151), period), Some(0.255));
+        assert_eq!(waited_too_long(ms(0), ms(200), period), Some(1.0));
         // Without schedstat, never.
-        assert!(!waited_too_long(None, ms(200), period));
-        assert!(!waited_too_long(ms(0), None, period));
+        assert_eq!(waited_too_long(None, ms(200), period), None);
+        assert_eq!(waited_too_long(ms(0), None, period), None);
         // This kernel has it (the judge is not silently off here).
         assert!(thread_wait_ns().is_some());
         let mut judge = WaitJudge::new();
-        assert!(!judge.waits_too_long(), "judged before a period passed");
+        assert_eq!(
+            judge.waits_too_long(),
+            None,
+            "judged before a period passed"
+        );
+        // What the stats snapshot reads: nothing until the split, then when and why.
+        let turns = Turns::default();
+        assert_eq!(turns.split_record(), None);
+        turns.record_split(123_456_789, 0.371);
+        assert!(turns.split());
+        assert_eq!(turns.split_record(), Some((123_456_789, 0.371)));
     }
 
     #[test]
