@@ -180,24 +180,79 @@ fn complete_checksum(hdr: &VnetHdr, packet: &mut [u8]) -> Result<(), OffloadErro
     Ok(())
 }
 
+/// The largest segment [`segment_into`] cuts (an IPv4 packet's length is 16 bits).
+const MAX_SEGMENT: usize = 65_535;
+
+/// Where [`segment_into`] writes the packets it cuts: each straight into its final
+/// place (the gateway's send buffer, where it is sealed in place).
+pub trait Segments {
+    /// Room for the next packet, exactly `len` bytes; None drops the packet (the
+    /// sink counts why).
+    fn room(&mut self, len: usize) -> Option<&mut [u8]>;
+    /// The packet written into the last room is complete.
+    fn done(&mut self, len: usize);
+    /// A packet that needed no cutting, complete in the read buffer: copied into
+    /// the next room.
+    fn whole(&mut self, packet: &[u8]) {
+        if let Some(room) = self.room(packet.len()) {
+            room.copy_from_slice(packet);
+            self.done(packet.len());
+        }
+    }
+}
+
+/// A [`Segments`] that cuts each packet in `scratch` and hands it to `each`.
+struct Scratch<'a, F: FnMut(&[u8])> {
+    scratch: &'a mut [u8],
+    each: F,
+}
+
+impl<F: FnMut(&[u8])> Segments for Scratch<'_, F> {
+    fn room(&mut self, len: usize) -> Option<&mut [u8]> {
+        self.scratch.get_mut(..len)
+    }
+
+    fn done(&mut self, len: usize) {
+        (self.each)(&self.scratch[..len]);
+    }
+
+    fn whole(&mut self, packet: &[u8]) {
+        (self.each)(packet);
+    }
+}
+
 /// Splits what one TUN read returned (`packet`, after its virtio header `hdr`) into
-/// plain IP packets, calling `each` with every one in order. A TCP super-packet is
-/// segmented into `gso_size` payloads, each with its own IP length, id and checksum
-/// and its own TCP sequence number, flags (FIN and PSH on the last only, CWR on the
-/// first only) and checksum, as the kernel's own segmentation would; `scratch` (64
-/// KiB) holds one segment at a time. Returns the number of packets produced.
+/// plain IP packets, calling `each` with every one in order ([`segment_into`] with
+/// `scratch`, 64 KiB, holding one packet at a time). Returns the number of packets
+/// produced.
 pub fn segment(
     hdr: &VnetHdr,
     packet: &mut [u8],
     scratch: &mut [u8],
-    mut each: impl FnMut(&[u8]),
+    each: impl FnMut(&[u8]),
+) -> Result<usize, OffloadError> {
+    segment_into(hdr, packet, &mut Scratch { scratch, each })
+}
+
+/// Splits what one TUN read returned (`packet`, after its virtio header `hdr`) into
+/// plain IP packets, writing each in order into the room `out` gives. A TCP
+/// super-packet is segmented into `gso_size` payloads, each with its own IP length,
+/// id and checksum and its own TCP sequence number, flags (FIN and PSH on the last
+/// only, CWR on the first only) and checksum, as the kernel's own segmentation
+/// would; each segment is built in its room (headers, then payload, then the
+/// checksums over it while it is in cache), one copy of the payload in all.
+/// Returns the number of packets produced (dropped ones too).
+pub fn segment_into(
+    hdr: &VnetHdr,
+    packet: &mut [u8],
+    out: &mut impl Segments,
 ) -> Result<usize, OffloadError> {
     let gso = hdr.gso_type & !GSO_ECN;
     if gso == GSO_NONE {
         if hdr.flags & F_NEEDS_CSUM != 0 {
             complete_checksum(hdr, packet)?;
         }
-        each(packet);
+        out.whole(packet);
         return Ok(1);
     }
     if gso != GSO_TCPV4 {
@@ -206,7 +261,7 @@ pub fn segment(
     let (ip_len, tcp_len) = ipv4_tcp_lengths(packet).ok_or(OffloadError::Malformed)?;
     let headers = ip_len + tcp_len;
     let mss = usize::from(hdr.gso_size);
-    if mss == 0 || headers + mss > scratch.len() {
+    if mss == 0 || headers + mss > MAX_SEGMENT {
         return Err(OffloadError::Malformed);
     }
     let payload = &packet[headers..];
@@ -214,7 +269,7 @@ pub fn segment(
         // Nothing to split (the kernel may still mark it GSO): finish the checksum.
         let tcp_total = packet.len() - ip_len;
         write_tcp_checksum(packet, ip_len, tcp_total);
-        each(packet);
+        out.whole(packet);
         return Ok(1);
     }
     let id = u16::from_be_bytes([packet[4], packet[5]]);
@@ -225,7 +280,9 @@ pub fn segment(
         let start = i * mss;
         let end = (start + mss).min(payload.len());
         let seg_len = headers + end - start;
-        let seg = &mut scratch[..seg_len];
+        let Some(seg) = out.room(seg_len) else {
+            continue;
+        };
         seg[..headers].copy_from_slice(&packet[..headers]);
         seg[headers..].copy_from_slice(&payload[start..end]);
         // IPv4: length, a distinct id per segment (RFC 6864 permits any for DF
@@ -245,7 +302,7 @@ pub fn segment(
         }
         seg[ip_len + 13] = f;
         write_tcp_checksum(seg, ip_len, seg_len - ip_len);
-        each(seg);
+        out.done(seg_len);
     }
     Ok(count)
 }

@@ -136,22 +136,42 @@ impl TxState {
         );
         self.filled = 0;
     }
+}
 
-    fn seal(&mut self, sa: &mut OutboundSa, socket: &UdpSocket, inner: &[u8], mtu: usize) {
-        self.counters.inner_packets += 1;
-        if inner.len() > mtu {
-            self.counters.oversize += 1;
-            return;
+/// The TUN-to-UDP direction as a [`offload::Segments`] sink: each inner packet is
+/// written (cut from a super-packet, or copied whole) straight into the next slot
+/// of the send batch, behind room for the ESP header and IV, and sealed there.
+struct Sealer<'a> {
+    state: &'a mut TxState,
+    sa: &'a mut OutboundSa,
+    socket: &'a UdpSocket,
+    mtu: usize,
+}
+
+impl offload::Segments for Sealer<'_> {
+    fn room(&mut self, len: usize) -> Option<&mut [u8]> {
+        let state = &mut *self.state;
+        state.counters.inner_packets += 1;
+        if len > self.mtu {
+            state.counters.oversize += 1;
+            return None;
         }
-        if self.filled == self.batch.slots() {
-            self.flush(socket);
+        if state.filled == state.batch.slots() {
+            state.flush(self.socket);
         }
-        let slot = self.filled;
+        let at = self.sa.inner_offset();
+        // A slot holds the MTU plus the most ESP adds (slot_len).
+        state.batch.slot_mut(state.filled).get_mut(at..at + len)
+    }
+
+    fn done(&mut self, len: usize) {
+        let state = &mut *self.state;
+        let slot = state.filled;
         // A refused seal is counted by the SA (`seal_refused`) and dropped.
-        if let Ok(len) = sa.seal(inner, self.batch.slot_mut(slot)) {
-            self.batch.set_len(slot, len);
-            self.counters.udp_bytes += len as u64;
-            self.filled += 1;
+        if let Ok(sealed) = self.sa.seal_placed(len, state.batch.slot_mut(slot)) {
+            state.batch.set_len(slot, sealed);
+            state.counters.udp_bytes += sealed as u64;
+            state.filled += 1;
         }
     }
 }
@@ -186,7 +206,6 @@ struct TxLoop {
     path: TxPath,
     state: TxState,
     read_buf: Vec<u8>,
-    scratch: Vec<u8>,
 }
 
 impl TxLoop {
@@ -200,7 +219,6 @@ impl TxLoop {
             },
             path,
             read_buf: vec![0u8; VNET_HDR_LEN + 65_536],
-            scratch: vec![0u8; 65_536],
         }
     }
 
@@ -229,22 +247,25 @@ impl TxLoop {
             if state.filled > 0 && state.filled + read_packets > state.batch.slots() {
                 state.flush(&path.socket);
             }
+            let mut sealer = Sealer {
+                state: &mut *state,
+                sa: &mut path.sa,
+                socket: &path.socket,
+                mtu: path.mtu,
+            };
             if path.vnet_hdr {
                 let Some(hdr) = VnetHdr::parse(&self.read_buf[..len]) else {
                     state.counters.offload_errors += 1;
                     continue;
                 };
                 let packet = &mut self.read_buf[VNET_HDR_LEN..len];
-                let (sa, socket, mtu) = (&mut path.sa, &path.socket, path.mtu);
-                match offload::segment(&hdr, packet, &mut self.scratch, |inner| {
-                    state.seal(sa, socket, inner, mtu)
-                }) {
+                match offload::segment_into(&hdr, packet, &mut sealer) {
                     Ok(n) if n > 1 => state.counters.segmented_reads += 1,
                     Ok(_) => {}
                     Err(_) => state.counters.offload_errors += 1,
                 }
             } else {
-                state.seal(&mut path.sa, &path.socket, &self.read_buf[..len], path.mtu);
+                offload::Segments::whole(&mut sealer, &self.read_buf[..len]);
             }
             if state.filled > 0 {
                 state.batch.end_group(state.filled - 1);
