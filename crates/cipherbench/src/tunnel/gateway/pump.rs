@@ -350,14 +350,18 @@ pub fn run_both(tx_path: TxPath, rx: &Mutex<RxLoop>, turns: &Turns, shared: &Sha
             }
         }
         if reads == 0 && received == 0 {
-            turns.asleep.store(true, Ordering::Relaxed);
+            turns.asleep.store(true, Ordering::SeqCst);
             let fds = if split { &fds[..1] } else { &fds[..] };
             shared.wakeup.wait_any(fds, Duration::from_secs(1));
-            turns.asleep.store(false, Ordering::Relaxed);
+            turns.awake();
         }
     }
     tx.publish(shared);
     lock(rx).publish(shared);
+    // A spare parked while this thread slept sees the stop now.
+    if let Some(spare) = turns.spare.get() {
+        spare.unpark();
+    }
 }
 
 /// What [`run_both`] shows its spare: rounds finished, whether it sleeps (with
@@ -372,6 +376,9 @@ pub struct Turns {
     /// waited for its core (in millionths), set before `split`.
     split_at_ns: AtomicU64,
     split_wait_ppm: AtomicU64,
+    /// The spare, once it runs, and whether it is parked (the gateway idle).
+    spare: std::sync::OnceLock<std::thread::Thread>,
+    spare_parked: AtomicBool,
 }
 
 impl Turns {
@@ -390,6 +397,18 @@ impl Turns {
             self.split_at_ns.load(Ordering::Relaxed),
             self.split_wait_ppm.load(Ordering::Relaxed) as f64 / 1e6,
         ))
+    }
+
+    /// The thread taking both directions is awake again: it says so and wakes a
+    /// spare that parked while the gateway idled (a futex wake, only after
+    /// [`SPARE_IDLE_LOOKS`] looks of idleness).
+    fn awake(&self) {
+        self.asleep.store(false, Ordering::SeqCst);
+        if self.spare_parked.load(Ordering::SeqCst) {
+            if let Some(spare) = self.spare.get() {
+                spare.unpark();
+            }
+        }
     }
 
     /// Splits for good, recording when and the wait that decided it.
@@ -466,7 +485,9 @@ pub const SPARE_PERIOD: Duration = Duration::from_millis(1);
 /// that thread is still away. Once that thread has split, this is the UDP-to-TUN
 /// thread of [`run_rx`]. Returns when asked to stop.
 pub fn run_spare(rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
+    let _ = turns.spare.set(std::thread::current());
     let mut seen = turns.rounds.load(Ordering::Relaxed);
+    let mut idle_looks = 0;
     while !shared.stopping() {
         if turns.split() {
             let mut rx = lock(rx);
@@ -477,10 +498,26 @@ pub fn run_spare(rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
         }
         std::thread::sleep(SPARE_PERIOD);
         let rounds = turns.rounds.load(Ordering::Relaxed);
-        if rounds != seen || turns.asleep.load(Ordering::Relaxed) {
+        let asleep = turns.asleep.load(Ordering::SeqCst);
+        if rounds != seen || asleep {
+            idle_looks = if asleep { idle_looks + 1 } else { 0 };
             seen = rounds;
+            if idle_looks >= SPARE_IDLE_LOOKS {
+                // The gateway idles: the thread taking both directions sleeps on
+                // both descriptors, so nothing needs standing in for. Park until it
+                // wakes ([`Turns::awake`]) rather than look every millisecond (a
+                // wake-up cost 17-22 µs of CPU here, 1.6-2 % of a core per gateway).
+                turns.spare_parked.store(true, Ordering::SeqCst);
+                if turns.asleep.load(Ordering::SeqCst) && !shared.stopping() {
+                    std::thread::park_timeout(Duration::from_secs(1));
+                }
+                turns.spare_parked.store(false, Ordering::SeqCst);
+                idle_looks = 0;
+                seen = turns.rounds.load(Ordering::Relaxed);
+            }
             continue;
         }
+        idle_looks = 0;
         let mut rx = lock(rx);
         while rx.round(Receive::Now(BOTH_RECEIVE_SLOTS)) > 0 {
             rx.publish(shared);
@@ -490,6 +527,10 @@ pub fn run_spare(rx: &Mutex<RxLoop>, turns: &Turns, shared: &Shared) {
         }
     }
 }
+
+/// Looks of the spare ([`SPARE_PERIOD`] apart) that found the thread taking both
+/// directions asleep, after which the spare parks until that thread wakes.
+pub const SPARE_IDLE_LOOKS: u32 = 50;
 
 /// Receive buffers [`run_both`] takes per round: with `UDP_GRO` each may hold a
 /// whole GSO send (44 datagrams at MTU 1400), so the sending direction waits at
@@ -847,6 +888,50 @@ mod tests {
         turns.record_split(123_456_789, 0.371);
         assert!(turns.split());
         assert_eq!(turns.split_record(), Some((123_456_789, 0.371)));
+    }
+
+    #[test]
+    fn the_spare_parks_while_the_gateway_idles_and_stands_in_again_once_woken() {
+        let mut side = receiving("parked");
+        let shared = Arc::new(Shared::new().expect("shared"));
+        let turns = Arc::new(Turns::default());
+        // The thread taking both directions sleeps on both descriptors.
+        turns.asleep.store(true, Ordering::SeqCst);
+        let spare = {
+            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        };
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while !turns.spare_parked.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(SPARE_PERIOD);
+        }
+        assert!(
+            turns.spare_parked.load(Ordering::SeqCst),
+            "the spare still looks every millisecond at an idle gateway"
+        );
+        // Woken (and then away: no rounds, not asleep), it stands in again at once,
+        // not after its park's timeout.
+        let sent = side.send(10);
+        let woken = Instant::now();
+        turns.awake();
+        while received(&shared) < 10 && Instant::now() < deadline {
+            std::thread::sleep(SPARE_PERIOD);
+        }
+        assert_eq!(received(&shared), 10);
+        assert!(
+            woken.elapsed() < Duration::from_millis(500),
+            "{:?}",
+            woken.elapsed()
+        );
+        // Asleep again and stopped: the stop reaches a parked spare.
+        turns.asleep.store(true, Ordering::SeqCst);
+        while !turns.spare_parked.load(Ordering::SeqCst) && Instant::now() < deadline {
+            std::thread::sleep(SPARE_PERIOD);
+        }
+        shared.stop.store(true, Ordering::Relaxed);
+        turns.awake();
+        spare.join().expect("the spare returns");
+        assert_eq!(std::fs::read(&side.file).expect("the packets"), sent);
     }
 
     #[test]
