@@ -1,7 +1,8 @@
 //! The gateway's I/O shell: the system calls the ESP gateway needs that the standard
 //! library does not offer (joining a network namespace, attaching to a TUN queue,
 //! batched UDP with `recvmmsg`/`sendmmsg`, signal masks, an eventfd to wake
-//! sleeping threads). Thread CPU clocks and pinning are [`crate::host`]'s.
+//! sleeping threads), and the one CPU-specific loop of the data path (the AVX2
+//! checksum sum, [`word_sum`]). Thread CPU clocks and pinning are [`crate::host`]'s.
 //!
 //! Every `unsafe` block of the tunnel layer is in this file, each with its `SAFETY:`
 //! argument. Nothing here knows about ESP, counters or the stats file: callers own
