@@ -364,7 +364,22 @@ impl OutboundSa {
     /// `out[..returned length]`. The next header (4 or 41) comes from the inner
     /// packet's version nibble.
     pub fn seal(&mut self, inner: &[u8], out: &mut [u8]) -> Result<usize, SealError> {
-        self.seal_counted(inner, out, None)
+        self.seal_counted(Inner::Copy(inner), out, None)
+    }
+
+    /// Where in an ESP packet's buffer the inner packet goes: after the ESP header
+    /// and the IV. For [`OutboundSa::seal_placed`].
+    pub fn inner_offset(&self) -> usize {
+        ESP_HEADER_LEN + self.transform.iv_len()
+    }
+
+    /// [`OutboundSa::seal`] of the `inner_len`-byte inner packet the caller has
+    /// already written at `out[self.inner_offset()..]`: the packet is sealed where it
+    /// lies, without a copy (the gateway segments TUN super-packets straight into
+    /// its send buffers). The same checks and outcomes as `seal`; on an error
+    /// `out` holds no ESP packet.
+    pub fn seal_placed(&mut self, inner_len: usize, out: &mut [u8]) -> Result<usize, SealError> {
+        self.seal_counted(Inner::Placed(inner_len), out, None)
     }
 
     /// [`OutboundSa::seal`] with the next number of `numbers` (taken from this SA's
@@ -378,20 +393,21 @@ impl OutboundSa {
         inner: &[u8],
         out: &mut [u8],
     ) -> Result<usize, SealError> {
-        self.seal_counted(inner, out, Some(numbers))
+        self.seal_counted(Inner::Copy(inner), out, Some(numbers))
     }
 
     fn seal_counted(
         &mut self,
-        inner: &[u8],
+        inner: Inner<'_>,
         out: &mut [u8],
         numbers: Option<&mut Reserved>,
     ) -> Result<usize, SealError> {
+        let inner_len = inner.len();
         let result = self.seal_checked(inner, out, numbers);
         match result {
             Ok(_) => {
                 self.counters.sealed_packets += 1;
-                self.counters.sealed_bytes += inner.len() as u64;
+                self.counters.sealed_bytes += inner_len as u64;
             }
             Err(_) => self.counters.seal_refused += 1,
         }
@@ -400,11 +416,23 @@ impl OutboundSa {
 
     fn seal_checked(
         &mut self,
-        inner: &[u8],
+        inner: Inner<'_>,
         out: &mut [u8],
         numbers: Option<&mut Reserved>,
     ) -> Result<usize, SealError> {
-        let next_header = inner::next_header(inner).ok_or(SealError::MalformedInner)?;
+        let inner_len = inner.len();
+        let offset = self.inner_offset();
+        let placed = match inner {
+            Inner::Copy(packet) => packet,
+            Inner::Placed(len) => {
+                out.get(offset..offset + len)
+                    .ok_or(SealError::OutputTooSmall {
+                        needed: self.transform.sealed_len(len),
+                        available: out.len(),
+                    })?
+            }
+        };
+        let next_header = inner::next_header(placed).ok_or(SealError::MalformedInner)?;
         let exhausted = match &numbers {
             Some(reserved) => reserved.peek().is_none(),
             None => self.sequence.peek() > MAX_SEQUENCE,
@@ -419,7 +447,7 @@ impl OutboundSa {
             return Err(SealError::LifetimeExpired { spi: self.spi });
         }
         let transform = self.transform;
-        let total = transform.sealed_len(inner.len());
+        let total = transform.sealed_len(inner_len);
         if out.len() < total {
             return Err(SealError::OutputTooSmall {
                 needed: total,
@@ -440,8 +468,10 @@ impl OutboundSa {
         // No ESN: the low 32 bits travel, and `sequence` is at most 2^32 - 1 here.
         header[4..].copy_from_slice(&(sequence as u32).to_be_bytes());
         let (iv, body) = rest.split_at_mut(transform.iv_len());
-        body[..inner.len()].copy_from_slice(inner);
-        write_trailer(&mut body[inner.len()..], next_header);
+        if let Inner::Copy(packet) = inner {
+            body[..inner_len].copy_from_slice(packet);
+        }
+        write_trailer(&mut body[inner_len..], next_header);
 
         match &mut self.engine {
             Engine::Null => {}
@@ -461,6 +491,23 @@ impl OutboundSa {
             }
         }
         Ok(total)
+    }
+}
+
+/// The inner packet of a seal: a slice to copy in, or already in place in the
+/// output ([`OutboundSa::seal_placed`]).
+#[derive(Clone, Copy)]
+enum Inner<'a> {
+    Copy(&'a [u8]),
+    Placed(usize),
+}
+
+impl Inner<'_> {
+    fn len(&self) -> usize {
+        match self {
+            Inner::Copy(packet) => packet.len(),
+            Inner::Placed(len) => *len,
+        }
     }
 }
 

@@ -346,6 +346,33 @@ pub struct GatewayRun {
     pub cpu_cores_used: f64,
     /// Per thread: name, CPU time / wall time (1.0 = a whole core), pinned core.
     pub threads: Vec<ThreadLoad>,
+    /// A gateway on one core runs both directions on its `tun<->udp` thread until
+    /// that thread waits for its core over a quarter of the time, then hands the
+    /// socket's side to its spare for good: whether, and when, it had by the end of
+    /// this run. None: it had not (or the gateway has another layout, or the
+    /// record is older than this field).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub split: Option<GatewaySplit>,
+}
+
+/// When a one-core gateway's `tun<->udp` thread split into two threads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct GatewaySplit {
+    /// Seconds from the start of this run (the gateway's snapshot just before
+    /// iperf3) to the split; zero or negative: it had split before the run began
+    /// (in an earlier run of the same point's gateways), so the whole run had two
+    /// threads.
+    pub at_seconds: f64,
+    /// The share of the 200 ms before the split that the thread waited for its
+    /// core (runnable, not running): over 0.25 by the rule.
+    pub wait_share: f64,
+}
+
+impl GatewaySplit {
+    /// Did the split happen during the run (not before it)?
+    pub fn during_run(&self) -> bool {
+        self.at_seconds > 0.0
+    }
 }
 
 /// One gateway thread's load.

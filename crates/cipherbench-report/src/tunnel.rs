@@ -559,15 +559,33 @@ fn threads_block(t: &TunnelResults) -> String {
         let Some(run) = point.and_then(|p| p.runs.last()) else {
             continue;
         };
+        let runs = point.map_or(&[][..], |p| &p.runs[..]);
         out.push_str(&format!(
-            "  {transform} {} {}: sender {} | receiver {}\n",
+            "  {transform} {} {}: sender {}{} | receiver {}{}\n",
             crate::variants::text_name(&t.judged_variants(), &variant),
             point.map_or("", |p| p.protocol.as_str()),
             thread_loads(&run.sender),
-            thread_loads(&run.receiver)
+            split_note(runs.iter().map(|r| &r.sender)),
+            thread_loads(&run.receiver),
+            split_note(runs.iter().map(|r| &r.receiver)),
         ));
     }
     out
+}
+
+/// ` (split in run 2 at 0.62 s, waited 37 %)`: where one gateway's runs (in order)
+/// first show its one-core `tun<->udp` thread split into two; empty if none did.
+pub fn split_note<'a>(runs: impl Iterator<Item = &'a GatewayRun>) -> String {
+    for (i, g) in runs.enumerate() {
+        let Some(split) = g.split else { continue };
+        let when = if split.during_run() {
+            format!("in run {} at {:.2} s", i + 1, split.at_seconds)
+        } else {
+            format!("before run {}", i + 1)
+        };
+        return format!(" (split {when}, waited {:.0} %)", split.wait_share * 100.0);
+    }
+    String::new()
 }
 
 /// Both gateways of every run: (NAT keepalives, non-ESP datagrams, datagrams

@@ -2,7 +2,7 @@
 //! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
 //! table, the chart and every run.
 
-use cipherbench_model::tunnel::{Protocol, TunnelResults};
+use cipherbench_model::tunnel::{GatewaySplit, Protocol, TunnelResults};
 use cipherbench_report::tunnel;
 
 fn fixture() -> TunnelResults {
@@ -199,6 +199,69 @@ fn the_table_shows_each_gateway_threads_cpu_with_a_pool_of_workers_on_one_entry(
     );
     assert!(text.contains("seal 0.41/0.40"), "{text}");
     assert!(text.contains("iperf3 -l 1220 -P 4"), "{text}");
+}
+
+#[test]
+fn the_thread_table_says_when_a_one_core_gateway_split_its_thread() {
+    let mut t = fixture();
+    // Records from before the split was kept have none, and say nothing of it.
+    assert!(t
+        .points
+        .iter()
+        .flat_map(|p| &p.runs)
+        .all(|r| r.sender.split.is_none() && r.receiver.split.is_none()));
+    assert!(!tunnel::text(&t).contains("split"), "{}", tunnel::text(&t));
+    let point = t
+        .points
+        .iter_mut()
+        .find(|p| {
+            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
+        })
+        .unwrap();
+    // Three repeats of the fixture's run.
+    let run = point.runs[0].clone();
+    point.runs = vec![run.clone(), run.clone(), run];
+    // The sender split 0.62 s into the first run; every later run saw it split.
+    point.runs[0].sender.split = Some(GatewaySplit {
+        at_seconds: 0.62,
+        wait_share: 0.372,
+    });
+    for (i, r) in point.runs.iter_mut().enumerate().skip(1) {
+        r.sender.split = Some(GatewaySplit {
+            at_seconds: -4.5 * i as f64,
+            wait_share: 0.372,
+        });
+    }
+    // The receiver had split before the first run.
+    for r in point.runs.iter_mut() {
+        r.receiver.split = Some(GatewaySplit {
+            at_seconds: -0.1,
+            wait_share: 0.3,
+        });
+    }
+    let text = tunnel::text(&t);
+    let line = text
+        .lines()
+        .find(|l| {
+            l.contains("aes128-gcm")
+                && l.contains("sender")
+                && l.contains("receiver")
+                && l.contains('|')
+        })
+        .unwrap_or_else(|| panic!("no thread line in\n{text}"));
+    assert!(
+        line.contains("(split in run 1 at 0.62 s, waited 37 %)"),
+        "{line}"
+    );
+    assert!(line.contains("(split before run 1, waited 30 %)"), "{line}");
+    // And it survives run.json: written only when present, read back the same.
+    let json = serde_json::to_string(&t).unwrap();
+    assert!(
+        json.contains("\"split\":{\"at_seconds\":0.62"),
+        "split not written"
+    );
+    let back: TunnelResults = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, t);
 }
 
 /// The fixture's aes128-gcm points given `rounds` interleaved rounds each: accel's

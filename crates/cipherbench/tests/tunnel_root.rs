@@ -424,6 +424,91 @@ fn a_gateway_on_one_core_takes_both_directions_on_one_thread_and_keeps_order() {
     lab.stop().expect("teardown");
 }
 
+/// A shell busy loop pinned to one core, at the priority of everything else, for as
+/// long as this lives: another program wanting the gateway's core.
+struct BusyLoop(std::process::Child);
+
+impl BusyLoop {
+    fn on(cpu: usize) -> BusyLoop {
+        let child = Command::new("taskset")
+            .args(["-c", &cpu.to_string(), "sh", "-c", "while :; do :; done"])
+            .stdin(Stdio::null())
+            .spawn()
+            .expect("starting a busy loop (taskset)");
+        BusyLoop(child)
+    }
+}
+
+impl Drop for BusyLoop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn a_one_core_gateway_that_waits_for_its_core_splits_and_the_run_records_when() {
+    let _serial = serial();
+    let Some(lab) = lab(
+        "a_one_core_gateway_that_waits_for_its_core_splits",
+        &["taskset"],
+    ) else {
+        return;
+    };
+    let (sender_cpus, receiver_cpus) = one_core_each();
+    let mut gateways = pair_placed(
+        &lab,
+        Transform::ChaCha20Poly1305,
+        "split",
+        None,
+        None,
+        1,
+        Some((sender_cpus.clone(), receiver_cpus)),
+    );
+    // The sending gateway's core shared with a busy loop of equal weight: its
+    // `tun<->udp` thread, busy with TCP, waits for the core about half the time,
+    // over the quarter at which it leaves the socket's side to its spare. Idle
+    // before iperf3 starts, it waits for nothing, so it splits during the run.
+    let busy = BusyLoop::on(sender_cpus[0]);
+    let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 3);
+    let run = measured_run(&tcp, &mut gateways, lab.names(), None).expect("a TCP run");
+    drop(busy);
+    let s = &run.sender;
+    let split = s.split.unwrap_or_else(|| {
+        panic!(
+            "the sender did not split beside a busy loop: {:?}",
+            s.threads
+        )
+    });
+    assert!(
+        split.during_run() && split.at_seconds < s.seconds,
+        "split at {} s of a {} s run",
+        split.at_seconds,
+        s.seconds
+    );
+    assert!(
+        split.wait_share > 0.25 && split.wait_share <= 1.0,
+        "waited {}",
+        split.wait_share
+    );
+    assert!(run.byte_check.ok, "{:?}", run.byte_check);
+    assert!(s.opened_packets > 0, "no acknowledgement came back");
+    // For good: the next run had two threads from its start, and says so with the
+    // same split (before it, by about the first run's length).
+    let tcp = lab.client(topology::INNER_RECEIVER, Protocol::Tcp, 1);
+    let again = measured_run(&tcp, &mut gateways, lab.names(), None).expect("a TCP run");
+    let later = again.sender.split.expect("the split is kept in later runs");
+    assert!(!later.during_run(), "{later:?}");
+    assert_eq!(later.wait_share, split.wait_share);
+    assert!(
+        later.at_seconds < -(s.seconds - split.at_seconds),
+        "{later:?} after {split:?}"
+    );
+    assert!(again.byte_check.ok, "{:?}", again.byte_check);
+    gateways.stop().expect("both gateways stop cleanly");
+    lab.stop().expect("teardown");
+}
+
 /// Captures ESP-in-UDP on the receiver's veth into a classic pcap file while
 /// `traffic` runs; returns when `count` frames are in or the capture's deadline
 /// passes.

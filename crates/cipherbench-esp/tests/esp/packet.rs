@@ -298,3 +298,49 @@ fn keepalives_and_ike_are_recognised_and_counted_not_parsed() {
     assert_eq!(stats["drops"]["unclassifiable"], 1);
     assert_eq!(g.responder_in.accounting().unaccounted(), 0);
 }
+
+#[test]
+fn sealing_a_packet_in_place_gives_the_packet_seal_gives() {
+    for t in Transform::ALL {
+        let g = gateways(t, 128);
+        let mut copying = OutboundSa::new(g.initiator.outbound.clone()).unwrap();
+        let mut placing = OutboundSa::new(g.initiator.outbound.clone()).unwrap();
+        let mut receiver = gateways(t, 128).responder_in;
+        for (i, inner) in [ipv4(20, 1), ipv4(1400, 2), ipv6(41, 3), ipv4(333, 4)]
+            .iter()
+            .enumerate()
+        {
+            let mut copied = vec![0u8; 2048];
+            let n = copying.seal(inner, &mut copied).unwrap();
+            let mut placed = vec![0xeeu8; 2048];
+            let at = placing.inner_offset();
+            assert_eq!(at, 8 + t.iv_len(), "{t}");
+            placed[at..at + inner.len()].copy_from_slice(inner);
+            let m = placing.seal_placed(inner.len(), &mut placed).unwrap();
+            assert_eq!(m, n, "{t} packet {i}");
+            if t == Transform::Aes256Sha256 {
+                // CBC draws a random IV: the packets differ, both open.
+                let mut out = vec![0u8; 2048];
+                let k = receiver.open(&placed[..m], &mut out).unwrap();
+                assert_eq!(&out[..k], &inner[..], "{t} packet {i}");
+            } else {
+                assert_eq!(placed[..m], copied[..n], "{t} packet {i}");
+            }
+        }
+        assert_eq!(placing.counters(), copying.counters(), "{t}");
+        // What seal refuses, the placed seal refuses alike, and counts.
+        let mut small = vec![0u8; 100];
+        let at = placing.inner_offset();
+        small[at] = 0x45;
+        assert!(matches!(
+            placing.seal_placed(200, &mut small),
+            Err(SealError::OutputTooSmall { .. })
+        ));
+        let mut junk = vec![0u8; 2048];
+        assert_eq!(
+            placing.seal_placed(60, &mut junk),
+            Err(SealError::MalformedInner)
+        );
+        assert_eq!(placing.counters().seal_refused, 2, "{t}");
+    }
+}

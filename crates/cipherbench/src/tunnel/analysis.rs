@@ -324,6 +324,7 @@ mod tests {
                 cpu_cores_used: load,
                 pinned_cpu: None,
             }],
+            split: None,
         }
     }
 

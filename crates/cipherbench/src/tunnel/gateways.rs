@@ -15,7 +15,7 @@ use crate::supervisor::{Child, Line, Spawn};
 use crate::variant::Variant;
 use anyhow::{bail, Context, Result};
 use cipherbench_esp::Transform;
-use cipherbench_model::tunnel::{GatewayRun, ThreadLoad};
+use cipherbench_model::tunnel::{GatewayRun, GatewaySplit, ThreadLoad};
 use cipherbench_model::variant::Probes;
 use std::net::{Ipv4Addr, SocketAddrV4};
 use std::path::PathBuf;
@@ -381,5 +381,9 @@ pub fn gateway_run(
         tun_writes: d(rx0.tun_writes, rx1.tun_writes),
         cpu_cores_used: d(before.process_cpu_ns, after.process_cpu_ns) as f64 / wall,
         threads,
+        split: after.split.map(|s| GatewaySplit {
+            at_seconds: (s.monotonic_ns as f64 - before.monotonic_ns as f64) / 1e9,
+            wait_share: s.wait_share,
+        }),
     }
 }

@@ -201,10 +201,12 @@ fn run(config: GatewayConfig) -> Result<()> {
     // One worker per direction confined to one core: both directions on one
     // thread (pump::run_both), which then takes no wakeup or switch from the other.
     let one_thread = config.threads == 1 && config.cpus.len() == 1;
+    let mut one_core_turns = None;
     let (tx, rx) = if one_thread {
         let cpu = config.cpus.first().copied();
         let rx = Arc::new(std::sync::Mutex::new(pump::RxLoop::new(rx_path)));
         let turns = Arc::new(pump::Turns::default());
+        one_core_turns = Some(Arc::clone(&turns));
         let (rx_both, turns_both) = (Arc::clone(&rx), Arc::clone(&turns));
         let both = spawn_worker("tun<->udp", Placement::Core(cpu), &shared, move |s| {
             pump::run_both(tx_path, &rx_both, &turns_both, s)
@@ -291,6 +293,12 @@ fn run(config: GatewayConfig) -> Result<()> {
                 .unwrap_or(0),
             process_cpu_ns: crate::host::process_cpu_ns(),
             threads,
+            split: one_core_turns.as_ref().and_then(|t| t.split_record()).map(
+                |(monotonic_ns, wait_share)| stats::ThreadSplit {
+                    monotonic_ns,
+                    wait_share,
+                },
+            ),
         }
     };
     take(&mut snapshot)

@@ -130,6 +130,21 @@ pub struct GatewayStats {
     pub process_cpu_ns: u64,
     /// Per worker thread.
     pub threads: Vec<ThreadCpu>,
+    /// On a gateway's one core ([`super::pump::run_both`]): when its `tun<->udp`
+    /// thread left the socket's side to its spare for good, if it has. Absent from
+    /// the snapshots of gateways (and peer agents) from before it was recorded.
+    #[serde(default)]
+    pub split: Option<ThreadSplit>,
+}
+
+/// The one-core gateway's `tun<->udp` thread split into two threads.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct ThreadSplit {
+    /// CLOCK_MONOTONIC when it split.
+    pub monotonic_ns: u64,
+    /// The share of the judge's last period (200 ms) it had waited for its core,
+    /// over [`super::pump::SPLIT_WAIT`].
+    pub wait_share: f64,
 }
 
 impl GatewayStats {

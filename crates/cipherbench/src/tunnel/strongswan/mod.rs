@@ -607,6 +607,7 @@ fn charon_run(
         seconds: wall / 1e9,
         cpu_cores_used: d(before.cpu_ns, after.cpu_ns) as f64 / wall,
         threads,
+        split: None,
     }
 }
 
