@@ -53,11 +53,11 @@ md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; 
 # Descendant PIDs of $1 (nginx runs under cipherbench's keeper).
 desc() { local p=$1 c; echo "$p"; for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do desc "$c"; done; }
 workers() { for p in $(desc "$1"); do grep -qa "nginx: worker" /proc/"$p"/cmdline 2>/dev/null && echo "$p"; done; }
-# Sum over nginx workers: CPU ns (schedstat) and bytes written (wchar).
 # Busy time (ms) of CPUs $1 (comma-separated), from /proc/stat: everything but idle and
 # iowait, in whatever context (nginx, the client, softirq work of either's sockets).
 cpus_busy_ms() { awk -v list="$1" -v hz="$(getconf CLK_TCK)" 'BEGIN { n = split(list, l, ","); for (i = 1; i <= n; i++) want["cpu" l[i]] = 1 }
   ($1 in want) { b += $2 + $3 + $4 + $7 + $8 + $9 } END { printf "%.0f", b * 1000 / hz }' /proc/stat; }
+# Sum over nginx workers: CPU ns (schedstat) and bytes written (wchar).
 nginx_stat() { local c=0 b=0 w; for w in $WORKERS; do
   c=$((c + $(cut -d' ' -f1 /proc/"$w"/schedstat))); b=$((b + $(awk '/^wchar/ {print $2}' /proc/"$w"/io))); done; echo "$c $b"; }
 
@@ -73,7 +73,7 @@ gen_part() {
     if ((g <= 4)); then s=1; else s=$((g / 2)); fi
     ((s + g <= N)) && rows+=("$s $g")
   done
-  ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | |"; return; }
+  ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | | | |"; return; }
   for row in "${rows[@]}"; do
     set -- $row; s=$1; g=$2; conc=$((g * PER_CONN))
     gcpus=$(join "${CPUS[@]:s:g}"); used=$(join "${CPUS[@]:0:s+g}")
