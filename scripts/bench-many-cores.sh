@@ -121,14 +121,20 @@ def med(v):
     return st.median(v) if v else float("nan")
 def rng(v):
     return f"{med(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else "-"
+def paired(a, b, i):
+    # b's figure over a's, round by round (each round wrote one row of each), leaving
+    # out a round where either has none: pairing col()'s lists would shift the rounds.
+    xs, ys = [r for r in rows if r[0] == a], [r for r in rows if r[0] == b]
+    return [float(y[i]) / float(x[i]) for x, y in zip(xs, ys)
+            if "-" not in (x[i], y[i]) and "nan" not in (x[i], y[i]) and float(x[i]) > 0]
 w, o = col("wrk", 1), col("ours", 1)
-ratios = [b / a for a, b in zip(w, o) if a > 0]
+ratios = paired("wrk", "ours", 1)
 per = [r[4] for r in rows if r[0] == "ours"]
 go = col("ours", 3)
 rpc = [rp / (gc * int(g)) for rp, gc in zip(o, go) if gc > 0]
 # Paced: per round, nginx's cost at wrk's rate over its cost under wrk.
-wm, pm = col("wrk", 2), col("paced", 2)
-rel = [b / a for a, b in zip(wm, pm) if a > 0]
+pm = col("paced", 2)
+rel = paired("wrk", "paced", 2)
 paced = f"{med(col('paced', 1)):.1f}, {med(pm):.1f} ({med(rel):.2f}x wrk's, {min(rel):.2f}-{max(rel):.2f})" if rel else "-"
 line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 5)):.1f} / {med(col('ours', 5)):.1f} / {med(col('paced', 5)):.1f} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
 print(line)
