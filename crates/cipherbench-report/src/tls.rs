@@ -728,12 +728,24 @@ fn capacity_html(s: &SweepResults, target_gbps: Option<f64>) -> String {
 }
 
 fn sweep_section(s: &SweepResults, records: &[VariantRecord]) -> String {
+    let load = match s.config.open_loop_rate {
+        // `--rate`: no search, and a point's clients are the requests in flight.
+        Some(rate) => format!(
+            "Every point was measured open loop at <b>{rate} requests/s</b> over a {:.0} s window (<code>--rate</code>: \
+requests start on schedule whether or not earlier ones finished; no search, and a point's clients are the mean number of \
+requests in flight).",
+            s.config.window_ns as f64 / 1e9
+        ),
+        None => format!(
+            "For each point the concurrency was searched for the highest throughput \
+with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (seeds 000/003).",
+            s.config.latency_limit_ns as f64 / 1e9,
+            s.config.window_ns as f64 / 1e9
+        ),
+    };
     let mut out = format!(
         "<p>A real nginx serving one file per connection (keep-alive off, a full TLS handshake per request) with exactly one suite, \
-driven by cipherbench's load generator on other cores. For each point the concurrency was searched for the highest throughput \
-with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (seeds 000/003). Throughput counts response body bytes.</p>",
-        s.config.latency_limit_ns as f64 / 1e9,
-        s.config.window_ns as f64 / 1e9
+driven by cipherbench's load generator on other cores. {load} Throughput counts response body bytes.</p>"
     );
     let mut cores: Vec<usize> = s.points.iter().map(|p| p.cores).collect();
     cores.sort_unstable();
@@ -1249,6 +1261,21 @@ pub(crate) mod tests {
             "{t}"
         );
         assert!(t.contains("timeout 2"), "{t}");
+    }
+
+    #[test]
+    fn a_sweep_at_a_fixed_rate_is_described_as_open_loop_not_searched() {
+        let mut r = results();
+        let html = section(&r, None);
+        assert!(html.contains("the concurrency was searched"), "{html}");
+        assert!(!html.contains("open loop at"), "{html}");
+        r.sweep.as_mut().unwrap().config.open_loop_rate = Some(250.0);
+        let html = section(&r, None);
+        assert!(
+            html.contains("measured open loop at <b>250 requests/s</b> over a 4 s window"),
+            "{html}"
+        );
+        assert!(!html.contains("the concurrency was searched"), "{html}");
     }
 
     #[test]
