@@ -283,7 +283,8 @@ pub struct WindowRound {
 /// One probe of the concurrency search.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Probe {
-    /// Concurrent clients.
+    /// Concurrent clients (a `--rate` point's window: the requests in flight, as the
+    /// point's `concurrency`).
     pub concurrency: usize,
     /// Window length.
     pub window_ns: u64,

@@ -1046,8 +1046,15 @@ fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
         p.throughput_bytes_per_sec,
         p.requests_per_sec
     );
-    // The requests in flight, by Little's law, not clients.
+    // The requests in flight, by Little's law, not clients; the window's attempt
+    // kept with the probes says the same.
     assert!(p.concurrency >= 1);
+    assert!(
+        p.probes.iter().all(|q| q.concurrency == p.concurrency),
+        "{} in flight, probes {:?}",
+        p.concurrency,
+        p.probes
+    );
     assert!(p.server_cpu.as_ref().is_some_and(|c| c.total > 0.0));
     std::fs::remove_dir_all(&dir).unwrap();
 }

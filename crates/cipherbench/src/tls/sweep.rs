@@ -1385,6 +1385,11 @@ fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measured) -> Swe
             let mean_s = p.latency.mean_ns as f64 / 1e9;
             p.concurrency = ((p.requests_per_sec * mean_s).ceil() as usize).max(1);
             p.open_loop_rate = Some(rate);
+            // Its window's attempt too, which was kept with the search's start (the
+            // clients of the point before, meaningless here).
+            if let Some(window) = p.probes.last_mut() {
+                window.concurrency = p.concurrency;
+            }
             format!(
                 "about {} request(s) in flight: {why}; {final_window}",
                 p.concurrency
