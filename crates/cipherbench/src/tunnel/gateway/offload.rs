@@ -205,11 +205,15 @@ pub trait Segments {
 struct Scratch<'a, F: FnMut(&[u8])> {
     scratch: &'a mut [u8],
     each: F,
+    /// A segment did not fit `scratch` (and was not handed on).
+    short: bool,
 }
 
 impl<F: FnMut(&[u8])> Segments for Scratch<'_, F> {
     fn room(&mut self, len: usize) -> Option<&mut [u8]> {
-        self.scratch.get_mut(..len)
+        let room = self.scratch.get_mut(..len);
+        self.short |= room.is_none();
+        room
     }
 
     fn done(&mut self, len: usize) {
@@ -224,14 +228,23 @@ impl<F: FnMut(&[u8])> Segments for Scratch<'_, F> {
 /// Splits what one TUN read returned (`packet`, after its virtio header `hdr`) into
 /// plain IP packets, calling `each` with every one in order ([`segment_into`] with
 /// `scratch`, 64 KiB, holding one packet at a time). Returns the number of packets
-/// produced.
+/// produced; a segment longer than `scratch` makes the packet malformed.
 pub fn segment(
     hdr: &VnetHdr,
     packet: &mut [u8],
     scratch: &mut [u8],
     each: impl FnMut(&[u8]),
 ) -> Result<usize, OffloadError> {
-    segment_into(hdr, packet, &mut Scratch { scratch, each })
+    let mut sink = Scratch {
+        scratch,
+        each,
+        short: false,
+    };
+    let n = segment_into(hdr, packet, &mut sink)?;
+    if sink.short {
+        return Err(OffloadError::Malformed);
+    }
+    Ok(n)
 }
 
 /// Splits what one TUN read returned (`packet`, after its virtio header `hdr`) into
@@ -740,6 +753,17 @@ mod tests {
         };
         assert_eq!(
             segment(&past, &mut p, &mut [0u8; 2048], |_| {}),
+            Err(OffloadError::Malformed)
+        );
+        // A segment longer than the scratch buffer is refused, not dropped unseen.
+        let mut big = tcp_packet(1, &[7; 3000], TCP_ACK);
+        let split = VnetHdr {
+            gso_type: GSO_TCPV4,
+            gso_size: 1448,
+            ..VnetHdr::default()
+        };
+        assert_eq!(
+            segment(&split, &mut big, &mut [0u8; 512], |_| {}),
             Err(OffloadError::Malformed)
         );
         assert_eq!(VnetHdr::parse(&[0; 9]), None);
