@@ -786,6 +786,12 @@ mod tests {
     }
 
     impl Receiving {
+        /// Starts [`run_spare`] on this side's receiving direction.
+        fn spare(&self, turns: &Arc<Turns>, shared: &Arc<Shared>) -> std::thread::JoinHandle<()> {
+            let (rx, turns, shared) = (self.rx.clone(), turns.clone(), shared.clone());
+            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
+        }
+
         /// Seals and sends `n` packets; returns them, in order.
         fn send(&mut self, n: usize) -> Vec<u8> {
             let mut sent = Vec::new();
@@ -817,10 +823,7 @@ mod tests {
         // A thread that neither finishes rounds nor sleeps: it waits for its core.
         let turns = Arc::new(Turns::default());
         let sent = side.send(20);
-        let spare = {
-            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
-            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
-        };
+        let spare = side.spare(&turns, &shared);
         let deadline = Instant::now() + Duration::from_secs(5);
         while received(&shared) < 20 && Instant::now() < deadline {
             std::thread::sleep(Duration::from_millis(1));
@@ -843,10 +846,7 @@ mod tests {
         // side is the spare's whatever the rounds say.
         let turns = Arc::new(Turns::default());
         turns.record_split(1, 0.3);
-        let spare = {
-            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
-            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
-        };
+        let spare = side.spare(&turns, &shared);
         let mut sent = Vec::new();
         let deadline = Instant::now() + Duration::from_secs(5);
         for batch in 0..5 {
@@ -897,10 +897,7 @@ mod tests {
         let turns = Arc::new(Turns::default());
         // The thread taking both directions sleeps on both descriptors.
         turns.asleep.store(true, Ordering::SeqCst);
-        let spare = {
-            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
-            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
-        };
+        let spare = side.spare(&turns, &shared);
         let deadline = Instant::now() + Duration::from_secs(5);
         while !turns.spare_parked.load(Ordering::SeqCst) && Instant::now() < deadline {
             std::thread::sleep(SPARE_PERIOD);
@@ -939,10 +936,7 @@ mod tests {
         let mut side = receiving("present");
         let shared = Arc::new(Shared::new().expect("shared"));
         let turns = Arc::new(Turns::default());
-        let spare = {
-            let (rx, turns, shared) = (side.rx.clone(), turns.clone(), shared.clone());
-            std::thread::spawn(move || run_spare(&rx, &turns, &shared))
-        };
+        let spare = side.spare(&turns, &shared);
         // Asleep on both descriptors: the datagrams are its to take.
         turns.asleep.store(true, Ordering::Relaxed);
         side.send(5);
