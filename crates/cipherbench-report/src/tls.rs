@@ -973,13 +973,12 @@ fn by_cores_section(
         for &c in &cores {
             if let Some(p) = s.point(suite, size, c, variant) {
                 out.push_str(&format!(
-                    "<tr><td class=\"l\">{} {}</td><td>{c}</td><td>{:.2}</td><td>{:.2}</td><td>{} ({})</td><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
+                    "<tr><td class=\"l\">{} {}</td><td>{c}</td><td>{:.2}</td><td>{:.2}</td><td>{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td></tr>",
                     escape(suite),
                     crate::variants::html_name(records, variant),
                     p.bits_per_sec() / 1e9,
                     p.bits_per_sec() / 1e9 / c.max(1) as f64,
-                    p.concurrency,
-                    p.search.as_ref().map_or("-".into(), |x| x.started_at.to_string()),
+                    clients_cell(p),
                     p.search.as_ref().map_or("-", |x| limit_name(x.limit)),
                     p.server_cpu.as_ref().map_or("-".into(), |x| format!("{:.0} %", x.total * 100.0)),
                     p.generator_cpu_per_thread.iter().map(|x| format!("{:.0} %", x * 100.0)).collect::<Vec<_>>().join(", "),
@@ -1092,6 +1091,21 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
         ));
     }
     out
+}
+
+/// The by-cores table's clients cell: the clients and where the search started, or,
+/// for an open-loop point (`--rate`), the requests in flight at its rate.
+fn clients_cell(p: &cipherbench_model::tls::SweepPoint) -> String {
+    match p.open_loop_rate {
+        Some(rate) => format!("~{} in flight at {rate} req/s", p.concurrency),
+        None => format!(
+            "{} ({})",
+            p.concurrency,
+            p.search
+                .as_ref()
+                .map_or("-".into(), |x| x.started_at.to_string())
+        ),
+    }
 }
 
 #[cfg(test)]
@@ -1276,6 +1290,12 @@ pub(crate) mod tests {
             "{html}"
         );
         assert!(!html.contains("the concurrency was searched"), "{html}");
+        // The by-cores table's cell: requests in flight at the rate, not a search start.
+        let mut p = point("AES128-GCM-SHA256", "accel", 6.0);
+        assert_eq!(clients_cell(&p), format!("{} (-)", p.concurrency));
+        p.open_loop_rate = Some(250.0);
+        p.concurrency = 3;
+        assert_eq!(clients_cell(&p), "~3 in flight at 250 req/s");
     }
 
     #[test]

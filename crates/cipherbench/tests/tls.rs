@@ -1011,6 +1011,8 @@ fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
             "accel",
             "--rate",
             "40",
+            "--warmup",
+            "1s",
             "--window",
             "3s",
             "--results",
@@ -1038,6 +1040,12 @@ fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
         "{} req/s at --rate 40",
         p.requests_per_sec
     );
+    // The warm-up ran at the rate, uncounted: the window counts the 120 requests
+    // scheduled after it (3 s at 40/s), nginx and the generator saw all 160.
+    assert_eq!(p.window_ns, 3_000_000_000);
+    assert_eq!(p.requests, 120);
+    assert_eq!(p.requests_sent, 160);
+    assert_eq!(p.server_requests, Some(160));
     // Its bytes are counted as a closed-loop point's are: about the requests' bodies.
     let bodies = p.requests_per_sec * SIZE as f64;
     assert!(

@@ -339,8 +339,9 @@ pub struct SweepArgs {
     #[arg(long, conflicts_with = "rate")]
     pub concurrency: Option<usize>,
     /// Measure open loop at this constant rate, requests per second, without searching:
-    /// requests start on schedule whether or not earlier ones finished (no warm-up), so
-    /// nginx's CPU per response can be compared with another client's at the same load.
+    /// requests start on schedule whether or not earlier ones finished (the warm-up runs
+    /// at the same rate, uncounted), so nginx's CPU per response can be compared with
+    /// another client's at the same load.
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
 }

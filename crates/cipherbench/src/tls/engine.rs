@@ -226,9 +226,12 @@ pub struct Spec {
     pub target: Target,
     /// How requests arrive.
     pub arrivals: Arrivals,
-    /// Closed loop: time before the window, not counted.
+    /// Time before the window, not counted. Closed loop: the window starts after
+    /// it. Open loop: the schedule's first `warmup` runs at its rate, and what was
+    /// scheduled in it is not counted (the ramp has none).
     pub warmup: Duration,
-    /// Closed loop: the measured window (open loop: the schedule's length).
+    /// Closed loop: the measured window (open loop: the schedule's length, warm-up
+    /// included).
     pub window: Duration,
     /// Closed loop: how long in-flight requests may finish after the window.
     pub drain: Duration,
@@ -744,11 +747,11 @@ impl<'a> Worker<'a> {
                 (ws, ws + spec.window, n.max(1))
             }
             Arrivals::Open(s) => {
-                let n = s
-                    .duration()
+                let warmup = spec.warmup.min(s.duration());
+                let n = (s.duration() - warmup)
                     .as_nanos()
                     .div_ceil(spec.interval.as_nanos().max(1)) as usize;
-                (t0, t0 + s.duration(), n.max(1))
+                (t0 + warmup, t0 + s.duration(), n.max(1))
             }
         };
         Ok(Worker {
@@ -795,9 +798,6 @@ impl<'a> Worker<'a> {
             Some(s) => self.t0 + s.duration() + self.spec.timeout + Duration::from_secs(1),
             None => self.window_end + self.spec.drain,
         };
-        if schedule.is_some() {
-            cpu_at_start = Some(host::thread_cpu_ns());
-        }
         loop {
             let now = Instant::now();
             if interrupt::requested() {
@@ -827,14 +827,20 @@ impl<'a> Worker<'a> {
                 }
             }
             if let Some(s) = schedule {
+                if now >= self.window_end && cpu_at_end.is_none() {
+                    cpu_at_end = Some(host::thread_cpu_ns());
+                }
                 while next_k < total_scheduled {
                     let at = self.t0 + s.offset(next_k);
                     if at > now {
                         break;
                     }
-                    let bucket = self.bucket_of(at);
-                    self.report.buckets[bucket].attempted += 1;
-                    self.report.attempted += 1;
+                    // The warm-up's requests run, uncounted.
+                    if at >= self.window_start {
+                        let bucket = self.bucket_of(at);
+                        self.report.buckets[bucket].attempted += 1;
+                        self.report.attempted += 1;
+                    }
                     self.start(at, now);
                     next_k += self.threads as u64;
                 }
@@ -881,10 +887,8 @@ impl<'a> Worker<'a> {
         let end_cpu = cpu_at_end.unwrap_or_else(host::thread_cpu_ns);
         self.report.cpu_ns = end_cpu.saturating_sub(cpu_at_start.unwrap_or(end_cpu));
         self.report.thread_cpu_ns = vec![self.report.cpu_ns];
-        if schedule.is_some() {
-            // The open loop's span is the whole run, stragglers included.
-            self.report.window_edges = (self.t0, Instant::now());
-        }
+        // The open loop's figures are over its schedule after the warm-up: requests
+        // scheduled there (finished when they finish), bytes and CPU within it.
         Ok(self.report)
     }
 
@@ -910,11 +914,7 @@ impl<'a> Worker<'a> {
     }
 
     fn bucket_of(&self, at: Instant) -> usize {
-        let from = match self.spec.arrivals {
-            Arrivals::Closed { .. } => self.window_start,
-            Arrivals::Open(_) => self.t0,
-        };
-        let i = (at.saturating_duration_since(from).as_nanos()
+        let i = (at.saturating_duration_since(self.window_start).as_nanos()
             / self.spec.interval.as_nanos().max(1)) as usize;
         i.min(self.report.buckets.len() - 1)
     }
@@ -1227,7 +1227,11 @@ impl<'a> Worker<'a> {
     fn account(&mut self, conn: &Conn, now: Instant, step: Step) {
         let closed = matches!(self.spec.arrivals, Arrivals::Closed { .. });
         self.note_first_byte_wait(conn, now);
-        let counts = if closed { self.in_window(now) } else { true };
+        let counts = if closed {
+            self.in_window(now)
+        } else {
+            conn.scheduled >= self.window_start
+        };
         match step {
             Step::Pending => {}
             Step::Ok => {
@@ -1639,8 +1643,11 @@ mod tests {
             duration: Duration::from_secs(2),
         };
         let report = run(&client, &spec(server.target(), Arrivals::Open(schedule))).unwrap();
-        assert_eq!(report.attempted, 200);
-        assert_eq!(report.ok, 200, "failures: {:?}", report.failures);
+        // The first 50 ms are the warm-up: its 5 requests run, uncounted.
+        assert_eq!(report.attempted, 195);
+        assert_eq!(report.ok, 195, "failures: {:?}", report.failures);
+        assert_eq!(report.ok_total, 200);
+        assert_eq!(report.window, Duration::from_millis(1950));
         let slow = report.latency.count_between(300_000, u64::MAX);
         assert!(slow >= 20, "only {slow} requests show the stall");
         assert!(

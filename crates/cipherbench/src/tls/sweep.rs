@@ -772,9 +772,10 @@ fn measure(
     let spec = Spec {
         target: target.clone(),
         arrivals: match plan.fixed_rate {
+            // The warm-up at the same rate first, not counted (engine::Spec::warmup).
             Some(rate) => Arrivals::Open(engine::Schedule::Constant {
                 rate,
-                duration: window,
+                duration: plan.warmup + window,
             }),
             None => Arrivals::Closed { concurrency },
         },
