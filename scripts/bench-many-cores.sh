@@ -15,38 +15,98 @@
 #     flow, ChaCha20-Poly1305 on both (aes128-gcm beside), each gateway thread's CPU
 #     (root; wireguard-go built from its Go module, or WG_GO=path).
 # Writes one Markdown table to stdout and to $OUT/many-cores.md (with the raw JSON).
+# It starts by printing its plan (the rows, the core counts, the runs) and how long it
+# should take; PLAN=N prints the plan for a machine of N CPUs and exits, running nothing.
 # Usage: scripts/bench-many-cores.sh
 # Env: BIN (target/release/cipherbench) OUT (a new temp dir, kept) SUITE (AES128-GCM-SHA256)
 #      SIZE (16MiB) ROUNDS (3) SECS (4) PER_CONN (4 clients per generator CPU)
 #      SWEEP_WINDOW (5s) SWEEP_PROBE (2s) PARTS ("gen sweep tunnel") WG_GO WG_VERSION
 #      PRIO (empty; on a machine other programs keep busy, PRIO="chrt -f 10" runs nginx,
 #      wrk and cipherbench ahead of them, so each round measures the parts, not the crowd)
+#      PLAN (empty; a number of CPUs: print the plan for such a machine and exit)
 set -uo pipefail
-BIN=$(realpath "${BIN:-target/release/cipherbench}" 2>/dev/null) || true
-[[ -x ${BIN:-} ]] || { echo "bench-many-cores: build first (cargo build --release) or set BIN" >&2; exit 1; }
 PARTS=${PARTS:-"gen sweep tunnel"}
-[[ " $PARTS " != *" gen "* ]] || command -v wrk >/dev/null ||
-  { echo "bench-many-cores: wrk is missing (scripts/install-deps.sh, or apt-get install wrk)" >&2; exit 1; }
+for part in $PARTS; do
+  [[ $part == @(gen|sweep|tunnel) ]] ||
+    { echo "bench-many-cores: unknown part '$part' in PARTS (gen, sweep, tunnel)" >&2; exit 2; }
+done
 SUITE=${SUITE:-AES128-GCM-SHA256}; SIZE=${SIZE:-16MiB}; ROUNDS=${ROUNDS:-3}; SECS=${SECS:-4}
 PER_CONN=${PER_CONN:-4}; SWEEP_WINDOW=${SWEEP_WINDOW:-5s}; SWEEP_PROBE=${SWEEP_PROBE:-2s}
 PRIO=${PRIO:-}
+for v in ROUNDS SECS PER_CONN; do
+  [[ ${!v} =~ ^[1-9][0-9]{0,3}$ ]] || { echo "bench-many-cores: $v must be a whole number from 1 to 9999, not '${!v}'" >&2; exit 2; }
+done
+# Whole seconds of a duration such as 5s, 1500ms or 2m (rounded up), for the plan.
+secs_of() { python3 -c 'import math, re, sys; m = re.fullmatch(r"(\d+(?:\.\d+)?)(ms|s|m)?", sys.argv[1])
+print(math.ceil(float(m[1]) * {"ms": 0.001, "s": 1, "m": 60, None: 1}[m[2]]) if m else "")' "$1"; }
+sweep_window_s=$(secs_of "$SWEEP_WINDOW"); sweep_probe_s=$(secs_of "$SWEEP_PROBE")
+[[ -n $sweep_window_s && -n $sweep_probe_s ]] ||
+  { echo "bench-many-cores: SWEEP_WINDOW and SWEEP_PROBE are durations such as 5s or 1500ms" >&2; exit 2; }
+if [[ -n ${PLAN:-} ]]; then
+  [[ $PLAN =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-many-cores: PLAN is a number of CPUs, not '$PLAN'" >&2; exit 2; }
+  mapfile -t CPUS < <(seq 0 $((PLAN - 1)))
+else
+  BIN=$(realpath "${BIN:-target/release/cipherbench}" 2>/dev/null) || true
+  [[ -x ${BIN:-} ]] || { echo "bench-many-cores: build first (cargo build --release) or set BIN" >&2; exit 1; }
+  [[ " $PARTS " != *" gen "* ]] || command -v wrk >/dev/null ||
+    { echo "bench-many-cores: wrk is missing (scripts/install-deps.sh, or apt-get install wrk)" >&2; exit 1; }
+  # The CPUs this process may use, in order (taskset's list, expanded).
+  mapfile -t CPUS < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
+fi
+N=${#CPUS[@]}
+
+# Part A's rows, "nginx-cores generator-CPUs": 1+1, 1+4, then nginx g/2 beside g, as
+# many as fit the machine.
+gen_rows() { local g s; for g in 1 4 8 16 32 64 128; do
+  if ((g <= 4)); then s=1; else s=$((g / 2)); fi
+  ((s + g <= N)) && echo "$s $g"; done; }
+# Part B's core counts: powers of two up to the first that leaves no CPU for the
+# generator (the sweep reports that one as not measured, so the table says where it stops).
+sweep_cores() { local c=1; while ((c <= 128)); do echo "$c"; ((c >= N)) && break; ((c *= 2)); done; }
+# The plan, and its length from the steps' own times (measured on a 2-vCPU guest,
+# BENCHMARKS.md section 7: a round of A takes its SECS and about a second more, nginx
+# starts in about 3 s, a sweep point takes about four probes and its window, part C's
+# runs take their SECS and the set-up of namespaces and gateways about 10 s a length).
+plan() {
+  local rows=() cores=() fit=() a=0 b=0 c=0 x
+  mapfile -t rows < <(gen_rows); mapfile -t cores < <(sweep_cores)
+  for x in "${cores[@]}"; do ((x < N)) && fit+=("$x"); done
+  [[ " $PARTS " == *" gen "* ]] && a=$(( ${#rows[@]} * (ROUNDS * 3 * (SECS + 1) + 3) ))
+  [[ " $PARTS " == *" sweep "* ]] && b=$(( ${#fit[@]} * (4 * (sweep_probe_s + 2) + 1 + sweep_window_s) ))
+  [[ " $PARTS " == *" tunnel "* ]] && c=$(( 2 * (ROUNDS * SECS * 3 + 10) + 5 ))
+  local r what=(); r=$(printf '%s, ' "${rows[@]/ /+}"); r=${r%, }
+  [[ " $PARTS " == *" gen "* ]] &&
+    what+=("A. nginx+generator CPUs ${r:-none (needs 2 CPUs)}: $ROUNDS rounds of wrk, ours and ours at wrk's rate, ${SECS} s each;")
+  [[ " $PARTS " == *" sweep "* ]] &&
+    what+=("B. tls sweep --cores $(join "${cores[@]}") (measured where the generator keeps a CPU: $(join "${fit[@]}"));")
+  [[ " $PARTS " == *" tunnel "* ]] &&
+    what+=("C. wireguard-go and cipherbench's 2 transforms at 2 lengths, $ROUNDS runs of ${SECS} s (a first wireguard-go build adds its download);")
+  echo "plan for $N CPU(s): ${what[*]} about $((a + b + c)) s (A $a, B $b, C $c)"
+}
+join() { local IFS=,; echo "$*"; }
+if [[ -n ${PLAN:-} ]]; then plan; exit 0; fi
+
 OUT=${OUT:-$(mktemp -d /tmp/bench-many-cores.XXXXXX)}; mkdir -p "$OUT" || exit 1
 started=$(date +%s)
-# The CPUs this process may use, in order (taskset's list, expanded).
-mapfile -t CPUS < <(python3 -c 'import os; print("\n".join(map(str, sorted(os.sched_getaffinity(0)))))')
-N=${#CPUS[@]}
+# Every program this script leaves running is told when the script dies, also of
+# kill -9 (PR_SET_PDEATHSIG): cipherbench gets SIGINT, as Ctrl-C, and stops its nginx;
+# wireguard-go and iperf3 get SIGTERM. (setpriv, util-linux 2.33 and later.)
+ORPHAN_INT=() ORPHAN_TERM=()
+if setpriv --pdeathsig INT true 2>/dev/null; then
+  ORPHAN_INT=(setpriv --pdeathsig INT); ORPHAN_TERM=(setpriv --pdeathsig TERM)
+fi
 size_bytes=$(python3 -c "import sys; s='$SIZE'; u={'KiB':1<<10,'MiB':1<<20,'GiB':1<<30}; n=[k for k in u if s.endswith(k)]; print(int(s[:-3])*u[n[0]] if n else int(s))")
 srv=
 cleanup() { [[ -n $srv ]] && { kill -INT "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }; srv=; }
 trap cleanup EXIT
 trap 'cleanup; exit 130' INT TERM
 md() { echo "$*" | tee -a "$OUT/many-cores.md"; }
-join() { local IFS=,; echo "$*"; }
 
 : > "$OUT/many-cores.md"
 md "# Many cores: $(lscpu | sed -n 's/^Model name: *//p' | head -1), $N CPU(s), $(uname -r), $(date -u +%FT%TZ)"
 md ""
 md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; parts: $PARTS"
+md "$(plan)"
 [[ " $PARTS " == *" gen "* || " $PARTS " == *" sweep "* ]] &&
   md "TLS: $SUITE, $SIZE, keep-alive off; $ROUNDS alternating rounds of ${SECS} s (medians, min-max)"
 
@@ -68,17 +128,13 @@ gen_part() {
   md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | ms of the CPUs in use per response (nginx's and the client's, any context), wrk / cipherbench / at wrk's rate | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
   md "|---|---|---|---|---|---|---|---|---|---|---|---|"
   local rows=() g s
-  # (nginx cores, generator CPUs): 1+1, 1+4, then nginx g/2 beside g, as many as fit.
-  for g in 1 4 8 16 32 64 128; do
-    if ((g <= 4)); then s=1; else s=$((g / 2)); fi
-    ((s + g <= N)) && rows+=("$s $g")
-  done
+  mapfile -t rows < <(gen_rows)
   ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | | | |"; return; }
   for row in "${rows[@]}"; do
     set -- $row; s=$1; g=$2; conc=$((g * PER_CONN))
     gcpus=$(join "${CPUS[@]:s:g}"); used=$(join "${CPUS[@]:0:s+g}")
     : > "$OUT/url"
-    $PRIO "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
+    $PRIO "${ORPHAN_INT[@]}" "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
     for _ in $(seq 300); do [[ -s $OUT/url ]] && break; sleep 0.05; done
     url=$(head -1 "$OUT/url")
     [[ -n $url ]] || { cat "$OUT/serve.err" >&2; md "| $s | $g | $conc | tls serve failed: $(tail -1 "$OUT/serve.err") |"; cleanup; continue; }
@@ -97,7 +153,7 @@ gen_part() {
           # ours: closed loop at the same clients; paced: open loop at the rate wrk
           # just reached, so nginx's CPU per response is compared at one load.
           if [[ $who == ours ]]; then load=(--concurrency "$conc"); else load=(--rate "${wrk_rps:-1}"); fi
-          $PRIO "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
+          $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
             --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
           read -r rps gen per < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["sweep"]["points"][0]
 t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/$who-$s-$g-$r.json" 2>/dev/null || echo "0 0 -")
@@ -146,12 +202,9 @@ sweep_part() {
   md ""
   md "## B. Core-count sweep (tls sweep --cores)"
   md ""
-  local list=() c=1
-  while ((c <= 128)); do list+=("$c"); ((c *= 2)); done
-  # Up to the first count that does not fit, so the table says where it stops.
-  local cores=() x
-  for x in "${list[@]}"; do cores+=("$x"); ((x >= N)) && break; done
-  $PRIO "$BIN" -q tls sweep --cores "$(join "${cores[@]}")" --suites "$SUITE" --sizes "$SIZE" --variants accel \
+  local cores=()
+  mapfile -t cores < <(sweep_cores)
+  $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --cores "$(join "${cores[@]}")" --suites "$SUITE" --sizes "$SIZE" --variants accel \
     --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
   local run=$OUT/sweep/run.json; [[ -s $run ]] || run=
   [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return; }
@@ -228,7 +281,15 @@ tunnel_part() {
     command -v "$m" >/dev/null || { md "not run: $m is missing (apt-get install ${m/wg/wireguard-tools})."; return; }
   done
   local wg; wg=$(wg_binary) || { md "not run: no wireguard-go (set WG_GO, or install Go >= 1.21, which fetches the 1.23 toolchain golang.zx2c4.com/wireguard@$WG_VERSION needs; log: $OUT/wg-build.log)."; return; }
-  local s=cbwg-$$-s r=cbwg-$$-r is=cbwg$$s ir=cbwg$$r
+  local s=cbwg-$$-s r=cbwg-$$-r is=cbwg$$s ir=cbwg$$r n p
+  # Namespaces of an earlier run of this script that died (kill -9): what runs in
+  # them is stopped and they go (their veth and wireguard devices with them).
+  for n in $(ip netns list | awk '{print $1}'); do
+    [[ $n =~ ^cbwg-([0-9]+)-[sr]$ ]] || continue
+    kill -0 "${BASH_REMATCH[1]}" 2>/dev/null && continue
+    p=$(ip netns pids "$n" 2>/dev/null); [[ -n $p ]] && kill $p 2>/dev/null
+    ip netns del "$n" 2>/dev/null && echo "bench-many-cores: removed $n, left by an earlier run that was killed" >&2
+  done
   trap 'wg_cleanup; cleanup' EXIT
   trap 'wg_cleanup; cleanup; exit 130' INT TERM
   wg_ns=("$s" "$r")
@@ -239,8 +300,8 @@ tunnel_part() {
     ip -n "$s" link set "cbwg$$a" up && ip -n "$r" link set "cbwg$$b" up ||
     { md "not run: the namespaces could not be set up."; wg_cleanup; return; }
   ( umask 077; wg genkey > "$OUT/wg-s.key"; wg genkey > "$OUT/wg-r.key" )
-  LOG_LEVEL=error ip netns exec "$s" "$wg" -f "$is" > "$OUT/wg-s.log" 2>&1 & wg_pids+=($!)
-  LOG_LEVEL=error ip netns exec "$r" "$wg" -f "$ir" > "$OUT/wg-r.log" 2>&1 & wg_pids+=($!)
+  LOG_LEVEL=error ip netns exec "$s" "${ORPHAN_TERM[@]}" "$wg" -f "$is" > "$OUT/wg-s.log" 2>&1 & wg_pids+=($!)
+  LOG_LEVEL=error ip netns exec "$r" "${ORPHAN_TERM[@]}" "$wg" -f "$ir" > "$OUT/wg-r.log" 2>&1 & wg_pids+=($!)
   local i
   for i in $(seq 50); do [[ -S /var/run/wireguard/$is.sock && -S /var/run/wireguard/$ir.sock ]] && break; sleep 0.1; done
   ip netns exec "$s" wg set "$is" listen-port 51820 private-key "$OUT/wg-s.key" \
@@ -250,7 +311,7 @@ tunnel_part() {
     ip -n "$s" addr add 10.77.0.1/24 dev "$is" && ip -n "$r" addr add 10.77.0.2/24 dev "$ir" &&
     ip -n "$s" link set "$is" up && ip -n "$r" link set "$ir" up ||
     { md "not run: wireguard-go did not come up (logs: $OUT/wg-*.log)."; wg_cleanup; return; }
-  ip netns exec "$r" iperf3 -s > /dev/null 2>&1 & wg_pids+=($!)
+  ip netns exec "$r" "${ORPHAN_TERM[@]}" iperf3 -s > /dev/null 2>&1 & wg_pids+=($!)
   sleep 0.5
   md "wireguard-go $WG_VERSION, MTU $(ip -n "$s" -o link show "$is" | sed -n 's/.* mtu \([0-9]*\).*/\1/p'), unpinned; cipherbench tunnel at its defaults; $ROUNDS runs of $SECS s each (median, min-max)"
   md ""
@@ -261,7 +322,7 @@ tunnel_part() {
     local l=$len; [[ $len == default ]] && l=
     : > "$OUT/wg-$len.txt"
     for i in $(seq "$ROUNDS"); do wg_run "$l" "$s" >> "$OUT/wg-$len.txt"; done
-    $PRIO "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
+    $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
       --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --length "$len" --results "$OUT/tunnel-$len" \
       > "$OUT/tunnel-$len.txt" 2> "$OUT/tunnel-$len.err"
     python3 - "$OUT/wg-$len.txt" "$OUT/tunnel-$len/run.json" "$len" <<'PY' | tee -a "$OUT/many-cores.md"
@@ -309,7 +370,6 @@ PY
 for part in $PARTS; do
   case $part in
     gen) gen_part ;; sweep) sweep_part ;; tunnel) tunnel_part ;;
-    *) echo "bench-many-cores: unknown part '$part' (gen, sweep, tunnel)" >&2; exit 2 ;;
   esac
 done
 md ""
