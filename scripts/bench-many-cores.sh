@@ -24,6 +24,9 @@
 #      PRIO (empty; on a machine other programs keep busy, PRIO="chrt -f 10" runs nginx,
 #      wrk and cipherbench ahead of them, so each round measures the parts, not the crowd)
 #      PLAN (empty; a number of CPUs: print the plan for such a machine and exit)
+#      SERVE_VARIANT (accel; the variant of part A's nginx: noaesni makes nginx the limit
+#      under either client, so their costs to it are compared where the server, not
+#      wrk's one CPU, is what runs out)
 set -uo pipefail
 PARTS=${PARTS:-"gen sweep tunnel"}
 for part in $PARTS; do
@@ -32,7 +35,7 @@ for part in $PARTS; do
 done
 SUITE=${SUITE:-AES128-GCM-SHA256}; SIZE=${SIZE:-16MiB}; ROUNDS=${ROUNDS:-3}; SECS=${SECS:-4}
 PER_CONN=${PER_CONN:-4}; SWEEP_WINDOW=${SWEEP_WINDOW:-5s}; SWEEP_PROBE=${SWEEP_PROBE:-2s}
-PRIO=${PRIO:-}
+PRIO=${PRIO:-}; SERVE_VARIANT=${SERVE_VARIANT:-accel}
 for v in ROUNDS SECS PER_CONN; do
   [[ ${!v} =~ ^[1-9][0-9]{0,3}$ ]] || { echo "bench-many-cores: $v must be a whole number from 1 to 9999, not '${!v}'" >&2; exit 2; }
 done
@@ -108,7 +111,7 @@ md ""
 md "load at start: $(cut -d' ' -f1-3 /proc/loadavg)${PRIO:+ (run under $PRIO)}; parts: $PARTS"
 md "$(plan)"
 [[ " $PARTS " == *" gen "* || " $PARTS " == *" sweep "* ]] &&
-  md "TLS: $SUITE, $SIZE, keep-alive off; $ROUNDS alternating rounds of ${SECS} s (medians, min-max)"
+  md "TLS: $SUITE, $SIZE, keep-alive off; nginx variant $SERVE_VARIANT; $ROUNDS alternating rounds of ${SECS} s (medians, min-max)"
 
 # Descendant PIDs of $1 (nginx runs under cipherbench's keeper).
 desc() { local p=$1 c; echo "$p"; for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do desc "$c"; done; }
@@ -134,7 +137,7 @@ gen_part() {
     set -- $row; s=$1; g=$2; conc=$((g * PER_CONN))
     gcpus=$(join "${CPUS[@]:s:g}"); used=$(join "${CPUS[@]:0:s+g}")
     : > "$OUT/url"
-    $PRIO "${ORPHAN_INT[@]}" "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
+    $PRIO "${ORPHAN_INT[@]}" "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" --variant "$SERVE_VARIANT" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
     for _ in $(seq 300); do [[ -s $OUT/url ]] && break; sleep 0.05; done
     url=$(head -1 "$OUT/url")
     [[ -n $url ]] || { cat "$OUT/serve.err" >&2; md "| $s | $g | $conc | tls serve failed: $(tail -1 "$OUT/serve.err") |"; cleanup; continue; }
