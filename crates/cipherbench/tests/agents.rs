@@ -12,15 +12,17 @@
 mod hosts;
 
 use hosts::Hosts;
-use std::process::{Command, Output, Stdio};
-use std::sync::Mutex;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Output, Stdio};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
 
 const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
 
 /// One test at a time: they share two cores and a bridge each.
 static SERIAL: Mutex<()> = Mutex::new(());
 
-fn serial() -> std::sync::MutexGuard<'static, ()> {
+fn serial() -> MutexGuard<'static, ()> {
     SERIAL.lock().unwrap_or_else(|p| p.into_inner())
 }
 
@@ -39,13 +41,113 @@ fn text(o: &Output) -> (String, String) {
     )
 }
 
+/// `n` test hosts for `test` and their SSH config, one test at a time: the lock is
+/// dropped after the hosts (bind the tuple in this order). None, having said why,
+/// where they cannot run.
+fn start_hosts(test: &str, n: usize) -> Option<(MutexGuard<'static, ()>, Hosts, String)> {
+    if skip(test) {
+        return None;
+    }
+    let serial = serial();
+    let hosts = Hosts::start(n);
+    let config = hosts.ssh_config().display().to_string();
+    Some((serial, hosts, config))
+}
+
+/// The output of a run that succeeded (its stdout and stderr in the message if not).
+fn succeeded(out: &Output) -> (String, String) {
+    let (stdout, stderr) = text(out);
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    (stdout, stderr)
+}
+
+/// The stderr of a run that failed.
+fn failed(out: &Output) -> String {
+    let (_, stderr) = text(out);
+    assert!(!out.status.success(), "{stderr}");
+    stderr
+}
+
+/// The stderr of a run that failed saying one line.
+fn failed_in_one_line(out: &Output) -> String {
+    let stderr = failed(out);
+    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    stderr
+}
+
+/// Ctrl-C to a child of ours.
+fn ctrl_c(child: &Child) {
+    let _ = Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status();
+}
+
+/// Calls `check` every `every` until it gives a value; after `limit`, fails with
+/// what it last said instead.
+fn poll<T>(limit: Duration, every: Duration, mut check: impl FnMut() -> Result<T, String>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        match check() {
+            Ok(v) => return v,
+            Err(why) => assert!(Instant::now() < deadline, "{why}"),
+        }
+        std::thread::sleep(every);
+    }
+}
+
+/// Waits up to 20 s for `left` to find nothing; fails naming what it still finds.
+fn assert_none_left_within_20s(mut left: impl FnMut() -> Vec<String>) {
+    poll(Duration::from_secs(20), Duration::from_millis(100), || {
+        let left = left();
+        if left.is_empty() {
+            Ok(())
+        } else {
+            Err(format!("left behind: {left:?}"))
+        }
+    })
+}
+
+/// The processes in network namespace `netns`: their pids and command lines (NUL
+/// between the arguments).
+fn processes_in(netns: &str) -> Vec<(String, String)> {
+    let pids = Command::new("ip")
+        .args(["netns", "pids", netns])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_default();
+    pids.split_whitespace()
+        .map(|pid| {
+            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            (pid.to_string(), cmd)
+        })
+        .collect()
+}
+
+/// A results directory's run.json.
+fn run_json(dir: &Path) -> serde_json::Value {
+    read_run(dir).unwrap_or_else(|| panic!("no readable run.json in {}", dir.display()))
+}
+
+fn read_run(dir: &Path) -> Option<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()
+}
+
+/// Puts `new` where `old` stands in `args`.
+fn replace_arg<'a>(args: &mut [&'a str], old: &str, new: &'a str) {
+    let i = args
+        .iter()
+        .position(|a| *a == old)
+        .unwrap_or_else(|| panic!("no {old} in {args:?}"));
+    args[i] = new;
+}
+
 #[test]
 fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
-    if skip("test_hosts_are_separate_ssh_hosts_and_leave_nothing") {
+    let Some((_s, hosts, config)) =
+        start_hosts("test_hosts_are_separate_ssh_hosts_and_leave_nothing", 2)
+    else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(2);
+    };
     let (tag, dir) = (hosts.tag().to_string(), hosts.dir.clone());
     for (i, h) in hosts.hosts.iter().enumerate() {
         // Over ssh, each host has its own address and no other's.
@@ -60,7 +162,6 @@ fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
         assert!(conn.starts_with(&hosts.gateway.to_string()), "{conn}");
     }
     // The hosts reach each other over the bridge.
-    let config = hosts.ssh_config().display().to_string();
     let hop = hosts.exec(0, &["ssh", "-F", &config, "h1", "echo $SSH_CONNECTION"]);
     let hop = hop.expect("ssh from h0 to h1");
     assert!(hop.starts_with(&hosts.hosts[0].addr.to_string()), "{hop}");
@@ -87,31 +188,38 @@ fn test_hosts_are_removed_when_a_test_fails() {
     assert_eq!(Hosts::leftovers_of(&tag, &dir), Vec::<String>::new());
 }
 
-/// cipherbench with `TMPDIR` in the harness's scratch directory (so what it leaves
-/// can be seen), and its output.
-fn coordinator(hosts: &Hosts, args: &[&str]) -> (Output, std::path::PathBuf) {
+/// cipherbench with `args` and `TMPDIR` in the harness's scratch directory (so what
+/// it leaves can be seen), and that directory.
+fn coordinator_command(hosts: &Hosts, args: &[&str]) -> (Command, PathBuf) {
     let tmp = hosts.dir.join("coordinator-tmp");
     std::fs::create_dir_all(&tmp).unwrap();
-    let out = Command::new(BIN)
-        .args(args)
-        .env("TMPDIR", &tmp)
-        .stdin(Stdio::null())
-        .output()
-        .expect("running cipherbench");
-    (out, tmp)
+    let mut command = Command::new(BIN);
+    command.args(args).env("TMPDIR", &tmp).stdin(Stdio::null());
+    (command, tmp)
+}
+
+/// Runs [`coordinator_command`]: its output, and its TMPDIR.
+fn coordinator(hosts: &Hosts, args: &[&str]) -> (Output, PathBuf) {
+    let (mut command, tmp) = coordinator_command(hosts, args);
+    (command.output().expect("running cipherbench"), tmp)
+}
+
+/// Starts [`coordinator_command`] with its output piped: the child, and its TMPDIR.
+fn spawn_coordinator(hosts: &Hosts, args: &[&str]) -> (Child, PathBuf) {
+    let (mut command, tmp) = coordinator_command(hosts, args);
+    let child = command
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    (child, tmp)
 }
 
 /// `cipherbench agent` processes still running on the test hosts.
 fn agents_left(hosts: &Hosts) -> Vec<String> {
     let mut left = Vec::new();
     for h in &hosts.hosts {
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &h.netns])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for pid in pids.split_whitespace() {
-            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        for (pid, cmd) in processes_in(&h.netns) {
             if cmd.contains("agent") && cmd.contains("cipherbench") {
                 left.push(format!("{}: {pid} {}", h.alias, cmd.replace('\0', " ")));
             }
@@ -122,9 +230,8 @@ fn agents_left(hosts: &Hosts) -> Vec<String> {
 
 /// Nothing of the coordinator's left: no agent on any host, no process working in
 /// its TMPDIR (nginx), and that directory empty.
-fn assert_nothing_left(hosts: &Hosts, tmp: &std::path::Path) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
+fn assert_nothing_left(hosts: &Hosts, tmp: &Path) {
+    assert_none_left_within_20s(|| {
         let mut left = agents_left(hosts);
         for entry in std::fs::read_dir("/proc").unwrap().flatten() {
             if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
@@ -146,33 +253,43 @@ fn assert_nothing_left(hosts: &Hosts, tmp: &std::path::Path) {
                 })
                 .unwrap_or_else(|_| Vec::<String>::new()),
         );
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "left behind: {left:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+        left
+    });
 }
 
-fn sweep_args<'a>(hosts: &'a str, config: &'a str, results: &'a str) -> Vec<&'a str> {
+/// `tls MODE` from the agents of the `--agents` list `hosts`, reached with the SSH
+/// config `config`, each running this very binary.
+fn agents_args<'a>(mode: &'a str, hosts: &'a str, config: &'a str) -> Vec<&'a str> {
     vec![
         "tls",
-        "sweep",
+        mode,
         "--agents",
         hosts,
         "--ssh-config",
         config,
         "--agent-path",
         BIN,
+    ]
+}
+
+/// The one suite and variant these tests measure, at `size`.
+fn gcm_accel(size: &str) -> [&str; 6] {
+    [
         "--suites",
         "AES128-GCM-SHA256",
         "--variants",
         "accel",
         "--sizes",
-        "64KiB",
+        size,
+    ]
+}
+
+/// A sweep from the agents `hosts` (one point, 6 clients, a 2 s window), its results
+/// in `results`.
+fn sweep_args<'a>(hosts: &'a str, config: &'a str, results: &'a str) -> Vec<&'a str> {
+    let mut args = agents_args("sweep", hosts, config);
+    args.extend(gcm_accel("64KiB"));
+    args.extend([
         "--concurrency",
         "6",
         "--warmup",
@@ -181,25 +298,22 @@ fn sweep_args<'a>(hosts: &'a str, config: &'a str, results: &'a str) -> Vec<&'a 
         "2s",
         "--results",
         results,
-    ]
+    ]);
+    args
 }
 
 #[test]
 fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
-    if skip("a_sweep_from_three_agents_records_each_and_merges_their_windows") {
+    let test = "a_sweep_from_three_agents_records_each_and_merges_their_windows";
+    let Some((_s, hosts, config)) = start_hosts(test, 3) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(3);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results");
     let results_s = results.display().to_string();
     let list = hosts.list(3);
     let (out, tmp) = coordinator(&hosts, &sweep_args(&list, &config, &results_s));
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    succeeded(&out);
+    let run = run_json(&results);
     let tls = &run["tls"];
     // Each agent checked and recorded: the same version, its own host, a clock
     // offset measured (these hosts share one kernel clock: within the round trip).
@@ -250,20 +364,16 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
 
 #[test]
 fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
-    if skip("an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts") {
+    let test = "an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts";
+    let Some((_s, mut hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
-    let mut hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results").display().to_string();
     // h1's sshd is down: the connection is refused.
     hosts.hosts[1].kill_sshd();
     let list = hosts.list(2);
     let (out, tmp) = coordinator(&hosts, &sweep_args(&list, &config, &results));
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let stderr = failed_in_one_line(&out);
     assert!(
         stderr.contains("agent h1: refused the SSH connection"),
         "{stderr}"
@@ -275,31 +385,25 @@ fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
         std::net::Ipv4Addr::from(u32::from(hosts.gateway) + 200)
     );
     let (out, tmp) = coordinator(&hosts, &sweep_args(&nobody, &config, &results));
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
+    let stderr = failed_in_one_line(&out);
     assert!(
         stderr.contains(&format!("agent {nobody}: unreachable over SSH")),
         "{stderr}"
     );
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
     assert_nothing_left(&hosts, &tmp);
 }
 
 #[test]
 fn a_missing_agent_binary_is_one_clear_line() {
-    if skip("a_missing_agent_binary_is_one_clear_line") {
+    let Some((_s, hosts, config)) = start_hosts("a_missing_agent_binary_is_one_clear_line", 1)
+    else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(1);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results").display().to_string();
     let mut args = sweep_args("h0", &config, &results);
-    let i = args.iter().position(|a| *a == BIN).unwrap();
-    args[i] = "/nonexistent/cipherbench";
+    replace_arg(&mut args, BIN, "/nonexistent/cipherbench");
     let (out, tmp) = coordinator(&hosts, &args);
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
+    let stderr = failed(&out);
     assert!(
         stderr.contains("agent h0: has no cipherbench agent at the path given"),
         "{stderr}"
@@ -309,19 +413,17 @@ fn a_missing_agent_binary_is_one_clear_line() {
 
 /// The first 16 hex digits of a file's SHA-256 (sha256sum), as a build identity
 /// names it.
-fn sha256_prefix(path: &std::path::Path) -> String {
+fn sha256_prefix(path: &Path) -> String {
     let out = Command::new("sha256sum").arg(path).output().unwrap();
     String::from_utf8_lossy(&out.stdout)[..16].to_string()
 }
 
 #[test]
 fn an_agent_of_another_build_is_refused_naming_both_builds() {
-    if skip("an_agent_of_another_build_is_refused_naming_both_builds") {
+    let test = "an_agent_of_another_build_is_refused_naming_both_builds";
+    let Some((_s, hosts, config)) = start_hosts(test, 1) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(1);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results").display().to_string();
     // Another build of the same version: this very binary with one byte appended
     // (still a valid executable that runs: the loader reads only what the ELF
@@ -335,7 +437,7 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
     let runs = Command::new(&copy).arg("--version").output().unwrap();
     assert!(runs.status.success(), "the copy runs: {:?}", text(&runs));
     let mut others = vec![(copy, true)];
-    let release = std::path::Path::new(BIN)
+    let release = Path::new(BIN)
         .parent()
         .and_then(|d| d.parent())
         .map(|t| t.join("release/cipherbench"));
@@ -350,8 +452,7 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
     for (other, same_source) in others {
         let path = other.display().to_string();
         let mut args = sweep_args("h0", &config, &results);
-        let i = args.iter().position(|a| *a == BIN).unwrap();
-        args[i] = &path;
+        replace_arg(&mut args, BIN, &path);
         let (out, tmp) = coordinator(&hosts, &args);
         let (_, stderr) = text(&out);
         assert!(!out.status.success(), "{path}");
@@ -367,61 +468,41 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
             "{stderr}"
         );
         // Both builds named by their bytes' hash.
-        for hash in [
-            sha256_prefix(&other),
-            sha256_prefix(std::path::Path::new(BIN)),
-        ] {
+        for hash in [sha256_prefix(&other), sha256_prefix(Path::new(BIN))] {
             assert!(
                 stderr.contains(&format!("sha256:{hash}")),
                 "{hash}: {stderr}"
             );
         }
-        assert!(!std::path::Path::new(&results).exists(), "{results}");
+        assert!(!Path::new(&results).exists(), "{results}");
         assert_nothing_left(&hosts, &tmp);
     }
 }
 
 #[test]
 fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
-    if skip("an_agent_killed_mid_window_fails_the_point_with_its_name") {
+    let test = "an_agent_killed_mid_window_fails_the_point_with_its_name";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results");
     let results_s = results.display().to_string();
     let list = hosts.list(2);
     let mut args = sweep_args(&list, &config, &results_s);
-    let w = args.iter().position(|a| *a == "2s").unwrap();
-    args[w] = "6s";
-    let tmp = hosts.dir.join("coordinator-tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let child = Command::new(BIN)
-        .args(&args)
-        .env("TMPDIR", &tmp)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    replace_arg(&mut args, "2s", "6s");
+    let (child, tmp) = spawn_coordinator(&hosts, &args);
     // Wait for h1's agent, let its window begin, and kill it.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    let pid = loop {
+    let pid = poll(Duration::from_secs(60), Duration::from_millis(50), || {
         let on_h1: Vec<String> = agents_left(&hosts)
             .into_iter()
             .filter(|l| l.starts_with("h1:"))
             .collect();
-        if let Some(l) = on_h1.first() {
-            break l.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap();
+        match on_h1.first() {
+            Some(l) => Ok(l.split_whitespace().nth(1).unwrap().parse::<i32>().unwrap()),
+            None => Err("no agent started on h1".to_string()),
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "no agent started on h1"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    });
+    std::thread::sleep(Duration::from_secs(3));
     // A pid read from our own test host's namespace.
     hosts::kill(&pid.to_string());
     let out = child.wait_with_output().unwrap();
@@ -438,42 +519,19 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
 
 #[test]
 fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
-    if skip("a_ramp_from_two_agents_attempts_the_whole_schedule") {
+    let test = "a_ramp_from_two_agents_attempts_the_whole_schedule";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results");
     let results_s = results.display().to_string();
     let list = hosts.list(2);
-    let args = [
-        "tls",
-        "ramp",
-        "--agents",
-        &list,
-        "--ssh-config",
-        &config,
-        "--agent-path",
-        BIN,
-        "--suites",
-        "AES128-GCM-SHA256",
-        "--variants",
-        "accel",
-        "--sizes",
-        "1KiB",
-        "--rate",
-        "40",
-        "--duration",
-        "3s",
-        "--results",
-        &results_s,
-    ];
+    let mut args = agents_args("ramp", &list, &config);
+    args.extend(gcm_accel("1KiB"));
+    args.extend(["--rate", "40", "--duration", "3s", "--results", &results_s]);
     let (out, tmp) = coordinator(&hosts, &args);
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+    succeeded(&out);
+    let run = run_json(&results);
     assert_eq!(run["tls"]["agents"].as_array().unwrap().len(), 2);
     let r = &run["tls"]["ramp"]["runs"][0];
     // 0 -> 40 req/s over 3 s is 60 requests; two ramps of 20 req/s, 30 each.
@@ -511,41 +569,25 @@ fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
 
 #[test]
 fn ctrl_c_on_the_coordinator_ends_every_agent() {
-    if skip("ctrl_c_on_the_coordinator_ends_every_agent") {
+    let Some((_s, hosts, config)) = start_hosts("ctrl_c_on_the_coordinator_ends_every_agent", 2)
+    else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let results = hosts.dir.join("results").display().to_string();
     let list = hosts.list(2);
     let mut args = sweep_args(&list, &config, &results);
-    let w = args.iter().position(|a| *a == "2s").unwrap();
-    args[w] = "20s";
-    let tmp = hosts.dir.join("coordinator-tmp");
-    std::fs::create_dir_all(&tmp).unwrap();
-    let child = Command::new(BIN)
-        .args(&args)
-        .env("TMPDIR", &tmp)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
-    while agents_left(&hosts).len() < 2 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the agents did not start"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    replace_arg(&mut args, "2s", "20s");
+    let (child, tmp) = spawn_coordinator(&hosts, &args);
+    poll(Duration::from_secs(60), Duration::from_millis(50), || {
+        if agents_left(&hosts).len() < 2 {
+            return Err("the agents did not start".to_string());
+        }
+        Ok(())
+    });
     // Into the window, then Ctrl-C.
-    std::thread::sleep(std::time::Duration::from_secs(3));
+    std::thread::sleep(Duration::from_secs(3));
     // Our own child.
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    ctrl_c(&child);
     let out = child.wait_with_output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
@@ -554,9 +596,8 @@ fn ctrl_c_on_the_coordinator_ends_every_agent() {
 
 /// Throughput of a sweep point, from a results directory, and whether the point was
 /// valid (its generator not the limit).
-fn point_throughput(results: &std::path::Path) -> (f64, bool) {
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+fn point_throughput(results: &Path) -> (f64, bool) {
+    let run = run_json(results);
     let p = &run["tls"]["sweep"]["points"][0];
     (
         p["throughput_bytes_per_sec"].as_f64().unwrap(),
@@ -565,16 +606,15 @@ fn point_throughput(results: &std::path::Path) -> (f64, bool) {
 }
 
 /// Throughput of a valid sweep point, from a results directory.
-fn throughput(results: &std::path::Path) -> f64 {
+fn throughput(results: &Path) -> f64 {
     let (t, valid) = point_throughput(results);
     assert!(valid, "{}: the point is invalid", results.display());
     t
 }
 
 /// The CPUs nginx ran on in a sweep, from a results directory.
-fn server_cpus(results: &std::path::Path) -> Vec<u64> {
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(results.join("run.json")).unwrap()).unwrap();
+fn server_cpus(results: &Path) -> Vec<u64> {
+    let run = run_json(results);
     let cpus = run["tls"]["servers"][0]["server_cpus"].as_array().unwrap();
     cpus.iter().map(|c| c.as_u64().unwrap()).collect()
 }
@@ -592,20 +632,13 @@ fn server_cpus(results: &std::path::Path) -> Vec<u64> {
 #[test]
 #[ignore]
 fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
-    if skip("three_agents_measure_what_one_generator_of_the_same_cpus_does") {
+    let test = "three_agents_measure_what_one_generator_of_the_same_cpus_does";
+    let Some((_s, hosts, config)) = start_hosts(test, 3) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(3);
-    let config = hosts.ssh_config().display().to_string();
+    };
     let (three, one) = (hosts.list(3), hosts.list(1));
-    let common = [
-        "--suites",
-        "AES128-GCM-SHA256",
-        "--variants",
-        "accel",
-        "--sizes",
-        "1MiB",
+    let mut common = gcm_accel("1MiB").to_vec();
+    common.extend([
         "--cores",
         "1",
         "--concurrency",
@@ -615,17 +648,16 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
         "--window",
         "4s",
         "-q",
-    ];
+    ]);
     // Every generator on CPU 0; nginx where the placement puts it, the same CPUs
     // in every run and never CPU 0 (checked below, run by run).
     const LOAD_CPU: &str = "0";
     let mut nginx_cpus: Option<Vec<u64>> = None;
-    let mut check_placement = |dir: &std::path::Path| {
+    let mut check_placement = |dir: &Path| {
         let cpus = server_cpus(dir);
         assert!(!cpus.contains(&0), "nginx on the generators' CPU: {cpus:?}");
         assert_eq!(nginx_cpus.get_or_insert_with(|| cpus.clone()), &cpus);
-        let run: serde_json::Value =
-            serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+        let run = run_json(dir);
         let warnings = run["warnings"].as_array().unwrap();
         assert!(
             !warnings.iter().any(|w| w["kind"] == "agent_on_server_cpus"),
@@ -647,9 +679,9 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
             "--results",
             &d,
         ];
-        args.extend(common);
+        args.extend(&common);
         let (out, _) = coordinator(&hosts, &args);
-        assert!(out.status.success(), "{}", text(&out).1);
+        succeeded(&out);
         check_placement(&dir);
         // Printed beside, not compared: it may mark its generator saturated (on
         // loopback the generator's CPU also sends what nginx queued while it napped).
@@ -657,23 +689,11 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
         for (list, into, name) in [(&one, &mut single, "one"), (&three, &mut agents, "three")] {
             let dir = hosts.dir.join(format!("agents-{name}-{k}"));
             let d = dir.display().to_string();
-            let mut args = vec![
-                "tls",
-                "sweep",
-                "--agents",
-                list,
-                "--ssh-config",
-                &config,
-                "--agent-path",
-                BIN,
-                "--agent-cpus",
-                LOAD_CPU,
-                "--results",
-                &d,
-            ];
-            args.extend(common);
+            let mut args = agents_args("sweep", list, &config);
+            args.extend(["--agent-cpus", LOAD_CPU, "--results", &d]);
+            args.extend(&common);
             let (out, _) = coordinator(&hosts, &args);
-            assert!(out.status.success(), "{}", text(&out).1);
+            succeeded(&out);
             check_placement(&dir);
             into.push(throughput(&dir));
         }
@@ -713,13 +733,29 @@ fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
 }
 
 /// Runs cipherbench inside host `i`'s namespace (as the machine "here").
-fn from_host(hosts: &Hosts, i: usize, args: &[&str]) -> Output {
-    Command::new("ip")
+fn in_host(hosts: &Hosts, i: usize, args: &[&str]) -> Command {
+    let mut command = Command::new("ip");
+    command
         .args(["netns", "exec", &hosts.hosts[i].netns, BIN])
         .args(args)
-        .stdin(Stdio::null())
+        .stdin(Stdio::null());
+    command
+}
+
+/// Runs [`in_host`]: its output.
+fn from_host(hosts: &Hosts, i: usize, args: &[&str]) -> Output {
+    in_host(hosts, i, args)
         .output()
         .expect("running cipherbench in a test host")
+}
+
+/// Starts [`in_host`] with its output piped.
+fn spawn_in_host(hosts: &Hosts, i: usize, args: &[&str]) -> Child {
+    in_host(hosts, i, args)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap()
 }
 
 /// What a two-host tunnel could leave on a test host: TUN devices of ours, processes
@@ -738,13 +774,7 @@ fn tunnel_left(hosts: &Hosts, before: &[String]) -> Vec<String> {
                 .filter(|l| l.contains(": cbp"))
                 .map(|l| format!("{}: {l}", h.alias)),
         );
-        let pids = Command::new("ip")
-            .args(["netns", "pids", &h.netns])
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-            .unwrap_or_default();
-        for pid in pids.split_whitespace() {
-            let cmd = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+        for (pid, cmd) in processes_in(&h.netns) {
             if !cmd.is_empty() && !cmd.contains("sshd") {
                 left.push(format!("{}: {pid} {}", h.alias, cmd.replace('\0', " ")));
             }
@@ -766,18 +796,7 @@ fn peer_dirs() -> Vec<String> {
 }
 
 fn assert_no_tunnel_left(hosts: &Hosts, before: &[String]) {
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let left = tunnel_left(hosts, before);
-        if left.is_empty() {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "left behind: {left:?}"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(100));
-    }
+    assert_none_left_within_20s(|| tunnel_left(hosts, before));
 }
 
 /// `tunnel --peer h1` from h0 (AES-128-GCM and null, TCP, 2 s runs), its results
@@ -826,7 +845,7 @@ fn worker_cpus(pid: &str) -> (Vec<usize>, usize) {
 }
 
 /// `Cpus_allowed_list` of a /proc status file, parsed (`0-2,5`).
-fn cpus_allowed(status: &std::path::Path) -> Option<Vec<usize>> {
+fn cpus_allowed(status: &Path) -> Option<Vec<usize>> {
     let text = std::fs::read_to_string(status).ok()?;
     let list = text
         .lines()
@@ -857,29 +876,17 @@ struct Seen {
 impl Seen {
     fn look(&mut self, hosts: &Hosts) {
         for (i, h) in hosts.hosts.iter().enumerate() {
-            let pids = Command::new("ip")
-                .args(["netns", "pids", &h.netns])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_default();
-            for pid in pids.split_whitespace() {
-                let cmd =
-                    std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap_or_default();
+            for (pid, cmd) in processes_in(&h.netns) {
                 if cmd.contains("__gateway") {
-                    let (cpus, threads) = worker_cpus(pid);
-                    let e = self
-                        .gateways
-                        .entry((i, pid.to_string()))
-                        .or_insert((Vec::new(), 0));
+                    let (cpus, threads) = worker_cpus(&pid);
+                    let e = self.gateways.entry((i, pid)).or_insert((Vec::new(), 0));
                     if threads > 0 && threads >= e.1 {
                         *e = (cpus, threads);
                     }
                 } else if cmd.starts_with("iperf3\0") {
                     // Given a moment after it started, to have applied its -A.
-                    if let Some(cpus) =
-                        cpus_allowed(std::path::Path::new(&format!("/proc/{pid}/status")))
-                    {
-                        self.iperf3.insert((i, pid.to_string()), cpus);
+                    if let Some(cpus) = cpus_allowed(Path::new(&format!("/proc/{pid}/status"))) {
+                        self.iperf3.insert((i, pid), cpus);
                     }
                 }
             }
@@ -889,37 +896,26 @@ impl Seen {
 
 #[test]
 fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing() {
-    if skip("a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing") {
+    let test = "a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     let dir = hosts.dir.join("results");
     let results = dir.display().to_string();
     let mut args = peer_args(&config, &results);
-    let tcp = args.iter().position(|a| *a == "tcp").unwrap();
-    args[tcp] = "tcp,udp";
+    replace_arg(&mut args, "tcp", "tcp,udp");
     // Run from h0, reading the processes' affinity on both hosts while it runs.
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
+    let mut child = spawn_in_host(&hosts, 0, &args);
     let mut seen = Seen::default();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(600);
+    let deadline = Instant::now() + Duration::from_secs(600);
     while child.try_wait().unwrap().is_none() {
-        assert!(std::time::Instant::now() < deadline, "the tunnel ran on");
+        assert!(Instant::now() < deadline, "the tunnel ran on");
         seen.look(&hosts);
-        std::thread::sleep(std::time::Duration::from_millis(100));
+        std::thread::sleep(Duration::from_millis(100));
     }
     let out = child.wait_with_output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let (stdout, _) = succeeded(&out);
     eprintln!("{stdout}");
     // The table is the namespace tunnel's, naming both hosts.
     assert!(
@@ -933,8 +929,7 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing(
     );
     // run.json: the peer as checked, each host's end, every point with both
     // gateways' counters, each on its host.
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    let run = run_json(&dir);
     assert_eq!(run["interrupted"], false);
     let t = &run["tunnel"];
     let peer = &t["peer"];
@@ -1146,27 +1141,22 @@ impl Drop for Hog {
 
 #[test]
 fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
-    if skip("a_busy_peer_marks_the_tunnel_s_points_naming_the_peer") {
+    let test = "a_busy_peer_marks_the_tunnel_s_points_naming_the_peer";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     let dir = hosts.dir.join("results");
     let results = dir.display().to_string();
     let mut args = peer_args(&config, &results);
-    let transforms = args.iter().position(|a| *a == "aes128-gcm,null").unwrap();
-    args[transforms] = "null";
+    replace_arg(&mut args, "aes128-gcm,null", "null");
     args.extend(["--no-underlay", "--repeats", "1"]);
     let out = {
         let _hog = Hog::start(&hosts, 1, "peerhog");
         from_host(&hosts, 0, &args)
     };
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
-    let run: serde_json::Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap();
+    succeeded(&out);
+    let run = run_json(&dir);
     let points = tunnel_points(&run, "null");
     assert!(!points.is_empty(), "{run}");
     for p in &points {
@@ -1202,13 +1192,11 @@ fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
 
 #[test]
 fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
-    if skip("udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left") {
+    let test = "udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     // nftables in the peer's namespace drops ESP in UDP (it goes with the namespace).
     for rule in [
         vec!["add", "table", "inet", "cbtest"],
@@ -1234,9 +1222,7 @@ fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
         0,
         &peer_args(&config, &results.display().to_string()),
     );
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let stderr = failed_in_one_line(&out);
     assert!(
         stderr.contains("agent h1: UDP port 4500 from") && stderr.contains("is dropped"),
         "{stderr}"
@@ -1248,13 +1234,11 @@ fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
 
 #[test]
 fn a_peer_agent_without_root_is_one_line_and_nothing_is_left() {
-    if skip("a_peer_agent_without_root_is_one_line_and_nothing_is_left") {
+    let test = "a_peer_agent_without_root_is_one_line_and_nothing_is_left";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     // The agent on the peer runs as `nobody` (setpriv drops root before it starts;
     // no user is added to this machine): what the coordinator meets when the user
     // ssh'es to the peer as someone other than root.
@@ -1272,12 +1256,9 @@ fn a_peer_agent_without_root_is_one_line_and_nothing_is_left() {
     let wrapper = wrapper.display().to_string();
     let results_arg = results.display().to_string();
     let mut args = peer_args(&config, &results_arg);
-    let i = args.iter().position(|a| *a == BIN).unwrap();
-    args[i] = &wrapper;
+    replace_arg(&mut args, BIN, &wrapper);
     let out = from_host(&hosts, 0, &args);
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let stderr = failed_in_one_line(&out);
     assert!(
         stderr.contains("agent h1: runs without root there")
             && stderr.contains("ssh to it as root"),
@@ -1292,19 +1273,11 @@ fn a_peer_agent_without_root_is_one_line_and_nothing_is_left() {
 fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Child {
     let results = hosts.dir.join("results").display().to_string();
     let mut args = peer_args(config, &results);
-    let s = args.iter().position(|a| *a == "2").unwrap();
-    args[s] = "8";
+    replace_arg(&mut args, "2", "8");
     // Errors only on stderr, no progress lines.
     args.push("-q");
-    let mut child = Command::new("ip")
-        .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
-        .args(&args)
-        .stdin(Stdio::null())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(90);
+    let mut child = spawn_in_host(hosts, 0, &args);
+    let deadline = Instant::now() + Duration::from_secs(90);
     loop {
         if child.try_wait().unwrap().is_some() {
             let out = child.wait_with_output().unwrap();
@@ -1317,26 +1290,21 @@ fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Chi
         if links.contains(": cbp") {
             break;
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the peer's end never came up"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
+        assert!(Instant::now() < deadline, "the peer's end never came up");
+        std::thread::sleep(Duration::from_millis(50));
     }
     // Into the iperf3 run through the tunnel.
-    std::thread::sleep(std::time::Duration::from_secs(2));
+    std::thread::sleep(Duration::from_secs(2));
     child
 }
 
 #[test]
 fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
-    if skip("a_killed_peer_agent_is_one_line_and_its_tun_is_removed") {
+    let test = "a_killed_peer_agent_is_one_line_and_its_tun_is_removed";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     let child = tunnel_until_the_peer_is_up(&hosts, &config);
     let agent = agents_left(&hosts)
         .into_iter()
@@ -1344,26 +1312,20 @@ fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
         .expect("the peer's agent");
     hosts::kill(agent.split_whitespace().nth(1).unwrap());
     let out = child.wait_with_output().unwrap();
-    let (_, stderr) = text(&out);
-    assert!(!out.status.success());
-    assert_eq!(stderr.trim().lines().count(), 1, "{stderr}");
+    let stderr = failed_in_one_line(&out);
     assert!(stderr.contains("agent h1"), "{stderr}");
     assert_no_tunnel_left(&hosts, &before);
 }
 
 #[test]
 fn ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host() {
-    if skip("ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host") {
+    let test = "ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     let child = tunnel_until_the_peer_is_up(&hosts, &config);
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+    ctrl_c(&child);
     let out = child.wait_with_output().unwrap();
     let (_, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(130), "{stderr}");
@@ -1383,54 +1345,31 @@ fn tunnel_points(run: &serde_json::Value, transform: &str) -> Vec<serde_json::Va
         .unwrap_or_default()
 }
 
-fn read_run(dir: &std::path::Path) -> Option<serde_json::Value> {
-    serde_json::from_str(&std::fs::read_to_string(dir.join("run.json")).ok()?).ok()
-}
-
 #[test]
 fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
-    if skip("a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured") {
+    let test = "a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
+    };
     let before = peer_dirs();
-    let hosts = Hosts::start(2);
-    let config = hosts.ssh_config().display().to_string();
     let dir = hosts.dir.join("results");
     let results = dir.display().to_string();
     let args = peer_args(&config, &results);
-    let run_from_h0 = || {
-        Command::new("ip")
-            .args(["netns", "exec", &hosts.hosts[0].netns, BIN])
-            .args(&args)
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .spawn()
-            .unwrap()
-    };
     // Ctrl-C once every variant of aes128-gcm is saved: null is measured next.
-    let child = run_from_h0();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(300);
-    let kept = loop {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "aes128-gcm was never saved"
-        );
+    let child = spawn_in_host(&hosts, 0, &args);
+    let kept = poll(Duration::from_secs(300), Duration::from_millis(50), || {
         if let Some(run) = read_run(&dir) {
             let variants = run["tunnel"]["config"]["variants"]
                 .as_array()
                 .map_or(0, Vec::len);
             let gcm = tunnel_points(&run, "aes128-gcm");
             if variants > 0 && gcm.len() == variants {
-                break run;
+                return Ok(run);
             }
         }
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    };
-    let _ = Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
-        .status();
+        Err("aes128-gcm was never saved".to_string())
+    });
+    ctrl_c(&child);
     let out = child.wait_with_output().unwrap();
     let (stdout, stderr) = text(&out);
     assert_eq!(out.status.code(), Some(130), "{stdout}\n{stderr}");
@@ -1438,14 +1377,13 @@ fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
 
     // The same command again resumes: the underlay and aes128-gcm are kept as they
     // were measured, only null is measured.
-    let out = run_from_h0().wait_with_output().unwrap();
-    let (stdout, stderr) = text(&out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let out = spawn_in_host(&hosts, 0, &args).wait_with_output().unwrap();
+    let (stdout, stderr) = succeeded(&out);
     assert!(
         format!("{stdout}{stderr}").contains("resuming the unfinished run"),
         "{stdout}\n{stderr}"
     );
-    let run = read_run(&dir).unwrap();
+    let run = run_json(&dir);
     assert_eq!(run["interrupted"], false);
     assert_eq!(
         tunnel_points(&run, "aes128-gcm"),
@@ -1487,17 +1425,15 @@ fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
 #[test]
 #[ignore]
 fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
-    if skip("the_two_host_tunnel_measures_what_the_namespace_tunnel_does") {
+    let test = "the_two_host_tunnel_measures_what_the_namespace_tunnel_does";
+    let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
-    }
-    let _s = serial();
-    let hosts = Hosts::start(2);
+    };
     let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
     assert!(cpus >= 2, "two CPUs needed: one per test host");
     let (first, last) = ("0".to_string(), (cpus - 1).to_string());
     hosts.confine(0, &first);
     hosts.confine(1, &last);
-    let config = hosts.ssh_config().display().to_string();
     let (mut peer, mut ns) = (Vec::new(), Vec::new());
     for _ in 0..3 {
         // h0 is this machine here: the coordinator confined as h0's sessions are.

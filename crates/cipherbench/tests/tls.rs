@@ -8,6 +8,7 @@
 //! checked exactly: that directory must end empty, and no process may still have
 //! its working directory under it (nginx runs in its temporary directory).
 
+use cipherbench_model::tls::SweepResults;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -90,40 +91,60 @@ fn record(dir: &Path) -> RunRecord {
     RunRecord::from_json(&text).expect("run.json reads under the schema")
 }
 
+/// A run's sweep.
+fn sweep_of(r: &RunRecord) -> &SweepResults {
+    let tls = r.tls.as_ref().expect("tls results");
+    tls.sweep.as_ref().expect("sweep results")
+}
+
+/// `tls MODE` measuring `suites` at `sizes` in `variants`, what every measuring test
+/// here names; its own options follow.
+fn tls_args<'a>(mode: &'a str, suites: &'a str, sizes: &'a str, variants: &'a str) -> Vec<&'a str> {
+    vec![
+        "tls",
+        mode,
+        "--suites",
+        suites,
+        "--sizes",
+        sizes,
+        "--variants",
+        variants,
+    ]
+}
+
+/// Runs cipherbench with `args` and `--results RESULTS`, with `dir`'s TMPDIR; asserts
+/// it succeeded (its stderr the message) and hands back its output and the record
+/// it wrote.
+fn measure(dir: &Path, args: &[&str], results: &Path) -> (Output, RunRecord) {
+    let out = bin(dir)
+        .args(args)
+        .arg("--results")
+        .arg(results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(results);
+    (out, r)
+}
+
+/// The end of a test: nothing left in its scratch directory, which is removed.
+fn finish(dir: &Path) {
+    assert_nothing_left(dir);
+    std::fs::remove_dir_all(dir).unwrap();
+}
+
 const SIZE: u64 = 256 * 1024;
 
 #[test]
 fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
     let dir = scratch("sweep");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-SHA,AES128-GCM-SHA256",
-            "--sizes",
-            "256KiB",
-            "--variants",
-            "accel",
-            "--window",
-            "600ms",
-            "--probe",
-            "250ms",
-            "--warmup",
-            "100ms",
-            "--max-concurrency",
-            "2",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&results);
-    let tls = r.tls.expect("tls results");
-    let sweep = tls.sweep.expect("sweep results");
+    let mut args = tls_args("sweep", "AES128-SHA,AES128-GCM-SHA256", "256KiB", "accel");
+    args.extend(["--window", "600ms", "--probe", "250ms", "--warmup", "100ms"]);
+    args.extend(["--max-concurrency", "2", "--quiet"]);
+    let (out, r) = measure(&dir, &args, &results);
+    let tls = r.tls.as_ref().expect("tls results");
+    let sweep = sweep_of(&r);
     assert_eq!(sweep.points.len(), 2);
     for p in &sweep.points {
         // The client negotiated exactly the suite asked for, read back from its session.
@@ -185,36 +206,22 @@ fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
     let csv = std::fs::read_to_string(results.join("tls.csv")).unwrap();
     assert_eq!(csv.lines().count(), 3);
     assert!(String::from_utf8_lossy(&out.stdout).contains("GCM / CBC-SHA1"));
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
 fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
     let dir = scratch("ramp");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "ramp",
-            "--suites",
-            "AES128-SHA,AES128-GCM-SHA256",
-            "--sizes",
-            "1KiB",
-            "--variants",
-            "accel,noaesni",
-            "--rate",
-            "40",
-            "--duration",
-            "1s",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let ramp = record(&results).tls.unwrap().ramp.unwrap();
+    let mut args = tls_args(
+        "ramp",
+        "AES128-SHA,AES128-GCM-SHA256",
+        "1KiB",
+        "accel,noaesni",
+    );
+    args.extend(["--rate", "40", "--duration", "1s", "--quiet"]);
+    let (_, r) = measure(&dir, &args, &results);
+    let ramp = r.tls.unwrap().ramp.unwrap();
     assert_eq!(ramp.runs.len(), 4);
     for run in &ramp.runs {
         assert_eq!(run.attempted, 20, "0 -> 40 req/s over 1 s starts 20");
@@ -272,8 +279,7 @@ fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
             .count()
             > 1
     );
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
@@ -287,38 +293,11 @@ fn a_core_sweep_measures_the_counts_that_fit_and_says_why_the_others_were_not() 
         .get()
         .to_string();
     let cores = format!("1,{all}");
-    let out = bin(&dir)
-        .args([
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-GCM-SHA256",
-            "--sizes",
-            "1MiB",
-        ])
-        .args([
-            "--variants",
-            "accel",
-            "--cores",
-            &cores,
-            "--window",
-            "600ms",
-        ])
-        .args([
-            "--probe",
-            "250ms",
-            "--warmup",
-            "100ms",
-            "--max-concurrency",
-            "4",
-        ])
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&results);
-    let sweep = r.tls.expect("tls results").sweep.expect("sweep results");
+    let mut args = tls_args("sweep", "AES128-GCM-SHA256", "1MiB", "accel");
+    args.extend(["--cores", &cores, "--max-concurrency", "4"]);
+    args.extend(["--window", "600ms", "--probe", "250ms", "--warmup", "100ms"]);
+    let (out, r) = measure(&dir, &args, &results);
+    let sweep = sweep_of(&r);
     assert_eq!(sweep.points.len(), 1);
     let p = &sweep.points[0];
     assert_eq!(p.cores, 1);
@@ -356,8 +335,7 @@ fn a_core_sweep_measures_the_counts_that_fit_and_says_why_the_others_were_not() 
     assert!(stderr(&out).contains("skipped"), "{}", stderr(&out));
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
     assert!(html.contains("id=\"fig-tls-by-cores\"") && html.contains("not measured"));
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
@@ -414,26 +392,17 @@ fn bad_input_is_one_line_and_leaves_nothing_behind() {
 fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
     let dir = scratch("sigint");
     let results = dir.join("results");
+    let mut args = tls_args(
+        "sweep",
+        "AES128-GCM-SHA256,AES128-SHA",
+        "64KiB,128KiB,256KiB",
+        "accel",
+    );
+    args.extend(["--window", "400ms", "--probe", "200ms", "--warmup", "0s"]);
+    args.extend(["--max-concurrency", "2"]);
     let mut child = bin(&dir)
-        .args([
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-GCM-SHA256,AES128-SHA",
-            "--sizes",
-            "64KiB,128KiB,256KiB",
-            "--variants",
-            "accel",
-            "--window",
-            "400ms",
-            "--probe",
-            "200ms",
-            "--warmup",
-            "0s",
-            "--max-concurrency",
-            "2",
-            "--results",
-        ])
+        .args(&args)
+        .arg("--results")
         .arg(&results)
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -441,13 +410,7 @@ fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
         .unwrap();
     let deadline = Instant::now() + Duration::from_secs(60);
     loop {
-        let saved = std::fs::read_to_string(results.join("run.json"))
-            .ok()
-            .and_then(|t| RunRecord::from_json(&t).ok())
-            .and_then(|r| r.tls)
-            .and_then(|t| t.sweep)
-            .is_some_and(|s| !s.points.is_empty());
-        if saved {
+        if saved_points(&results) > 0 {
             break;
         }
         assert!(Instant::now() < deadline, "no point saved");
@@ -471,8 +434,7 @@ fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
         points.len()
     );
     assert!(results.join("report.html").exists());
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
@@ -531,8 +493,7 @@ fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
         assert!(!results.exists(), "{command} left a results directory");
     }
     drop(serve);
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 /// The number of sweep points a run has saved so far.
@@ -554,27 +515,15 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     let nginx_cpu = cipherbench_model::topology::place_tls(&topology, 1, None)
         .unwrap()
         .server[0];
+    // Two points measured one after the other (a point's variants take turns and
+    // are saved together, so two sizes, not two variants).
+    let mut args = tls_args("sweep", "AES128-GCM-SHA256", "128KiB,256KiB", "accel");
+    args.extend(["--concurrency", "2"]);
+    args.extend(["--window", "1500ms", "--warmup", "100ms"]);
+    args.push("--quiet");
     let mut run = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-GCM-SHA256",
-            // Two points measured one after the other (a point's variants take
-            // turns and are saved together, so two sizes, not two variants).
-            "--sizes",
-            "128KiB,256KiB",
-            "--variants",
-            "accel",
-            "--concurrency",
-            "2",
-            "--window",
-            "1500ms",
-            "--warmup",
-            "100ms",
-            "--results",
-        ])
+        .args(&args)
+        .arg("--results")
         .arg(&results)
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -608,7 +557,7 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     hog.wait().unwrap();
     assert!(out.status.success(), "{}", stderr(&out));
     let r = record(&results);
-    let sweep = r.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+    let sweep = sweep_of(&r);
     assert_eq!(sweep.points.len(), 2);
     let (before, after) = (&sweep.points[0], &sweep.points[1]);
     assert_eq!(
@@ -662,8 +611,7 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
     // And report.html.
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
     assert!(html.contains(">busy machine</span>"));
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 /// A point's variants run side by side (one nginx each) and take turns in the
@@ -673,30 +621,11 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
 fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
     let dir = scratch("rounds");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-GCM-SHA256",
-            "--sizes",
-            "256KiB",
-            "--variants",
-            "accel,noaesni",
-            "--concurrency",
-            "2",
-            "--window",
-            "1500ms",
-            "--warmup",
-            "100ms",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let r = record(&results);
-    let sweep = r.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+    let mut args = tls_args("sweep", "AES128-GCM-SHA256", "256KiB", "accel,noaesni");
+    args.extend(["--concurrency", "2"]);
+    args.extend(["--window", "1500ms", "--warmup", "100ms"]);
+    let (out, r) = measure(&dir, &args, &results);
+    let sweep = sweep_of(&r);
     assert_eq!(sweep.config.rounds, 3, "the default for a 1.5 s window");
     let of = |v: &str| sweep.points.iter().find(|p| p.variant == v).unwrap();
     let (accel, noaesni) = (of("accel"), of("noaesni"));
@@ -745,8 +674,7 @@ fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
             && stdout.contains("(3 rounds in turn)"),
         "{stdout}"
     );
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 /// `--key-store file,pkcs11` against the real nginx and SoftHSM2: the file and
@@ -757,34 +685,17 @@ fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
 fn a_sweep_measures_each_point_with_the_key_in_a_file_and_in_a_pkcs11_module() {
     let dir = scratch("keystore-sweep");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "tls",
-            "sweep",
-            "--key-store",
-            "file,pkcs11",
-            "--suites",
-            "ECDHE-RSA-AES128-GCM-SHA256,AES128-SHA",
-            "--sizes",
-            "64KiB",
-            "--variants",
-            "accel",
-            "--window",
-            "500ms",
-            "--probe",
-            "200ms",
-            "--warmup",
-            "100ms",
-            "--concurrency",
-            "2",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let tls = record(&results).tls.expect("tls results");
-    let s = tls.sweep.expect("sweep results");
+    let mut args = tls_args(
+        "sweep",
+        "ECDHE-RSA-AES128-GCM-SHA256,AES128-SHA",
+        "64KiB",
+        "accel",
+    );
+    args.extend(["--key-store", "file,pkcs11", "--concurrency", "2"]);
+    args.extend(["--window", "500ms", "--probe", "200ms", "--warmup", "100ms"]);
+    let (out, r) = measure(&dir, &args, &results);
+    let tls = r.tls.as_ref().expect("tls results");
+    let s = sweep_of(&r);
     assert_eq!(s.config.key_stores, ["file", "pkcs11"]);
     let ecdhe = "ECDHE-RSA-AES128-GCM-SHA256";
     for suite in [ecdhe, "AES128-SHA"] {
@@ -834,38 +745,18 @@ fn a_sweep_measures_each_point_with_the_key_in_a_file_and_in_a_pkcs11_module() {
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
     assert!(html.contains("id=\"table-tls-key-store\""));
     assert!(html.contains("RSA key exchange"));
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
 fn a_ramp_runs_with_the_key_in_a_file_and_in_a_pkcs11_module_and_compares_them() {
     let dir = scratch("keystore-ramp");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "ramp",
-            "--key-store",
-            "file,pkcs11",
-            "--suites",
-            "ECDHE-RSA-AES128-GCM-SHA256",
-            "--sizes",
-            "1KiB",
-            "--variants",
-            "accel",
-            "--rate",
-            "20",
-            "--duration",
-            "1s",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
-    let tls = record(&results).tls.expect("tls results");
+    let mut args = tls_args("ramp", "ECDHE-RSA-AES128-GCM-SHA256", "1KiB", "accel");
+    args.extend(["--key-store", "file,pkcs11"]);
+    args.extend(["--rate", "20", "--duration", "1s", "--quiet"]);
+    let (_, r) = measure(&dir, &args, &results);
+    let tls = r.tls.expect("tls results");
     let r = tls.ramp.expect("ramp results");
     let pairs = r.key_store_pairs();
     assert_eq!(pairs.len(), 1);
@@ -898,8 +789,7 @@ fn a_ramp_runs_with_the_key_in_a_file_and_in_a_pkcs11_module_and_compares_them()
     assert!(md.contains("- TLS ramp key store pkcs11/file"), "{md}");
     let html = std::fs::read_to_string(results.join("report.html")).unwrap();
     assert!(html.contains("id=\"table-tls-key-store-ramp\""));
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
@@ -966,65 +856,31 @@ fn key_store_mistakes_are_one_line_and_leave_nothing_behind() {
     .into_iter()
     .find(|p| Path::new(p).is_file());
     if let Some(lib) = not_p11 {
+        let mut args = tls_args("sweep", "ECDHE-RSA-AES128-GCM-SHA256", "1KiB", "accel");
+        args.extend(["--key-store", "file,pkcs11", "--pkcs11-module", lib]);
+        args.extend(["--window", "200ms"]);
         let out = bin(&dir)
-            .args([
-                "tls",
-                "sweep",
-                "--key-store",
-                "file,pkcs11",
-                "--pkcs11-module",
-                lib,
-            ])
-            .args(ecdhe)
-            .args([
-                "--sizes",
-                "1KiB",
-                "--variants",
-                "accel",
-                "--window",
-                "200ms",
-            ])
+            .args(&args)
             .arg("--results")
             .arg(dir.join("results"))
             .output()
             .unwrap();
         assert_one_line_error(&out, lib);
     }
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
+    finish(&dir);
 }
 
 #[test]
 fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
     let dir = scratch("rate");
     let results = dir.join("results");
-    let out = bin(&dir)
-        .args([
-            "--quiet",
-            "tls",
-            "sweep",
-            "--suites",
-            "AES128-GCM-SHA256",
-            "--sizes",
-            "256KiB",
-            "--variants",
-            "accel",
-            "--rate",
-            "40",
-            "--warmup",
-            "1s",
-            "--window",
-            "3s",
-            "--results",
-        ])
-        .arg(&results)
-        .output()
-        .unwrap();
-    assert!(out.status.success(), "{}", stderr(&out));
+    let mut args = tls_args("sweep", "AES128-GCM-SHA256", "256KiB", "accel");
+    args.extend(["--rate", "40", "--warmup", "1s", "--window", "3s"]);
+    args.push("--quiet");
+    let (out, r) = measure(&dir, &args, &results);
     let text = String::from_utf8_lossy(&out.stdout);
     assert!(text.contains("open loop at 40 requests/s"), "{text}");
-    let r = record(&results);
-    let sweep = r.tls.as_ref().unwrap().sweep.as_ref().unwrap();
+    let sweep = sweep_of(&r);
     assert_eq!(sweep.config.open_loop_rate, Some(40.0));
     let p = &sweep.points[0];
     assert_eq!(p.open_loop_rate, Some(40.0));
