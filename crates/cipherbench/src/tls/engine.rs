@@ -827,9 +827,6 @@ impl<'a> Worker<'a> {
                 }
             }
             if let Some(s) = schedule {
-                if now >= self.window_end && cpu_at_end.is_none() {
-                    cpu_at_end = Some(host::thread_cpu_ns());
-                }
                 while next_k < total_scheduled {
                     let at = self.t0 + s.offset(next_k);
                     if at > now {
@@ -887,8 +884,13 @@ impl<'a> Worker<'a> {
         let end_cpu = cpu_at_end.unwrap_or_else(host::thread_cpu_ns);
         self.report.cpu_ns = end_cpu.saturating_sub(cpu_at_start.unwrap_or(end_cpu));
         self.report.thread_cpu_ns = vec![self.report.cpu_ns];
-        // The open loop's figures are over its schedule after the warm-up: requests
-        // scheduled there (finished when they finish), bytes and CPU within it.
+        if schedule.is_some() {
+            // The open loop's span: from the warm-up's end until its last request
+            // finished. Its requests are those scheduled in the window, however late
+            // they finish (the ramp's counts), so a server that falls behind the
+            // schedule shows its real rate over the longer span, not the rate asked.
+            self.report.window_edges = (self.window_start, Instant::now().max(self.window_end));
+        }
         Ok(self.report)
     }
 
@@ -1186,11 +1188,16 @@ impl<'a> Worker<'a> {
                     };
                     conn.body_read += body_now;
                     // Open loop too: a sweep point at `--rate` is judged by its
-                    // throughput (the ramp reads only its request counts).
+                    // throughput (the ramp reads only its request counts); its span runs
+                    // on past the schedule until the last request finished.
+                    let open = matches!(self.spec.arrivals, Arrivals::Open(_));
                     if body_now > 0 && self.in_window(now) {
                         self.report.window_bytes += body_now;
                         let b = self.bucket_of(now);
                         self.report.buckets[b].bytes += body_now;
+                    } else if body_now > 0 && open && now >= self.window_end {
+                        // The tail: in the total, not in the schedule's intervals.
+                        self.report.window_bytes += body_now;
                     }
                     if conn.body_read > conn.body_expected {
                         return Step::Failed(FailureReason::Length);
@@ -1647,7 +1654,11 @@ mod tests {
         assert_eq!(report.attempted, 195);
         assert_eq!(report.ok, 195, "failures: {:?}", report.failures);
         assert_eq!(report.ok_total, 200);
-        assert_eq!(report.window, Duration::from_millis(1950));
+        assert!(
+            report.window >= Duration::from_millis(1950),
+            "{:?}",
+            report.window
+        );
         let slow = report.latency.count_between(300_000, u64::MAX);
         assert!(slow >= 20, "only {slow} requests show the stall");
         assert!(
@@ -1661,6 +1672,38 @@ mod tests {
             early.iter().all(|b| b.max_latency_ns < 300_000_000),
             "{early:?}"
         );
+    }
+
+    #[test]
+    fn an_open_loop_run_behind_its_schedule_reports_the_rate_served_not_asked() {
+        // 100 requests/s for 1 s, and the server stops accepting from 0.7 s for 0.9 s:
+        // every request is served, the last ones about 0.9 s late, so over the span
+        // they took the rate was well under the 100/s asked.
+        let server = TinyServer::start(Some((
+            Duration::from_millis(700),
+            Duration::from_millis(900),
+        )));
+        let client = Client::new(&gcm(), false).unwrap();
+        let schedule = Schedule::Constant {
+            rate: 100.0,
+            duration: Duration::from_secs(1),
+        };
+        let mut spec = spec(server.target(), Arrivals::Open(schedule));
+        spec.warmup = Duration::ZERO;
+        let report = run(&client, &spec).unwrap();
+        assert_eq!(report.ok, 100, "failures: {:?}", report.failures);
+        assert!(
+            report.window >= Duration::from_millis(1500),
+            "{:?}",
+            report.window
+        );
+        assert!(
+            report.requests_per_sec() < 70.0,
+            "{} req/s",
+            report.requests_per_sec()
+        );
+        // The bytes over the same span: every body once.
+        assert_eq!(report.window_bytes, 100 * BODY as u64);
     }
 
     #[test]
