@@ -21,6 +21,7 @@
 # Env: BIN (target/release/cipherbench) OUT (a new temp dir, kept) SUITE (AES128-GCM-SHA256)
 #      SIZE (16MiB) ROUNDS (3) SECS (4) PER_CONN (4 clients per generator CPU)
 #      SWEEP_WINDOW (5s) SWEEP_PROBE (2s) PARTS ("gen sweep tunnel") WG_GO WG_VERSION
+#      WG_CACHE (where wireguard-go is built once per version: ~/.cache/cipherbench/...)
 #      PRIO (empty; on a machine other programs keep busy, PRIO="chrt -f 10" runs nginx,
 #      wrk and cipherbench ahead of them, so each round measures the parts, not the crowd)
 #      PLAN (empty; a number of CPUs: print the plan for such a machine and exit)
@@ -28,7 +29,8 @@
 #      under either client, so their costs to it are compared where the server, not
 #      wrk's one CPU, is what runs out)
 set -uo pipefail
-PARTS=${PARTS:-"gen sweep tunnel"}
+PARTS=${PARTS-"gen sweep tunnel"}
+[[ -n ${PARTS// /} ]] || { echo "bench-many-cores: PARTS is empty (gen, sweep, tunnel; unset for all three)" >&2; exit 2; }
 for part in $PARTS; do
   [[ $part == @(gen|sweep|tunnel) ]] ||
     { echo "bench-many-cores: unknown part '$part' in PARTS (gen, sweep, tunnel)" >&2; exit 2; }
@@ -49,8 +51,9 @@ if [[ -n ${PLAN:-} ]]; then
   [[ $PLAN =~ ^[1-9][0-9]{0,4}$ ]] || { echo "bench-many-cores: PLAN is a number of CPUs, not '$PLAN'" >&2; exit 2; }
   mapfile -t CPUS < <(seq 0 $((PLAN - 1)))
 else
-  BIN=$(realpath "${BIN:-target/release/cipherbench}" 2>/dev/null) || true
-  [[ -x ${BIN:-} ]] || { echo "bench-many-cores: build first (cargo build --release) or set BIN" >&2; exit 1; }
+  BIN=$(realpath "${BIN:-$(dirname "$0")/../target/release/cipherbench}" 2>/dev/null) || true
+  [[ -f ${BIN:-} && -x $BIN ]] ||
+    { echo "bench-many-cores: no cipherbench binary at ${BIN:-target/release/cipherbench}: build first (cargo build --release) or set BIN" >&2; exit 1; }
   [[ " $PARTS " != *" gen "* ]] || command -v wrk >/dev/null ||
     { echo "bench-many-cores: wrk is missing (scripts/install-deps.sh, or apt-get install wrk)" >&2; exit 1; }
   # The CPUs this process may use, in order (taskset's list, expanded).
@@ -102,7 +105,11 @@ size_bytes=$(python3 -c "import sys; s='$SIZE'; u={'KiB':1<<10,'MiB':1<<20,'GiB'
 srv=
 cleanup() { [[ -n $srv ]] && { kill -INT "$srv" 2>/dev/null; wait "$srv" 2>/dev/null; }; srv=; }
 trap cleanup EXIT
-trap 'cleanup; exit 130' INT TERM
+trap 'cleanup; exit 130' INT
+trap 'cleanup; exit 143' TERM
+# cipherbench stops and cleans up by itself on Ctrl-C and exits 130; bash, not seeing
+# a death by SIGINT, would run on: a child's 130 stops the script too.
+stop_if_interrupted() { (($1 == 130)) && { echo "bench-many-cores: interrupted" >&2; exit 130; }; return 0; }
 md() { echo "$*" | tee -a "$OUT/many-cores.md"; }
 
 : > "$OUT/many-cores.md"
@@ -128,11 +135,11 @@ gen_part() {
   md ""
   md "## A. Load generator vs wrk (same nginx, alternating rounds)"
   md ""
-  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | ms of the CPUs in use per response (nginx's and the client's, any context), wrk / cipherbench / at wrk's rate | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
+  md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio (round by round) | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | ms of the CPUs in use per response (nginx's and the client's, any context), wrk / cipherbench / at wrk's rate | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
   md "|---|---|---|---|---|---|---|---|---|---|---|---|"
   local rows=() g s
   mapfile -t rows < <(gen_rows)
-  ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | | | |"; return; }
+  ((${#rows[@]})) || { md "| - | - | - | needs 2 CPUs | | | | | | | | |"; return 1; }
   for row in "${rows[@]}"; do
     set -- $row; s=$1; g=$2; conc=$((g * PER_CONN))
     gcpus=$(join "${CPUS[@]:s:g}"); used=$(join "${CPUS[@]:0:s+g}")
@@ -140,26 +147,34 @@ gen_part() {
     $PRIO "${ORPHAN_INT[@]}" "$BIN" tls serve --suite "$SUITE" --sizes "$SIZE" --cores "$s" --variant "$SERVE_VARIANT" > "$OUT/url" 2> "$OUT/serve.err" & srv=$!
     for _ in $(seq 300); do [[ -s $OUT/url ]] && break; sleep 0.05; done
     url=$(head -1 "$OUT/url")
+    kill -0 "$srv" 2>/dev/null || { wait "$srv"; stop_if_interrupted $?; }
     [[ -n $url ]] || { cat "$OUT/serve.err" >&2; md "| $s | $g | $conc | tls serve failed: $(tail -1 "$OUT/serve.err") |"; cleanup; continue; }
     sleep 0.3; WORKERS=$(workers "$srv")
     : > "$OUT/rounds-$s-$g"
     for r in $(seq "$ROUNDS"); do
       for who in wrk ours paced; do
+        kill -0 "$srv" 2>/dev/null || { wait "$srv"; stop_if_interrupted $?; md "| $s | $g | $conc | tls serve stopped: $(tail -1 "$OUT/serve.err") |"; break 2; }
         set -- $(nginx_stat); c0=$1; b0=$2; m0=$(cpus_busy_ms "$used")
         if [[ $who == wrk ]]; then
           out=$( { /usr/bin/time -f "TIME %U %S" $PRIO taskset -c "$gcpus" wrk -t"$g" -c"$conc" -d"${SECS}s" \
                      -H 'Connection: close' "$url"; } 2>&1 )
           rps=$(awk '/Requests\/sec/ {print $2}' <<<"$out")
+          [[ -n $rps ]] || { echo "bench-many-cores: wrk gave no figure: $(tail -1 <<<"$out")" >&2; rps=nan; }
           gen=$(awk -v g="$g" -v s="$SECS" '/^TIME/ {printf "%.2f", ($2+$3)/(g*s)}' <<<"$out"); per=-
           wrk_rps=$rps
         else
           # ours: closed loop at the same clients; paced: open loop at the rate wrk
           # just reached, so nginx's CPU per response is compared at one load.
-          if [[ $who == ours ]]; then load=(--concurrency "$conc"); else load=(--rate "${wrk_rps:-1}"); fi
-          $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
-            --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
+          if [[ $who == ours ]]; then load=(--concurrency "$conc"); else load=(--rate "$wrk_rps"); fi
+          if [[ $who == paced && $wrk_rps == nan ]]; then
+            : > "$OUT/$who-$s-$g-$r.json"   # no rate to pace at: the round is left out
+          else
+            $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
+              --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
+            stop_if_interrupted $?
+          fi
           read -r rps gen per < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["sweep"]["points"][0]
-t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/$who-$s-$g-$r.json" 2>/dev/null || echo "0 0 -")
+t=p.get("generator_cpu_per_thread",[]); print(round(p["requests_per_sec"],2), round(p["generator_cpu"],2), "/".join("%.2f"%c for c in t) or "-")' "$OUT/$who-$s-$g-$r.json" 2>/dev/null || echo "nan nan -")
         fi
         set -- $(nginx_stat); m1=$(cpus_busy_ms "$used")
         ms=$(python3 -c "r=($2-$b0)/$size_bytes; print(round(($1-$c0)/1e6/r,2) if r>0 else 'nan')")
@@ -180,6 +195,8 @@ def med(v):
     return st.median(v) if v else float("nan")
 def rng(v):
     return f"{med(v):.1f} ({min(v):.1f}-{max(v):.1f})" if v else "-"
+def spread(v, unit=""):
+    return f"{med(v):.2f}{unit} ({min(v):.2f}-{max(v):.2f})" if v else "-"
 def paired(a, b, i):
     # b's figure over a's, round by round (each round wrote one row of each), leaving
     # out a round where either has none: pairing col()'s lists would shift the rounds.
@@ -188,14 +205,17 @@ def paired(a, b, i):
             if "-" not in (x[i], y[i]) and "nan" not in (x[i], y[i]) and float(x[i]) > 0]
 w, o = col("wrk", 1), col("ours", 1)
 ratios = paired("wrk", "ours", 1)
-per = [r[4] for r in rows if r[0] == "ours"]
+# Each generator thread's median over the rounds.
+threads = [[float(c) for c in r[4].split("/")] for r in rows if r[0] == "ours" and r[4] != "-"]
+per = "/".join(f"{med([t[i] for t in threads if i < len(t)]):.2f}" for i in range(max(map(len, threads)))) if threads else "-"
 go = col("ours", 3)
-rpc = [rp / (gc * int(g)) for rp, gc in zip(o, go) if gc > 0]
+rpc = [float(r[1]) / (float(r[3]) * int(g)) for r in rows
+       if r[0] == "ours" and "nan" not in (r[1], r[3]) and float(r[3]) > 0]
 # Paced: per round, nginx's cost at wrk's rate over its cost under wrk.
 pm = col("paced", 2)
 rel = paired("wrk", "paced", 2)
-paced = f"{med(col('paced', 1)):.1f}, {med(pm):.1f} ({med(rel):.2f}x wrk's, {min(rel):.2f}-{max(rel):.2f})" if rel else "-"
-line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {med(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}) | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 5)):.1f} / {med(col('ours', 5)):.1f} / {med(col('paced', 5)):.1f} | {med(col('wrk', 3)):.2f} | {per[len(per)//2] if per else '-'} | {med(rpc):.0f} |"
+paced = f"{med(col('paced', 1)):.1f}, {med(pm):.1f} ({spread(rel, 'x')} wrk's)" if rel else "-"
+line = f"| {s} | {g} | {conc} | {rng(w)} | {rng(o)} | {spread(ratios)} | {med(col('wrk', 2)):.1f} / {med(col('ours', 2)):.1f} | {paced} | {med(col('wrk', 5)):.1f} / {med(col('ours', 5)):.1f} / {med(col('paced', 5)):.1f} | {med(col('wrk', 3)):.2f} | {per} | {med(rpc):.0f} |"
 print(line)
 EOF
   done
@@ -209,8 +229,9 @@ sweep_part() {
   mapfile -t cores < <(sweep_cores)
   $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --cores "$(join "${cores[@]}")" --suites "$SUITE" --sizes "$SIZE" --variants accel \
     --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
+  stop_if_interrupted $?
   local run=$OUT/sweep/run.json; [[ -s $run ]] || run=
-  [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return; }
+  [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return 1; }
   python3 - "$run" <<'EOF' | tee -a "$OUT/many-cores.md"
 import json, sys
 r = json.load(open(sys.argv[1]))
@@ -249,12 +270,16 @@ wg_cleanup() {
   wg_pids=(); wg_ns=()
 }
 # The wireguard-go binary: $WG_GO, or built into $OUT/wg-bin with the Go toolchain.
+# Built once per version into the user's cache (WG_CACHE), not per run.
+WG_CACHE=${WG_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/cipherbench/wireguard-go-$WG_VERSION}
 wg_binary() {
-  if [[ -n ${WG_GO:-} ]]; then [[ -x $WG_GO ]] && { echo "$WG_GO"; return; }; return 1; fi
+  if [[ -n ${WG_GO:-} ]]; then [[ -f $WG_GO && -x $WG_GO ]] && { echo "$WG_GO"; return; }; return 1; fi
+  [[ -x $WG_CACHE/bin/wireguard ]] && { echo "$WG_CACHE/bin/wireguard"; return; }
   command -v go >/dev/null || return 1
-  GOBIN=$OUT/wg-bin GOPATH=${GOPATH:-$OUT/gopath} GOFLAGS=-modcacherw \
+  mkdir -p "$WG_CACHE" || return 1
+  GOBIN=$WG_CACHE/bin GOPATH=${GOPATH:-$WG_CACHE/gopath} GOFLAGS=-modcacherw \
     go install "golang.zx2c4.com/wireguard@$WG_VERSION" > "$OUT/wg-build.log" 2>&1 || return 1
-  echo "$OUT/wg-bin/wireguard"
+  echo "$WG_CACHE/bin/wireguard"
 }
 # CPU seconds (utime+stime) of process $1.
 cpu_s() { awk -v t="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); print ($12 + $13) / t }' /proc/"$1"/stat 2>/dev/null || echo 0; }
@@ -278,12 +303,12 @@ tunnel_part() {
   md ""
   md "## C. Tunnel vs wireguard-go (one iperf3 TCP flow)"
   md ""
-  if ((EUID != 0)); then md "not run: the tunnel needs root (namespaces)."; return; fi
+  if ((EUID != 0)); then md "not run: the tunnel needs root (namespaces)."; return 1; fi
   local m
   for m in iperf3 wg; do
-    command -v "$m" >/dev/null || { md "not run: $m is missing (apt-get install ${m/wg/wireguard-tools})."; return; }
+    command -v "$m" >/dev/null || { md "not run: $m is missing (apt-get install ${m/wg/wireguard-tools})."; return 1; }
   done
-  local wg; wg=$(wg_binary) || { md "not run: no wireguard-go (set WG_GO, or install Go >= 1.21, which fetches the 1.23 toolchain golang.zx2c4.com/wireguard@$WG_VERSION needs; log: $OUT/wg-build.log)."; return; }
+  local wg; wg=$(wg_binary) || { md "not run: no wireguard-go (set WG_GO, or install Go >= 1.21, which fetches the 1.23 toolchain golang.zx2c4.com/wireguard@$WG_VERSION needs; log: $OUT/wg-build.log)."; return 1; }
   local s=cbwg-$$-s r=cbwg-$$-r is=cbwg$$s ir=cbwg$$r n p
   # Namespaces of an earlier run of this script that died (kill -9): what runs in
   # them is stopped and they go (their veth and wireguard devices with them).
@@ -301,7 +326,7 @@ tunnel_part() {
     ip -n "$s" addr add 198.18.2.1/30 dev "cbwg$$a" && ip -n "$r" addr add 198.18.2.2/30 dev "cbwg$$b" &&
     ip -n "$s" link set lo up && ip -n "$r" link set lo up &&
     ip -n "$s" link set "cbwg$$a" up && ip -n "$r" link set "cbwg$$b" up ||
-    { md "not run: the namespaces could not be set up."; wg_cleanup; return; }
+    { md "not run: the namespaces could not be set up."; wg_cleanup; return 1; }
   ( umask 077; wg genkey > "$OUT/wg-s.key"; wg genkey > "$OUT/wg-r.key" )
   LOG_LEVEL=error ip netns exec "$s" "${ORPHAN_TERM[@]}" "$wg" -f "$is" > "$OUT/wg-s.log" 2>&1 & wg_pids+=($!)
   LOG_LEVEL=error ip netns exec "$r" "${ORPHAN_TERM[@]}" "$wg" -f "$ir" > "$OUT/wg-r.log" 2>&1 & wg_pids+=($!)
@@ -313,7 +338,7 @@ tunnel_part() {
       peer "$(wg pubkey < "$OUT/wg-s.key")" allowed-ips 10.77.0.1/32 endpoint 198.18.2.1:51820 &&
     ip -n "$s" addr add 10.77.0.1/24 dev "$is" && ip -n "$r" addr add 10.77.0.2/24 dev "$ir" &&
     ip -n "$s" link set "$is" up && ip -n "$r" link set "$ir" up ||
-    { md "not run: wireguard-go did not come up (logs: $OUT/wg-*.log)."; wg_cleanup; return; }
+    { md "not run: wireguard-go did not come up (logs: $OUT/wg-*.log)."; wg_cleanup; return 1; }
   ip netns exec "$r" "${ORPHAN_TERM[@]}" iperf3 -s > /dev/null 2>&1 & wg_pids+=($!)
   sleep 0.5
   md "wireguard-go $WG_VERSION, MTU $(ip -n "$s" -o link show "$is" | sed -n 's/.* mtu \([0-9]*\).*/\1/p'), unpinned; cipherbench tunnel at its defaults; $ROUNDS runs of $SECS s each (median, min-max)"
@@ -328,6 +353,7 @@ tunnel_part() {
     $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
       --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --length "$len" --results "$OUT/tunnel-$len" \
       > "$OUT/tunnel-$len.txt" 2> "$OUT/tunnel-$len.err"
+    stop_if_interrupted $?
     python3 - "$OUT/wg-$len.txt" "$OUT/tunnel-$len/run.json" "$len" <<'PY' | tee -a "$OUT/many-cores.md"
 import json, statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
@@ -370,10 +396,13 @@ PY
   wg_cleanup
 }
 
+ran=0
 for part in $PARTS; do
   case $part in
     gen) gen_part ;; sweep) sweep_part ;; tunnel) tunnel_part ;;
-  esac
+  esac && ran=$((ran + 1))
 done
 md ""
 md "load at end: $(cut -d' ' -f1-3 /proc/loadavg); $(( $(date +%s) - started )) s; raw results in $OUT"
+# Every part asked could not run (the reasons are in the table): not a success.
+((ran > 0)) || exit 1
