@@ -201,6 +201,14 @@ pub fn summary(record: &RunRecord) -> String {
                 }
             ));
         }
+        // A core count the machine could not split is said here, not only counted
+        // among the warnings.
+        for k in &sweep.skipped_cores {
+            out.push_str(&format!(
+                "- TLS x{}: not measured: {}\n",
+                k.cores, k.reason
+            ));
+        }
         let records = record
             .tls
             .as_ref()

@@ -246,6 +246,32 @@ fn a_sweep_rate_must_be_positive_and_not_beside_a_concurrency() {
 }
 
 #[test]
+fn a_sweep_rate_whose_window_holds_no_request_is_refused() {
+    let dir = scratch("rate-window");
+    let out = bin()
+        .args([
+            "tls",
+            "sweep",
+            "--rate",
+            "0.5",
+            "--window",
+            "1s",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &out,
+        "the window holds under one request at this rate: raise --rate or --window",
+    );
+    assert!(
+        !dir.exists(),
+        "a results directory was created for bad input"
+    );
+}
+
+#[test]
 fn generator_cpus_are_a_cpu_list_and_must_leave_nginx_a_cpu() {
     let dir = scratch("generator-cpus");
     for (list, needle) in [

@@ -342,7 +342,8 @@ pub struct SweepArgs {
     /// Measure open loop at this constant rate, requests per second, without searching:
     /// requests start on schedule whether or not earlier ones finished (the warm-up runs
     /// at the same rate, uncounted), so nginx's CPU per response can be compared with
-    /// another client's at the same load.
+    /// another client's at the same load. The window must hold one request or more
+    /// (rate x --window >= 1).
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
 }
@@ -589,6 +590,17 @@ pub(crate) fn parse_generator_cpus(text: &str, allowed: &[usize]) -> Result<Vec<
     Ok(out)
 }
 
+/// An open-loop window must hold at least one request at its rate.
+fn check_rate_window(rate: f64, window: Duration) -> Result<()> {
+    if rate * window.as_secs_f64() < 1.0 {
+        bail!(
+            "--rate {rate} over --window {window:?} is {:.2} request(s): the window holds under one request at this rate: raise --rate or --window",
+            rate * window.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
 /// `--generator-cpus` checked against every core count the sweep will place (the
 /// ones this machine can split, or the smallest if none), before anything starts:
 /// the generator taking the CPUs nginx needs is said as that.
@@ -692,6 +704,9 @@ impl SweepArgs {
             target,
             agents: self.common.agents()?,
         };
+        if let Some(rate) = plan.fixed_rate {
+            check_rate_window(rate, plan.window)?;
+        }
         if let (ServerTarget::Nginx { .. }, Some(g)) = (&plan.target, &plan.generator_cpus) {
             check_generator_room(&plan.cores, g)?;
         }
@@ -848,6 +863,19 @@ mod tests {
             "{}",
             err("15-16")
         );
+    }
+
+    #[test]
+    fn an_open_loop_window_must_hold_a_request() {
+        let e = check_rate_window(0.5, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the window holds under one request at this rate: raise --rate or --window"),
+            "{e}"
+        );
+        assert!(check_rate_window(0.5, Duration::from_secs(2)).is_ok());
+        assert!(check_rate_window(200.0, Duration::from_millis(100)).is_ok());
     }
 
     #[test]

@@ -551,6 +551,18 @@ fn check_curve(session: &mut Session) {
     }
 }
 
+/// A request rate as the progress says it: whole requests per second, with a
+/// decimal (or two) below 10 (`0.5 req/s`, not `0 req/s`).
+pub(crate) fn format_rate(per_sec: f64) -> String {
+    if per_sec >= 10.0 || per_sec == 0.0 {
+        format!("{per_sec:.0}")
+    } else if per_sec >= 0.1 {
+        format!("{per_sec:.1}")
+    } else {
+        format!("{per_sec:.2}")
+    }
+}
+
 fn record_point(
     session: &mut Session,
     config: &SweepConfig,
@@ -558,10 +570,10 @@ fn record_point(
     point: SweepPoint,
 ) -> Result<()> {
     let label = format!(
-        "{}: {} ({:.0} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}",
+        "{}: {} ({} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}",
         point_name(&point),
         format_bits_per_sec(point.throughput_bytes_per_sec),
-        point.requests_per_sec,
+        format_rate(point.requests_per_sec),
         point.concurrency,
         point.max_first_byte_ns as f64 / 1e6,
         point
@@ -1524,6 +1536,15 @@ mod tests {
             }
         }
         (state.best.unwrap().0, None)
+    }
+
+    #[test]
+    fn small_rates_keep_a_decimal() {
+        assert_eq!(format_rate(0.5), "0.5");
+        assert_eq!(format_rate(0.04), "0.04");
+        assert_eq!(format_rate(2.34), "2.3");
+        assert_eq!(format_rate(100.4), "100");
+        assert_eq!(format_rate(0.0), "0");
     }
 
     #[test]
