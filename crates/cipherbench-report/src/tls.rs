@@ -425,7 +425,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 if p.valid {
                     String::new()
                 } else {
-                    format!("  INVALID: {}", p.invalid_reason.as_deref().unwrap_or(""))
+                    format!("  INVALID: {}", invalid_text(p))
                 }
             ));
         }
@@ -894,6 +894,16 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
     out
 }
 
+/// Why a point is invalid, with its failed requests and their main reasons when
+/// the reason does not already say them (a record written before it did).
+fn invalid_text(p: &SweepPoint) -> String {
+    let why = p.invalid_reason.as_deref().unwrap_or("");
+    match cipherbench_model::tls::failures_note(p.errors, &p.errors_by_reason) {
+        Some(f) if !why.contains(&f) => format!("{why}; {f}"),
+        _ => why.to_string(),
+    }
+}
+
 fn limit_name(l: Limit) -> &'static str {
     match l {
         Limit::Server => "nginx",
@@ -1275,6 +1285,28 @@ pub(crate) mod tests {
             "{t}"
         );
         assert!(t.contains("timeout 2"), "{t}");
+    }
+
+    #[test]
+    fn an_invalid_point_with_failed_requests_says_them_on_the_terminal() {
+        let mut r = results();
+        let p = &mut r.sweep.as_mut().unwrap().points[0];
+        p.valid = false;
+        p.generator_saturated = true;
+        p.invalid_reason = Some("the load generator used 100 % of its cores".into());
+        p.errors = 39800;
+        p.errors_by_reason = [
+            (FailureReason::Handshake, 30000),
+            (FailureReason::Timeout, 9000),
+            (FailureReason::Overload, 800),
+        ]
+        .into_iter()
+        .collect();
+        let t = text(&r, None);
+        assert!(
+            t.contains("INVALID: the load generator used 100 % of its cores; 39800 failed request(s): handshake 30000, timeout 9000, overload 800"),
+            "{t}"
+        );
     }
 
     #[test]
