@@ -735,6 +735,41 @@ impl SweepResults {
     }
 }
 
+impl SweepResults {
+    /// `b`'s nginx CPU over `a`'s with its 95 % interval, for points measured at one
+    /// fixed rate (`--rate`), where the CPU the load cost is the comparison that
+    /// means something: paired round by round where the two took turns in one group
+    /// with at least [`crate::interval::MIN_ROUNDS`] rounds each, every round with
+    /// its CPU figure; None otherwise (one window each says no interval).
+    pub fn cpu_ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
+        let (ca, cb) = (a.server_cpu.as_ref()?.total, b.server_cpu.as_ref()?.total);
+        if ca <= 0.0 || a.cores != b.cores {
+            return None;
+        }
+        let paired = a.interleave_group.is_some()
+            && a.interleave_group == b.interleave_group
+            && a.rounds.len() == b.rounds.len()
+            && a.rounds.len() >= crate::interval::MIN_ROUNDS
+            && a.rounds
+                .iter()
+                .zip(&b.rounds)
+                .all(|(x, y)| x.round == y.round);
+        if !paired {
+            return None;
+        }
+        let cpu = |p: &SweepPoint| {
+            p.rounds
+                .iter()
+                .map(|r| r.server_cpu)
+                .collect::<Option<Vec<f64>>>()
+        };
+        let rounds = Rounds::ratio(cpu(b)?, cpu(a)?, Pairing::Paired, Centre::Mean);
+        let counts = (rounds.num.len(), rounds.den.as_ref().map_or(0, Vec::len));
+        let e = bootstrap_figures(&[&rounds], |v| v[0], DEFAULT_SEED)?;
+        Some(RatioInterval::from_estimate(e, Pairing::Paired, counts).scaled_to(cb / ca))
+    }
+}
+
 /// How a sweep ratio's interval is taken, as the tables' headers say it.
 pub const SWEEP_INTERVAL_BASIS: &str = "paired round by round where the two points took turns (marked \"N rounds in turn\"), else over the two final windows' per-interval throughputs";
 

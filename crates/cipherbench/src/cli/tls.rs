@@ -343,7 +343,8 @@ pub struct SweepArgs {
     /// requests start on schedule whether or not earlier ones finished (the warm-up runs
     /// at the same rate, uncounted), so nginx's CPU per response can be compared with
     /// another client's at the same load. The window must hold one request or more
-    /// (rate x --window >= 1).
+    /// (rate x --window >= 1). Variants are then compared by nginx's CPU, not by
+    /// throughput (the rate sets that).
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
 }
