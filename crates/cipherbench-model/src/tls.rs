@@ -484,6 +484,34 @@ impl SweepPoint {
     }
 }
 
+/// Failed requests as a person reads them: `39800 failed request(s): handshake
+/// 30000, timeout 9000, overload 800`, the three most frequent reasons first (then
+/// `and N more`); None when none failed.
+pub fn failures_note(count: u64, by_reason: &BTreeMap<FailureReason, u64>) -> Option<String> {
+    if count == 0 {
+        return None;
+    }
+    let mut reasons: Vec<(&FailureReason, &u64)> = by_reason.iter().filter(|r| *r.1 > 0).collect();
+    // Most frequent first; a tie keeps the report order.
+    reasons.sort_by(|a, b| b.1.cmp(a.1).then(a.0.cmp(b.0)));
+    let mut listed: Vec<String> = reasons
+        .iter()
+        .take(3)
+        .map(|(k, v)| format!("{} {v}", k.as_str()))
+        .collect();
+    if reasons.len() > 3 {
+        listed.push(format!(
+            "and {} more",
+            reasons[3..].iter().map(|r| r.1).sum::<u64>()
+        ));
+    }
+    Some(if listed.is_empty() {
+        format!("{count} failed request(s)")
+    } else {
+        format!("{count} failed request(s): {}", listed.join(", "))
+    })
+}
+
 /// `tls ramp` settings.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct RampConfig {
@@ -707,6 +735,41 @@ impl SweepResults {
     }
 }
 
+impl SweepResults {
+    /// `b`'s nginx CPU over `a`'s with its 95 % interval, for points measured at one
+    /// fixed rate (`--rate`), where the CPU the load cost is the comparison that
+    /// means something: paired round by round where the two took turns in one group
+    /// with at least [`crate::interval::MIN_ROUNDS`] rounds each, every round with
+    /// its CPU figure; None otherwise (one window each says no interval).
+    pub fn cpu_ratio_interval(a: &SweepPoint, b: &SweepPoint) -> Option<RatioInterval> {
+        let (ca, cb) = (a.server_cpu.as_ref()?.total, b.server_cpu.as_ref()?.total);
+        if ca <= 0.0 || a.cores != b.cores {
+            return None;
+        }
+        let paired = a.interleave_group.is_some()
+            && a.interleave_group == b.interleave_group
+            && a.rounds.len() == b.rounds.len()
+            && a.rounds.len() >= crate::interval::MIN_ROUNDS
+            && a.rounds
+                .iter()
+                .zip(&b.rounds)
+                .all(|(x, y)| x.round == y.round);
+        if !paired {
+            return None;
+        }
+        let cpu = |p: &SweepPoint| {
+            p.rounds
+                .iter()
+                .map(|r| r.server_cpu)
+                .collect::<Option<Vec<f64>>>()
+        };
+        let rounds = Rounds::ratio(cpu(b)?, cpu(a)?, Pairing::Paired, Centre::Mean);
+        let counts = (rounds.num.len(), rounds.den.as_ref().map_or(0, Vec::len));
+        let e = bootstrap_figures(&[&rounds], |v| v[0], DEFAULT_SEED)?;
+        Some(RatioInterval::from_estimate(e, Pairing::Paired, counts).scaled_to(cb / ca))
+    }
+}
+
 /// How a sweep ratio's interval is taken, as the tables' headers say it.
 pub const SWEEP_INTERVAL_BASIS: &str = "paired round by round where the two points took turns (marked \"N rounds in turn\"), else over the two final windows' per-interval throughputs";
 
@@ -918,6 +981,26 @@ impl HandshakeResults {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn failures_are_said_with_their_main_reasons_most_frequent_first() {
+        use FailureReason::*;
+        let map = |v: &[(FailureReason, u64)]| v.iter().copied().collect::<BTreeMap<_, _>>();
+        assert_eq!(failures_note(0, &map(&[])), None);
+        assert_eq!(
+            failures_note(
+                39800,
+                &map(&[(Overload, 800), (Handshake, 30000), (Timeout, 9000)])
+            )
+            .unwrap(),
+            "39800 failed request(s): handshake 30000, timeout 9000, overload 800"
+        );
+        assert_eq!(
+            failures_note(10, &map(&[(Connect, 1), (Io, 2), (Timeout, 3), (Http, 4)])).unwrap(),
+            "10 failed request(s): http 4, timeout 3, io 2, and 1 more"
+        );
+        assert_eq!(failures_note(2, &map(&[])).unwrap(), "2 failed request(s)");
+    }
 
     fn rounds_point(variant: &str, group: Option<u64>, rates: &[f64]) -> SweepPoint {
         let mut p: SweepPoint = serde_json::from_value(serde_json::json!({

@@ -612,12 +612,22 @@ pub fn place_tls(
         .copied()
         .filter(|c| generator.is_none_or(|g| !g.contains(c)))
         .collect();
-    if cores > for_server.len() || (generator.is_none() && cores >= for_server.len()) {
-        let most = if generator.is_some() {
-            for_server.len()
-        } else {
-            for_server.len().saturating_sub(1)
-        };
+    if let Some(g) = generator.filter(|_| cores > for_server.len()) {
+        // The generator's CPUs are what leave nginx too few: say so, not --cores.
+        let g = format_cpu_list(g);
+        return Err(match for_server.len() {
+            0 => format!(
+                "--generator-cpus {g} takes every one of this machine's {} CPU(s), leaving none for nginx: leave at least {cores} CPU(s) out of --generator-cpus (or leave it out)",
+                allowed.len()
+            ),
+            left => format!(
+                "--generator-cpus {g} leaves {left} of this machine's {} CPU(s) for nginx, fewer than --cores {cores}: leave more CPUs out of --generator-cpus, or use --cores {left} or fewer",
+                allowed.len()
+            ),
+        });
+    }
+    if generator.is_none() && cores >= for_server.len() {
+        let most = for_server.len().saturating_sub(1);
         return Err(format!(
             "{cores} core(s) for nginx leaves none of this machine's {} CPU(s) for the load generator: use --cores {} or fewer (server and generator are pinned to disjoint cores)",
             allowed.len(),
@@ -1230,6 +1240,19 @@ mod tests {
         assert!(place_tls(&topo, 1, Some(&[7]))
             .unwrap_err()
             .contains("CPU 7"));
+        // The generator's CPUs taking every CPU is said as that, not as --cores.
+        let e = place_tls(&topo, 1, Some(&[0, 1])).unwrap_err();
+        assert!(
+            e.starts_with("--generator-cpus 0-1 takes every one of this machine's 2 CPU(s), leaving none for nginx"),
+            "{e}"
+        );
+        assert!(!e.contains("use --cores"), "{e}");
+        let e = place_tls(&machine(1, 1, 4, 1), 2, Some(&[0, 1, 2])).unwrap_err();
+        assert!(
+            e.contains("--generator-cpus 0-2 leaves 1 of this machine's 4 CPU(s) for nginx, fewer than --cores 2")
+                && e.contains("use --cores 1 or fewer"),
+            "{e}"
+        );
     }
 
     #[test]

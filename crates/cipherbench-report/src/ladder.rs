@@ -435,12 +435,16 @@ fn file_what(p: &FilePoint, cache: Cache, sync: SyncMode) -> String {
 }
 
 /// The AES128-GCM-SHA256 sweep points of variants `a` and `b`, both valid, at the
-/// fewest cores and then the largest file.
+/// fewest cores and then the largest file; none from a sweep at a fixed rate, whose
+/// throughputs are the rate by construction.
 fn tls_points<'a>(
     sweep: &'a SweepResults,
     a: &str,
     b: &str,
 ) -> Option<(&'a SweepPoint, &'a SweepPoint)> {
+    if sweep.config.open_loop_rate.is_some() {
+        return None;
+    }
     let suite = "AES128-GCM-SHA256";
     sweep
         .points
@@ -580,6 +584,11 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .and_then(|t| t.sweep.as_ref())
         .ok_or("the TLS sweep did not run")?;
     let suite = "AES128-GCM-SHA256";
+    if let Some(rate) = sweep.config.open_loop_rate {
+        return Err(format!(
+            "the TLS sweep ran at a fixed rate ({rate} req/s, --rate): its throughput is the rate by construction, so it measures no AES-NI gain (its nginx CPU is compared instead)"
+        ));
+    }
     let (a, n) = tls_points(sweep, "accel", "noaesni").ok_or_else(|| {
         // Swept, but a point is not usable: say which and why.
         let invalid: Vec<String> = sweep

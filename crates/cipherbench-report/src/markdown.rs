@@ -201,6 +201,11 @@ pub fn summary(record: &RunRecord) -> String {
                 }
             ));
         }
+        // A core count the machine could not split is said here, not only counted
+        // among the warnings.
+        for k in &sweep.skipped_cores {
+            out.push_str(&format!("- TLS x{}: not measured: {}\n", k.cores, k.reason));
+        }
         let records = record
             .tls
             .as_ref()
@@ -209,6 +214,14 @@ pub fn summary(record: &RunRecord) -> String {
         // Each ratio with its interval ("no clear difference" when it holds 1.0).
         for r in crate::tls::ratios(sweep, &records) {
             out.push_str(&format!("- TLS {}: {}\n", r.label(), r.display()));
+        }
+        // At a fixed rate: what the load cost nginx, not a throughput ratio.
+        for c in crate::tls::cpu_at_rate(sweep, &records) {
+            out.push_str(&format!(
+                "- TLS nginx CPU, {}: {}\n",
+                c.label(),
+                c.sentence()
+            ));
         }
         let target = record
             .target_gbps

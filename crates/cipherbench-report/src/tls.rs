@@ -87,33 +87,34 @@ impl TlsRatio {
     }
 }
 
-/// Every ratio of the sweep: GCM over CBC-SHA1 for each variant, and for each suite
-/// the variant pairs of the speed tables (`accel / noaesni` per library, a later
-/// library's accel over the baseline's, a provider or engine variant over its
-/// library's accel), at each file size and core count both points have.
-pub fn ratios(s: &SweepResults, records: &[VariantRecord]) -> Vec<TlsRatio> {
+/// Two points the sweep compares: what is divided, the two sides' names, the points,
+/// and the n/a line if a variant in it did not take effect.
+struct Pair<'a> {
+    kind: String,
+    names: (String, String),
+    a: &'a SweepPoint,
+    b: &'a SweepPoint,
+    not_applicable: Option<String>,
+}
+
+/// GCM over CBC-SHA1 for each variant, and for each suite the variant pairs of the
+/// speed tables (`accel / noaesni` per library, a later library's accel over the
+/// baseline's, a provider or engine variant over its library's accel), at each file
+/// size and core count both points have.
+fn pairs<'a>(s: &'a SweepResults, records: &[VariantRecord]) -> Vec<Pair<'a>> {
     let mut out = Vec::new();
-    let mut push = |kind: String, a: &SweepPoint, b: &SweepPoint, na: Option<String>| {
-        out.push(TlsRatio {
-            kind,
-            size_bytes: a.size_bytes,
-            cores: a.cores,
-            ratio: SweepResults::ratio(a, b),
-            interval: SweepResults::ratio_interval(a, b),
-            not_applicable: na,
-        });
-    };
     for a in &s.points {
         if a.suite != "AES128-GCM-SHA256" {
             continue;
         }
         if let Some(b) = s.point("AES128-SHA", a.size_bytes, a.cores, &a.variant) {
-            push(
-                format!("GCM / CBC-SHA1 {}", a.variant),
+            out.push(Pair {
+                kind: format!("GCM / CBC-SHA1 {}", a.variant),
+                names: (a.suite.clone(), b.suite.clone()),
                 a,
                 b,
-                crate::variants::not_applicable(records, &[&a.variant]),
-            );
+                not_applicable: crate::variants::not_applicable(records, &[&a.variant]),
+            });
         }
     }
     for (_, top, bottom) in crate::text::ratio_rows(&s.config.variants) {
@@ -124,12 +125,147 @@ pub fn ratios(s: &SweepResults, records: &[VariantRecord]) -> Vec<TlsRatio> {
                     Some(c) => crate::variants::not_applicable_for(records, &names, c),
                     None => crate::variants::not_applicable(records, &names),
                 };
-                push(format!("{top} / {bottom} {}", a.suite), a, b, na);
+                out.push(Pair {
+                    kind: format!("{top} / {bottom} {}", a.suite),
+                    names: (top.clone(), bottom.clone()),
+                    a,
+                    b,
+                    not_applicable: na,
+                });
             }
         }
     }
     out
 }
+
+/// Every throughput ratio of the sweep ([`pairs`]). None for a sweep at a fixed
+/// rate (`--rate`): there every point's throughput is the rate by construction, and
+/// [`cpu_at_rate`] compares what the load cost nginx instead.
+pub fn ratios(s: &SweepResults, records: &[VariantRecord]) -> Vec<TlsRatio> {
+    if s.config.open_loop_rate.is_some() {
+        return Vec::new();
+    }
+    pairs(s, records)
+        .into_iter()
+        .map(|p| TlsRatio {
+            kind: p.kind,
+            size_bytes: p.a.size_bytes,
+            cores: p.a.cores,
+            ratio: SweepResults::ratio(p.a, p.b),
+            interval: SweepResults::ratio_interval(p.a, p.b),
+            not_applicable: p.not_applicable,
+        })
+        .collect()
+}
+
+/// Two points of a sweep at a fixed rate compared by what the same load cost
+/// nginx: the CPU its workers used, and that CPU per response.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CpuAtRate {
+    /// `accel / noaesni AES128-GCM-SHA256` or `GCM / CBC-SHA1 accel`.
+    pub kind: String,
+    /// The two sides as the sentence names them (variants, or suites).
+    pub names: (String, String),
+    /// File size.
+    pub size_bytes: u64,
+    /// Cores under test.
+    pub cores: usize,
+    /// The rate both were measured at, requests per second.
+    pub rate: f64,
+    /// Cores of nginx busy over the window (utilisation x cores), each side.
+    pub cores_used: (f64, f64),
+    /// nginx CPU per successful response, ms, each side (None without responses).
+    pub per_response_ms: (Option<f64>, Option<f64>),
+    /// The second's CPU over the first's with its 95 % interval, where the two took
+    /// turns over enough rounds ([`SweepResults::cpu_ratio_interval`]).
+    pub interval: Option<RatioInterval>,
+    /// What stands in its place if a variant in it did not take effect.
+    pub not_applicable: Option<String>,
+}
+
+impl CpuAtRate {
+    /// The kind and the point, as [`TlsRatio::label`].
+    pub fn label(&self) -> String {
+        format!(
+            "{} {} x{}",
+            self.kind,
+            ByteSize(self.size_bytes),
+            self.cores
+        )
+    }
+
+    /// The second's CPU over the first's.
+    pub fn ratio(&self) -> f64 {
+        self.cores_used.1 / self.cores_used.0
+    }
+
+    /// `at 200 req/s nginx used 0.17 of a core with accel, 0.75 with noaesni: 4.41x
+    /// [4.10-4.70] (CPU per response 0.85 ms, 3.75 ms)`; the n/a line in place of it
+    /// from a variant that did not take effect.
+    pub fn sentence(&self) -> String {
+        if let Some(na) = &self.not_applicable {
+            return na.clone();
+        }
+        let ratio = match &self.interval {
+            Some(i) => format!(
+                "{}{}",
+                i.display(),
+                cipherbench_model::tls::interval_note(i)
+            ),
+            None => format!("{:.2}x (one window each, no interval)", self.ratio()),
+        };
+        let per_response = match self.per_response_ms {
+            (Some(a), Some(b)) => format!(" (CPU per response {a:.2} ms, {b:.2} ms)"),
+            _ => String::new(),
+        };
+        format!(
+            "at {} req/s nginx used {:.2} of a core with {}, {:.2} with {}: {}{}",
+            trim(self.rate),
+            self.cores_used.0,
+            self.names.0,
+            self.cores_used.1,
+            self.names.1,
+            ratio,
+            per_response
+        )
+    }
+}
+
+/// For a sweep at a fixed rate (`--rate`), each pair of [`pairs`] compared by
+/// nginx's CPU; empty for a searched sweep, and a pair without CPU figures left out.
+pub fn cpu_at_rate(s: &SweepResults, records: &[VariantRecord]) -> Vec<CpuAtRate> {
+    let Some(rate) = s.config.open_loop_rate else {
+        return Vec::new();
+    };
+    let used = |p: &SweepPoint| {
+        p.server_cpu
+            .as_ref()
+            .map(|c| c.total * p.cores as f64)
+            .filter(|u| *u > 0.0)
+    };
+    let per_response =
+        |p: &SweepPoint, u: f64| (p.requests_per_sec > 0.0).then(|| u / p.requests_per_sec * 1e3);
+    pairs(s, records)
+        .into_iter()
+        .filter_map(|p| {
+            let (ua, ub) = (used(p.a)?, used(p.b)?);
+            Some(CpuAtRate {
+                size_bytes: p.a.size_bytes,
+                cores: p.a.cores,
+                rate: p.a.open_loop_rate.unwrap_or(rate),
+                cores_used: (ua, ub),
+                per_response_ms: (per_response(p.a, ua), per_response(p.b, ub)),
+                interval: SweepResults::cpu_ratio_interval(p.a, p.b),
+                kind: p.kind,
+                names: p.names,
+                not_applicable: p.not_applicable,
+            })
+        })
+        .collect()
+}
+
+/// The header of the fixed-rate comparison in the terminal and summary.md.
+pub const CPU_AT_RATE_HEADER: &str = "nginx CPU at the given rate (at a fixed --rate the throughput is the rate by construction, so no throughput ratio is drawn; the ratio is the second's CPU over the first's)";
 
 /// The ratios as a bar chart, one series per kind, one category per file size and
 /// core count, each bar with its interval's whisker.
@@ -224,6 +360,9 @@ pub struct Capacity {
     pub target_gbps: f64,
     /// Cores for the target at the measured per-core rate, rounded up.
     pub cores_needed: u64,
+    /// The fixed rate (`--rate`) the sweep was measured at, requests per second: then
+    /// the rate given, not the generator or the sockets, set the load.
+    pub open_loop_rate: Option<f64>,
 }
 
 /// The capacity line of every suite and variant in the sweep, for `target_gbps`.
@@ -281,6 +420,7 @@ pub fn capacity(s: &SweepResults, target_gbps: f64) -> Vec<Capacity> {
             utilisation,
             target_gbps,
             cores_needed: (target_gbps * 1e9 / rate).ceil().max(1.0) as u64,
+            open_loop_rate: s.config.open_loop_rate,
         });
     }
     out
@@ -295,12 +435,20 @@ impl Capacity {
                 self.cores_list()
             ),
             Some(c) if Some(c) == self.utilisation.first().map(|(k, _)| *k) => format!(
-                "nginx was never CPU-bound in this sweep (at most {:.0} % of its cores): the load generator or the sockets limited it, so the rate is per CPU-second nginx spent, an estimate of what a saturated core serves",
+                "nginx was never CPU-bound in this sweep (at most {:.0} % of its cores): {}, so the rate is per CPU-second nginx spent, an estimate of what a saturated core serves",
                 self.utilisation
                     .iter()
                     .map(|(_, u)| *u)
                     .fold(0.0, f64::max)
-                    * 100.0
+                    * 100.0,
+                match self.open_loop_rate {
+                    Some(r) => format!("the load was the rate given (--rate {})", trim(r)),
+                    None => "the load generator or the sockets limited it".into(),
+                }
+            ),
+            Some(c) if self.open_loop_rate.is_some() => format!(
+                "from {c} cores nginx was not CPU-bound at the rate given (--rate {}): more cores had the same load to share",
+                trim(self.open_loop_rate.unwrap_or_default())
             ),
             Some(c) => {
                 let u = self
@@ -425,7 +573,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 if p.valid {
                     String::new()
                 } else {
-                    format!("  INVALID: {}", p.invalid_reason.as_deref().unwrap_or(""))
+                    format!("  INVALID: {}", invalid_text(p))
                 }
             ));
         }
@@ -462,6 +610,13 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             ));
             for r in &rs {
                 out.push_str(&format!("  {:<44} {}\n", r.label(), r.display()));
+            }
+        }
+        let cs = cpu_at_rate(s, &records);
+        if !cs.is_empty() {
+            out.push_str(&format!("{CPU_AT_RATE_HEADER}:\n"));
+            for c in &cs {
+                out.push_str(&format!("  {:<44} {}\n", c.label(), c.sentence()));
             }
         }
         out.push_str(&crate::keystore::text_sweep(t));
@@ -719,7 +874,13 @@ fn capacity_html(s: &SweepResults, target_gbps: Option<f64>) -> String {
                 .join(", "),
             match c.not_cpu_bound_from {
                 None => "CPU-bound throughout".to_string(),
-                Some(k) => format!("<span class=\"bad\">not CPU-bound from {k} core(s)</span>"),
+                Some(k) => match c.open_loop_rate {
+                    Some(r) => format!(
+                        "not CPU-bound from {k} core(s) at the rate given ({} req/s)",
+                        trim(r)
+                    ),
+                    None => format!("<span class=\"bad\">not CPU-bound from {k} core(s)</span>"),
+                },
             }
         ));
     }
@@ -837,6 +998,38 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
         }
         out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows, each suite measured apart (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
     }
+    let cs = cpu_at_rate(s, records);
+    if !cs.is_empty() {
+        out.push_str("<div class=\"scroll\"><table id=\"table-tls-cpu-at-rate\"><tr><th class=\"l\">nginx CPU at the given rate</th><th>rate</th><th>cores of nginx used (first / second)</th><th>CPU per response (first / second)</th><th>second over first [95 % interval]</th></tr>");
+        for c in &cs {
+            if let Some(na) = &c.not_applicable {
+                out.push_str(&format!(
+                    "<tr><td class=\"l\">{}</td><td colspan=\"4\" class=\"bad\">{}</td></tr>",
+                    escape(&c.label()),
+                    escape(na)
+                ));
+                continue;
+            }
+            out.push_str(&format!(
+                "<tr><td class=\"l\">{}</td><td>{} req/s</td><td>{:.2} ({}) / {:.2} ({})</td><td>{}</td><td>{}</td></tr>",
+                escape(&c.label()),
+                trim(c.rate),
+                c.cores_used.0,
+                escape(&c.names.0),
+                c.cores_used.1,
+                escape(&c.names.1),
+                match c.per_response_ms {
+                    (Some(a), Some(b)) => format!("{a:.2} / {b:.2} ms"),
+                    _ => "-".into(),
+                },
+                match c.interval {
+                    Some(_) => crate::html::interval_cell(Some(c.ratio()), c.interval),
+                    None => format!("{:.2}× <span class=\"muted\">(one window each, no interval)</span>", c.ratio()),
+                }
+            ));
+        }
+        out.push_str("</table></div><p class=\"muted\">Measured at a fixed rate (<code>--rate</code>): every point's throughput is the rate by construction, so no throughput ratio is drawn; what differs between the two is what the same load cost nginx. The interval pairs the rounds' CPU figures where the two took turns.</p>");
+    }
     out.push_str("<details><summary>Every sweep point</summary><div class=\"scroll\"><table><tr><th class=\"l\">suite</th><th>size</th><th>cores</th><th class=\"l\">variant</th><th>throughput</th><th>req/s</th><th>clients</th><th>latency p50 / p99 / max</th><th>TTFB max</th><th>handshake p50</th><th>nginx CPU per worker</th><th>nginx waiting for a CPU</th><th>generator CPU (per thread)</th><th class=\"l\">limit: why these clients</th><th>errors</th><th>nginx / sent</th><th class=\"l\">valid</th></tr>");
     for p in &s.points {
         out.push_str(&format!(
@@ -892,6 +1085,16 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
     }
     out.push_str("</table></div></details>");
     out
+}
+
+/// Why a point is invalid, with its failed requests and their main reasons when
+/// the reason does not already say them (a record written before it did).
+fn invalid_text(p: &SweepPoint) -> String {
+    let why = p.invalid_reason.as_deref().unwrap_or("");
+    match cipherbench_model::tls::failures_note(p.errors, &p.errors_by_reason) {
+        Some(f) if !why.contains(&f) => format!("{why}; {f}"),
+        _ => why.to_string(),
+    }
 }
 
 fn limit_name(l: Limit) -> &'static str {
@@ -1275,6 +1478,28 @@ pub(crate) mod tests {
             "{t}"
         );
         assert!(t.contains("timeout 2"), "{t}");
+    }
+
+    #[test]
+    fn an_invalid_point_with_failed_requests_says_them_on_the_terminal() {
+        let mut r = results();
+        let p = &mut r.sweep.as_mut().unwrap().points[0];
+        p.valid = false;
+        p.generator_saturated = true;
+        p.invalid_reason = Some("the load generator used 100 % of its cores".into());
+        p.errors = 39800;
+        p.errors_by_reason = [
+            (FailureReason::Handshake, 30000),
+            (FailureReason::Timeout, 9000),
+            (FailureReason::Overload, 800),
+        ]
+        .into_iter()
+        .collect();
+        let t = text(&r, None);
+        assert!(
+            t.contains("INVALID: the load generator used 100 % of its cores; 39800 failed request(s): handshake 30000, timeout 9000, overload 800"),
+            "{t}"
+        );
     }
 
     #[test]

@@ -246,6 +246,85 @@ fn a_sweep_rate_must_be_positive_and_not_beside_a_concurrency() {
 }
 
 #[test]
+fn a_sweep_rate_whose_window_holds_no_request_is_refused() {
+    let dir = scratch("rate-window");
+    let out = bin()
+        .args([
+            "tls",
+            "sweep",
+            "--rate",
+            "0.5",
+            "--window",
+            "1s",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(
+        &out,
+        "the window holds under one request at this rate: raise --rate or --window",
+    );
+    assert!(
+        !dir.exists(),
+        "a results directory was created for bad input"
+    );
+}
+
+#[test]
+fn generator_cpus_are_a_cpu_list_and_must_leave_nginx_a_cpu() {
+    let dir = scratch("generator-cpus");
+    for (list, needle) in [
+        (
+            "a",
+            "'a' is not a CPU number or range: give CPU numbers and ranges, e.g. 0-3,8,10-11",
+        ),
+        ("", "--generator-cpus: empty: give CPU numbers and ranges"),
+        ("0,0", "CPU 0 is given twice"),
+    ] {
+        let out = bin()
+            .args([
+                "tls",
+                "sweep",
+                &format!("--generator-cpus={list}"),
+                "--results",
+            ])
+            .arg(&dir)
+            .output()
+            .unwrap();
+        assert_one_line_error(&out, needle);
+    }
+    // Every CPU this process may use, as the kernel lists them (a range, typically):
+    // nothing is left for nginx, and that is what is said.
+    let status = std::fs::read_to_string("/proc/self/status").unwrap();
+    let all = status
+        .lines()
+        .find_map(|l| l.strip_prefix("Cpus_allowed_list:"))
+        .unwrap()
+        .trim()
+        .to_string();
+    let out = bin()
+        .args([
+            "tls",
+            "sweep",
+            "--cores",
+            "1",
+            "--generator-cpus",
+            &all,
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "leaving none for nginx");
+    assert!(!stderr(&out).contains("use --cores"), "{}", stderr(&out));
+    assert!(
+        !dir.exists(),
+        "a results directory was created for bad input"
+    );
+}
+
+#[test]
 fn report_refuses_a_directory_without_a_run() {
     let dir = scratch("empty");
     std::fs::create_dir_all(&dir).unwrap();

@@ -101,7 +101,8 @@ pub struct HandshakeArgs {
     /// Port for nginx on 127.0.0.1 (default: a free one).
     #[arg(long)]
     pub port: Option<u16>,
-    /// CPUs for the load generator (default: every CPU not given to nginx).
+    /// CPUs for the load generator, a list like 0-3,8,10-11, each CPU once
+    /// (default: every CPU not given to nginx).
     #[arg(long, value_name = "LIST")]
     pub generator_cpus: Option<String>,
     /// Print the results as JSON on stdout instead of the table.
@@ -261,8 +262,8 @@ pub struct CommonArgs {
     /// Allow --server to name a host other than this machine.
     #[arg(long)]
     pub allow_remote: bool,
-    /// CPUs for the load generator, one thread each (default: every CPU not given
-    /// to nginx).
+    /// CPUs for the load generator, one thread each: a list like 0-3,8,10-11, each
+    /// CPU once, leaving nginx its cores (default: every CPU not given to nginx).
     #[arg(long, value_name = "LIST")]
     pub generator_cpus: Option<String>,
     /// Generate the load on these hosts instead of this machine: `cipherbench agent`
@@ -341,7 +342,9 @@ pub struct SweepArgs {
     /// Measure open loop at this constant rate, requests per second, without searching:
     /// requests start on schedule whether or not earlier ones finished (the warm-up runs
     /// at the same rate, uncounted), so nginx's CPU per response can be compared with
-    /// another client's at the same load.
+    /// another client's at the same load. The window must hold one request or more
+    /// (rate x --window >= 1). Variants are then compared by nginx's CPU, not by
+    /// throughput (the rate sets that).
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
 }
@@ -543,25 +546,74 @@ fn generator_cpus(text: Option<&str>) -> Result<Option<Vec<usize>>> {
     let Some(text) = text else {
         return Ok(None);
     };
-    let allowed = crate::host::allowed_cpus();
+    parse_generator_cpus(text, &crate::host::allowed_cpus()).map(Some)
+}
+
+/// A taskset-style CPU list (`0-3,8,10-11`) of CPUs in `allowed`, in the order given;
+/// a CPU given twice (`0,0`, `0-2,1`) is refused, as are an empty list and anything
+/// that is not a number or a range.
+pub(crate) fn parse_generator_cpus(text: &str, allowed: &[usize]) -> Result<Vec<usize>> {
+    const FORM: &str = "give CPU numbers and ranges, e.g. 0-3,8,10-11";
+    if text.trim().is_empty() {
+        bail!("--generator-cpus: empty: {FORM}");
+    }
+    let number = |t: &str| t.trim().parse::<usize>().ok();
     let mut out = Vec::new();
-    for t in text.split(',') {
-        let c = t
-            .trim()
-            .parse::<usize>()
-            .ok()
-            .filter(|c| allowed.contains(c))
-            .ok_or_else(|| {
-                anyhow!(
-                    "--generator-cpus: '{}' is not one of this process's CPUs {allowed:?}",
-                    t.trim()
-                )
-            })?;
-        if !out.contains(&c) {
+    for part in text.split(',') {
+        let part = part.trim();
+        let cpus: Vec<usize> = match part.split_once('-') {
+            _ if part.is_empty() => bail!("--generator-cpus: '{text}' has an empty entry: {FORM}"),
+            Some((a, b)) => match (number(a), number(b)) {
+                (Some(a), Some(b)) if a <= b => (a..=b).collect(),
+                (Some(_), Some(_)) => {
+                    bail!("--generator-cpus: range '{part}' runs backwards: {FORM}")
+                }
+                _ => bail!("--generator-cpus: '{part}' is not a CPU number or range: {FORM}"),
+            },
+            None => match number(part) {
+                Some(c) => vec![c],
+                None => bail!("--generator-cpus: '{part}' is not a CPU number or range: {FORM}"),
+            },
+        };
+        for c in cpus {
+            if !allowed.contains(&c) {
+                bail!(
+                    "--generator-cpus: CPU {c} is not one of this process's CPUs ({})",
+                    cipherbench_model::topology::format_cpu_list(allowed)
+                );
+            }
+            if out.contains(&c) {
+                bail!("--generator-cpus: CPU {c} is given twice in '{text}': name each CPU once");
+            }
             out.push(c);
         }
     }
-    Ok(Some(out))
+    Ok(out)
+}
+
+/// An open-loop window must hold at least one request at its rate.
+fn check_rate_window(rate: f64, window: Duration) -> Result<()> {
+    if rate * window.as_secs_f64() < 1.0 {
+        bail!(
+            "--rate {rate} over --window {window:?} is {:.2} request(s): the window holds under one request at this rate: raise --rate or --window",
+            rate * window.as_secs_f64()
+        );
+    }
+    Ok(())
+}
+
+/// `--generator-cpus` checked against every core count the sweep will place (the
+/// ones this machine can split, or the smallest if none), before anything starts:
+/// the generator taking the CPUs nginx needs is said as that.
+fn check_generator_room(cores: &[usize], generator: &[usize]) -> Result<()> {
+    let topology = crate::machine::topology::this_machine(None);
+    let n = topology.allowed.len();
+    let smallest = cores.iter().copied().min().unwrap_or(1);
+    for &c in cores.iter().filter(|&&c| c < n || c == smallest) {
+        cipherbench_model::topology::place_tls(&topology, c, Some(generator))
+            .map_err(|e| anyhow!(e))?;
+    }
+    Ok(())
 }
 
 fn parse_cores(text: &str) -> Result<Vec<usize>> {
@@ -653,6 +705,12 @@ impl SweepArgs {
             target,
             agents: self.common.agents()?,
         };
+        if let Some(rate) = plan.fixed_rate {
+            check_rate_window(rate, plan.window)?;
+        }
+        if let (ServerTarget::Nginx { .. }, Some(g)) = (&plan.target, &plan.generator_cpus) {
+            check_generator_room(&plan.cores, g)?;
+        }
         plan.variants = self.common.variants()?;
         Ok(plan)
     }
@@ -776,6 +834,50 @@ fn measure_tls(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn generator_cpus_take_taskset_lists_and_refuse_repeats_and_junk() {
+        let allowed: Vec<usize> = (0..16).collect();
+        let ok = |t: &str| parse_generator_cpus(t, &allowed).unwrap();
+        let err = |t: &str| parse_generator_cpus(t, &allowed).unwrap_err().to_string();
+        assert_eq!(ok("0-1"), vec![0, 1]);
+        assert_eq!(ok("0-3,8,10-11"), vec![0, 1, 2, 3, 8, 10, 11]);
+        assert_eq!(ok(" 5 , 2 "), vec![5, 2]);
+        assert!(
+            err("0,0").contains("CPU 0 is given twice"),
+            "{}",
+            err("0,0")
+        );
+        assert!(err("0-2,1").contains("CPU 1 is given twice"));
+        for bad in ["a", "1-b", "0,,1", "-1"] {
+            assert!(err(bad).contains("e.g. 0-3,8,10-11"), "{bad}: {}", err(bad));
+        }
+        assert!(
+            err("").starts_with("--generator-cpus: empty"),
+            "{}",
+            err("")
+        );
+        assert!(err("  ").contains("e.g. 0-3,8,10-11"));
+        assert!(err("3-1").contains("runs backwards"));
+        assert!(
+            err("15-16").contains("CPU 16 is not one of this process's CPUs (0-15)"),
+            "{}",
+            err("15-16")
+        );
+    }
+
+    #[test]
+    fn an_open_loop_window_must_hold_a_request() {
+        let e = check_rate_window(0.5, Duration::from_secs(1))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("the window holds under one request at this rate: raise --rate or --window"),
+            "{e}"
+        );
+        assert!(check_rate_window(0.5, Duration::from_secs(2)).is_ok());
+        assert!(check_rate_window(200.0, Duration::from_millis(100)).is_ok());
+    }
 
     #[test]
     fn rounds_default_to_three_unless_the_window_is_too_short_for_them() {

@@ -557,6 +557,27 @@ fn check_curve(session: &mut Session) {
     }
 }
 
+/// An invalid point's reason with its failed requests (`failures`, from
+/// [`cipherbench_model::tls::failures_note`]) added when it does not say them.
+pub(crate) fn with_failures(why: String, failures: Option<&str>) -> String {
+    match failures {
+        Some(f) if !why.contains(f) => format!("{why}; and {f} in the window"),
+        _ => why,
+    }
+}
+
+/// A request rate as the progress says it: whole requests per second, with a
+/// decimal (or two) below 10 (`0.5 req/s`, not `0 req/s`).
+pub(crate) fn format_rate(per_sec: f64) -> String {
+    if per_sec >= 10.0 || per_sec == 0.0 {
+        format!("{per_sec:.0}")
+    } else if per_sec >= 0.1 {
+        format!("{per_sec:.1}")
+    } else {
+        format!("{per_sec:.2}")
+    }
+}
+
 fn record_point(
     session: &mut Session,
     config: &SweepConfig,
@@ -564,10 +585,10 @@ fn record_point(
     point: SweepPoint,
 ) -> Result<()> {
     let label = format!(
-        "{}: {} ({:.0} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}",
+        "{}: {} ({} req/s) at {} client(s), first byte max {:.0} ms, nginx {}, generator {} per thread{}{}{}",
         point_name(&point),
         format_bits_per_sec(point.throughput_bytes_per_sec),
-        point.requests_per_sec,
+        format_rate(point.requests_per_sec),
         point.concurrency,
         point.max_first_byte_ns as f64 / 1e6,
         point
@@ -580,6 +601,10 @@ fn record_point(
             .search
             .as_ref()
             .map(|s| format!("; {}", s.explanation))
+            .unwrap_or_default(),
+        // Failed requests on the terminal, not only in run.json.
+        cipherbench_model::tls::failures_note(point.errors, &point.errors_by_reason)
+            .map(|f| format!("; {f}"))
             .unwrap_or_default(),
         if point.valid { "" } else { " [INVALID]" }
     );
@@ -636,8 +661,9 @@ fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
             "tls",
             "request_errors",
             format!(
-                "{what}: {} failed request(s) in the window: {:?}",
-                p.errors, p.errors_by_reason
+                "{what}: {} in the window",
+                cipherbench_model::tls::failures_note(p.errors, &p.errors_by_reason)
+                    .unwrap_or_default()
             ),
         );
     }
@@ -1448,6 +1474,7 @@ fn point(
     let generator_cpu_per_thread = r.generator_cpu_per_thread();
     let generator_saturated = saturated(generator_cpu, &generator_cpu_per_thread);
     let within_limit = m.within(plan.limit);
+    let failures = cipherbench_model::tls::failures_note(r.failed, &r.failures);
     let invalid_reason = if let Some(failure) = &m.agent_failure {
         Some(format!("failed: {failure}"))
     } else if generator_saturated {
@@ -1456,8 +1483,8 @@ fn point(
             generator_cpu * 100.0,
             per_thread(&generator_cpu_per_thread)
         ))
-    } else if r.failed > 0 {
-        Some(format!("{} request(s) failed in the window", r.failed))
+    } else if let Some(f) = &failures {
+        Some(format!("{f} in the window"))
     } else if !within_limit {
         Some(format!(
             "even at {concurrency} client(s) the first byte took up to {:.2} s, over the {:.2} s limit",
@@ -1467,6 +1494,8 @@ fn point(
     } else {
         None
     };
+    // Failed requests are said whatever else made the point invalid.
+    let invalid_reason = invalid_reason.map(|why| with_failures(why, failures.as_deref()));
     SweepPoint {
         suite: l.suite.to_string(),
         protocol: l.protocol.to_string(),
@@ -1545,6 +1574,25 @@ mod tests {
             }
         }
         (state.best.unwrap().0, None)
+    }
+
+    #[test]
+    fn small_rates_keep_a_decimal_and_failures_join_any_invalid_reason() {
+        assert_eq!(format_rate(0.5), "0.5");
+        assert_eq!(format_rate(0.04), "0.04");
+        assert_eq!(format_rate(2.34), "2.3");
+        assert_eq!(format_rate(100.4), "100");
+        assert_eq!(format_rate(0.0), "0");
+        let f = "39800 failed request(s): handshake 30000, timeout 9000";
+        assert_eq!(
+            with_failures("the load generator used 100 % of its cores".into(), Some(f)),
+            format!("the load generator used 100 % of its cores; and {f} in the window")
+        );
+        assert_eq!(
+            with_failures(format!("{f} in the window"), Some(f)),
+            format!("{f} in the window")
+        );
+        assert_eq!(with_failures("x".into(), None), "x");
     }
 
     #[test]
