@@ -942,6 +942,7 @@ pub fn measured_run_on(
         sender,
         receiver,
         underlay_rate_bits_per_sec,
+        pair.sender.mtu,
         noise,
     ))
 }

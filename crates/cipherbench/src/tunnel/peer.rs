@@ -917,7 +917,14 @@ impl rounds::Stand for PeerStand<'_> {
         });
         let sender = gateway("sender", &self.here_end.hostname, s0, s1);
         let receiver = gateway("receiver", &self.there_end.hostname, r0, r1);
-        let mut run = crate::tunnel::analysis::judged_run(iperf, sender, receiver, None, noise);
+        let mut run = crate::tunnel::analysis::judged_run(
+            iperf,
+            sender,
+            receiver,
+            None,
+            self.plan.mtu,
+            noise,
+        );
         run.peer_noise = peer_noise;
         Ok(run)
     }
