@@ -39,6 +39,20 @@ fn rows(t: &TunnelResults) -> Vec<(String, String)> {
     rows
 }
 
+/// What the header says was measured: only the protocols asked for, UDP with the
+/// loss its rate search aimed at (both: TCP, and UDP at that rate).
+fn measured(c: &cipherbench_model::tunnel::TunnelConfig) -> String {
+    let loss = c.udp_target_loss * 100.0;
+    match (
+        c.protocols.contains(&Protocol::Tcp),
+        c.protocols.contains(&Protocol::Udp),
+    ) {
+        (true, true) => format!("UDP at the rate giving about {loss:.0} % loss"),
+        (false, true) => format!("UDP only, at the rate giving about {loss:.0} % loss"),
+        _ => "TCP only".into(),
+    }
+}
+
 fn setup_line(t: &TunnelResults) -> String {
     let c = &t.config;
     let between = match &t.peer {
@@ -55,7 +69,7 @@ fn setup_line(t: &TunnelResults) -> String {
         ),
     };
     format!(
-        "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
+        "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; {}; variant on {} gateway{}",
         c.tunnel_mtu,
         c.length_bytes
             .map(|l| format!("-l {l}"))
@@ -71,7 +85,7 @@ fn setup_line(t: &TunnelResults) -> String {
         } else {
             String::new()
         },
-        c.udp_target_loss * 100.0,
+        measured(c),
         c.variant_side.as_str(),
         if c.variant_side == cipherbench_model::tunnel::VariantSide::Both {
             "s"

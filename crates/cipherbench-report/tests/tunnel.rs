@@ -379,3 +379,20 @@ fn a_ratio_whose_interval_holds_one_is_no_clear_difference_not_a_gain() {
         .unwrap();
     assert!(line.ends_with(", no clear difference"), "{line}");
 }
+
+#[test]
+fn the_header_names_only_the_protocols_measured() {
+    let mut t = fixture();
+    let header = |t: &TunnelResults| tunnel::text(t).lines().nth(1).unwrap().to_string();
+    // Both (and records from before `protocols` was kept): the UDP search's target.
+    assert!(header(&t).contains("; UDP at the rate giving about 5 % loss;"));
+    t.config.protocols = vec![Protocol::Tcp];
+    let tcp = header(&t);
+    assert!(tcp.contains("; TCP only;") && !tcp.contains("UDP at"), "{tcp}");
+    t.config.protocols = vec![Protocol::Udp];
+    let udp = header(&t);
+    assert!(
+        udp.contains("; UDP only, at the rate giving about 5 % loss;"),
+        "{udp}"
+    );
+}

@@ -209,6 +209,7 @@ impl TunnelPlan {
             underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
             tunnel_mtu: self.mtu,
             length_bytes: self.length,
+            protocols: self.protocols.clone(),
             udp_window_bytes: self.udp_window,
             duration_ns: self.seconds * 1_000_000_000,
             omit_ns: self.omit_seconds * 1_000_000_000,
