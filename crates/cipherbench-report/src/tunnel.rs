@@ -535,8 +535,14 @@ pub fn ratio_markdown(rows: &[RatioRow], stack: &str) -> String {
     out
 }
 
+/// Pools of more workers than this are summed up (count, sum, least-most) instead
+/// of listing every worker's share.
+pub const LISTED_WORKERS: usize = 8;
+
 /// One gateway's threads as `name cores`, a pipeline's pool of workers as one
-/// entry with each worker's share (`seal 0.41/0.40`).
+/// entry with each worker's share (`seal 0.41/0.40`), or beyond
+/// [`LISTED_WORKERS`] workers their count, sum and range
+/// (`open 64 workers 1.02 (0.01-0.03 each)`).
 pub fn thread_loads(g: &GatewayRun) -> String {
     let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
     for t in &g.threads {
@@ -549,6 +555,15 @@ pub fn thread_loads(g: &GatewayRun) -> String {
     stages
         .iter()
         .map(|(name, loads)| {
+            if loads.len() > LISTED_WORKERS {
+                let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = loads.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = loads.iter().sum();
+                return format!(
+                    "{name} {} workers {sum:.2} ({min:.2}-{max:.2} each)",
+                    loads.len()
+                );
+            }
             let loads: Vec<String> = loads.iter().map(|l| format!("{l:.2}")).collect();
             format!("{name} {}", loads.join("/"))
         })

@@ -395,10 +395,28 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             .iter()
             .filter(|w| !w.starts_with("the CPUs are virtual"))
         {
-            session.record.warn("tunnel", "placement_shared", w.clone());
+            note(session, "placement_shared", w.clone());
         }
     }
     let pinning = results.config.pinning.clone();
+    if plan.stacks.contains(&Stack::Own) {
+        let cpus = |pinned: &[usize]| {
+            if pinned.is_empty() {
+                topology.allowed.clone()
+            } else {
+                pinned.to_vec()
+            }
+        };
+        if let Some(message) = threads_over_cpus(
+            plan.gateway_threads,
+            &[
+                ("sender", &cpus(&pinning.sender_gateway)),
+                ("receiver", &cpus(&pinning.receiver_gateway)),
+            ],
+        ) {
+            note(session, "gateway_threads_over_cpus", message);
+        }
+    }
     let noise_cpus = watched_cpus(results.placement.as_ref());
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
@@ -732,6 +750,37 @@ fn note_variant(
     known.push(record);
 }
 
+/// A run note: printed now (one line, even with --quiet) and kept in run.json's
+/// warnings.
+pub(crate) fn note(session: &mut Session, kind: &str, message: String) {
+    session.progress.note(&message);
+    session.record.warn("tunnel", kind, message);
+}
+
+/// The note when a gateway is asked for more crypto workers per direction than it
+/// has CPUs (`gateways`: each one's name and CPUs): its workers then take turns on
+/// them. None when every gateway has a CPU per worker.
+pub fn threads_over_cpus(threads: usize, gateways: &[(&str, &[usize])]) -> Option<String> {
+    let short: Vec<String> = gateways
+        .iter()
+        .filter(|(_, cpus)| !cpus.is_empty() && threads > cpus.len())
+        .map(|(name, cpus)| {
+            format!(
+                "{name} gateway: {} {}",
+                if cpus.len() == 1 { "CPU" } else { "CPUs" },
+                cipherbench_model::topology::format_cpu_list(cpus),
+            )
+        })
+        .collect();
+    if short.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{threads} crypto workers per direction in each gateway, more than its CPUs ({}): they take turns there, which adds hand-offs, not speed",
+        short.join("; "),
+    ))
+}
+
 /// The warnings a point deserves, saved with the run: noise, bytes that do not
 /// reconcile, drops, a sender-limited search, a tunnel above its underlay, a high
 /// spread. `peer`: the tunnel ran to this host (`tunnel --peer`), whose underlay
@@ -1024,6 +1073,28 @@ pub(crate) fn tunnel_point(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn more_workers_than_a_gateways_cpus_is_said_once_for_both() {
+        // The reviewer's --gateway-threads 64 on 2 CPUs: one CPU per gateway.
+        let note = threads_over_cpus(64, &[("sender", &[0]), ("receiver", &[1])]).unwrap();
+        assert_eq!(
+            note,
+            "64 crypto workers per direction in each gateway, more than its CPUs (sender gateway: CPU 0; receiver gateway: CPU 1): they take turns there, which adds hand-offs, not speed"
+        );
+        // A worker per CPU, or fewer: nothing to say.
+        assert_eq!(threads_over_cpus(1, &[("sender", &[0]), ("receiver", &[1])]), None);
+        assert_eq!(
+            threads_over_cpus(2, &[("sender", &[0, 1]), ("receiver", &[2, 3])]),
+            None
+        );
+        // Only the gateway that is short is named.
+        let one = threads_over_cpus(3, &[("sender", &[0, 1, 2]), ("receiver", &[3, 4])]).unwrap();
+        assert!(
+            one.contains("(receiver gateway: CPUs 3-4)") && !one.contains("sender"),
+            "{one}"
+        );
+    }
 
     #[test]
     fn the_default_gateway_workers_leave_a_core_to_each_iperf3_end() {

@@ -564,12 +564,18 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
                 .iter()
                 .filter(|w| !w.starts_with("the CPUs are virtual"))
             {
-                session.record.warn(
-                    "tunnel",
+                crate::tunnel::note(
+                    session,
                     "placement_shared",
                     format!("on {} ({} gateway): {w}", end.hostname, end.gateway),
                 );
             }
+        }
+        if let Some(message) = crate::tunnel::threads_over_cpus(
+            end.gateway_threads,
+            &[(&format!("{} ({})", end.gateway, end.hostname), &end.gateway_cpus)],
+        ) {
+            crate::tunnel::note(session, "gateway_threads_over_cpus", message);
         }
     }
     let mut config = plan.config();
