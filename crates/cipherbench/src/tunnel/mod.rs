@@ -417,6 +417,14 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             note(session, "gateway_threads_over_cpus", message);
         }
     }
+    if plan.stacks.contains(&Stack::Strongswan) && plan.gateway_threads_from == "--gateway-threads"
+    {
+        note(
+            session,
+            "gateway_threads_own_only",
+            strongswan_threads_note(plan.gateway_threads, &plan.stacks, &pinning.sender_gateway),
+        );
+    }
     let noise_cpus = watched_cpus(results.placement.as_ref());
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
@@ -781,6 +789,30 @@ pub fn threads_over_cpus(threads: usize, gateways: &[(&str, &[usize])]) -> Optio
     ))
 }
 
+/// The note for `--gateway-threads` with strongSwan measured: charon has no such
+/// setting; the number only sets how many CPUs each charon is pinned to (`cpus`:
+/// the sender's, as the planner gave them for that many workers).
+pub fn strongswan_threads_note(threads: usize, stacks: &[Stack], cpus: &[usize]) -> String {
+    let pinned = if cpus.is_empty() {
+        "not pinned".to_string()
+    } else {
+        format!(
+            "each pinned to {} CPU{} (the sender's: {})",
+            cpus.len(),
+            if cpus.len() == 1 { "" } else { "s" },
+            cipherbench_model::topology::format_cpu_list(cpus)
+        )
+    };
+    let own = if stacks.contains(&Stack::Own) {
+        "sets the workers of cipherbench's own gateways only"
+    } else {
+        "has no workers to set with --stack strongswan alone"
+    };
+    format!(
+        "--gateway-threads {threads} {own}: strongSwan's charon runs kernel-libipsec's own threads; it only sets the CPUs the planner gives each charon, as it would a gateway's ({pinned})"
+    )
+}
+
 /// The warnings a point deserves, saved with the run: noise, bytes that do not
 /// reconcile, drops, a sender-limited search, a tunnel above its underlay, a high
 /// spread. `peer`: the tunnel ran to this host (`tunnel --peer`), whose underlay
@@ -1093,6 +1125,21 @@ mod tests {
         assert!(
             one.contains("(receiver gateway: CPUs 3-4)") && !one.contains("sender"),
             "{one}"
+        );
+    }
+
+    #[test]
+    fn gateway_threads_with_strongswan_say_what_they_do_there() {
+        let alone = strongswan_threads_note(4, &[Stack::Strongswan], &[2, 3]);
+        assert!(
+            alone.starts_with("--gateway-threads 4 has no workers to set with --stack strongswan alone")
+                && alone.contains("each pinned to 2 CPUs (the sender's: 2-3)"),
+            "{alone}"
+        );
+        let both = strongswan_threads_note(4, &[Stack::Own, Stack::Strongswan], &[]);
+        assert!(
+            both.contains("own gateways only") && both.contains("not pinned"),
+            "{both}"
         );
     }
 
