@@ -388,7 +388,10 @@ fn the_header_names_only_the_protocols_measured() {
     assert!(header(&t).contains("; UDP at the rate giving about 5 % loss;"));
     t.config.protocols = vec![Protocol::Tcp];
     let tcp = header(&t);
-    assert!(tcp.contains("; TCP only;") && !tcp.contains("UDP at"), "{tcp}");
+    assert!(
+        tcp.contains("; TCP only;") && !tcp.contains("UDP at"),
+        "{tcp}"
+    );
     t.config.protocols = vec![Protocol::Udp];
     let udp = header(&t);
     assert!(
@@ -417,7 +420,10 @@ fn a_pool_of_many_workers_is_summed_up_on_the_thread_line() {
     // Eight workers: each listed.
     g.threads.extend(pool(8, "seal"));
     let line = tunnel::thread_loads(&g);
-    assert!(line.contains("seal 0.00/0.01/0.02/0.03/0.00/0.01/0.02/0.03"), "{line}");
+    assert!(
+        line.contains("seal 0.00/0.01/0.02/0.03/0.00/0.01/0.02/0.03"),
+        "{line}"
+    );
     // 64 (the reviewer's --gateway-threads 64): count, sum and range.
     g.threads.extend(pool(64, "open"));
     let line = tunnel::thread_loads(&g);

@@ -400,8 +400,14 @@ mod tests {
         assert_eq!(udp_datagram_inner_bytes(1220, 1400), 1248);
         assert_eq!(udp_datagram_inner_bytes(1372, 1400), 1400);
         assert_eq!(udp_datagram_inner_bytes(1373, 1400), 1381 + 2 * 20);
-        assert_eq!(udp_datagram_inner_bytes(1376 + 1380 - 8, 1400), 2756 + 2 * 20);
-        assert_eq!(udp_datagram_inner_bytes(1376 + 1381 - 8, 1400), 2757 + 3 * 20);
+        assert_eq!(
+            udp_datagram_inner_bytes(1376 + 1380 - 8, 1400),
+            2756 + 2 * 20
+        );
+        assert_eq!(
+            udp_datagram_inner_bytes(1376 + 1381 - 8, 1400),
+            2757 + 3 * 20
+        );
         // 8000-byte datagrams: 8008 bytes in 6 fragments (5 x 1376 + 1128).
         assert_eq!(udp_datagram_inner_bytes(8000, 1400), 8008 + 6 * 20);
         // The reviewer's run (--preset tiny --protocols udp --length 8000): 32800

@@ -1115,7 +1115,10 @@ mod tests {
             "64 crypto workers per direction in each gateway, more than its CPUs (sender gateway: CPU 0; receiver gateway: CPU 1): they take turns there, which adds hand-offs, not speed"
         );
         // A worker per CPU, or fewer: nothing to say.
-        assert_eq!(threads_over_cpus(1, &[("sender", &[0]), ("receiver", &[1])]), None);
+        assert_eq!(
+            threads_over_cpus(1, &[("sender", &[0]), ("receiver", &[1])]),
+            None
+        );
         assert_eq!(
             threads_over_cpus(2, &[("sender", &[0, 1]), ("receiver", &[2, 3])]),
             None
@@ -1132,8 +1135,9 @@ mod tests {
     fn gateway_threads_with_strongswan_say_what_they_do_there() {
         let alone = strongswan_threads_note(4, &[Stack::Strongswan], &[2, 3]);
         assert!(
-            alone.starts_with("--gateway-threads 4 has no workers to set with --stack strongswan alone")
-                && alone.contains("each pinned to 2 CPUs (the sender's: 2-3)"),
+            alone.starts_with(
+                "--gateway-threads 4 has no workers to set with --stack strongswan alone"
+            ) && alone.contains("each pinned to 2 CPUs (the sender's: 2-3)"),
             "{alone}"
         );
         let both = strongswan_threads_note(4, &[Stack::Own, Stack::Strongswan], &[]);

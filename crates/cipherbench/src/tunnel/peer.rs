@@ -573,7 +573,10 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         }
         if let Some(message) = crate::tunnel::threads_over_cpus(
             end.gateway_threads,
-            &[(&format!("{} ({})", end.gateway, end.hostname), &end.gateway_cpus)],
+            &[(
+                &format!("{} ({})", end.gateway, end.hostname),
+                &end.gateway_cpus,
+            )],
         ) {
             crate::tunnel::note(session, "gateway_threads_over_cpus", message);
         }
