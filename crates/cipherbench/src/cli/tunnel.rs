@@ -89,8 +89,8 @@ pub struct TunnelArgs {
     /// Gateway: crypto workers per direction in each gateway. 1: no pipeline; on
     /// one core a `tun<->udp` thread takes both directions in turn, with a
     /// `udp->tun spare` on that core that takes the socket over for good once
-    /// `tun<->udp` waits too long for its core (the table says when it split); on
-    /// two or more, one thread per direction. N >= 2: each direction an ordered
+    /// `tun<->udp` waits too long for its core (the table says when it split);
+    /// otherwise one thread per direction. N >= 2: each direction an ordered
     /// pipeline, a reading thread, N workers sealing or opening one SA in parallel
     /// and a writing thread keeping the order. Default: what the cores allow once
     /// both iperf3 ends have one ((cores - 2) / 2, 1 to 16), recorded in run.json.
