@@ -1575,6 +1575,54 @@ fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
 }
 
 #[test]
+fn more_gateway_workers_than_cpus_is_a_printed_note_and_a_long_pool_one_short_entry() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the gateway workers note test: {e:#}");
+        return;
+    }
+    // More workers than the machine has CPUs, so more than any gateway gets, and
+    // more than the 8 a thread line lists one by one.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cpus + 1).clamp(9, 64).to_string();
+    let out = tunnel_command(&["--seconds", "1", "--gateway-threads", &workers])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with(&format!(
+                "note: {workers} crypto workers per direction in each gateway, more than its CPUs ("
+            ))
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    if cpus < 4 {
+        // iperf3 shares the gateways' CPUs: said where the run's notes are.
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("note: cannot give a disjoint placement")),
+            "{stderr}"
+        );
+    }
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("null accel tcp: sender"))
+        .unwrap_or_else(|| panic!("no thread line in\n{stdout}"));
+    assert!(
+        line.contains(&format!("seal {workers} workers ")) && line.len() < 400,
+        "{line}"
+    );
+}
+
+#[test]
 fn the_esp_keylog_flag_logs_every_sa_privately_and_appends_across_runs() {
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
