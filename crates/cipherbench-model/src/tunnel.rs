@@ -28,6 +28,11 @@ impl Protocol {
             Protocol::Udp => "udp",
         }
     }
+
+    /// TCP and UDP: what records without `protocols` measured.
+    pub fn both() -> Vec<Protocol> {
+        vec![Protocol::Tcp, Protocol::Udp]
+    }
 }
 
 /// Which gateway(s) ran the variant; the other runs `accel` (seed 004 changed the
@@ -101,6 +106,9 @@ pub struct TunnelConfig {
     pub tunnel_mtu: u32,
     /// iperf3 `-l` (bytes per write); None: iperf3's default (128 KiB for TCP).
     pub length_bytes: Option<u64>,
+    /// The protocols asked for, in order (records before this field: both).
+    #[serde(default = "Protocol::both")]
+    pub protocols: Vec<Protocol>,
     /// iperf3 `-w` for UDP runs (socket buffers, bytes): iperf3's server shares a
     /// core with the receiving gateway, and must absorb a gateway's batch.
     #[serde(default)]
@@ -790,6 +798,7 @@ mod tests {
             underlay_rate: None,
             tunnel_mtu: 1400,
             length_bytes: Some(1220),
+            protocols: Protocol::both(),
             udp_window_bytes: None,
             duration_ns: 1,
             omit_ns: 0,

@@ -39,6 +39,20 @@ fn rows(t: &TunnelResults) -> Vec<(String, String)> {
     rows
 }
 
+/// What the header says was measured: only the protocols asked for, UDP with the
+/// loss its rate search aimed at (both: TCP, and UDP at that rate).
+fn measured(c: &cipherbench_model::tunnel::TunnelConfig) -> String {
+    let loss = c.udp_target_loss * 100.0;
+    match (
+        c.protocols.contains(&Protocol::Tcp),
+        c.protocols.contains(&Protocol::Udp),
+    ) {
+        (true, true) => format!("UDP at the rate giving about {loss:.0} % loss"),
+        (false, true) => format!("UDP only, at the rate giving about {loss:.0} % loss"),
+        _ => "TCP only".into(),
+    }
+}
+
 fn setup_line(t: &TunnelResults) -> String {
     let c = &t.config;
     let between = match &t.peer {
@@ -55,7 +69,7 @@ fn setup_line(t: &TunnelResults) -> String {
         ),
     };
     format!(
-        "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; UDP at the rate giving about {:.0} % loss; variant on {} gateway{}",
+        "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; {}; variant on {} gateway{}",
         c.tunnel_mtu,
         c.length_bytes
             .map(|l| format!("-l {l}"))
@@ -71,7 +85,7 @@ fn setup_line(t: &TunnelResults) -> String {
         } else {
             String::new()
         },
-        c.udp_target_loss * 100.0,
+        measured(c),
         c.variant_side.as_str(),
         if c.variant_side == cipherbench_model::tunnel::VariantSide::Both {
             "s"
@@ -521,8 +535,14 @@ pub fn ratio_markdown(rows: &[RatioRow], stack: &str) -> String {
     out
 }
 
+/// Pools of more workers than this are summed up (count, sum, least-most) instead
+/// of listing every worker's share.
+pub const LISTED_WORKERS: usize = 8;
+
 /// One gateway's threads as `name cores`, a pipeline's pool of workers as one
-/// entry with each worker's share (`seal 0.41/0.40`).
+/// entry with each worker's share (`seal 0.41/0.40`), or beyond
+/// [`LISTED_WORKERS`] workers their count, sum and range
+/// (`open 64 workers 1.02 (0.01-0.03 each)`).
 pub fn thread_loads(g: &GatewayRun) -> String {
     let mut stages: Vec<(String, Vec<f64>)> = Vec::new();
     for t in &g.threads {
@@ -535,6 +555,15 @@ pub fn thread_loads(g: &GatewayRun) -> String {
     stages
         .iter()
         .map(|(name, loads)| {
+            if loads.len() > LISTED_WORKERS {
+                let min = loads.iter().copied().fold(f64::INFINITY, f64::min);
+                let max = loads.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+                let sum: f64 = loads.iter().sum();
+                return format!(
+                    "{name} {} workers {sum:.2} ({min:.2}-{max:.2} each)",
+                    loads.len()
+                );
+            }
             let loads: Vec<String> = loads.iter().map(|l| format!("{l:.2}")).collect();
             format!("{name} {}", loads.join("/"))
         })

@@ -379,3 +379,57 @@ fn a_ratio_whose_interval_holds_one_is_no_clear_difference_not_a_gain() {
         .unwrap();
     assert!(line.ends_with(", no clear difference"), "{line}");
 }
+
+#[test]
+fn the_header_names_only_the_protocols_measured() {
+    let mut t = fixture();
+    let header = |t: &TunnelResults| tunnel::text(t).lines().nth(1).unwrap().to_string();
+    // Both (and records from before `protocols` was kept): the UDP search's target.
+    assert!(header(&t).contains("; UDP at the rate giving about 5 % loss;"));
+    t.config.protocols = vec![Protocol::Tcp];
+    let tcp = header(&t);
+    assert!(
+        tcp.contains("; TCP only;") && !tcp.contains("UDP at"),
+        "{tcp}"
+    );
+    t.config.protocols = vec![Protocol::Udp];
+    let udp = header(&t);
+    assert!(
+        udp.contains("; UDP only, at the rate giving about 5 % loss;"),
+        "{udp}"
+    );
+}
+
+#[test]
+fn a_pool_of_many_workers_is_summed_up_on_the_thread_line() {
+    let t = fixture();
+    let mut g = t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap().runs[0]
+        .sender
+        .clone();
+    let template = g.threads[0].clone();
+    let pool = |n: usize, stage: &str| -> Vec<_> {
+        (0..n)
+            .map(|i| {
+                let mut w = template.clone();
+                w.name = format!("{stage}/{i}");
+                w.cpu_cores_used = 0.01 * (i % 4) as f64;
+                w
+            })
+            .collect()
+    };
+    // Eight workers: each listed.
+    g.threads.extend(pool(8, "seal"));
+    let line = tunnel::thread_loads(&g);
+    assert!(
+        line.contains("seal 0.00/0.01/0.02/0.03/0.00/0.01/0.02/0.03"),
+        "{line}"
+    );
+    // 64 (the reviewer's --gateway-threads 64): count, sum and range.
+    g.threads.extend(pool(64, "open"));
+    let line = tunnel::thread_loads(&g);
+    assert!(
+        line.contains("open 64 workers 0.96 (0.00-0.03 each)"),
+        "{line}"
+    );
+    assert!(line.len() < 200, "{} characters: {line}", line.len());
+}

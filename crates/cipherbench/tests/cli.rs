@@ -492,6 +492,15 @@ fn bad_tunnel_flags_are_refused_before_anything_starts() {
         (&["--underlay-rate", "1gbps"][..], "unknown unit"),
         (&["--variants", "fast"][..], "unknown variant 'fast'"),
         (&["--length", "12"][..], "--length"),
+        // UDP among the protocols (the default): iperf3's UDP maximum.
+        (
+            &["--length", "65536"][..],
+            "--length 65536: iperf3 sends at most 65507 bytes per UDP datagram",
+        ),
+        (
+            &["--length", "65508", "--protocols", "tcp,udp"][..],
+            "--length 65508: iperf3 sends at most 65507",
+        ),
         (&["--mtu", "9000"][..], "--mtu"),
         (&["--target-loss", "90"][..], "--target-loss"),
         (

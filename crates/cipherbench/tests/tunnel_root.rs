@@ -241,6 +241,53 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
     lab.stop().expect("teardown");
 }
 
+#[test]
+fn udp_datagrams_above_the_tunnel_mtu_cross_in_fragments_and_the_byte_check_counts_them() {
+    let _serial = serial();
+    let Some(lab) = lab("udp_fragments", &[]) else {
+        return;
+    };
+    let mut gateways = pair(&lab, Transform::Aes128Gcm, "fragments", None);
+    assert_eq!(gateways.sender.mtu, 1400);
+    // 8000 bytes: 8008 bytes of UDP datagram, at MTU 1400 five fragments of 1376
+    // and one of 1128, each with its IPv4 header. A rate well below the tunnel's
+    // (nothing lost), high enough that 100 bytes a datagram exceed the control
+    // connection's allowance.
+    let mut client = lab.client(topology::INNER_RECEIVER, Protocol::Udp, 2);
+    client.length_bytes = Some(8000);
+    client.rate_bits_per_sec = Some(200e6);
+    let run = measured_run(&client, &mut gateways, lab.names(), None).expect("a UDP run");
+    let (r, i) = (&run.receiver, &run.iperf);
+    let received = i.received_bytes_total / 8000;
+    assert!(received > 5_000, "{i:?}");
+    assert_eq!(i.lost_packets, Some(0), "{i:?}");
+    assert!(run.byte_check.ok, "{:?}", run.byte_check);
+    let per_datagram = analysis::udp_datagram_inner_bytes(8000, 1400);
+    assert_eq!(per_datagram, 8008 + 6 * 20);
+    // The kernel cut each datagram into 6 packets, as the check assumes; beyond
+    // them only the control connection's few packets crossed.
+    assert!(
+        r.opened_packets >= 6 * received && r.opened_packets <= 6 * received + 64,
+        "opened {} packets for {received} datagrams",
+        r.opened_packets
+    );
+    assert!(
+        r.opened_bytes >= per_datagram * received
+            && r.opened_bytes <= per_datagram * received + 64 * 1024,
+        "opened {} bytes for {received} datagrams",
+        r.opened_bytes
+    );
+    // With 28 bytes of headers per datagram (the old check) the bytes do not add
+    // up: above even its upper bound.
+    assert!(
+        r.opened_bytes > 8028 * i.packets.unwrap_or(0) + analysis::CONTROL_ALLOWANCE,
+        "{:?}",
+        run.byte_check
+    );
+    gateways.stop().expect("both gateways stop cleanly");
+    lab.stop().expect("teardown");
+}
+
 /// The drops of a run by side and reason, the non-zero ones, for a failure message.
 fn drops_by_reason(sender: &GatewayRun, receiver: &GatewayRun) -> String {
     [("sender", sender), ("receiver", receiver)]
@@ -1525,6 +1572,54 @@ fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains(&format!("cbtun-{pid}-")), "{said}");
     assert_nothing_left(pid, &gateways, "SIGKILL + tunnel cleanup");
+}
+
+#[test]
+fn more_gateway_workers_than_cpus_is_a_printed_note_and_a_long_pool_one_short_entry() {
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the gateway workers note test: {e:#}");
+        return;
+    }
+    // More workers than the machine has CPUs, so more than any gateway gets, and
+    // more than the 8 a thread line lists one by one.
+    let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let workers = (cpus + 1).clamp(9, 64).to_string();
+    let out = tunnel_command(&["--seconds", "1", "--gateway-threads", &workers])
+        .stdout(Stdio::piped())
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let notes: Vec<&str> = stderr
+        .lines()
+        .filter(|l| {
+            l.starts_with(&format!(
+                "note: {workers} crypto workers per direction in each gateway, more than its CPUs ("
+            ))
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{stderr}");
+    if cpus < 4 {
+        // iperf3 shares the gateways' CPUs: said where the run's notes are.
+        assert!(
+            stderr
+                .lines()
+                .any(|l| l.starts_with("note: cannot give a disjoint placement")),
+            "{stderr}"
+        );
+    }
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("null accel tcp: sender"))
+        .unwrap_or_else(|| panic!("no thread line in\n{stdout}"));
+    assert!(
+        line.contains(&format!("seal {workers} workers ")) && line.len() < 400,
+        "{line}"
+    );
 }
 
 #[test]

@@ -61,8 +61,9 @@ pub struct TunnelArgs {
     /// iperf3 -O for TCP runs (warm-up excluded from the figures), seconds.
     #[arg(long)]
     pub omit: Option<u64>,
-    /// iperf3 -l: bytes per write, or 'default' for iperf3's own (default: 1220, as
-    /// the seed).
+    /// iperf3 -l: bytes per write, 16 to 1048576, at most 65507 with UDP (its
+    /// largest datagram), or 'default' for iperf3's own (default: 1220, as the
+    /// seed).
     #[arg(long, value_name = "BYTES|default")]
     pub length: Option<String>,
     /// iperf3 -w for UDP runs: bytes, or 'default' for iperf3's own (default 4194304:
@@ -85,10 +86,15 @@ pub struct TunnelArgs {
     /// Gateway: datagrams per recvmmsg/sendmmsg.
     #[arg(long)]
     pub batch: Option<usize>,
-    /// Gateway: crypto workers per direction in each gateway, sealing and opening
-    /// one SA in parallel behind an ordered hand-off (1: one thread per direction;
-    /// default: what the cores allow once both iperf3 ends have one, recorded in
-    /// run.json).
+    /// Gateway: crypto workers per direction in each gateway. 1: no pipeline; on
+    /// one core a `tun<->udp` thread takes both directions in turn, with a
+    /// `udp->tun spare` on that core that takes the socket over for good once
+    /// `tun<->udp` waits too long for its core (the table says when it split);
+    /// otherwise one thread per direction. N >= 2: each direction an ordered
+    /// pipeline, a reading thread, N workers sealing or opening one SA in parallel
+    /// and a writing thread keeping the order. Default: what the cores allow once
+    /// both iperf3 ends have one ((cores - 2) / 2, 1 to 16), recorded in run.json.
+    /// Sets no strongSwan threads (only the CPUs charon is pinned to).
     #[arg(long, value_name = "N")]
     pub gateway_threads: Option<usize>,
     /// iperf3 -P: parallel streams per run (the figure is their sum).
@@ -190,6 +196,10 @@ pub enum ProtocolArg {
     /// iperf3 UDP at the rate giving the target loss.
     Udp,
 }
+
+/// The most payload iperf3 puts in one UDP datagram (`-l` with `-u`): 65535 less
+/// IPv4 (20) and UDP (8) headers.
+pub const IPERF3_UDP_MAX_LENGTH: u64 = 65_507;
 
 /// The largest tunnel MTU whose ESP-in-UDP packets fit a 1500-byte underlay with
 /// every one of `transforms` (IPv4 20 + UDP 8 bytes around the ESP packet).
@@ -350,6 +360,11 @@ impl TunnelArgs {
             .transpose()?;
         if plan.transforms.is_empty() || plan.variants.is_empty() || plan.protocols.is_empty() {
             bail!("nothing to measure: give at least one transform, variant and protocol");
+        }
+        if let Some(l) = plan.length.filter(|&l| l > IPERF3_UDP_MAX_LENGTH) {
+            if plan.protocols.contains(&Protocol::Udp) {
+                bail!("--length {l}: iperf3 sends at most {IPERF3_UDP_MAX_LENGTH} bytes per UDP datagram (65535 less the IPv4 and UDP headers); give at most {IPERF3_UDP_MAX_LENGTH}, or measure TCP only (--protocols tcp)");
+            }
         }
         // Last: resolving a library starts a child under it.
         plan.variants = variant::cross(&plan.variants, &self.library.libraries()?);

@@ -11,21 +11,26 @@ pub const UDP_HEADERS: u64 = 28;
 pub const TCP_MIN_HEADERS: u64 = 40;
 /// IPv4 (20) + TCP with the most options (40): the most.
 pub const TCP_MAX_HEADERS: u64 = 60;
+/// IPv4 (20): what every further fragment of a datagram larger than the tunnel MTU
+/// carries.
+pub const IPV4_HEADER: u64 = 20;
 /// What else may cross the tunnel in the data direction during a run: iperf3's
 /// control connection (parameters and results JSON, a few KiB) and its handshake.
 pub const CONTROL_ALLOWANCE: u64 = 256 * 1024;
 
 /// A run through a tunnel (ours between namespaces or hosts, or strongSwan's), judged:
 /// its byte check and what saturated first, with the noise of its window. Its round
-/// and place are the rounds driver's to set.
+/// and place are the rounds driver's to set. `tunnel_mtu`: the MTU of the TUN device
+/// iperf3's client sends into (what its IP layer fragments UDP datagrams to).
 pub fn judged_run(
     iperf: IperfRun,
     sender: GatewayRun,
     receiver: GatewayRun,
     underlay_rate_bits_per_sec: Option<u64>,
+    tunnel_mtu: u32,
     noise: cipherbench_model::noise::Noise,
 ) -> TunnelRun {
-    let byte_check = byte_check(&iperf, &receiver);
+    let byte_check = byte_check(&iperf, &receiver, tunnel_mtu);
     let saturation = saturation(&iperf, &sender, &receiver, underlay_rate_bits_per_sec);
     TunnelRun {
         iperf,
@@ -40,12 +45,29 @@ pub fn judged_run(
     }
 }
 
+/// The inner bytes one UDP datagram of `length` payload bytes takes through a tunnel
+/// of `mtu`: its UDP header (8) and payload, with one IPv4 header (20) if the packet
+/// fits the MTU; otherwise the sender's IP layer cuts it into fragments, each with
+/// its own IPv4 header: all but the last carry `(mtu - 20) / 8 * 8` bytes of the
+/// datagram, the last the rest, up to `mtu - 20` (Linux's `ip_do_fragment`).
+pub fn udp_datagram_inner_bytes(length: u64, mtu: u32) -> u64 {
+    let udp = length + (UDP_HEADERS - IPV4_HEADER);
+    let room = u64::from(mtu).saturating_sub(IPV4_HEADER).max(8);
+    let fragments = if udp <= room {
+        1
+    } else {
+        1 + (udp - room).div_ceil(room / 8 * 8)
+    };
+    udp + IPV4_HEADER * fragments
+}
+
 /// Reconciles iperf3's payload bytes with the inner bytes the receiving gateway
 /// opened. Lower bound: every payload byte the server read was opened, inside a
-/// packet with at least the minimal headers. Upper bound: nothing was opened that
-/// the client did not write (plus retransmissions and the control connection):
-/// opening a packet twice would break it.
-pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
+/// packet with at least the minimal headers (for UDP datagrams above `tunnel_mtu`:
+/// one IPv4 header per fragment). Upper bound: nothing was opened that the client
+/// did not write (plus retransmissions and the control connection): opening a
+/// packet twice would break it.
+pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun, tunnel_mtu: u32) -> ByteCheck {
     let (min, max) = match iperf.protocol {
         Protocol::Udp => {
             // Every datagram carries exactly `-l` bytes of payload, so the server's
@@ -57,9 +79,11 @@ pub fn byte_check(iperf: &IperfRun, receiver: &GatewayRun) -> ByteCheck {
                 .checked_div(iperf.length_bytes)
                 .unwrap_or_else(|| received_datagrams(iperf));
             let sent = iperf.packets.unwrap_or(0);
+            let headers =
+                udp_datagram_inner_bytes(iperf.length_bytes, tunnel_mtu) - iperf.length_bytes;
             (
-                iperf.received_bytes_total + UDP_HEADERS * received,
-                sent * (iperf.length_bytes + UDP_HEADERS) + CONTROL_ALLOWANCE,
+                iperf.received_bytes_total + headers * received,
+                sent * (iperf.length_bytes + headers) + CONTROL_ALLOWANCE,
             )
         }
         Protocol::Tcp => {
@@ -362,11 +386,46 @@ mod tests {
         let run = iperf(Protocol::Udp);
         // Exactly the received datagrams plus a little control traffic.
         let exact = 950_000 * (1220 + 28) + 3_000;
-        assert!(byte_check(&run, &gateway(950_010, exact, 0.5)).ok);
+        assert!(byte_check(&run, &gateway(950_010, exact, 0.5), 1400).ok);
         // Fewer bytes than iperf3 received: impossible, flagged.
-        assert!(!byte_check(&run, &gateway(900_000, 900_000 * 1248, 0.5)).ok);
+        assert!(!byte_check(&run, &gateway(900_000, 900_000 * 1248, 0.5), 1400).ok);
         // Far more than was ever sent (delivered twice): flagged.
-        assert!(!byte_check(&run, &gateway(2_000_000, 2_000_000 * 1248, 0.5)).ok);
+        assert!(!byte_check(&run, &gateway(2_000_000, 2_000_000 * 1248, 0.5), 1400).ok);
+    }
+
+    #[test]
+    fn udp_datagrams_above_the_tunnel_mtu_count_one_ipv4_header_per_fragment() {
+        // MTU 1400: 1380 bytes of datagram fit one packet; beyond, fragments carry
+        // 1376 (a multiple of 8) and the last up to 1380.
+        assert_eq!(udp_datagram_inner_bytes(1220, 1400), 1248);
+        assert_eq!(udp_datagram_inner_bytes(1372, 1400), 1400);
+        assert_eq!(udp_datagram_inner_bytes(1373, 1400), 1381 + 2 * 20);
+        assert_eq!(
+            udp_datagram_inner_bytes(1376 + 1380 - 8, 1400),
+            2756 + 2 * 20
+        );
+        assert_eq!(
+            udp_datagram_inner_bytes(1376 + 1381 - 8, 1400),
+            2757 + 3 * 20
+        );
+        // 8000-byte datagrams: 8008 bytes in 6 fragments (5 x 1376 + 1128).
+        assert_eq!(udp_datagram_inner_bytes(8000, 1400), 8008 + 6 * 20);
+        // The reviewer's run (--preset tiny --protocols udp --length 8000): 32800
+        // datagrams sent and read, 266599788 inner bytes opened, which the check
+        // put outside 263318400..263580544 with 28 bytes of headers each.
+        let mut run = iperf(Protocol::Udp);
+        run.length_bytes = 8000;
+        run.received_bytes_total = 32_800 * 8000;
+        run.packets = Some(32_800);
+        let check = byte_check(&run, &gateway(32_800 * 6, 266_599_788, 0.5), 1400);
+        assert!(check.ok, "{check:?}");
+        assert_eq!(check.expected_min, 262_400_000 + 32_800 * (8 + 6 * 20));
+        assert_eq!(check.expected_max, 32_800 * 8128 + CONTROL_ALLOWANCE);
+        // Without the fragments' headers it would not reconcile: 5 x 20 bytes short
+        // for every datagram.
+        assert_eq!(check.expected_min - 263_318_400, 32_800 * 5 * 20);
+        // A smaller MTU means more fragments, so more bytes expected.
+        assert!(!byte_check(&run, &gateway(0, 266_599_788, 0.5), 576).ok);
     }
 
     #[test]
@@ -377,7 +436,7 @@ mod tests {
         let mut run = iperf(Protocol::Udp);
         run.packets = Some(1_000_200);
         let exact = 950_000 * (1220 + 28);
-        let check = byte_check(&run, &gateway(950_000, exact, 0.5));
+        let check = byte_check(&run, &gateway(950_000, exact, 0.5), 1400);
         assert!(check.ok, "{check:?}");
         assert_eq!(check.expected_min, exact);
     }
@@ -389,8 +448,8 @@ mod tests {
         run.received_bytes_total = 999_000_000;
         let segments = 999_000_000u64.div_ceil(1348);
         let opened = 999_000_000 + 52 * segments;
-        assert!(byte_check(&run, &gateway(segments, opened, 0.5)).ok);
-        assert!(!byte_check(&run, &gateway(segments, 999_000_000, 0.5)).ok);
+        assert!(byte_check(&run, &gateway(segments, opened, 0.5), 1400).ok);
+        assert!(!byte_check(&run, &gateway(segments, 999_000_000, 0.5), 1400).ok);
     }
 
     #[test]

@@ -38,6 +38,8 @@ pub struct Gateway {
     pub variant: Variant,
     /// The OpenSSL it loaded, as it reported it (held to the variant's library).
     pub loaded: Loaded,
+    /// The MTU of its TUN device: what the IP layer beside it fragments to.
+    pub mtu: u32,
 }
 
 impl Gateway {
@@ -81,6 +83,7 @@ impl Gateway {
             probes: serde_json::from_value(ready["probes"].clone()).ok(),
             variant: variant.clone(),
             loaded,
+            mtu: config.mtu as u32,
         })
     }
 

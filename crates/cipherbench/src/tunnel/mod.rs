@@ -209,6 +209,7 @@ impl TunnelPlan {
             underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
             tunnel_mtu: self.mtu,
             length_bytes: self.length,
+            protocols: self.protocols.clone(),
             udp_window_bytes: self.udp_window,
             duration_ns: self.seconds * 1_000_000_000,
             omit_ns: self.omit_seconds * 1_000_000_000,
@@ -394,10 +395,36 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             .iter()
             .filter(|w| !w.starts_with("the CPUs are virtual"))
         {
-            session.record.warn("tunnel", "placement_shared", w.clone());
+            note(session, "placement_shared", w.clone());
         }
     }
     let pinning = results.config.pinning.clone();
+    if plan.stacks.contains(&Stack::Own) {
+        let cpus = |pinned: &[usize]| {
+            if pinned.is_empty() {
+                topology.allowed.clone()
+            } else {
+                pinned.to_vec()
+            }
+        };
+        if let Some(message) = threads_over_cpus(
+            plan.gateway_threads,
+            &[
+                ("sender", &cpus(&pinning.sender_gateway)),
+                ("receiver", &cpus(&pinning.receiver_gateway)),
+            ],
+        ) {
+            note(session, "gateway_threads_over_cpus", message);
+        }
+    }
+    if plan.stacks.contains(&Stack::Strongswan) && plan.gateway_threads_from == "--gateway-threads"
+    {
+        note(
+            session,
+            "gateway_threads_own_only",
+            strongswan_threads_note(plan.gateway_threads, &plan.stacks, &pinning.sender_gateway),
+        );
+    }
     let noise_cpus = watched_cpus(results.placement.as_ref());
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
@@ -731,6 +758,62 @@ fn note_variant(
     known.push(record);
 }
 
+/// A run note: printed now (one line, even with --quiet) and kept in run.json's
+/// warnings.
+pub(crate) fn note(session: &mut Session, kind: &str, message: String) {
+    session.progress.note(&message);
+    session.record.warn("tunnel", kind, message);
+}
+
+/// The note when a gateway is asked for more crypto workers per direction than it
+/// has CPUs (`gateways`: each one's name and CPUs): its workers then take turns on
+/// them. None when every gateway has a CPU per worker.
+pub fn threads_over_cpus(threads: usize, gateways: &[(&str, &[usize])]) -> Option<String> {
+    let short: Vec<String> = gateways
+        .iter()
+        .filter(|(_, cpus)| !cpus.is_empty() && threads > cpus.len())
+        .map(|(name, cpus)| {
+            format!(
+                "{name} gateway: {} {}",
+                if cpus.len() == 1 { "CPU" } else { "CPUs" },
+                cipherbench_model::topology::format_cpu_list(cpus),
+            )
+        })
+        .collect();
+    if short.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "{threads} crypto workers per direction in each gateway, more than its CPUs ({}): they take turns there, which adds hand-offs, not speed",
+        short.join("; "),
+    ))
+}
+
+/// The note for `--gateway-threads` with strongSwan measured: charon has no such
+/// setting; the number only sets how many CPUs each charon is pinned to (`cpus`:
+/// the sender's, as the planner gave them for that many workers).
+pub fn strongswan_threads_note(threads: usize, stacks: &[Stack], cpus: &[usize]) -> String {
+    let pinned = if cpus.is_empty() {
+        "here not pinned".to_string()
+    } else {
+        format!(
+            "here {} CPU{} each; the sender's: {}",
+            cpus.len(),
+            if cpus.len() == 1 { "" } else { "s" },
+            cipherbench_model::topology::format_cpu_list(cpus)
+        )
+    };
+    if stacks.contains(&Stack::Own) {
+        format!(
+            "--gateway-threads {threads} sets the workers of cipherbench's own gateways only; strongSwan's charon runs kernel-libipsec's own threads, on the CPUs a gateway gets ({pinned})"
+        )
+    } else {
+        format!(
+            "--gateway-threads {threads} sets no strongSwan threads (charon runs kernel-libipsec's own): with --stack strongswan alone it only sets how many CPUs the planner gives each charon, as it would a gateway ({pinned})"
+        )
+    }
+}
+
 /// The warnings a point deserves, saved with the run: noise, bytes that do not
 /// reconcile, drops, a sender-limited search, a tunnel above its underlay, a high
 /// spread. `peer`: the tunnel ran to this host (`tunnel --peer`), whose underlay
@@ -942,6 +1025,7 @@ pub fn measured_run_on(
         sender,
         receiver,
         underlay_rate_bits_per_sec,
+        pair.sender.mtu,
         noise,
     ))
 }
@@ -1022,6 +1106,45 @@ pub(crate) fn tunnel_point(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn more_workers_than_a_gateways_cpus_is_said_once_for_both() {
+        // The reviewer's --gateway-threads 64 on 2 CPUs: one CPU per gateway.
+        let note = threads_over_cpus(64, &[("sender", &[0]), ("receiver", &[1])]).unwrap();
+        assert_eq!(
+            note,
+            "64 crypto workers per direction in each gateway, more than its CPUs (sender gateway: CPU 0; receiver gateway: CPU 1): they take turns there, which adds hand-offs, not speed"
+        );
+        // A worker per CPU, or fewer: nothing to say.
+        assert_eq!(
+            threads_over_cpus(1, &[("sender", &[0]), ("receiver", &[1])]),
+            None
+        );
+        assert_eq!(
+            threads_over_cpus(2, &[("sender", &[0, 1]), ("receiver", &[2, 3])]),
+            None
+        );
+        // Only the gateway that is short is named.
+        let one = threads_over_cpus(3, &[("sender", &[0, 1, 2]), ("receiver", &[3, 4])]).unwrap();
+        assert!(
+            one.contains("(receiver gateway: CPUs 3-4)") && !one.contains("sender"),
+            "{one}"
+        );
+    }
+
+    #[test]
+    fn gateway_threads_with_strongswan_say_what_they_do_there() {
+        let alone = strongswan_threads_note(4, &[Stack::Strongswan], &[2, 3]);
+        assert_eq!(
+            alone,
+            "--gateway-threads 4 sets no strongSwan threads (charon runs kernel-libipsec's own): with --stack strongswan alone it only sets how many CPUs the planner gives each charon, as it would a gateway (here 2 CPUs each; the sender's: 2-3)"
+        );
+        let both = strongswan_threads_note(4, &[Stack::Own, Stack::Strongswan], &[]);
+        assert!(
+            both.contains("own gateways only") && both.ends_with("(here not pinned)"),
+            "{both}"
+        );
+    }
 
     #[test]
     fn the_default_gateway_workers_leave_a_core_to_each_iperf3_end() {

@@ -564,12 +564,21 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
                 .iter()
                 .filter(|w| !w.starts_with("the CPUs are virtual"))
             {
-                session.record.warn(
-                    "tunnel",
+                crate::tunnel::note(
+                    session,
                     "placement_shared",
                     format!("on {} ({} gateway): {w}", end.hostname, end.gateway),
                 );
             }
+        }
+        if let Some(message) = crate::tunnel::threads_over_cpus(
+            end.gateway_threads,
+            &[(
+                &format!("{} ({})", end.gateway, end.hostname),
+                &end.gateway_cpus,
+            )],
+        ) {
+            crate::tunnel::note(session, "gateway_threads_over_cpus", message);
         }
     }
     let mut config = plan.config();
@@ -917,7 +926,14 @@ impl rounds::Stand for PeerStand<'_> {
         });
         let sender = gateway("sender", &self.here_end.hostname, s0, s1);
         let receiver = gateway("receiver", &self.there_end.hostname, r0, r1);
-        let mut run = crate::tunnel::analysis::judged_run(iperf, sender, receiver, None, noise);
+        let mut run = crate::tunnel::analysis::judged_run(
+            iperf,
+            sender,
+            receiver,
+            None,
+            self.plan.mtu,
+            noise,
+        );
         run.peer_noise = peer_noise;
         Ok(run)
     }

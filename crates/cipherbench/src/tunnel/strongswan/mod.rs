@@ -803,6 +803,7 @@ pub fn measured_run(
         sender,
         receiver,
         underlay_rate_bits_per_sec,
+        LIBIPSEC_MTU,
         noise,
     ))
 }
