@@ -746,15 +746,7 @@ impl SweepResults {
         if ca <= 0.0 || a.cores != b.cores {
             return None;
         }
-        let paired = a.interleave_group.is_some()
-            && a.interleave_group == b.interleave_group
-            && a.rounds.len() == b.rounds.len()
-            && a.rounds.len() >= crate::interval::MIN_ROUNDS
-            && a.rounds
-                .iter()
-                .zip(&b.rounds)
-                .all(|(x, y)| x.round == y.round);
-        if !paired {
+        if !took_turns(a, b) {
             return None;
         }
         let cpu = |p: &SweepPoint| {
@@ -783,6 +775,19 @@ pub fn interval_note(i: &RatioInterval) -> String {
     }
 }
 
+/// Whether `a` and `b` were measured in turn, round by round, in one group of at
+/// least [`crate::interval::MIN_ROUNDS`] rounds each: their rounds pair.
+fn took_turns(a: &SweepPoint, b: &SweepPoint) -> bool {
+    a.interleave_group.is_some()
+        && a.interleave_group == b.interleave_group
+        && a.rounds.len() == b.rounds.len()
+        && a.rounds.len() >= crate::interval::MIN_ROUNDS
+        && a.rounds
+            .iter()
+            .zip(&b.rounds)
+            .all(|(x, y)| x.round == y.round)
+}
+
 /// The rounds behind `a`'s figure over `b`'s. Where both were measured in turn in
 /// one group with at least [`crate::interval::MIN_ROUNDS`] rounds each (and as many),
 /// their rounds' throughputs, paired round by round: round `r` of each sat next to
@@ -793,15 +798,7 @@ pub fn interval_note(i: &RatioInterval) -> String {
 /// rounds' windows are of one length; a window's total over its length is the mean
 /// of its intervals).
 pub fn gain_rounds(a: &SweepPoint, b: &SweepPoint) -> Rounds {
-    let paired = a.interleave_group.is_some()
-        && a.interleave_group == b.interleave_group
-        && a.rounds.len() == b.rounds.len()
-        && a.rounds.len() >= crate::interval::MIN_ROUNDS
-        && a.rounds
-            .iter()
-            .zip(&b.rounds)
-            .all(|(x, y)| x.round == y.round);
-    if paired {
+    if took_turns(a, b) {
         let rates = |p: &SweepPoint| {
             p.rounds
                 .iter()

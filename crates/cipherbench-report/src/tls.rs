@@ -53,15 +53,15 @@ pub struct TlsRatio {
     pub not_applicable: Option<String>,
 }
 
+/// `GCM / CBC-SHA1  16 MiB x1`: a comparison's kind and its point.
+fn point_label(kind: &str, size_bytes: u64, cores: usize) -> String {
+    format!("{kind} {} x{cores}", ByteSize(size_bytes))
+}
+
 impl TlsRatio {
     /// `GCM / CBC-SHA1  16 MiB x1 accel`-style label: the kind and the point.
     pub fn label(&self) -> String {
-        format!(
-            "{} {} x{}",
-            self.kind,
-            ByteSize(self.size_bytes),
-            self.cores
-        )
+        point_label(&self.kind, self.size_bytes, self.cores)
     }
 
     /// `4.00x [3.91-4.09]`, `1.02x [0.97-1.08], no clear difference`, or without an
@@ -186,12 +186,7 @@ pub struct CpuAtRate {
 impl CpuAtRate {
     /// The kind and the point, as [`TlsRatio::label`].
     pub fn label(&self) -> String {
-        format!(
-            "{} {} x{}",
-            self.kind,
-            ByteSize(self.size_bytes),
-            self.cores
-        )
+        point_label(&self.kind, self.size_bytes, self.cores)
     }
 
     /// The second's CPU over the first's.
