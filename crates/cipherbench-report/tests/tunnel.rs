@@ -2,8 +2,18 @@
 //! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
 //! table, the chart and every run.
 
-use cipherbench_model::tunnel::{GatewaySplit, Protocol, TunnelResults};
+use cipherbench_model::tunnel::{GatewaySplit, Protocol, TunnelPoint, TunnelResults};
 use cipherbench_report::tunnel;
+
+/// The fixture's aes128-gcm accel TCP point, to change (TunnelResults::point, mutable).
+fn gcm_accel_tcp(t: &mut TunnelResults) -> &mut TunnelPoint {
+    t.points
+        .iter_mut()
+        .find(|p| {
+            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
+        })
+        .unwrap()
+}
 
 fn fixture() -> TunnelResults {
     serde_json::from_str(include_str!("fixtures/tunnel-quick.json")).expect("the fixture parses")
@@ -178,13 +188,7 @@ fn the_table_shows_each_gateway_threads_cpu_with_a_pool_of_workers_on_one_entry(
     t.config.gateway_threads = 2;
     t.config.gateway_threads_from = Some("--gateway-threads".into());
     t.config.iperf3_parallel = 4;
-    let point = t
-        .points
-        .iter_mut()
-        .find(|p| {
-            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
-        })
-        .unwrap();
+    let point = gcm_accel_tcp(&mut t);
     let mut worker = point.runs[0].sender.threads[0].clone();
     worker.name = "seal/0".into();
     worker.cpu_cores_used = 0.41;
@@ -211,13 +215,7 @@ fn the_thread_table_says_when_a_one_core_gateway_split_its_thread() {
         .flat_map(|p| &p.runs)
         .all(|r| r.sender.split.is_none() && r.receiver.split.is_none()));
     assert!(!tunnel::text(&t).contains("split"), "{}", tunnel::text(&t));
-    let point = t
-        .points
-        .iter_mut()
-        .find(|p| {
-            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
-        })
-        .unwrap();
+    let point = gcm_accel_tcp(&mut t);
     // Three repeats of the fixture's run.
     let run = point.runs[0].clone();
     point.runs = vec![run.clone(), run.clone(), run];

@@ -557,23 +557,23 @@ pub(crate) fn parse_generator_cpus(text: &str, allowed: &[usize]) -> Result<Vec<
     if text.trim().is_empty() {
         bail!("--generator-cpus: empty: {FORM}");
     }
-    let number = |t: &str| t.trim().parse::<usize>().ok();
     let mut out = Vec::new();
     for part in text.split(',') {
         let part = part.trim();
-        let cpus: Vec<usize> = match part.split_once('-') {
-            _ if part.is_empty() => bail!("--generator-cpus: '{text}' has an empty entry: {FORM}"),
-            Some((a, b)) => match (number(a), number(b)) {
-                (Some(a), Some(b)) if a <= b => (a..=b).collect(),
-                (Some(_), Some(_)) => {
-                    bail!("--generator-cpus: range '{part}' runs backwards: {FORM}")
+        if part.is_empty() {
+            bail!("--generator-cpus: '{text}' has an empty entry: {FORM}");
+        }
+        // The kernel's list syntax, one entry at a time (so that a repeat is seen).
+        let Some(cpus) = cipherbench_model::topology::parse_cpu_list(part) else {
+            let ends = part
+                .split_once('-')
+                .map(|(a, b)| (a.trim().parse::<usize>(), b.trim().parse::<usize>()));
+            if let Some((Ok(a), Ok(b))) = ends {
+                if a > b {
+                    bail!("--generator-cpus: range '{part}' runs backwards: {FORM}");
                 }
-                _ => bail!("--generator-cpus: '{part}' is not a CPU number or range: {FORM}"),
-            },
-            None => match number(part) {
-                Some(c) => vec![c],
-                None => bail!("--generator-cpus: '{part}' is not a CPU number or range: {FORM}"),
-            },
+            }
+            bail!("--generator-cpus: '{part}' is not a CPU number or range: {FORM}");
         };
         for c in cpus {
             if !allowed.contains(&c) {
@@ -859,6 +859,8 @@ mod tests {
         );
         assert!(err("  ").contains("e.g. 0-3,8,10-11"));
         assert!(err("3-1").contains("runs backwards"));
+        // A range too long to be CPUs is junk, not a long allocation.
+        assert!(err("0-99999999999").contains("e.g. 0-3,8,10-11"));
         assert!(
             err("15-16").contains("CPU 16 is not one of this process's CPUs (0-15)"),
             "{}",
