@@ -180,7 +180,16 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
     for step in ladder.steps {
         out.push((
             "ladder",
-            format!("AES-NI gain, {}: {}", step.layer, step.what),
+            format!(
+                "AES-NI gain, {}: {}{}",
+                step.layer,
+                step.what,
+                if step.lower_bound.is_some() {
+                    " (a lower bound: the instrument set the figure with AES-NI)"
+                } else {
+                    ""
+                }
+            ),
             Unit::Gain,
             step.gain,
             false,

@@ -140,12 +140,26 @@ fn summary(record: &RunRecord) -> String {
                 escape(&step.what),
                 escape(&step.accel),
                 escape(&step.noaesni),
-                gain_cell(step.gain, step.gain_interval.as_ref()),
+                if step.lower_bound.is_some() {
+                    format!(
+                        "≥ {} <span class=\"bad\">lower bound</span>",
+                        gain_cell(step.gain, step.gain_interval.as_ref())
+                    )
+                } else {
+                    gain_cell(step.gain, step.gain_interval.as_ref())
+                },
                 escape(&ladder.keeps_text(step)),
                 ladder.share_of_time_text(step)
             ));
         }
         s.push_str("</table></div>");
+        for step in ladder.steps.iter().filter(|st| st.lower_bound.is_some()) {
+            s.push_str(&format!(
+                "<p class=\"bad\">{}: a lower bound: {}</p>",
+                step.layer,
+                escape(step.lower_bound.as_deref().unwrap_or_default())
+            ));
+        }
         let chart = BarChart {
             id: "fig-ladder".into(),
             title: "Gain from AES-NI at each layer".into(),
@@ -158,7 +172,17 @@ fn summary(record: &RunRecord) -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
+            categories: ladder
+                .steps
+                .iter()
+                .map(|st| {
+                    if st.lower_bound.is_some() {
+                        format!("{} (lower bound)", st.layer)
+                    } else {
+                        st.layer.to_string()
+                    }
+                })
+                .collect(),
             series: vec![Series::new(
                 "accel / noaesni",
                 ladder.steps.iter().map(|st| Some(st.gain)).collect(),
@@ -183,11 +207,12 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("</ul>");
     }
     for (layer, why) in &ladder.missing {
-        let class = if why.starts_with("n/a:") {
-            "bad"
-        } else {
-            "muted"
-        };
+        let class =
+            if why.starts_with("n/a:") || why.starts_with(crate::ladder::INSTRUMENT_LEFT_OUT) {
+                "bad"
+            } else {
+                "muted"
+            };
         s.push_str(&format!(
             "<p class=\"{class}\">{layer}: {}</p>",
             escape(why)

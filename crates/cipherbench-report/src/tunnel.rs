@@ -191,7 +191,12 @@ pub fn text(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} ±{:.0}%{}",
+                    "{}{} ±{:.0}%{}",
+                    if p.instrument_limit().is_some() {
+                        "≥"
+                    } else {
+                        ""
+                    },
                     mbit(p.throughput_bits_per_sec.median),
                     spread(p) * 100.0,
                     crate::machine::flag(&p.noise_findings(), false).trim()
@@ -231,6 +236,7 @@ pub fn text(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; underlay = TCP share of the underlay alone; CPU = gateway cores used during the TCP run)\n");
+    out.push_str(&lower_bounds_text(t));
     out.push_str(&ratio_text(&ratios(t)));
     out.push_str(&threads_block(t));
     if t.points.iter().any(|p| !p.noise_findings().is_empty()) {
@@ -276,6 +282,37 @@ pub fn text(t: &TunnelResults) -> String {
     }
     out.push_str(&crate::strongswan::text(t));
     out
+}
+
+/// The points whose figure the instrument set (`aes128-gcm accel UDP`, why), in
+/// measured order: their figures are lower bounds
+/// ([`TunnelPoint::instrument_limit`]).
+pub fn lower_bounds(t: &TunnelResults) -> Vec<(String, String)> {
+    t.points
+        .iter()
+        .filter_map(|p| {
+            p.instrument_limit().map(|why| {
+                (
+                    format!(
+                        "{} {} {}",
+                        p.transform,
+                        p.variant,
+                        p.protocol.as_str().to_uppercase()
+                    ),
+                    why,
+                )
+            })
+        })
+        .collect()
+}
+
+/// The terminal's lines for [`lower_bounds`], marked `≥` in the table; empty
+/// without any.
+fn lower_bounds_text(t: &TunnelResults) -> String {
+    lower_bounds(t)
+        .iter()
+        .map(|(what, why)| format!("≥ {what}: LOWER BOUND: {why}\n"))
+        .collect()
 }
 
 /// One variant's throughput over another's at a point, as the tables show it: the
@@ -809,7 +846,12 @@ pub fn html(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} <span class=\"{}\">±{:.1} %</span>{}",
+                    "{}{} <span class=\"{}\">±{:.1} %</span>{}",
+                    match p.instrument_limit() {
+                        Some(why) =>
+                            format!("<span class=\"bad\" title=\"{}\">≥</span> ", escape(&why)),
+                        None => String::new(),
+                    },
                     mbit(p.throughput_bits_per_sec.median),
                     if spread(p) > cipherbench_model::stats::HIGH_SPREAD {
                         "bad"
@@ -859,6 +901,13 @@ pub fn html(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("</table></div>");
+    for (what, why) in lower_bounds(t) {
+        out.push_str(&format!(
+            "<p class=\"bad\">{}: a lower bound (≥): {}</p>",
+            escape(&what),
+            escape(&why)
+        ));
+    }
     out.push_str(&ratio_html(
         &ratios(t),
         "Throughput of one variant over another through the same transform.",
