@@ -253,7 +253,8 @@ pub fn summary(record: &RunRecord) -> String {
     if let Some(t) = &record.tunnel {
         if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
             out.push_str(&format!(
-                "- tunnel: underlay alone TCP {}\n",
+                "- tunnel: {} TCP {}\n",
+                crate::tunnel::underlay_label(&t.config),
                 format_bits_per_sec(u.throughput_bits_per_sec.median / 8.0)
             ));
         }

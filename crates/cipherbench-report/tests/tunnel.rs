@@ -23,7 +23,10 @@ fn fixture() -> TunnelResults {
 fn the_table_has_a_row_per_transform_and_variant_next_to_the_underlay() {
     let t = fixture();
     let text = tunnel::text(&t);
-    assert!(text.contains("underlay alone: TCP"), "{text}");
+    assert!(
+        text.contains("underlay alone (no rate limit: not a ceiling): TCP"),
+        "{text}"
+    );
     for row in [
         "null               accel",
         "aes128-gcm         accel",
@@ -430,6 +433,39 @@ fn a_pool_of_many_workers_is_summed_up_on_the_thread_line() {
         "{line}"
     );
     assert!(line.len() < 200, "{} characters: {line}", line.len());
+}
+
+#[test]
+fn the_underlay_is_a_ceiling_only_with_a_rate_limit() {
+    // The fixture's veth had no rate limit: the tunnels carried more than it.
+    let t = fixture();
+    assert!(t.config.underlay_rate.is_none());
+    let text = tunnel::text(&t);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("transform "))
+        .expect("a header");
+    assert!(!header.contains("underlay"), "{header}");
+    assert!(text.contains("no share of the underlay"), "{text}");
+    let html = tunnel::html(&t);
+    assert!(!html.contains("share of underlay"), "share column shown");
+    assert!(!html.contains("100 %</td>"), "the underlay shown as 100 %");
+    assert!(html.contains("underlay alone (no rate limit: not a ceiling)"));
+    let chart = &html[html.find("<svg id=\"fig-tunnel\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(!chart.contains(">underlay<"), "an underlay bar");
+
+    // Rate-limited (--underlay-rate): the wire is the ceiling, as seed 004's LAN.
+    let mut t = fixture();
+    t.config.underlay_rate = Some("1gbit".into());
+    let text = tunnel::text(&t);
+    assert!(text.contains("underlay alone: TCP"), "{text}");
+    let header = text.lines().find(|l| l.starts_with("transform ")).unwrap();
+    assert!(header.contains("underlay"), "{header}");
+    let html = tunnel::html(&t);
+    assert!(html.contains("<th>share of underlay (TCP)</th>") && html.contains("100 %</td>"));
+    let chart = &html[html.find("<svg id=\"fig-tunnel\"").unwrap()..];
+    assert!(chart[..chart.find("</svg>").unwrap()].contains(">underlay<"));
 }
 
 /// The fixture's aes128-gcm accel UDP run made one whose iperf3 client sent 60 % of
