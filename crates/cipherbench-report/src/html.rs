@@ -19,6 +19,8 @@ th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: rig
 th:first-child, td:first-child, th.l, td.l { text-align: left; }
 td.l { white-space: normal; min-width: 12em; }
 .scroll { overflow-x: auto; }
+table.ladder th, table.ladder td { white-space: normal; } table.ladder td.l { min-width: 0; }
+table.ladder td.what { min-width: 12em; } .nw, table.ladder td.nw { white-space: nowrap; }
 .chart { width: 100%; height: auto; max-width: 760px; display: block; }
 .chart .grid { stroke: #eaeef2; } .chart .axisline { stroke: #57606a; } .chart .reference { stroke: #cf222e; stroke-dasharray: 4 3; }
 .chart text { font: 11px system-ui, sans-serif; fill: #24292f; } .chart .axis { font-size: 12px; }
@@ -132,10 +134,10 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
     } else {
         s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
-        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        s.push_str("<div class=\"scroll\"><table class=\"ladder\" id=\"table-ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with <span class=\"nw\">AES-NI</span></th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
         for step in &ladder.steps {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.accel),
@@ -148,7 +150,7 @@ fn summary(record: &RunRecord) -> String {
                 } else {
                     gain_cell(step.gain, step.gain_interval.as_ref())
                 },
-                escape(&ladder.keeps_text(step)),
+                unbroken_pieces(&ladder.keeps_text(step)),
                 ladder.share_of_time_text(step)
             ));
         }
@@ -383,12 +385,14 @@ fn machine(record: &RunRecord) -> String {
 }
 
 /// A gain cell: `<b>3.10×</b> [2.95–3.26]`, with "no clear difference" when its
-/// interval holds 1.0 and "(no interval)" without one.
+/// interval holds 1.0 and "(no interval)" without one. The cell may wrap between
+/// the gain and its interval, never inside either (the ladder's table fits the
+/// page so).
 fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInterval>) -> String {
     match interval {
         Some(i) => {
             let base = format!(
-                "<b>{:.2}×</b> <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                "<b class=\"nw\">{:.2}×</b> <span class=\"muted nw\">[{:.2}–{:.2}]</span>",
                 i.point, i.low, i.high
             );
             if i.is_clear() {
@@ -397,8 +401,39 @@ fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInte
                 format!("{base} <span class=\"bad\">no clear difference</span>")
             }
         }
-        None => format!("<b>{gain:.2}×</b> <span class=\"muted\">(no interval)</span>"),
+        None => {
+            format!("<b class=\"nw\">{gain:.2}×</b> <span class=\"muted nw\">(no interval)</span>")
+        }
     }
+}
+
+/// Text escaped, its pieces before ` [` and ` (` each kept on one line (`45 %
+/// [38-52 %]` may wrap before its interval only).
+fn unbroken_pieces(text: &str) -> String {
+    if !text.contains(" [") && !text.contains(" (") {
+        return escape(text);
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        // Past the first character: a piece is never empty.
+        let first = rest.chars().next().map_or(0, char::len_utf8);
+        let cut = [" [", " ("]
+            .iter()
+            .filter_map(|m| rest[first..].find(m).map(|i| i + first))
+            .min()
+            .unwrap_or(rest.len());
+        let (piece, tail) = rest.split_at(cut);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&format!(
+            "<span class=\"nw\">{}</span>",
+            escape(piece.trim_start())
+        ));
+        rest = tail;
+    }
+    out
 }
 
 /// The library step: accel on each later library over accel on the baseline, per
@@ -416,16 +451,16 @@ fn library_steps(ladder: &crate::ladder::Ladder) -> String {
             escape(&rows[0].library),
             escape(&rows[0].baseline)
         ));
-        s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
+        s.push_str(&format!("<div class=\"scroll\"><table class=\"ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
         for step in rows {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.baseline_figure),
                 escape(&step.library_figure),
                 gain_cell(step.gain, step.gain_interval.as_ref()),
-                escape(&ladder.library_keeps_text(step))
+                unbroken_pieces(&ladder.library_keeps_text(step))
             ));
         }
         s.push_str("</table></div>");

@@ -1284,7 +1284,9 @@ mod tests {
             "{md}"
         );
         let html = crate::html::render(&record);
-        assert!(html.contains("≥ <b>6.63×</b>") && html.contains("lower bound</span>"));
+        assert!(
+            html.contains("≥ <b class=\"nw\">6.63×</b>") && html.contains("lower bound</span>")
+        );
         assert!(html.contains("<p class=\"bad\">tls: a lower bound: the load generator"));
         assert!(html.contains(">tls (lower bound)<"), "the chart's category");
         // The plain record has no lower bound anywhere.
