@@ -482,6 +482,30 @@ impl SweepPoint {
     pub fn bits_per_sec(&self) -> f64 {
         self.throughput_bytes_per_sec * 8.0
     }
+
+    /// Why the load generator, not nginx, set this point's figure, if it did: a
+    /// valid point whose search ended at [`Limit::Generator`] (more clients
+    /// saturated a generator thread, and the final window did not find nginx's
+    /// workers busy, or the sweep would have called it [`Limit::Server`]). nginx had
+    /// cycles to spare, so the figure is a lower bound on what it serves. None for
+    /// an invalid point (its `invalid_reason` says why) and for every other limit.
+    pub fn instrument_limit(&self) -> Option<String> {
+        let search = self.search.as_ref()?;
+        if !self.valid || search.limit != Limit::Generator {
+            return None;
+        }
+        Some(format!(
+            "the load generator, not nginx, set the {} {} figure: more clients saturated it while nginx's workers {}",
+            self.variant,
+            crate::units::ByteSize(self.size_bytes),
+            self.server_cpu
+                .as_ref()
+                .map_or("had no CPU figure".to_string(), |c| format!(
+                    "were {:.0} % busy",
+                    c.total * 100.0
+                ))
+        ))
+    }
 }
 
 /// Failed requests as a person reads them: `39800 failed request(s): handshake

@@ -514,7 +514,89 @@ pub struct TunnelPoint {
     pub underlay_share: Option<f64>,
 }
 
+/// An iperf3 client that sent less than asked (the run's saturation side
+/// `iperf3_client`) at this share of a core or more was the load generator's own
+/// limit; below it, its writes were held back by the sending gateway, the tunnel's
+/// limit (METHODOLOGY.md, "A client that sends less than asked").
+pub const CLIENT_BUSY: f64 = 0.80;
+
+/// A run below this share of the median of its point's other runs ...
+pub const STALLED_SHARE: f64 = 0.5;
+
+/// ... while both gateways' busiest threads used less than this share of a core
+/// stalled outside the gateways: iperf3, the kernel or the machine set its figure.
+pub const IDLE_GATEWAY: f64 = 0.5;
+
+impl TunnelRun {
+    /// The iperf3 client was the limit: it sent under 90 % of the rate asked, with
+    /// little loss, at [`CLIENT_BUSY`] of a core or more (an unrecorded share counts
+    /// as busy, as the runner's `load_generator_saturated` warning takes it).
+    pub fn client_limited(&self) -> bool {
+        self.saturation.side == "iperf3_client"
+            && self.iperf.cpu_client_percent.unwrap_or(100.0) >= CLIENT_BUSY * 100.0
+    }
+
+    /// Both gateways' busiest threads under [`IDLE_GATEWAY`] of a core (false where
+    /// a gateway recorded no threads: nothing says it was idle).
+    pub fn gateways_idle(&self) -> bool {
+        [&self.sender, &self.receiver].iter().all(|g| {
+            g.busiest_thread()
+                .is_some_and(|t| t.cpu_cores_used < IDLE_GATEWAY)
+        })
+    }
+}
+
 impl TunnelPoint {
+    /// Why the instrument, not the tunnel, set this point's figure, if it did: a
+    /// run whose iperf3 client was the limit ([`TunnelRun::client_limited`]), or a
+    /// run that stalled: under [`STALLED_SHARE`] of the median of the point's other
+    /// runs (at least one) while both gateways were idle
+    /// ([`TunnelRun::gateways_idle`]). Either can only pull the point's median
+    /// down, so its figure is then a lower bound on the tunnel's. One sentence
+    /// naming the runs (1-based).
+    pub fn instrument_limit(&self) -> Option<String> {
+        let n = self.runs.len();
+        let mut why = Vec::new();
+        for (i, r) in self.runs.iter().enumerate() {
+            let run = if n == 1 {
+                "its run".to_string()
+            } else {
+                format!("run {} of {n}", i + 1)
+            };
+            if r.client_limited() {
+                why.push(format!(
+                    "{run}: the iperf3 client sent {:.0} of the {:.0} Mbit/s asked at {:.0} % of a core (the load generator's limit)",
+                    r.iperf.sender_bits_per_sec / 1e6,
+                    r.iperf.target_bits_per_sec.unwrap_or(0.0) / 1e6,
+                    r.iperf.cpu_client_percent.unwrap_or(100.0)
+                ));
+                continue;
+            }
+            let others: Vec<f64> = self
+                .runs
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| *j != i)
+                .map(|(_, o)| o.iperf.receiver_bits_per_sec)
+                .collect();
+            let Some(median) = crate::stats::Summary::of(&others).map(|s| s.median) else {
+                continue;
+            };
+            let rate = r.iperf.receiver_bits_per_sec;
+            if rate < STALLED_SHARE * median && r.gateways_idle() {
+                let busiest = |g: &GatewayRun| g.busiest_thread().map_or(0.0, |t| t.cpu_cores_used);
+                why.push(format!(
+                    "{run} stalled at {:.0} Mbit/s, {:.2}x the median of the others, with the gateways idle (busiest threads {:.2} and {:.2} of a core)",
+                    rate / 1e6,
+                    rate / median,
+                    busiest(&r.sender),
+                    busiest(&r.receiver)
+                ));
+            }
+        }
+        (!why.is_empty()).then(|| why.join("; "))
+    }
+
     /// What the noise judge says of the point's runs: each kind once, from the run
     /// where the machine was busiest. In a two-host run, the peer's windows are
     /// judged the same way and their findings name the peer.

@@ -180,7 +180,16 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
     for step in ladder.steps {
         out.push((
             "ladder",
-            format!("AES-NI gain, {}: {}", step.layer, step.what),
+            format!(
+                "AES-NI gain, {}: {}{}",
+                step.layer,
+                step.what,
+                if step.lower_bound.is_some() {
+                    " (a lower bound: the instrument set the figure with AES-NI)"
+                } else {
+                    ""
+                }
+            ),
             Unit::Gain,
             step.gain,
             false,
@@ -249,7 +258,16 @@ fn layer_figures(r: &RunRecord) -> Vec<Figure> {
         for u in &t.underlay {
             out.push((
                 "tunnel",
-                format!("underlay alone {}", u.protocol.as_str()),
+                // Without a rate limit the bare veth is no ceiling, and not the same
+                // figure as a rate-limited one.
+                if crate::tunnel::underlay_is_ceiling(&t.config) {
+                    format!("underlay alone {}", u.protocol.as_str())
+                } else {
+                    format!(
+                        "underlay alone {} (no rate limit: not a ceiling)",
+                        u.protocol.as_str()
+                    )
+                },
                 Unit::Bits,
                 u.throughput_bits_per_sec.median / 8.0,
                 false,

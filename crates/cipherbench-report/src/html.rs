@@ -19,6 +19,8 @@ th, td { border-bottom: 1px solid var(--line); padding: 4px 8px; text-align: rig
 th:first-child, td:first-child, th.l, td.l { text-align: left; }
 td.l { white-space: normal; min-width: 12em; }
 .scroll { overflow-x: auto; }
+table.ladder th, table.ladder td { white-space: normal; } table.ladder td.l { min-width: 0; }
+table.ladder td.what { min-width: 12em; } .nw, table.ladder td.nw { white-space: nowrap; }
 .chart { width: 100%; height: auto; max-width: 760px; display: block; }
 .chart .grid { stroke: #eaeef2; } .chart .axisline { stroke: #57606a; } .chart .reference { stroke: #cf222e; stroke-dasharray: 4 3; }
 .chart text { font: 11px system-ui, sans-serif; fill: #24292f; } .chart .axis { font-size: 12px; }
@@ -132,20 +134,34 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
     } else {
         s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
-        s.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with AES-NI</th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        s.push_str("<div class=\"scroll\"><table class=\"ladder\" id=\"table-ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with <span class=\"nw\">AES-NI</span></th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
         for step in &ladder.steps {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.accel),
                 escape(&step.noaesni),
-                gain_cell(step.gain, step.gain_interval.as_ref()),
-                escape(&ladder.keeps_text(step)),
+                if step.lower_bound.is_some() {
+                    format!(
+                        "≥ {} <span class=\"bad\">lower bound</span>",
+                        gain_cell(step.gain, step.gain_interval.as_ref())
+                    )
+                } else {
+                    gain_cell(step.gain, step.gain_interval.as_ref())
+                },
+                unbroken_pieces(&ladder.keeps_text(step)),
                 ladder.share_of_time_text(step)
             ));
         }
         s.push_str("</table></div>");
+        for step in ladder.steps.iter().filter(|st| st.lower_bound.is_some()) {
+            s.push_str(&format!(
+                "<p class=\"bad\">{}: a lower bound: {}</p>",
+                step.layer,
+                escape(step.lower_bound.as_deref().unwrap_or_default())
+            ));
+        }
         let chart = BarChart {
             id: "fig-ladder".into(),
             title: "Gain from AES-NI at each layer".into(),
@@ -158,7 +174,17 @@ fn summary(record: &RunRecord) -> String {
                     .collect::<Vec<_>>()
                     .join(", ")
             ),
-            categories: ladder.steps.iter().map(|st| st.layer.to_string()).collect(),
+            categories: ladder
+                .steps
+                .iter()
+                .map(|st| {
+                    if st.lower_bound.is_some() {
+                        format!("{} (lower bound)", st.layer)
+                    } else {
+                        st.layer.to_string()
+                    }
+                })
+                .collect(),
             series: vec![Series::new(
                 "accel / noaesni",
                 ladder.steps.iter().map(|st| Some(st.gain)).collect(),
@@ -183,11 +209,12 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("</ul>");
     }
     for (layer, why) in &ladder.missing {
-        let class = if why.starts_with("n/a:") {
-            "bad"
-        } else {
-            "muted"
-        };
+        let class =
+            if why.starts_with("n/a:") || why.starts_with(crate::ladder::INSTRUMENT_LEFT_OUT) {
+                "bad"
+            } else {
+                "muted"
+            };
         s.push_str(&format!(
             "<p class=\"{class}\">{layer}: {}</p>",
             escape(why)
@@ -273,7 +300,7 @@ const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are
 <h3 id="m-file">Layer 2: file</h3><p>Wall time from starting the tool to its output being on disk (with fsync) or written (without), for a file of the given size; throughput is the plaintext size over that time. Every tool's output is decrypted once and compared with the input.</p>
 <h3 id="m-tls">Layer 3: TLS sweep and ramp</h3><p>A real nginx serves one file per TLS connection (full handshake, keep-alive off). The sweep reports the highest throughput over the window at which the maximum time to first byte stays within the limit, searching over the number of concurrent clients. A point's variants (and key stores) each get their own nginx, started side by side, each searched in turn; then the window is cut into rounds (3 by default) and the variants take turns (A B, B A, A B), so a drift of the machine reaches each alike; each variant's figure is over all its rounds. nginx CPU is its workers' CPU time over the window. The ramp starts requests on a schedule rising linearly to the target rate; latency counts from the scheduled start, and a request that fails or exceeds the timeout is unsuccessful.</p>
 <h4 id="m-tls-handshake">TLS handshakes</h4><p>Each point is a fresh nginx offering one key-exchange group, with a certificate of one key type, serving a tiny file per connection (keep-alive off: one handshake per request), measured as a sweep point (concurrency searched, same window and limit). Resumed points turn nginx's session cache and tickets on and have each generator thread offer its last session; the client counts the handshakes that resumed. Per core = handshakes per second divided by the CPU nginx's workers used; ratios are of that figure, with a 95 % interval paired over the rounds in which the variants of a point took turns (each point's nginx CPU taken as measured).</p><h4 id="m-tls-key-store">TLS key stores</h4><p>With <code>--key-store file,pkcs11</code> the sweep and the ramp measure each point with nginx's key in a PEM file and in a PKCS#11 module (SoftHSM2 unless <code>--pkcs11-module</code> names another), reached through OpenSSL's pkcs11 engine; the token is made in the run's directory and removed with it. Module handles do not survive fork, so that nginx runs as one process (<code>master_process off</code>): the module is measured at one core only. The two stores of a sweep point run side by side and take turns in the point's rounds, as its variants do. The module is judged by effect: its library and the engine must be mapped in the serving process, whose config names the key only by its PKCS#11 URI. Sweep ratios are module ÷ file, with a 95 % interval paired over those rounds; the ramp's are of successful requests.</p><h4 id="m-tls-capacity">TLS capacity</h4><p>Gbit/s per core = the sweep's throughput at the largest file size divided by the CPU nginx's workers used over the window (cores under test × their mean utilisation), taking the core count with the best rate. Cores for a target = target ÷ that rate, rounded up: linear scaling is assumed, and the line says where the sweep saw nginx stop being CPU-bound (below 85 % of its cores), beyond which the rate was limited by something else.</p>
-<h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP and UDP (1220-byte writes) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first.</p>
+<h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP and UDP (1220-byte writes) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first; it is the tunnel's ceiling only when rate-limited (<code>--underlay-rate</code>): over a bare veth nothing queues, TCP sends each write as its own segment, and a tunnel can carry more than it.</p>
 <h3 id="m-library">The library under test</h3><p>A run measures the system's OpenSSL unless <code>--openssl DIR</code> names another OpenSSL 3.x build: its directory goes first on <code>LD_LIBRARY_PATH</code> of every part a variant applies to (speed workers, the <code>openssl</code> tool and <code>cipherbench seal</code>/<code>open</code>, nginx, the ESP gateways), and the build's own <code>bin/openssl</code> runs in place of the one on PATH. Each part is checked from itself: cipherbench's children report <code>OpenSSL_version()</code> and the files they mapped, nginx's master and workers are read from <code>/proc/&lt;pid&gt;/maps</code>, the <code>openssl</code> tool from <code>openssl version</code>; a part on another library stops its layer. The load generator (this process) and iperf3 are not swapped, and say so. With several libraries the first is the baseline; the <b>library step</b> is accel on a later library over accel on the baseline, and <b>keeps</b> is ln(gain of the layer) / ln(gain of the primitive), as for AES-NI.</p>
 <h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
 </section>"#;
@@ -358,12 +385,14 @@ fn machine(record: &RunRecord) -> String {
 }
 
 /// A gain cell: `<b>3.10×</b> [2.95–3.26]`, with "no clear difference" when its
-/// interval holds 1.0 and "(no interval)" without one.
+/// interval holds 1.0 and "(no interval)" without one. The cell may wrap between
+/// the gain and its interval, never inside either (the ladder's table fits the
+/// page so).
 fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInterval>) -> String {
     match interval {
         Some(i) => {
             let base = format!(
-                "<b>{:.2}×</b> <span class=\"muted\">[{:.2}–{:.2}]</span>",
+                "<b class=\"nw\">{:.2}×</b> <span class=\"muted nw\">[{:.2}–{:.2}]</span>",
                 i.point, i.low, i.high
             );
             if i.is_clear() {
@@ -372,8 +401,39 @@ fn gain_cell(gain: f64, interval: Option<&cipherbench_model::interval::RatioInte
                 format!("{base} <span class=\"bad\">no clear difference</span>")
             }
         }
-        None => format!("<b>{gain:.2}×</b> <span class=\"muted\">(no interval)</span>"),
+        None => {
+            format!("<b class=\"nw\">{gain:.2}×</b> <span class=\"muted nw\">(no interval)</span>")
+        }
     }
+}
+
+/// Text escaped, its pieces before ` [` and ` (` each kept on one line (`45 %
+/// [38-52 %]` may wrap before its interval only).
+fn unbroken_pieces(text: &str) -> String {
+    if !text.contains(" [") && !text.contains(" (") {
+        return escape(text);
+    }
+    let mut out = String::new();
+    let mut rest = text;
+    while !rest.is_empty() {
+        // Past the first character: a piece is never empty.
+        let first = rest.chars().next().map_or(0, char::len_utf8);
+        let cut = [" [", " ("]
+            .iter()
+            .filter_map(|m| rest[first..].find(m).map(|i| i + first))
+            .min()
+            .unwrap_or(rest.len());
+        let (piece, tail) = rest.split_at(cut);
+        if !out.is_empty() {
+            out.push(' ');
+        }
+        out.push_str(&format!(
+            "<span class=\"nw\">{}</span>",
+            escape(piece.trim_start())
+        ));
+        rest = tail;
+    }
+    out
 }
 
 /// The library step: accel on each later library over accel on the baseline, per
@@ -391,16 +451,16 @@ fn library_steps(ladder: &crate::ladder::Ladder) -> String {
             escape(&rows[0].library),
             escape(&rows[0].baseline)
         ));
-        s.push_str(&format!("<div class=\"scroll\"><table><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
+        s.push_str(&format!("<div class=\"scroll\"><table class=\"ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>baseline</th><th>on {}</th><th>gain</th><th><a href=\"#m-library\">keeps</a></th></tr>", escape(tag)));
         for step in rows {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.baseline_figure),
                 escape(&step.library_figure),
                 gain_cell(step.gain, step.gain_interval.as_ref()),
-                escape(&ladder.library_keeps_text(step))
+                unbroken_pieces(&ladder.library_keeps_text(step))
             ));
         }
         s.push_str("</table></div>");

@@ -55,6 +55,36 @@ pub struct Step {
     /// The 95 % interval of `survives`, the layer's and the primitive's rounds
     /// resampled together.
     pub survives_interval: Option<Estimate>,
+    /// Why the figure with AES-NI was set by the instrument (the load generator,
+    /// iperf3), not the system under test: the gain, what it keeps and its cipher
+    /// share are then lower bounds ([`instrument_bound`]). None: a measured gain.
+    pub lower_bound: Option<String>,
+}
+
+/// How a rung's reason for being left out begins when the instrument, not the
+/// system under test, set the figure without AES-NI (the gain would be an upper
+/// bound) or both figures (it would bound nothing).
+pub const INSTRUMENT_LEFT_OUT: &str = "left out, the instrument set a figure:";
+
+/// What the instrument limits of a rung's two sides (each a reason, from
+/// [`SweepPoint::instrument_limit`] or [`TunnelPoint::instrument_limit`]) make of
+/// its gain, accel over noaesni. An instrument-limited side's figure is a lower
+/// bound on the system's: with accel's alone the gain is a lower bound
+/// (`Ok(Some(why))`); with noaesni's alone it is an upper bound, and with both it
+/// bounds nothing: the rung is left out, saying why (`Err`).
+pub fn instrument_bound(
+    accel: Option<String>,
+    noaesni: Option<String>,
+) -> Result<Option<String>, String> {
+    match (accel, noaesni) {
+        (a, None) => Ok(a),
+        (None, Some(n)) => Err(format!(
+            "{INSTRUMENT_LEFT_OUT} without AES-NI ({n}), so the gain would only be an upper bound"
+        )),
+        (Some(a), Some(n)) => Err(format!(
+            "{INSTRUMENT_LEFT_OUT} with AES-NI ({a}) and without ({n}), so their ratio bounds nothing"
+        )),
+    }
 }
 
 /// The whole ladder.
@@ -544,6 +574,7 @@ fn primitive(record: &RunRecord) -> Result<Step, String> {
         rounds: Some(speed_rounds(a, n)),
         gain_interval: None,
         survives_interval: None,
+        lower_bound: None,
         note: "The cipher alone, one operation per buffer: the most AES-NI can buy.".into(),
     }))
 }
@@ -570,6 +601,7 @@ fn file(record: &RunRecord) -> Result<Step, String> {
         rounds: Some(file_rounds(a, n)),
         gain_interval: None,
         survives_interval: None,
+        lower_bound: None,
         note: format!(
             "With AES-NI one run took {wall:.2} s of wall time and {:.2} s of CPU, {:.2} s of it in the kernel (reading, writing, syncing): the disk path, not the cipher, is most of what remains.",
             cpu, a.system_seconds.median
@@ -619,6 +651,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         .map(|s| s.variant.clone())
         .collect();
     not_effective(&servers)?;
+    let lower_bound = instrument_bound(a.instrument_limit(), n.instrument_limit())?;
     let cpu = |p: &cipherbench_model::tls::SweepPoint| {
         p.server_cpu
             .as_ref()
@@ -636,6 +669,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         rounds: Some(tls_rounds(a, n)),
         gain_interval: None,
         survives_interval: None,
+        lower_bound,
         note: format!(
             "nginx's cores were {} busy with AES-NI and {} without: with AES-NI the rest of the time goes to copying the file through user space into TLS records (no kTLS here), the handshake and TCP.",
             cpu(a),
@@ -652,6 +686,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     let (a, n) = tunnel_points(t, "accel", "noaesni")
         .ok_or("aes128-gcm was not measured through the tunnel with and without AES-NI")?;
     not_effective(&t.judged_variants())?;
+    let lower_bound = instrument_bound(a.instrument_limit(), n.instrument_limit())?;
     let (am, nm) = (
         a.throughput_bits_per_sec.median,
         n.throughput_bits_per_sec.median,
@@ -684,6 +719,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         rounds: Some(tunnel_rounds(a, n)),
         gain_interval: None,
         survives_interval: None,
+        lower_bound,
         note: format!(
             "The sending and receiving gateways used {} with AES-NI ({} ran out first) and {} without ({}): with AES-NI most of the time goes to moving packets through TUN, UDP and the kernel's TCP, not to the cipher.",
             cpu(a),
@@ -719,6 +755,11 @@ fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
     if nm <= 0.0 {
         return Some(Err("no throughput through strongSwan without AES-NI".into()));
     }
+    let lower_bound = match instrument_bound(a.point.instrument_limit(), n.point.instrument_limit())
+    {
+        Ok(b) => b,
+        Err(e) => return Some(Err(e)),
+    };
     let cpu = |p: &cipherbench_model::tunnel::StrongswanPoint| {
         p.point
             .runs
@@ -746,6 +787,7 @@ fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
         rounds: Some(tunnel_rounds(&a.point, &n.point)),
         gain_interval: None,
         survives_interval: None,
+        lower_bound,
         note: format!(
             "The two charons used {} with AES-NI and {} without: libipsec moves one packet per TUN read and write and per socket call.",
             cpu(a),
@@ -783,6 +825,25 @@ pub fn gain_text(gain: f64, interval: Option<&RatioInterval>) -> String {
     match interval {
         Some(i) => i.display(),
         None => format!("{gain:.2}x (no interval)"),
+    }
+}
+
+/// A rung's gain as [`gain_text`] gives it, `≥ ` before it when it is a lower
+/// bound ([`Step::lower_bound`]).
+pub fn step_gain_text(s: &Step) -> String {
+    format!(
+        "{}{}",
+        bound_mark(s),
+        gain_text(s.gain, s.gain_interval.as_ref())
+    )
+}
+
+/// `≥ ` for a rung whose figures are lower bounds, else nothing.
+fn bound_mark(s: &Step) -> &'static str {
+    if s.lower_bound.is_some() {
+        "≥ "
+    } else {
+        ""
     }
 }
 
@@ -824,20 +885,29 @@ impl Ladder {
         self.steps.iter().find(|s| s.layer == "primitive")
     }
 
-    /// What a rung keeps of the primitive's gain, for tables ([`share_text`]).
+    /// What a rung keeps of the primitive's gain, for tables ([`share_text`]),
+    /// `≥ ` before a share that is a lower bound.
     pub fn keeps_text(&self, s: &Step) -> String {
-        share_text(
+        let text = share_text(
             s.survives,
             s.survives_interval.as_ref(),
             s.gain_interval.as_ref(),
             self.primitive().and_then(|p| p.gain_interval.as_ref()),
-        )
+        );
+        if text.starts_with(|c: char| c.is_ascii_digit()) {
+            format!("{}{text}", bound_mark(s))
+        } else {
+            text
+        }
     }
 
-    /// A rung's cipher share, `–` where its gain is not clear.
+    /// A rung's cipher share, `–` where its gain is not clear, `≥ ` before a lower
+    /// bound.
     pub fn share_of_time_text(&self, s: &Step) -> String {
         match s.crypto_share {
-            Some(f) if clear(s.gain_interval.as_ref()) => pct(f.clamp(0.0, 1.0)),
+            Some(f) if clear(s.gain_interval.as_ref()) => {
+                format!("{}{}", bound_mark(s), pct(f.clamp(0.0, 1.0)))
+            }
             _ => "–".into(),
         }
     }
@@ -863,15 +933,15 @@ pub fn sentences(ladder: &Ladder) -> Vec<String> {
         .steps
         .iter()
         .map(|s| {
-            let gain = gain_text(s.gain, s.gain_interval.as_ref());
-            match (s.survives, s.crypto_share) {
-                (Some(_), Some(f)) if clear(s.gain_interval.as_ref()) => format!(
+            let gain = step_gain_text(s);
+            let sentence = match (s.survives, s.crypto_share) {
+                (Some(_), Some(_)) if clear(s.gain_interval.as_ref()) => format!(
                     "{}: {gain} ({} vs {}); keeps {} of the primitive's gain; without AES-NI the cipher was about {} of this layer's time. {}",
                     s.layer,
                     s.accel,
                     s.noaesni,
                     ladder.keeps_text(s),
-                    pct(f.clamp(0.0, 1.0)),
+                    ladder.share_of_time_text(s),
                     s.note
                 ),
                 (Some(_), Some(_)) => format!(
@@ -879,6 +949,12 @@ pub fn sentences(ladder: &Ladder) -> Vec<String> {
                     s.layer, s.accel, s.noaesni, s.note
                 ),
                 _ => format!("{}: {gain} ({} vs {}). {}", s.layer, s.accel, s.noaesni, s.note),
+            };
+            match &s.lower_bound {
+                Some(why) => format!(
+                    "{sentence} A lower bound: {why}, so the gain (and what it keeps) is at least this."
+                ),
+                None => sentence,
             }
         })
         .collect()
@@ -907,12 +983,11 @@ pub fn text(record: &RunRecord) -> String {
                 Some(_) => format!("keeps {}", l.keeps_text(s)),
                 None => String::new(),
             };
-            let row = format!(
-                "  {:<20} {:<42} {keeps}",
-                s.layer,
-                gain_text(s.gain, s.gain_interval.as_ref())
-            );
+            let row = format!("  {:<20} {:<42} {keeps}", s.layer, step_gain_text(s));
             out.push_str(&format!("{}\n  {:<20} {}\n", row.trim_end(), "", s.what));
+            if let Some(why) = &s.lower_bound {
+                out.push_str(&format!("  {:<20} LOWER BOUND: {why}\n", ""));
+            }
         }
     }
     for (layer, why) in &l.missing {
@@ -1132,5 +1207,174 @@ mod tests {
             .missing
             .iter()
             .any(|(l, why)| *l == "tls" && why.contains("was not swept")));
+    }
+
+    fn quick() -> RunRecord {
+        let text = std::fs::read_to_string(concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/tests/fixtures/run-quick.json"
+        ))
+        .unwrap();
+        RunRecord::from_json(&text).unwrap()
+    }
+
+    /// The quick run with the ladder's TLS points of `variants` stopped by the load
+    /// generator (a search that ended at `Limit::Generator`, the points valid).
+    fn generator_set(variants: &[&str]) -> RunRecord {
+        use cipherbench_model::tls::{Limit, SearchOutcome};
+        let mut record = quick();
+        let sweep = record.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        for p in sweep
+            .points
+            .iter_mut()
+            .filter(|p| p.suite == "AES128-GCM-SHA256" && variants.contains(&p.variant.as_str()))
+        {
+            p.search = Some(SearchOutcome {
+                started_at: 1,
+                limit: Limit::Generator,
+                explanation: "the generator saturated at 32 clients".into(),
+            });
+            // nginx had cycles to spare, or the sweep would have called it `server`.
+            p.server_cpu.as_mut().unwrap().total = 0.62;
+        }
+        record
+    }
+
+    #[test]
+    fn a_tls_rung_whose_accel_figure_the_generator_set_is_a_lower_bound() {
+        let record = generator_set(&["accel"]);
+        let ladder = build(&record);
+        let step = ladder.steps.iter().find(|s| s.layer == "tls").unwrap();
+        let why = step.lower_bound.as_deref().expect("a lower bound");
+        assert!(
+            why.starts_with("the load generator, not nginx, set the accel 16 MiB figure")
+                && why.contains("workers were 62 % busy"),
+            "{why}"
+        );
+        // The gain, what it keeps and the cipher share are each at least that.
+        assert!(
+            step_gain_text(step).starts_with("≥ 6.63x"),
+            "{}",
+            step_gain_text(step)
+        );
+        assert!(ladder.keeps_text(step).starts_with("≥ 59 %"));
+        assert!(ladder.share_of_time_text(step).starts_with("≥ "));
+        // Unchanged rungs are not marked.
+        let file = ladder.steps.iter().find(|s| s.layer == "file").unwrap();
+        assert!(!step_gain_text(file).contains('≥') && !ladder.keeps_text(file).contains('≥'));
+        // Every rendering says it, and why, as it says an invalid point.
+        let terminal = text(&record);
+        assert!(terminal.contains("≥ 6.63x"), "{terminal}");
+        assert!(
+            terminal.contains("LOWER BOUND: the load generator, not nginx"),
+            "{terminal}"
+        );
+        assert!(sentences(&ladder)
+            .iter()
+            .any(|l| l.starts_with("tls: ≥ 6.63x")
+                && l.contains("A lower bound: the load generator")));
+        let md = crate::markdown::summary(&record);
+        assert!(md.contains("**≥ 6.63x (no interval)**"), "{md}");
+        assert!(
+            md.contains("- ladder, tls: **a lower bound** (≥): the load generator"),
+            "{md}"
+        );
+        assert!(
+            md.contains("16 MiB x1: 8.44 Gbit/s at 16 clients (a lower bound"),
+            "{md}"
+        );
+        let html = crate::html::render(&record);
+        assert!(
+            html.contains("≥ <b class=\"nw\">6.63×</b>") && html.contains("lower bound</span>")
+        );
+        assert!(html.contains("<p class=\"bad\">tls: a lower bound: the load generator"));
+        assert!(html.contains(">tls (lower bound)<"), "the chart's category");
+        // The plain record has no lower bound anywhere.
+        let plain = build(&quick());
+        assert!(plain.steps.iter().all(|s| s.lower_bound.is_none()));
+        assert!(!text(&quick()).contains("LOWER BOUND"));
+    }
+
+    #[test]
+    fn a_tls_rung_whose_noaesni_figure_the_generator_set_is_left_out_saying_why() {
+        // noaesni's figure is then a lower bound: the gain only an upper bound.
+        let record = generator_set(&["noaesni"]);
+        let ladder = build(&record);
+        assert!(ladder.steps.iter().all(|s| s.layer != "tls"));
+        let (_, why) = ladder.missing.iter().find(|(l, _)| *l == "tls").unwrap();
+        assert!(
+            why.starts_with(INSTRUMENT_LEFT_OUT)
+                && why.contains(
+                    "without AES-NI (the load generator, not nginx, set the noaesni 16 MiB figure"
+                )
+                && why.ends_with("so the gain would only be an upper bound"),
+            "{why}"
+        );
+        let md = crate::markdown::summary(&record);
+        assert!(
+            md.contains(&format!(
+                "- ladder, tls: **{INSTRUMENT_LEFT_OUT} without AES-NI"
+            )),
+            "{md}"
+        );
+        assert!(crate::html::render(&record)
+            .contains(&format!("<p class=\"bad\">tls: {INSTRUMENT_LEFT_OUT}")));
+        assert!(text(&record).contains(&format!("tls                  {INSTRUMENT_LEFT_OUT}")));
+        // Both sides: their ratio bounds nothing.
+        let ladder = build(&generator_set(&["accel", "noaesni"]));
+        let (_, why) = ladder.missing.iter().find(|(l, _)| *l == "tls").unwrap();
+        assert!(why.ends_with("so their ratio bounds nothing"), "{why}");
+        // An invalid point keeps its own reason: the generator limit is not repeated.
+        let mut record = generator_set(&["accel"]);
+        let sweep = record.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        for p in &mut sweep.points {
+            p.valid = false;
+            p.invalid_reason = Some("the load generator saturated".into());
+            assert_eq!(p.instrument_limit(), None);
+        }
+    }
+
+    #[test]
+    fn a_tunnel_rung_whose_accel_run_stalled_with_idle_gateways_is_a_lower_bound() {
+        use cipherbench_model::tunnel::Protocol;
+        let mut record = quick();
+        let t = record.tunnel.as_mut().unwrap();
+        for (variant, rates, idle) in [
+            ("accel", [2800.0, 2750.0, 900.0], Some(2)),
+            ("noaesni", [900.0, 910.0, 905.0], None),
+        ] {
+            let p = t
+                .points
+                .iter_mut()
+                .find(|p| {
+                    p.transform == "aes128-gcm"
+                        && p.variant == variant
+                        && p.protocol == Protocol::Tcp
+                })
+                .unwrap();
+            let template = p.runs[0].clone();
+            p.runs = rates
+                .iter()
+                .enumerate()
+                .map(|(round, mbit)| {
+                    let mut r = template.clone();
+                    r.iperf.receiver_bits_per_sec = mbit * 1e6;
+                    r.round = Some(round);
+                    if idle == Some(round) {
+                        for th in r.sender.threads.iter_mut().chain(&mut r.receiver.threads) {
+                            th.cpu_cores_used = 0.1;
+                        }
+                    }
+                    r
+                })
+                .collect();
+            let bits: Vec<f64> = rates.iter().map(|m| m * 1e6).collect();
+            p.throughput_bits_per_sec = cipherbench_model::Summary::of(&bits).unwrap();
+        }
+        let ladder = build(&record);
+        let step = ladder.steps.iter().find(|s| s.layer == "tunnel").unwrap();
+        let why = step.lower_bound.as_deref().expect("a lower bound");
+        assert!(why.starts_with("run 3 of 3 stalled at 900 Mbit/s"), "{why}");
+        assert!(text(&record).contains("LOWER BOUND: run 3 of 3 stalled"));
     }
 }

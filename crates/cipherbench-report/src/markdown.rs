@@ -55,11 +55,18 @@ pub fn summary(record: &RunRecord) -> String {
                 s.what,
                 s.accel,
                 s.noaesni,
-                ladder::gain_text(s.gain, s.gain_interval.as_ref()),
+                ladder::step_gain_text(s),
                 l.keeps_text(s)
             ));
         }
         out.push('\n');
+        for s in l.steps.iter().filter(|s| s.lower_bound.is_some()) {
+            out.push_str(&format!(
+                "- ladder, {}: **a lower bound** (≥): {}\n",
+                s.layer,
+                s.lower_bound.as_deref().unwrap_or_default()
+            ));
+        }
     }
     let mut tags: Vec<&str> = l.libraries.iter().map(|s| s.tag.as_str()).collect();
     tags.dedup();
@@ -83,7 +90,7 @@ pub fn summary(record: &RunRecord) -> String {
         out.push('\n');
     }
     for (layer, why) in &l.missing {
-        if why.starts_with("n/a:") {
+        if why.starts_with("n/a:") || why.starts_with(ladder::INSTRUMENT_LEFT_OUT) {
             out.push_str(&format!("- ladder, {layer}: **{why}**\n"));
         }
     }
@@ -194,10 +201,12 @@ pub fn summary(record: &RunRecord) -> String {
                 p.cores,
                 format_bits_per_sec(p.throughput_bytes_per_sec),
                 p.concurrency,
-                if p.valid {
-                    ""
-                } else {
+                if !p.valid {
                     " (invalid: see report)"
+                } else if p.instrument_limit().is_some() {
+                    " (a lower bound: the load generator set it; see report)"
+                } else {
+                    ""
                 }
             ));
         }
@@ -244,13 +253,14 @@ pub fn summary(record: &RunRecord) -> String {
     if let Some(t) = &record.tunnel {
         if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
             out.push_str(&format!(
-                "- tunnel: underlay alone TCP {}\n",
+                "- tunnel: {} TCP {}\n",
+                crate::tunnel::underlay_label(&t.config),
                 format_bits_per_sec(u.throughput_bits_per_sec.median / 8.0)
             ));
         }
         for p in &t.points {
             out.push_str(&format!(
-                "- tunnel {} {} {}: {}{}\n",
+                "- tunnel {} {} {}: {}{}{}\n",
                 p.transform,
                 crate::variants::text_name(&t.judged_variants(), &p.variant),
                 p.protocol.as_str(),
@@ -259,6 +269,9 @@ pub fn summary(record: &RunRecord) -> String {
                     .last()
                     .and_then(|r| r.iperf.lost_percent)
                     .map(|l| format!(" at {l:.1} % loss"))
+                    .unwrap_or_default(),
+                p.instrument_limit()
+                    .map(|why| format!(" (**a lower bound**: {why})"))
                     .unwrap_or_default()
             ));
         }

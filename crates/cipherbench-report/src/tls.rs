@@ -565,10 +565,12 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                     .unwrap_or_else(|| "-".into()),
                 p.generator_cpu * 100.0,
                 p.negotiated_suite.as_deref().unwrap_or("-"),
-                if p.valid {
-                    String::new()
-                } else {
+                if !p.valid {
                     format!("  INVALID: {}", invalid_text(p))
+                } else if let Some(why) = p.instrument_limit() {
+                    format!("  LOWER BOUND: {why}")
+                } else {
+                    String::new()
                 }
             ));
         }
@@ -1075,7 +1077,11 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
             reasons(&p.errors_by_reason),
             p.server_requests.map(|n| n.to_string()).unwrap_or_else(|| "-".into()),
             p.requests_sent,
-            if p.valid { "yes".to_string() } else { format!("<span class=\"bad\">no</span>: {}", escape(p.invalid_reason.as_deref().unwrap_or(""))) }
+            match (p.valid, p.instrument_limit()) {
+                (false, _) => format!("<span class=\"bad\">no</span>: {}", escape(p.invalid_reason.as_deref().unwrap_or(""))),
+                (true, Some(why)) => format!("yes, <span class=\"bad\">a lower bound</span>: {}", escape(&why)),
+                (true, None) => "yes".to_string(),
+            }
         ));
     }
     out.push_str("</table></div></details>");

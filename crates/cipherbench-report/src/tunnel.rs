@@ -9,6 +9,14 @@ use cipherbench_model::interval::{Pairing, RatioInterval, LEVEL, MIN_ROUNDS};
 use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{GatewayRun, Protocol, TunnelPoint, TunnelResults};
 
+/// `Underlay alone ...` from `underlay alone ...`.
+fn capitalised(s: &str) -> String {
+    let mut c = s.chars();
+    c.next()
+        .map(|f| f.to_uppercase().chain(c).collect())
+        .unwrap_or_default()
+}
+
 fn mbit(bits_per_sec: f64) -> String {
     format!("{:.0}", bits_per_sec / 1e6)
 }
@@ -50,6 +58,25 @@ fn measured(c: &cipherbench_model::tunnel::TunnelConfig) -> String {
         (true, true) => format!("UDP at the rate giving about {loss:.0} % loss"),
         (false, true) => format!("UDP only, at the rate giving about {loss:.0} % loss"),
         _ => "TCP only".into(),
+    }
+}
+
+/// Whether the underlay measured alone is the tunnel's ceiling: only when rate-limited
+/// (`--underlay-rate`, `tc tbf`). A bare veth is none: nothing queues on it, so TCP
+/// over it sends each write as its own segment while a tunnel's latency lets the
+/// inner TCP coalesce them, and tunnels carry more than it (METHODOLOGY.md, "Share
+/// of the underlay").
+pub fn underlay_is_ceiling(c: &cipherbench_model::tunnel::TunnelConfig) -> bool {
+    c.underlay_rate.is_some()
+}
+
+/// How the underlay measured alone is named: `underlay alone`, or without a rate
+/// limit `underlay alone (no rate limit: not a ceiling)`.
+pub fn underlay_label(c: &cipherbench_model::tunnel::TunnelConfig) -> &'static str {
+    if underlay_is_ceiling(c) {
+        "underlay alone"
+    } else {
+        "underlay alone (no rate limit: not a ceiling)"
     }
 }
 
@@ -155,9 +182,11 @@ pub fn text(t: &TunnelResults) -> String {
     for l in peer_lines(t) {
         out.push_str(&format!("  {l}\n"));
     }
+    let ceiling = underlay_is_ceiling(&t.config);
     if let Some(u) = t.underlay(Protocol::Tcp) {
         out.push_str(&format!(
-            "underlay alone: TCP {} Mbit/s ±{:.1} %\n",
+            "{}: TCP {} Mbit/s ±{:.1} %\n",
+            underlay_label(&t.config),
             mbit(u.throughput_bits_per_sec.median),
             u.interval_bits_per_sec.rel_spread * 100.0
         ));
@@ -173,14 +202,22 @@ pub fn text(t: &TunnelResults) -> String {
         .chain([8])
         .max()
         .unwrap_or(8);
+    // The share of the underlay only where the underlay is a ceiling.
+    let share_column = |share: String| {
+        if ceiling {
+            format!(" {share:>9}")
+        } else {
+            String::new()
+        }
+    };
     out.push_str(&format!(
-        "\n{:<18} {:<w$} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {}\n",
+        "\n{:<18} {:<w$} {:>14} {:>14} {:>7}{} {:>8} {:>8}  {}\n",
         "transform",
         "variant",
         "TCP Mbit/s",
         "UDP Mbit/s",
         "loss",
-        "underlay",
+        share_column("underlay".into()),
         "CPU snd",
         "CPU rcv",
         "saturated first (TCP / UDP)"
@@ -191,7 +228,12 @@ pub fn text(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} ±{:.0}%{}",
+                    "{}{} ±{:.0}%{}",
+                    if p.instrument_limit().is_some() {
+                        "≥"
+                    } else {
+                        ""
+                    },
                     mbit(p.throughput_bits_per_sec.median),
                     spread(p) * 100.0,
                     crate::machine::flag(&p.noise_findings(), false).trim()
@@ -213,7 +255,7 @@ pub fn text(t: &TunnelResults) -> String {
                 .unwrap_or_else(|| "-".into())
         };
         out.push_str(&format!(
-            "{:<18} {:<w$} {:>14} {:>14} {:>7} {:>9} {:>8} {:>8}  {} / {}\n",
+            "{:<18} {:<w$} {:>14} {:>14} {:>7}{} {:>8} {:>8}  {} / {}\n",
             transform,
             crate::variants::text_name(&judged, &variant),
             cell(tcp),
@@ -221,16 +263,26 @@ pub fn text(t: &TunnelResults) -> String {
             udp.and_then(loss)
                 .map(|l| format!("{l:.1}%"))
                 .unwrap_or_else(|| "-".into()),
-            tcp.and_then(|p| p.underlay_share)
-                .map(|s| format!("{:.0}%", s * 100.0))
-                .unwrap_or_else(|| "-".into()),
+            share_column(
+                tcp.and_then(|p| p.underlay_share)
+                    .map(|s| format!("{:.0}%", s * 100.0))
+                    .unwrap_or_else(|| "-".into())
+            ),
             cpu(tcp, true),
             cpu(tcp, false),
             saturated(tcp),
             saturated(udp)
         ));
     }
-    out.push_str("\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; underlay = TCP share of the underlay alone; CPU = gateway cores used during the TCP run)\n");
+    out.push_str(&format!(
+        "\n(Mbit/s = 10^6 bit/s received by iperf3's server; ± = spread; {}CPU = gateway cores used during the TCP run)\n",
+        if ceiling {
+            "underlay = TCP share of the rate-limited underlay alone; "
+        } else {
+            "no share of the underlay: without --underlay-rate the bare veth is no ceiling; "
+        }
+    ));
+    out.push_str(&lower_bounds_text(t));
     out.push_str(&ratio_text(&ratios(t)));
     out.push_str(&threads_block(t));
     if t.points.iter().any(|p| !p.noise_findings().is_empty()) {
@@ -276,6 +328,37 @@ pub fn text(t: &TunnelResults) -> String {
     }
     out.push_str(&crate::strongswan::text(t));
     out
+}
+
+/// The points whose figure the instrument set (`aes128-gcm accel UDP`, why), in
+/// measured order: their figures are lower bounds
+/// ([`TunnelPoint::instrument_limit`]).
+pub fn lower_bounds(t: &TunnelResults) -> Vec<(String, String)> {
+    t.points
+        .iter()
+        .filter_map(|p| {
+            p.instrument_limit().map(|why| {
+                (
+                    format!(
+                        "{} {} {}",
+                        p.transform,
+                        p.variant,
+                        p.protocol.as_str().to_uppercase()
+                    ),
+                    why,
+                )
+            })
+        })
+        .collect()
+}
+
+/// The terminal's lines for [`lower_bounds`], marked `≥` in the table; empty
+/// without any.
+fn lower_bounds_text(t: &TunnelResults) -> String {
+    lower_bounds(t)
+        .iter()
+        .map(|(what, why)| format!("≥ {what}: LOWER BOUND: {why}\n"))
+        .collect()
 }
 
 /// One variant's throughput over another's at a point, as the tables show it: the
@@ -730,7 +813,8 @@ pub fn html(t: &TunnelResults) -> String {
         // Only strongSwan ran (--stack strongswan).
         if let Some(u) = underlay {
             out.push_str(&format!(
-                "<p>Underlay alone: TCP {} Mbit/s.</p>",
+                "<p>{}: TCP {} Mbit/s.</p>",
+                escape(&capitalised(underlay_label(&t.config))),
                 mbit(u.throughput_bits_per_sec.median)
             ));
         }
@@ -744,8 +828,10 @@ pub fn html(t: &TunnelResults) -> String {
             transforms.push(transform.clone());
         }
     }
+    // The underlay's bar only where it is a ceiling (the table still shows it).
+    let ceiling = underlay_is_ceiling(&t.config);
     let mut categories = Vec::new();
-    if underlay.is_some() {
+    if underlay.is_some() && ceiling {
         categories.push("underlay".to_string());
     }
     categories.extend(transforms.iter().cloned());
@@ -785,7 +871,14 @@ pub fn html(t: &TunnelResults) -> String {
     let chart = BarChart {
         id: "fig-tunnel".into(),
         title: "Tunnel throughput by transform".into(),
-        description: "iperf3 throughput in Mbit/s through the ESP tunnel for each transform, TCP and UDP (at about 5 % loss), with AES-NI available and masked, next to the underlay alone.".into(),
+        description: format!(
+            "iperf3 throughput in Mbit/s through the ESP tunnel for each transform, TCP and UDP (at about 5 % loss), with AES-NI available and masked{}.",
+            if ceiling && underlay.is_some() {
+                ", next to the rate-limited underlay alone"
+            } else {
+                ""
+            }
+        ),
         categories,
         series,
         y_label: "Mbit/s (10^6 bit/s)".into(),
@@ -794,13 +887,36 @@ pub fn html(t: &TunnelResults) -> String {
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>After seed 004's tables: what iperf3's server received through the tunnel, per transform and engine; the first bar is the underlay alone (TCP).</figcaption></figure>");
-    out.push_str("<div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">engine</th><th>TCP [Mbps]</th><th>UDP [Mbps]</th><th>UDP loss</th><th>share of underlay (TCP)</th><th>gateway CPU send / receive</th><th>ESP drops</th><th class=\"l\">saturated first (TCP / UDP)</th></tr>");
+    out.push_str(&format!(
+        "<figcaption>After seed 004's tables: what iperf3's server received through the tunnel, per transform and engine; {}</figcaption></figure>",
+        match (underlay.is_some(), ceiling) {
+            (true, true) => "the first bar is the rate-limited underlay alone (TCP).",
+            (true, false) => "the underlay alone is left out: without <code>--underlay-rate</code> the bare veth is no ceiling (its figure is in the table).",
+            (false, _) => "the underlay alone was not measured.",
+        }
+    ));
+    let share_cell = |cell: String| {
+        if ceiling {
+            format!("<td>{cell}</td>")
+        } else {
+            String::new()
+        }
+    };
+    out.push_str(&format!(
+        "<div class=\"scroll\"><table><tr><th class=\"l\">transform</th><th class=\"l\">engine</th><th>TCP [Mbps]</th><th>UDP [Mbps]</th><th>UDP loss</th>{}<th>gateway CPU send / receive</th><th>ESP drops</th><th class=\"l\">saturated first (TCP / UDP)</th></tr>",
+        if ceiling {
+            "<th>share of underlay (TCP)</th>"
+        } else {
+            ""
+        }
+    ));
     if let Some(u) = underlay {
         out.push_str(&format!(
-            "<tr><td class=\"l\">underlay alone</td><td class=\"l\">–</td><td>{} <span class=\"muted\">±{:.1} %</span></td><td>–</td><td>–</td><td>100 %</td><td>–</td><td>–</td><td class=\"l\">–</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">–</td><td>{} <span class=\"muted\">±{:.1} %</span></td><td>–</td><td>–</td>{}<td>–</td><td>–</td><td class=\"l\">–</td></tr>",
+            escape(underlay_label(&t.config)),
             mbit(u.throughput_bits_per_sec.median),
-            u.interval_bits_per_sec.rel_spread * 100.0
+            u.interval_bits_per_sec.rel_spread * 100.0,
+            share_cell("100 %".into())
         ));
     }
     for (transform, variant) in &rows {
@@ -809,7 +925,12 @@ pub fn html(t: &TunnelResults) -> String {
         let cell = |p: Option<&TunnelPoint>| {
             p.map(|p| {
                 format!(
-                    "{} <span class=\"{}\">±{:.1} %</span>{}",
+                    "{}{} <span class=\"{}\">±{:.1} %</span>{}",
+                    match p.instrument_limit() {
+                        Some(why) =>
+                            format!("<span class=\"bad\" title=\"{}\">≥</span> ", escape(&why)),
+                        None => String::new(),
+                    },
                     mbit(p.throughput_bits_per_sec.median),
                     if spread(p) > cipherbench_model::stats::HIGH_SPREAD {
                         "bad"
@@ -845,13 +966,13 @@ pub fn html(t: &TunnelResults) -> String {
                 .unwrap_or_else(|| "–".into())
         };
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td>{}</td><td class=\"l\">{} / {}</td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{}</td><td>{}</td><td>{}</td>{}<td>{}</td><td>{}</td><td class=\"l\">{} / {}</td></tr>",
             escape(transform),
             crate::variants::html_name(&judged, variant),
             cell(tcp),
             cell(udp),
             udp.and_then(loss).map(|l| format!("{l:.1} %")).unwrap_or_else(|| "–".into()),
-            tcp.and_then(|p| p.underlay_share).map(|s| format!("{:.0} %", s * 100.0)).unwrap_or_else(|| "–".into()),
+            share_cell(tcp.and_then(|p| p.underlay_share).map(|s| format!("{:.0} %", s * 100.0)).unwrap_or_else(|| "–".into())),
             run.map(|r| format!("{:.2} / {:.2}", r.sender.cpu_cores_used, r.receiver.cpu_cores_used)).unwrap_or_else(|| "–".into()),
             drops,
             side(tcp),
@@ -859,6 +980,13 @@ pub fn html(t: &TunnelResults) -> String {
         ));
     }
     out.push_str("</table></div>");
+    for (what, why) in lower_bounds(t) {
+        out.push_str(&format!(
+            "<p class=\"bad\">{}: a lower bound (≥): {}</p>",
+            escape(&what),
+            escape(&why)
+        ));
+    }
     out.push_str(&ratio_html(
         &ratios(t),
         "Throughput of one variant over another through the same transform.",

@@ -117,7 +117,7 @@ fn a_tls_gain_within_the_noise_is_no_clear_difference_and_keeps_no_share() {
     let tls_tr = &table[table.find("<tr><td class=\"l\">tls</td>").unwrap()..];
     let tls_tr = &tls_tr[..tls_tr.find("</tr>").unwrap()];
     assert!(
-        tls_tr.contains("<span class=\"bad\">no clear difference</span></td><td>no clear difference</td><td>–</td>"),
+        tls_tr.contains("<span class=\"bad\">no clear difference</span></td><td>no clear difference</td><td class=\"nw\">–</td>"),
         "{tls_tr}"
     );
 }

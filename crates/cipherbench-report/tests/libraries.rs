@@ -92,7 +92,7 @@ fn summary_md_has_the_library_step_and_what_each_part_loaded() {
 fn report_html_has_the_library_step_and_the_loaded_table() {
     let page = html::render(&two_libraries());
     assert!(page.contains("id=\"library-step-3.6.3\""));
-    assert!(page.contains("<b>2.00×</b>"));
+    assert!(page.contains("<b class=\"nw\">2.00×</b>"));
     assert!(page.contains("id=\"libraries\""));
     assert!(page.contains("its own report"));
 }

@@ -23,7 +23,10 @@ fn fixture() -> TunnelResults {
 fn the_table_has_a_row_per_transform_and_variant_next_to_the_underlay() {
     let t = fixture();
     let text = tunnel::text(&t);
-    assert!(text.contains("underlay alone: TCP"), "{text}");
+    assert!(
+        text.contains("underlay alone (no rate limit: not a ceiling): TCP"),
+        "{text}"
+    );
     for row in [
         "null               accel",
         "aes128-gcm         accel",
@@ -430,4 +433,149 @@ fn a_pool_of_many_workers_is_summed_up_on_the_thread_line() {
         "{line}"
     );
     assert!(line.len() < 200, "{} characters: {line}", line.len());
+}
+
+#[test]
+fn the_underlay_is_a_ceiling_only_with_a_rate_limit() {
+    // The fixture's veth had no rate limit: the tunnels carried more than it.
+    let t = fixture();
+    assert!(t.config.underlay_rate.is_none());
+    let text = tunnel::text(&t);
+    let header = text
+        .lines()
+        .find(|l| l.starts_with("transform "))
+        .expect("a header");
+    assert!(!header.contains("underlay"), "{header}");
+    assert!(text.contains("no share of the underlay"), "{text}");
+    let html = tunnel::html(&t);
+    assert!(!html.contains("share of underlay"), "share column shown");
+    assert!(!html.contains("100 %</td>"), "the underlay shown as 100 %");
+    assert!(html.contains("underlay alone (no rate limit: not a ceiling)"));
+    let chart = &html[html.find("<svg id=\"fig-tunnel\"").unwrap()..];
+    let chart = &chart[..chart.find("</svg>").unwrap()];
+    assert!(!chart.contains(">underlay<"), "an underlay bar");
+
+    // Rate-limited (--underlay-rate): the wire is the ceiling, as seed 004's LAN.
+    let mut t = fixture();
+    t.config.underlay_rate = Some("1gbit".into());
+    let text = tunnel::text(&t);
+    assert!(text.contains("underlay alone: TCP"), "{text}");
+    let header = text.lines().find(|l| l.starts_with("transform ")).unwrap();
+    assert!(header.contains("underlay"), "{header}");
+    let html = tunnel::html(&t);
+    assert!(html.contains("<th>share of underlay (TCP)</th>") && html.contains("100 %</td>"));
+    let chart = &html[html.find("<svg id=\"fig-tunnel\"").unwrap()..];
+    assert!(chart[..chart.find("</svg>").unwrap()].contains(">underlay<"));
+}
+
+/// The fixture's aes128-gcm accel UDP run made one whose iperf3 client sent 60 % of
+/// the rate asked, at `client` % of a core, with little loss.
+fn client_short(client: f64) -> TunnelResults {
+    let mut t = fixture();
+    let p = t
+        .points
+        .iter_mut()
+        .find(|p| {
+            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Udp
+        })
+        .unwrap();
+    let r = &mut p.runs[0];
+    r.iperf.target_bits_per_sec = Some(r.iperf.sender_bits_per_sec / 0.6);
+    r.iperf.cpu_client_percent = Some(client);
+    r.saturation.side = "iperf3_client".into();
+    t
+}
+
+#[test]
+fn a_udp_point_whose_iperf3_client_was_the_limit_is_a_lower_bound() {
+    let t = client_short(97.0);
+    let p = t.point("aes128-gcm", "accel", Protocol::Udp).unwrap();
+    let why = p.instrument_limit().expect("the client set it");
+    assert!(why.contains("at 97 % of a core"), "{why}");
+    let text = tunnel::text(&t);
+    let row = text
+        .lines()
+        .find(|l| l.starts_with("aes128-gcm         accel"))
+        .unwrap();
+    assert!(row.contains(" ≥"), "{row}");
+    assert!(
+        text.contains("≥ aes128-gcm accel UDP: LOWER BOUND: its run: the iperf3 client"),
+        "{text}"
+    );
+    let html = tunnel::html(&t);
+    assert!(
+        html.contains("aes128-gcm accel UDP: a lower bound (≥): its run: the iperf3 client"),
+        "no lower bound in the html"
+    );
+    // Nothing else is marked.
+    assert_eq!(tunnel::lower_bounds(&t).len(), 1);
+    assert!(tunnel::lower_bounds(&fixture()).is_empty());
+
+    // A client held back by the sending gateway (little CPU) measured the tunnel.
+    let t = client_short(40.0);
+    assert_eq!(
+        t.point("aes128-gcm", "accel", Protocol::Udp)
+            .unwrap()
+            .instrument_limit(),
+        None
+    );
+    assert!(!tunnel::text(&t).contains("LOWER BOUND"));
+}
+
+/// The aes128-gcm accel TCP point with runs at `mbit` (interleaved rounds), the
+/// gateways' threads of run `idle` at 0.2 of a core.
+fn with_idle_run(mbit: &[f64], idle: usize) -> TunnelResults {
+    let mut t = with_rounds(mbit, &[1000.0; 3][..mbit.len()]);
+    let r = &mut gcm_accel_tcp(&mut t).runs[idle];
+    for g in [&mut r.sender, &mut r.receiver] {
+        for th in &mut g.threads {
+            th.cpu_cores_used = th.cpu_cores_used.min(0.2);
+        }
+    }
+    t
+}
+
+#[test]
+fn a_run_far_below_its_siblings_with_idle_gateways_stalled_outside_the_tunnel() {
+    use cipherbench_model::tunnel::{IDLE_GATEWAY, STALLED_SHARE};
+    let t = with_idle_run(&[3000.0, 2900.0, 1000.0], 2);
+    let p = t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap();
+    let why = p.instrument_limit().expect("a stalled run");
+    assert!(
+        why.starts_with("run 3 of 3 stalled at 1000 Mbit/s, 0.34x the median of the others"),
+        "{why}"
+    );
+    // Just above the share, or the gateways busy: the tunnel's own figure.
+    let at = 2950.0 * STALLED_SHARE;
+    let t = with_idle_run(&[3000.0, 2900.0, at + 1.0], 2);
+    assert_eq!(
+        t.point("aes128-gcm", "accel", Protocol::Tcp)
+            .unwrap()
+            .instrument_limit(),
+        None
+    );
+    let mut t = with_idle_run(&[3000.0, 2900.0, 1000.0], 2);
+    let r = &mut gcm_accel_tcp(&mut t).runs[2];
+    r.receiver.threads[0].cpu_cores_used = IDLE_GATEWAY;
+    assert_eq!(
+        t.point("aes128-gcm", "accel", Protocol::Tcp)
+            .unwrap()
+            .instrument_limit(),
+        None
+    );
+    // Two runs: the low one stalled against the other.
+    let t = with_idle_run(&[3000.0, 1000.0], 1);
+    assert!(t
+        .point("aes128-gcm", "accel", Protocol::Tcp)
+        .unwrap()
+        .instrument_limit()
+        .is_some_and(|w| w.starts_with("run 2 of 2 stalled")));
+    // One run has no siblings to fall below.
+    let t = with_idle_run(&[1000.0], 0);
+    assert_eq!(
+        t.point("aes128-gcm", "accel", Protocol::Tcp)
+            .unwrap()
+            .instrument_limit(),
+        None
+    );
 }
