@@ -1,13 +1,14 @@
 # The two commands: `make run` (install what is missing, build, run the main job)
 # and `make test` (install what is missing, build the upstream OpenSSL the --openssl
 # tests run against (cached), check formatting, the modules' one-way layering and
-# lints, run every test). Both work on a fresh Debian machine, as root
+# lints, run every test, then the platform suite on two more stacks: the upstream
+# build and a Debian 13 root). Both work on a fresh Debian machine, as root
 # or with sudo.
 
 CARGO ?= cargo
 BIN := target/release/cipherbench
 
-.PHONY: run test deps deps-test build lint bench clean openssl-upstream
+.PHONY: run test deps deps-test build lint bench clean openssl-upstream test-platforms
 
 run: deps build
 	./$(BIN) run
@@ -18,6 +19,16 @@ test: deps-test openssl-upstream
 	$(CARGO) clippy --workspace --all-targets --locked -- -D warnings
 	$(CARGO) build --release --locked
 	$(CARGO) test --workspace --locked
+	$(MAKE) test-platforms
+
+# The platform suite (crates/cipherbench/tests/platform.rs: probe,
+# speed, TLS, the tunnel and the quick preset) on the stacks beyond the system's:
+# every command pointed at the upstream OpenSSL 3.6.3 build, then inside a Debian 13
+# root (debootstrap, cached in target/roots/, about 90 s to make) where the project
+# is built against its OpenSSL 3.5 (target/platform/debian-trixie/).
+test-platforms: openssl-upstream
+	CIPHERBENCH_TEST_OPENSSL=$$(scripts/build-openssl.sh) $(CARGO) test --locked -p cipherbench --test platform
+	scripts/debian-root.sh run scripts/platform-test.sh
 
 deps:
 	scripts/install-deps.sh run

@@ -334,7 +334,11 @@ impl Preset {
             charon: None,
         };
         match self {
-            Preset::Quick => {}
+            // Two rounds: a run that falls far under its sibling with idle gateways
+            // (a stall the instrument, not the tunnel, set) can only be told from
+            // the tunnel's own figure beside a sibling, and the ladder then marks
+            // the rung instead of reading a stall as a loss.
+            Preset::Quick => plan.repeats = 2,
             Preset::Tiny => {
                 plan.transforms = vec![Transform::Aes128Gcm];
                 plan.seconds = 1;
