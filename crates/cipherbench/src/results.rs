@@ -345,7 +345,20 @@ impl ResultsDir {
         &self.swept
     }
 
+    /// Writes a few bytes into an unnamed file (`O_TMPFILE`), which leaves nothing
+    /// however the process ends; where the file system has no unnamed files, into
+    /// `.cipherbench-write-test`, removed at once (and by the sweep, after a kill).
     fn check_writable(&self) -> Result<()> {
+        use std::os::unix::fs::OpenOptionsExt;
+        let unnamed = fs::OpenOptions::new()
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(b"ok"));
+        if unnamed.is_ok() {
+            return Ok(());
+        }
         let test = self.path.join(WRITE_TEST);
         let writable = fs::File::create(&test).and_then(|mut f| f.write_all(b"ok"));
         let _ = fs::remove_file(&test);
@@ -923,6 +936,16 @@ mod tests {
             dev_major_minor((0x1234 << 20) | 0x0800 | 0x56),
             (8, 0x123456)
         );
+    }
+
+    #[test]
+    fn the_writability_check_leaves_nothing() {
+        let base = scratch("writable");
+        let dir = ResultsDir::open(base.clone()).unwrap();
+        dir.check_writable().unwrap();
+        assert_eq!(fs::read_dir(&base).unwrap().count(), 0);
+        drop(dir);
+        fs::remove_dir_all(&base).unwrap();
     }
 
     #[test]
