@@ -1,6 +1,6 @@
-//! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM, a
-//! closed stdout/stderr and two runs on one results directory, at chosen and at
-//! random points of each layer (speed, file with gpg's agent, seal from a pipe,
+//! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM,
+//! SIGHUP, a closed stdout/stderr and two runs on one results directory, at chosen
+//! and at random points of each layer (speed, file with gpg's agent, seal from a pipe,
 //! tls sweep and ramp, tunnel) and of `run`, which drives them all and resumes.
 //! Each test asserts what a careful operator expects afterwards: no
 //! process of the run (every descendant seen while it ran, the keepers included,
@@ -592,6 +592,41 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         .collect();
     assert_eq!(ciphers.len(), 3, "the first run's ciphers are all there");
     assert!(!ciphers.contains("aes-256-cbc"));
+}
+
+#[test]
+fn sighup_stops_a_run_as_ctrl_c_does_unless_ignored_as_under_nohup() {
+    let case = Case::new("speed-hup");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
+    run.signal(libc::SIGHUP);
+    let (status, err) = run.end("speed SIGHUP");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        one_line(&err).contains("interrupted by SIGHUP"),
+        "a SIGHUP says so: {err}"
+    );
+    assert_nothing_left(&case, &run, &[], "speed SIGHUP");
+    assert!(record(&res).interrupted);
+    assert_only_results(&res, "after a SIGHUP");
+    // Under nohup (SIGHUP ignored when it starts) the run goes on to its end.
+    let res = case.0.join("res-nohup");
+    let mut cmd = case.cmd();
+    cmd.args(speed_args(&res));
+    // SAFETY: signal() is async-signal-safe; only the child's disposition changes.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut run = Run::spawn(&mut cmd);
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
+    run.signal(libc::SIGHUP);
+    let (status, err) = run.end_within("speed under nohup", LAYER_START);
+    assert!(status.success(), "{err}");
+    assert!(!record(&res).interrupted);
 }
 
 #[test]
