@@ -1,4 +1,6 @@
-//! Ctrl-C and SIGTERM, counted together:
+//! Ctrl-C, SIGTERM and SIGHUP (a terminal that went away; left alone when ignored,
+//! as under `nohup`), counted together, so that none of them ends a run without
+//! saving, cleaning up and saying so:
 //!
 //! 1. the first asks the run to stop after saving what it has measured: runners poll
 //!    [`requested`] between units of work and return early; the results sink saves
@@ -31,7 +33,7 @@ static COUNT: AtomicU32 = AtomicU32::new(0);
 static LEFT_BEHIND: AtomicPtr<Vec<u8>> = AtomicPtr::new(std::ptr::null_mut());
 
 /// The signals that ask us to stop.
-const STOP_SIGNALS: [libc::c_int; 2] = [libc::SIGINT, libc::SIGTERM];
+const STOP_SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 /// Exit status of a run stopped on request (128 + SIGINT, as shells report Ctrl-C).
 pub const EXIT_STOPPED: i32 = 130;
@@ -90,6 +92,10 @@ pub fn set_left_behind(items: &[String]) {
 
 fn install_with(flags: libc::c_int) {
     for signal in STOP_SIGNALS {
+        if signal == libc::SIGHUP && ignored(signal) {
+            // `nohup`: the user asked for the run to outlive its terminal.
+            continue;
+        }
         // SAFETY: we install a handler that only touches atomics, reads a buffer
         // that is never freed, and calls write and _exit, all async-signal-safe; the sigaction struct is zero-initialised and then
         // filled in as sigaction(2) requires.
@@ -103,7 +109,18 @@ fn install_with(flags: libc::c_int) {
     }
 }
 
-/// Installs the handlers for SIGINT and SIGTERM. Call once from `main`. Blocking
+/// Whether `signal` is ignored (as `nohup` leaves SIGHUP).
+fn ignored(signal: libc::c_int) -> bool {
+    // SAFETY: sigaction with a null new action only reads the current one into a
+    // zero-initialised struct.
+    unsafe {
+        let mut current: libc::sigaction = std::mem::zeroed();
+        libc::sigaction(signal, std::ptr::null(), &mut current) == 0
+            && current.sa_sigaction == libc::SIG_IGN
+    }
+}
+
+/// Installs the handlers for SIGINT, SIGTERM and SIGHUP. Call once from `main`. Blocking
 /// system calls the signal lands in are restarted (`SA_RESTART`): the layers that
 /// wait for children, sockets or servers poll [`requested`] on their own schedule.
 pub fn install() {
@@ -156,7 +173,7 @@ fn stop_signal_pending() -> bool {
     }
 }
 
-/// Blocks SIGINT and SIGTERM in the calling thread, so that the process's main
+/// Blocks SIGINT, SIGTERM and SIGHUP in the calling thread, so that the process's main
 /// thread is the one that takes them (POSIX delivers a process-directed signal to
 /// a thread that does not block it). Call first thing in a helper thread of `seal`
 /// or `open`: its blocking calls then never see EINTR, and
@@ -184,6 +201,7 @@ impl std::fmt::Display for Interrupted {
         match SIGNAL.load(Ordering::SeqCst) {
             libc::SIGINT => f.write_str("interrupted by SIGINT (Ctrl-C)"),
             libc::SIGTERM => f.write_str("interrupted by SIGTERM"),
+            libc::SIGHUP => f.write_str("interrupted by SIGHUP (its terminal went away)"),
             _ => f.write_str("interrupted"),
         }
     }

@@ -37,6 +37,7 @@ pub const EXIT_INTERRUPTED: u8 = 130;
 /// here, as one line on stderr.
 pub fn main(cli: Cli) -> ExitCode {
     host::ensure_standard_fds();
+    say_panics_in_one_line();
     // Every child starts under a keeper run from this very binary (supervisor.rs).
     supervisor::use_keeper("/proc/self/exe");
     let outcome = cli::dispatch(cli);
@@ -54,4 +55,29 @@ pub fn main(cli: Cli) -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// A panic is a bug: after Rust's own report (where, and a backtrace with
+/// `RUST_BACKTRACE=1`), one line in the form of every other failure, saying what
+/// failed and what to do, so a run that ends in a panic (exit 101) is never without
+/// one.
+fn say_panics_in_one_line() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        report(info);
+        let what = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| s.to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        errln!(
+            "cipherbench: internal error (a bug): {}{at}; please report it with the lines above (RUST_BACKTRACE=1 adds a backtrace)",
+            what.replace('\n', " ")
+        );
+    }));
 }

@@ -8,13 +8,17 @@
 //! again, so bad input leaves nothing behind.
 //!
 //! **One run per directory**: whoever writes into a results directory (a measuring
-//! command, `report`, `cleanup`) first takes an exclusive `flock` on its
-//! `.cipherbench.lock` ([`DirLock`]), which the kernel releases when the process
-//! ends, however it ends. A second run is refused in one line naming the holder.
+//! command, `report`, `cleanup`) first takes an exclusive `flock` on the directory
+//! itself ([`DirLock`]), which the kernel releases when the process ends, however
+//! it ends; no lock file is left behind. A second run is refused in one line naming
+//! the holder (its pid from `/proc/locks`, its command line from `/proc`).
 //! Holding the lock, a run knows that nobody else writes there, so what it finds
-//! of a killed write (`.NAME.tmp-<pid>` of [`write_atomic`]) or of a killed file
-//! layer (`cipherbench-file-<pid>-<start>/`) is a dead run's: [`ResultsDir`]
-//! removes it when it opens the directory, and says so in one line.
+//! of a killed write (`.NAME.tmp-<pid>` of [`write_atomic`]), of a killed file
+//! layer (`cipherbench-file-<pid>-<start>/`) or an older version's lock file
+//! (`.cipherbench.lock`) is a dead run's: [`ResultsDir`] removes it when it opens
+//! the directory, and says so in one line. So a results directory holds only
+//! results after any run, refused, failed or interrupted; after a SIGKILL, only
+//! until the next command opens it.
 //!
 //! **Resume advice is a command that works**: a directory holding an unfinished run
 //! is resumed by the same command ([`same_run`]: `run` with the same preset, a
@@ -29,12 +33,9 @@ use anyhow::{bail, Context, Result};
 use cipherbench_model::env::Environment;
 use cipherbench_model::{RunRecord, SCHEMA_NAME, SCHEMA_VERSION};
 use std::fs;
-use std::io::{Read, Seek, Write};
+use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
 
-/// The lock file in every results directory.
-pub const LOCK_FILE: &str = ".cipherbench.lock";
 /// The file layer's scratch directories in a results directory.
 pub const FILE_SCRATCH_PREFIX: &str = "cipherbench-file-";
 
@@ -317,6 +318,9 @@ impl ResultsDir {
                 return Err(e);
             }
         };
+        if let Some(refusal) = held_by_an_older_version(&path) {
+            bail!("{refusal}");
+        }
         let swept = sweep_results(&path);
         let dir = ResultsDir {
             path,
@@ -341,8 +345,21 @@ impl ResultsDir {
         &self.swept
     }
 
+    /// Writes a few bytes into an unnamed file (`O_TMPFILE`), which leaves nothing
+    /// however the process ends; where the file system has no unnamed files, into
+    /// `.cipherbench-write-test`, removed at once (and by the sweep, after a kill).
     fn check_writable(&self) -> Result<()> {
-        let test = self.path.join(".cipherbench-write-test");
+        use std::os::unix::fs::OpenOptionsExt;
+        let unnamed = fs::OpenOptions::new()
+            .write(true)
+            .mode(0o600)
+            .custom_flags(libc::O_TMPFILE | libc::O_CLOEXEC)
+            .open(&self.path)
+            .and_then(|mut f| f.write_all(b"ok"));
+        if unnamed.is_ok() {
+            return Ok(());
+        }
+        let test = self.path.join(WRITE_TEST);
         let writable = fs::File::create(&test).and_then(|mut f| f.write_all(b"ok"));
         let _ = fs::remove_file(&test);
         if let Err(e) = writable {
@@ -362,83 +379,63 @@ impl ResultsDir {
 }
 
 /// The exclusive lock on a results directory, held until dropped or the process
-/// ends (the kernel releases a `flock` with the last descriptor).
+/// ends (the kernel releases a `flock` with the last descriptor of its open file).
+/// The lock is on the directory itself, so it leaves no file behind.
 pub struct DirLock {
-    _file: fs::File,
+    _dir: fs::File,
 }
 
 impl DirLock {
-    /// Takes `DIR/.cipherbench.lock` without waiting, and writes our pid, start
-    /// time and command line into it for whoever is refused next. The file stays
-    /// (removing a lock file races with a process that has just opened it).
+    /// Takes an exclusive `flock` on `dir` itself without waiting. The descriptor is
+    /// close-on-exec, so no program we start holds the lock after us.
     pub fn take(dir: &Path) -> Result<DirLock> {
-        let path = dir.join(LOCK_FILE);
-        let mut file = fs::OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .with_context(|| {
-                format!(
-                    "cannot open {} ({}); pass --results with a writable path",
-                    path.display(),
-                    dir.display()
-                )
-            })?;
+        let file = open_directory(dir).with_context(|| {
+            format!(
+                "cannot open the results directory {}; pass --results with a readable, writable directory",
+                dir.display()
+            )
+        })?;
         match host::try_lock_exclusive(&file) {
-            Ok(true) => {}
+            Ok(true) => Ok(DirLock { _dir: file }),
             Ok(false) => bail!("{}", held_by(dir)),
-            Err(e) => return Err(e).with_context(|| format!("locking {}", path.display())),
+            Err(e) => bail!(
+                "cannot lock the results directory {} (flock: {e}): one run writes there at a time, under a lock its file system must support; pass --results with a directory on a local file system",
+                dir.display()
+            ),
         }
-        let holder = format!(
-            "{}\n{}\n{}\n",
-            std::process::id(),
-            lifetime::owner_tag(),
-            std::env::args().collect::<Vec<_>>().join(" ")
-        );
-        file.set_len(0)
-            .and_then(|()| file.rewind())
-            .and_then(|()| file.write_all(holder.as_bytes()))
-            .with_context(|| format!("writing {}", path.display()))?;
-        Ok(DirLock { _file: file })
     }
 }
 
-/// Whether another process holds `dir`'s lock now.
+/// `dir` opened read-only as a directory (`O_DIRECTORY`, `O_CLOEXEC`), for its lock.
+fn open_directory(dir: &Path) -> std::io::Result<fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_DIRECTORY | libc::O_CLOEXEC)
+        .open(dir)
+}
+
+/// Whether another process holds `dir`'s lock now (an older cipherbench's lock
+/// file included).
 pub fn held_by_another(dir: &Path) -> bool {
-    lock_held(dir)
+    lock_held(dir) || held_by_an_older_version(dir).is_some()
 }
 
 fn lock_held(dir: &Path) -> bool {
-    fs::File::open(dir.join(LOCK_FILE))
-        .is_ok_and(|f| matches!(host::try_lock_exclusive(&f), Ok(false)))
+    open_directory(dir).is_ok_and(|f| matches!(host::try_lock_exclusive(&f), Ok(false)))
 }
 
-/// The one line refusing a directory another run holds, naming that run.
+/// The one line refusing a directory another run holds, naming that run (its pid
+/// and command line, from `/proc/locks` and `/proc/PID/cmdline`), or "another
+/// cipherbench" when the holder cannot be found (it just ended, or `/proc` does
+/// not show it).
 fn held_by(dir: &Path) -> String {
-    // The holder writes its pid just after taking the lock: give it a moment.
-    let mut text = String::new();
-    for _ in 0..20 {
-        text.clear();
-        if let Ok(mut f) = fs::File::open(dir.join(LOCK_FILE)) {
-            let _ = f.read_to_string(&mut text);
-        }
-        if !text.trim().is_empty() {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let mut lines = text.lines();
-    let pid = lines.next().unwrap_or("").trim();
-    let _tag = lines.next();
-    let command = lines.next().unwrap_or("").trim();
-    let who = if pid.is_empty() {
-        "another cipherbench".to_string()
-    } else if command.is_empty() {
-        format!("cipherbench pid {pid}")
-    } else {
-        format!("cipherbench pid {pid} (`{command}`)")
+    let who = match lock_holder(dir) {
+        None => "another cipherbench".to_string(),
+        Some(pid) => match command_line(pid) {
+            Some(command) => format!("cipherbench pid {pid} (`{command}`)"),
+            None => format!("cipherbench pid {pid}"),
+        },
     };
     format!(
         "{} is in use by {who}: one run per results directory; wait for it to end, or choose another --results directory",
@@ -446,10 +443,139 @@ fn held_by(dir: &Path) -> String {
     )
 }
 
+/// The pid of the process holding `dir`'s lock, from `/proc/locks`: the `FLOCK`
+/// `WRITE` lock on the directory's device and inode. Where the device in
+/// `/proc/locks` is not the one `stat` reports (btrfs subvolumes report their own),
+/// a lock on the same inode number counts if its holder has the directory open.
+pub fn lock_holder(dir: &Path) -> Option<u32> {
+    use std::os::unix::fs::MetadataExt;
+    let meta = fs::metadata(dir).ok()?;
+    let locks = parse_proc_locks(&fs::read_to_string("/proc/locks").ok()?);
+    let (major, minor) = dev_major_minor(meta.dev());
+    let held: Vec<&ProcLock> = locks
+        .iter()
+        .filter(|l| l.kind == "FLOCK" && l.write && !l.waiting && l.inode == meta.ino())
+        .collect();
+    if let Some(exact) = held.iter().find(|l| (l.major, l.minor) == (major, minor)) {
+        return Some(exact.pid);
+    }
+    held.iter()
+        .map(|l| l.pid)
+        .find(|&pid| has_open(pid, meta.dev(), meta.ino()))
+}
+
+/// Whether process `pid` has a descriptor open on the file `dev`/`ino`.
+fn has_open(pid: u32, dev: u64, ino: u64) -> bool {
+    use std::os::unix::fs::MetadataExt;
+    let Ok(fds) = fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.flatten()
+        .any(|fd| fs::metadata(fd.path()).is_ok_and(|m| m.dev() == dev && m.ino() == ino))
+}
+
+/// A process's command line, its arguments joined by spaces (None if it is gone or
+/// has none).
+fn command_line(pid: u32) -> Option<String> {
+    let raw = fs::read(format!("/proc/{pid}/cmdline")).ok()?;
+    let words: Vec<String> = raw
+        .split(|&b| b == 0)
+        .filter(|w| !w.is_empty())
+        .map(|w| String::from_utf8_lossy(w).into_owned())
+        .collect();
+    (!words.is_empty()).then(|| words.join(" "))
+}
+
+/// One line of `/proc/locks`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+struct ProcLock {
+    /// `FLOCK`, `POSIX`, `OFDLCK`, `LEASE`...
+    kind: String,
+    /// A waiter for the lock (`->`), not a holder.
+    waiting: bool,
+    /// An exclusive lock (`WRITE`).
+    write: bool,
+    /// The holder (or waiter), as this process's pid namespace sees it.
+    pid: u32,
+    /// The file's device and inode.
+    major: u32,
+    minor: u32,
+    inode: u64,
+}
+
+/// Parses `/proc/locks`: `N: [->] KIND ADVISORY|MANDATORY READ|WRITE PID MAJ:MIN:INODE
+/// START END`, the device's major and minor in hex, the inode in decimal. Lines
+/// without an inode (`<none>`), or whose pid is not a process of ours to name (0,
+/// or -1 for open file description locks), are left out.
+fn parse_proc_locks(text: &str) -> Vec<ProcLock> {
+    text.lines()
+        .filter_map(|line| {
+            let mut words = line.split_whitespace().skip(1).peekable();
+            let waiting = words.next_if_eq(&"->").is_some();
+            let kind = words.next()?.to_string();
+            let _advisory = words.next()?;
+            let write = words.next()? == "WRITE";
+            let pid: u32 = words.next()?.parse().ok().filter(|&p| p > 0)?;
+            let mut file = words.next()?.split(':');
+            let major = u32::from_str_radix(file.next()?, 16).ok()?;
+            let minor = u32::from_str_radix(file.next()?, 16).ok()?;
+            let inode = file.next()?.parse().ok()?;
+            Some(ProcLock {
+                kind,
+                waiting,
+                write,
+                pid,
+                major,
+                minor,
+                inode,
+            })
+        })
+        .collect()
+}
+
+/// A `st_dev`'s major and minor numbers (glibc's and the kernel's `new_encode_dev`).
+fn dev_major_minor(dev: u64) -> (u32, u32) {
+    let major = ((dev >> 32) & 0xffff_f000) | ((dev >> 8) & 0x0000_0fff);
+    let minor = ((dev >> 12) & 0xffff_ff00) | (dev & 0x0000_00ff);
+    (major as u32, minor as u32)
+}
+
+/// The lock file of cipherbench versions that locked a file in the directory rather
+/// than the directory: removed by the sweep ([`sweep_results`]), unless an older
+/// cipherbench still holds it ([`ResultsDir::open`] refuses then).
+const OLD_LOCK_FILE: &str = ".cipherbench.lock";
+
+/// If an older cipherbench (one that locked [`OLD_LOCK_FILE`]) writes in `dir`
+/// now, the line refusing it, naming that run from what it wrote in its lock file.
+fn held_by_an_older_version(dir: &Path) -> Option<String> {
+    let mut file = fs::File::open(dir.join(OLD_LOCK_FILE)).ok()?;
+    if !matches!(host::try_lock_exclusive(&file), Ok(false)) {
+        return None;
+    }
+    let mut text = String::new();
+    let _ = file.read_to_string(&mut text);
+    let mut lines = text.lines();
+    let pid = lines.next().unwrap_or("").trim();
+    let command = lines.nth(1).unwrap_or("").trim();
+    let who = match (pid.is_empty(), command.is_empty()) {
+        (true, _) => "an older cipherbench".to_string(),
+        (false, true) => format!("an older cipherbench, pid {pid}"),
+        (false, false) => format!("an older cipherbench, pid {pid} (`{command}`)"),
+    };
+    Some(format!(
+        "{} is in use by {who}: one run per results directory; wait for it to end, or choose another --results directory",
+        dir.display()
+    ))
+}
+
+/// The writability check's file where the file system has no unnamed files.
+const WRITE_TEST: &str = ".cipherbench-write-test";
+
 /// What a killed run left in a results directory, removed. Called holding its
 /// lock, so no other run writes there: a temporary file of [`write_atomic`] not
 /// ours is a dead writer's, and so is a file-layer scratch directory (any process
-/// still working in one, such as gpg's agent, is ended first).
+/// still working in one, such as gpg's agent, is ended first); an older version's
+/// lock file is no one's (checked free by [`held_by_an_older_version`]).
 fn sweep_results(dir: &Path) -> Swept {
     let mut swept = Swept::default();
     let Ok(entries) = fs::read_dir(dir) else {
@@ -470,8 +596,10 @@ fn sweep_results(dir: &Path) -> Swept {
             }
             swept.processes.extend(lifetime::end_processes_using(&path));
             "file-layer scratch directory"
-        } else if name == ".cipherbench-write-test" {
+        } else if name == WRITE_TEST {
             "write test file"
+        } else if name == OLD_LOCK_FILE {
+            "an older cipherbench's lock file (no longer used)"
         } else {
             continue;
         };
@@ -682,13 +810,18 @@ mod tests {
         // flock locks belong to the open file description: a second open in the
         // same process conflicts as another process would.
         let err = ResultsDir::open(base.clone()).err().unwrap().to_string();
-        assert!(
-            err.contains("is in use by cipherbench pid")
-                && err.contains(&std::process::id().to_string()),
-            "{err}"
-        );
+        let me = format!("is in use by cipherbench pid {} (`", std::process::id());
+        assert!(err.contains(&me), "{err}");
+        assert_eq!(lock_holder(&base), Some(std::process::id()));
+        assert!(held_by_another(&base));
         assert!(base.is_dir(), "the holder's directory must stay");
+        assert_eq!(
+            fs::read_dir(&base).unwrap().count(),
+            0,
+            "a lock leaves no file"
+        );
         drop(first);
+        assert_eq!(lock_holder(&base), None);
         let again = ResultsDir::open(base.clone()).unwrap();
         drop(again);
         fs::remove_dir_all(&base).unwrap();
@@ -709,9 +842,108 @@ mod tests {
             .map(|e| e.file_name().to_string_lossy().into_owned())
             .collect();
         left.sort();
-        assert_eq!(left, vec![LOCK_FILE, "notes.tmp-1", "run.json"]);
+        assert_eq!(left, vec!["notes.tmp-1", "run.json"]);
         assert_eq!(dir.swept().removed.len(), 3, "{:?}", dir.swept());
         assert!(dir.swept().note().unwrap().contains(".speed.csv.tmp-4242"));
+        drop(dir);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn an_older_versions_lock_file_is_swept_unless_that_version_still_runs() {
+        let base = scratch("old-lock");
+        fs::create_dir_all(&base).unwrap();
+        fs::write(
+            base.join(".cipherbench.lock"),
+            "4242\n4242-1\ncipherbench speed\n",
+        )
+        .unwrap();
+        let held = fs::File::open(base.join(".cipherbench.lock")).unwrap();
+        assert!(host::try_lock_exclusive(&held).unwrap());
+        let err = ResultsDir::open(base.clone()).err().unwrap().to_string();
+        assert!(
+            err.contains("in use by an older cipherbench, pid 4242 (`cipherbench speed`)"),
+            "{err}"
+        );
+        assert!(held_by_another(&base));
+        assert!(base.join(".cipherbench.lock").exists());
+        drop(held);
+        let dir = ResultsDir::open(base.clone()).unwrap();
+        let note = dir.swept().note().unwrap();
+        assert!(
+            note.contains("an older cipherbench's lock file") && note.contains(".cipherbench.lock"),
+            "{note}"
+        );
+        assert_eq!(fs::read_dir(&base).unwrap().count(), 0);
+        drop(dir);
+        fs::remove_dir_all(&base).unwrap();
+    }
+
+    #[test]
+    fn proc_locks_lines_give_the_holder_and_the_locked_inode() {
+        let text = "\
+1: FLOCK  ADVISORY  WRITE 5283 fe:00:9977981 0 EOF
+1: -> FLOCK  ADVISORY  WRITE 5290 fe:00:9977981 0 EOF
+2: POSIX  ADVISORY  READ 812 00:1a:1043 0 EOF
+3: OFDLCK ADVISORY  WRITE -1 08:11:77 0 EOF
+4: FLOCK  ADVISORY  READ 0 103:0a:12 0 EOF
+5: LEASE  ACTIVE    READ 900 <none>:0 0 EOF
+";
+        let locks = parse_proc_locks(text);
+        assert_eq!(
+            locks,
+            vec![
+                ProcLock {
+                    kind: "FLOCK".into(),
+                    waiting: false,
+                    write: true,
+                    pid: 5283,
+                    major: 0xfe,
+                    minor: 0,
+                    inode: 9977981,
+                },
+                ProcLock {
+                    kind: "FLOCK".into(),
+                    waiting: true,
+                    write: true,
+                    pid: 5290,
+                    major: 0xfe,
+                    minor: 0,
+                    inode: 9977981,
+                },
+                ProcLock {
+                    kind: "POSIX".into(),
+                    waiting: false,
+                    write: false,
+                    pid: 812,
+                    major: 0,
+                    minor: 0x1a,
+                    inode: 1043,
+                },
+            ]
+        );
+        assert!(parse_proc_locks("").is_empty());
+        assert!(parse_proc_locks("garbage\n1: FLOCK\n").is_empty());
+    }
+
+    #[test]
+    fn device_numbers_split_as_the_kernel_prints_them() {
+        // stat's st_dev of /dev/vda (254:0) and of a device above 255 (259:10).
+        assert_eq!(dev_major_minor(0xfe00), (0xfe, 0));
+        assert_eq!(dev_major_minor(0x1030a), (259, 10));
+        // Large minors spill into the high bits (new_encode_dev).
+        assert_eq!(
+            dev_major_minor((0x1234 << 20) | 0x0800 | 0x56),
+            (8, 0x123456)
+        );
+    }
+
+    #[test]
+    fn the_writability_check_leaves_nothing() {
+        let base = scratch("writable");
+        let dir = ResultsDir::open(base.clone()).unwrap();
+        dir.check_writable().unwrap();
+        assert_eq!(fs::read_dir(&base).unwrap().count(), 0);
         drop(dir);
         fs::remove_dir_all(&base).unwrap();
     }

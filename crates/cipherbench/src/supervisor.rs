@@ -51,6 +51,9 @@ use std::time::{Duration, Instant};
 
 /// Lines of stderr kept for error messages.
 const STDERR_TAIL_LINES: usize = 20;
+/// How long, once a child has exited, its stderr tail waits for the last lines
+/// still in the pipe (the draining thread may not have read them yet).
+const STDERR_SETTLE: Duration = Duration::from_secs(2);
 /// Time a child gets between SIGTERM and SIGKILL.
 const STOP_GRACE: Duration = Duration::from_secs(3);
 /// Time a keeper gets to reap and exit once its program was killed.
@@ -347,9 +350,14 @@ impl Spawn {
             kept,
         } = launched;
         let stderr_tail = Arc::new(Mutex::new(VecDeque::new()));
+        let mut stderr_closed = None;
         if let Some(stderr) = child.stderr.take() {
             let tail = Arc::clone(&stderr_tail);
+            // Dropped by the thread at the pipe's end: the tail is then complete.
+            let (closed, closing) = mpsc::channel::<()>();
+            stderr_closed = Some(closing);
             thread::spawn(move || {
+                let _closed = closed;
                 drain_lines(stderr, |line| {
                     // A poisoned lock only means another drain thread panicked; keep going.
                     let mut t = tail.lock().unwrap_or_else(|p| p.into_inner());
@@ -375,6 +383,8 @@ impl Spawn {
             name: self.name(),
             inner: Some(child),
             stderr_tail,
+            stderr_closed: Mutex::new(stderr_closed),
+            exited: false,
             stdout_lines,
         })
     }
@@ -552,6 +562,10 @@ pub struct Child {
     name: String,
     inner: Option<std::process::Child>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// Closed when the stderr pipe has been read to its end (taken once waited for).
+    stderr_closed: Mutex<Option<Receiver<()>>>,
+    /// Whether it was seen to exit.
+    exited: bool,
     stdout_lines: Option<Receiver<String>>,
 }
 
@@ -609,8 +623,17 @@ impl Child {
         }
     }
 
-    /// The last lines the child wrote to stderr, joined with " | ".
+    /// The last lines the child wrote to stderr, joined with " | ". Once it was
+    /// seen to exit, with its last words: the pipe is read to its end first (for at
+    /// most [`STDERR_SETTLE`], once), so an error quoting why a program ended does
+    /// not miss the reason on a busy machine.
     pub fn stderr_tail(&self) -> String {
+        if self.exited {
+            let mut closed = self.stderr_closed.lock().unwrap_or_else(|p| p.into_inner());
+            if let Some(rx) = closed.take() {
+                let _ = rx.recv_timeout(STDERR_SETTLE);
+            }
+        }
         let t = self.stderr_tail.lock().unwrap_or_else(|p| p.into_inner());
         t.iter()
             .filter(|l| !l.trim().is_empty())
@@ -622,7 +645,11 @@ impl Child {
     /// The exit status if the child has exited.
     pub fn try_wait(&mut self) -> Result<Option<ExitStatus>> {
         match self.inner.as_mut() {
-            Some(c) => Ok(c.try_wait()?),
+            Some(c) => {
+                let status = c.try_wait()?;
+                self.exited |= status.is_some();
+                Ok(status)
+            }
             None => Ok(None),
         }
     }
@@ -673,6 +700,7 @@ impl Child {
                     // Reaped here, so std must not wait for it again; stragglers left in
                     // its process group get the same treatment as in `stop`.
                     self.inner = None;
+                    self.exited = true;
                     kill_group(pid, libc::SIGKILL);
                     return Ok((status, usage));
                 }
@@ -715,6 +743,8 @@ impl Child {
         let Some(mut child) = self.inner.take() else {
             return;
         };
+        // Whatever follows, it has ended (or been given up on) when this returns.
+        self.exited = true;
         if let Ok(Some(_)) = child.try_wait() {
             // Exited already; stragglers in its group still get the signal.
             kill_group(self.pid, libc::SIGKILL);
@@ -1075,6 +1105,19 @@ mod tests {
         assert_eq!(out.status.code(), Some(3));
         let err = out.success("the script").unwrap_err().to_string();
         assert!(err.contains("oops"), "{err}");
+    }
+
+    #[test]
+    fn an_exited_child_s_stderr_tail_has_its_last_words() {
+        // The words come after the child's exit (from a process it left, holding
+        // the pipe): the tail waits for the pipe's end, not only for the exit.
+        let mut child = Spawn::new("sh")
+            .args(["-c", "(sleep 0.3; echo the reason >&2) & exit 3"])
+            .start()
+            .unwrap();
+        let status = child.wait(Duration::from_secs(5)).unwrap();
+        assert_eq!(status.code(), Some(3));
+        assert_eq!(child.stderr_tail(), "the reason");
     }
 
     #[test]

@@ -54,11 +54,38 @@ fn start_hosts(test: &str, n: usize) -> Option<(MutexGuard<'static, ()>, Hosts, 
     Some((serial, hosts, config))
 }
 
-/// The output of a run that succeeded (its stdout and stderr in the message if not).
+/// The output of a run that succeeded; if it did not, the message says how it
+/// ended (an exit code, or the signal that killed it) and whether it said why, with
+/// its stderr and stdout.
 fn succeeded(out: &Output) -> (String, String) {
     let (stdout, stderr) = text(out);
-    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(
+        out.status.success(),
+        "{}\n--- its stderr ---\n{stderr}\n--- its stdout ---\n{stdout}",
+        how_it_ended(out)
+    );
     (stdout, stderr)
+}
+
+/// How a cipherbench that failed ended, and whether it said why in its one line.
+fn how_it_ended(out: &Output) -> String {
+    use std::os::unix::process::ExitStatusExt;
+    let (_, stderr) = text(out);
+    let said = stderr
+        .lines()
+        .rev()
+        .find(|l| l.starts_with("cipherbench: "));
+    match (out.status.signal(), said) {
+        (Some(signal), _) => format!(
+            "cipherbench was killed by signal {signal} ({}): it could not say why; something outside it sent the signal (the OOM killer? `dmesg` says)",
+            out.status
+        ),
+        (None, Some(line)) => format!("cipherbench failed ({}), saying: {line}", out.status),
+        (None, None) => format!(
+            "cipherbench failed ({}) WITHOUT its one error line (a bug: every failure must say what failed)",
+            out.status
+        ),
+    }
 }
 
 /// The stderr of a run that failed.
@@ -758,6 +785,70 @@ fn spawn_in_host(hosts: &Hosts, i: usize, args: &[&str]) -> Child {
         .unwrap()
 }
 
+/// A running cipherbench whose stdout and stderr are read as they come (a pipe
+/// nobody reads would stall it once full).
+struct Draining {
+    child: Child,
+    stdout: std::thread::JoinHandle<Vec<u8>>,
+    stderr: std::thread::JoinHandle<Vec<u8>>,
+}
+
+impl Draining {
+    fn new(mut child: Child) -> Draining {
+        fn drain(
+            mut from: impl std::io::Read + Send + 'static,
+        ) -> std::thread::JoinHandle<Vec<u8>> {
+            std::thread::spawn(move || {
+                let mut all = Vec::new();
+                let _ = from.read_to_end(&mut all);
+                all
+            })
+        }
+        let stdout = drain(child.stdout.take().unwrap());
+        let stderr = drain(child.stderr.take().unwrap());
+        Draining {
+            child,
+            stdout,
+            stderr,
+        }
+    }
+
+    fn running(&mut self) -> bool {
+        self.child.try_wait().unwrap().is_none()
+    }
+
+    /// Its output once it ended (SIGKILLed first if `kill`).
+    fn output(mut self, kill: bool) -> Output {
+        if kill {
+            let _ = self.child.kill();
+        }
+        let status = self.child.wait().unwrap();
+        Output {
+            status,
+            stdout: self.stdout.join().unwrap_or_default(),
+            stderr: self.stderr.join().unwrap_or_default(),
+        }
+    }
+}
+
+/// What a two-host tunnel's results directory holds, in one line, for a failure's
+/// message.
+fn tunnel_record(dir: &Path) -> String {
+    let Some(run) = read_run(dir) else {
+        return format!("no readable run.json in {}", dir.display());
+    };
+    let points: Vec<String> = run["tunnel"]["points"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| format!("{} {} {}", p["transform"], p["protocol"], p["variant"]))
+        .collect();
+    format!(
+        "run.json: interrupted {}, points {points:?}, warnings {}",
+        run["interrupted"], run["warnings"]
+    )
+}
+
 /// What a two-host tunnel could leave on a test host: TUN devices of ours, processes
 /// other than sshd, scratch directories.
 fn tunnel_left(hosts: &Hosts, before: &[String]) -> Vec<String> {
@@ -906,15 +997,25 @@ fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing(
     let mut args = peer_args(&config, &results);
     replace_arg(&mut args, "tcp", "tcp,udp");
     // Run from h0, reading the processes' affinity on both hosts while it runs.
-    let mut child = spawn_in_host(&hosts, 0, &args);
+    let mut child = Draining::new(spawn_in_host(&hosts, 0, &args));
     let mut seen = Seen::default();
     let deadline = Instant::now() + Duration::from_secs(600);
-    while child.try_wait().unwrap().is_none() {
-        assert!(Instant::now() < deadline, "the tunnel ran on");
+    while child.running() {
+        if Instant::now() > deadline {
+            let out = child.output(true);
+            let (stdout, stderr) = text(&out);
+            panic!(
+                "the tunnel ran on for 600 s; killed.\n{}\n--- its stderr ---\n{stderr}\n--- its stdout ---\n{stdout}",
+                tunnel_record(&dir)
+            );
+        }
         seen.look(&hosts);
         std::thread::sleep(Duration::from_millis(100));
     }
-    let out = child.wait_with_output().unwrap();
+    let out = child.output(false);
+    if !out.status.success() {
+        eprintln!("{}", tunnel_record(&dir));
+    }
     let (stdout, _) = succeeded(&out);
     eprintln!("{stdout}");
     // The table is the namespace tunnel's, naming both hosts.

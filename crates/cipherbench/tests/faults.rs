@@ -1,6 +1,6 @@
-//! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM, a
-//! closed stdout/stderr and two runs on one results directory, at chosen and at
-//! random points of each layer (speed, file with gpg's agent, seal from a pipe,
+//! Fault injection (issue 14): SIGKILL, Ctrl-C twice and three times, SIGTERM,
+//! SIGHUP, a closed stdout/stderr and two runs on one results directory, at chosen
+//! and at random points of each layer (speed, file with gpg's agent, seal from a pipe,
 //! tls sweep and ramp, tunnel) and of `run`, which drives them all and resumes.
 //! Each test asserts what a careful operator expects afterwards: no
 //! process of the run (every descendant seen while it ran, the keepers included,
@@ -313,6 +313,27 @@ fn removal_notes(err: &str) -> Vec<&str> {
         .collect()
 }
 
+/// A results directory's entries, which must be results only: `run.json`, the CSV
+/// files, `summary.md` and `report.html`; no lock file, write test, temporary file
+/// or scratch directory.
+fn assert_only_results(res: &Path, how: &str) -> Vec<String> {
+    let names = names_in(res);
+    let other: Vec<&String> = names.iter().filter(|n| !is_result(n)).collect();
+    assert!(
+        other.is_empty(),
+        "{how}: {} holds more than results: {other:?} (all: {names:?})",
+        res.display()
+    );
+    assert!(names.iter().any(|n| n == "run.json"), "{how}: {names:?}");
+    names
+}
+
+/// A results file's name: `run.json`, a CSV file, `summary.md`, `report.html`.
+fn is_result(name: &str) -> bool {
+    matches!(name, "run.json" | "summary.md" | "report.html")
+        || (name.ends_with(".csv") && !name.starts_with('.'))
+}
+
 fn record(dir: &Path) -> RunRecord {
     let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
     RunRecord::from_json(&text).expect("run.json reads under the schema")
@@ -384,8 +405,9 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
     let case = Case::new("speed-kill");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    let pid = run.pid();
     run.wait_for("speed's lock", LAYER_START, || {
-        res.join(".cipherbench.lock").exists()
+        cipherbench::results::lock_holder(&res) == Some(pid)
     });
     std::thread::sleep(random_point(
         "speed SIGKILL",
@@ -394,6 +416,13 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
     ));
     let (status, _) = run.sigkill(&case, "speed SIGKILL");
     assert_eq!(status.code(), None, "killed by a signal");
+    // No lock file, whenever the kill came: only results, or a save it cut short.
+    let killed_save = format!(".tmp-{}", run.pid());
+    let stray: Vec<String> = names_in(&res)
+        .into_iter()
+        .filter(|n| !is_result(n) && !n.ends_with(&killed_save))
+        .collect();
+    assert_eq!(stray, Vec::<String>::new(), "after a SIGKILL");
     // A write killed between its temporary file and the rename leaves this name
     // (write_atomic's); made here, since hitting that moment by timing is luck.
     let stale = res.join(format!(".speed.csv.tmp-{}", run.pid()));
@@ -415,6 +444,7 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
     assert!(r.finished_at.is_some() && !r.interrupted);
     assert_eq!(r.speed.unwrap().points.len(), 6);
     assert!(res.join("report.html").exists());
+    assert_only_results(&res, "resumed after a SIGKILL");
     assert_eq!(case.tmp_entries(), Vec::<String>::new());
 }
 
@@ -505,8 +535,9 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
     let at = long.iter().position(|a| a == "--samples").unwrap();
     long[at + 1] = "6".into();
     let mut first = Run::spawn(case.cmd().args(&long));
+    let pid = first.pid();
     first.wait_for("the first run's lock", LAYER_START, || {
-        std::fs::read_to_string(res.join(".cipherbench.lock")).is_ok_and(|t| !t.is_empty())
+        cipherbench::results::lock_holder(&res) == Some(pid)
     });
     let mut other = speed_args(&res);
     other[2] = "aes-256-cbc".into();
@@ -519,13 +550,38 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
         1,
         "{err}"
     );
+    // Named by its pid and command line, read from /proc (the lock is on the
+    // directory: no file in it says who holds it).
     assert!(
-        line.contains(&format!("in use by cipherbench pid {}", first.pid())),
+        line.contains(&format!("in use by cipherbench pid {} (`", first.pid()))
+            && line.contains(" speed --cipher aes-128-gcm"),
         "{line}"
     );
     // Not stopped: it ends by itself, when it has measured its points.
     let (status, err) = first.end_within("the first run", LAYER_START);
     assert!(status.success(), "{err}");
+    // The finished run's directory holds its results and nothing else, and a run
+    // refused there, a re-render and a cleanup leave it so.
+    let finished = assert_only_results(&res, "a finished run");
+    assert_eq!(
+        finished,
+        ["report.html", "run.json", "speed.csv", "summary.md"],
+        "a finished run"
+    );
+    let out = case.cmd().args(&other).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        one_line(&err).contains("already holds a finished run"),
+        "{err}"
+    );
+    assert_eq!(names_in(&res), finished, "a run refused on a finished run");
+    for command in [&["report"][..], &["cleanup"][..]] {
+        let out = case.cmd().args(command).arg(&res).output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{command:?}: {err}");
+        assert_eq!(names_in(&res), finished, "{command:?}");
+    }
     let r = record(&res);
     let ciphers: BTreeSet<String> = r
         .speed
@@ -539,6 +595,41 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
 }
 
 #[test]
+fn sighup_stops_a_run_as_ctrl_c_does_unless_ignored_as_under_nohup() {
+    let case = Case::new("speed-hup");
+    let res = case.res();
+    let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
+    run.signal(libc::SIGHUP);
+    let (status, err) = run.end("speed SIGHUP");
+    assert_eq!(status.code(), Some(130), "{err}");
+    assert!(
+        one_line(&err).contains("interrupted by SIGHUP"),
+        "a SIGHUP says so: {err}"
+    );
+    assert_nothing_left(&case, &run, &[], "speed SIGHUP");
+    assert!(record(&res).interrupted);
+    assert_only_results(&res, "after a SIGHUP");
+    // Under nohup (SIGHUP ignored when it starts) the run goes on to its end.
+    let res = case.0.join("res-nohup");
+    let mut cmd = case.cmd();
+    cmd.args(speed_args(&res));
+    // SAFETY: signal() is async-signal-safe; only the child's disposition changes.
+    unsafe {
+        std::os::unix::process::CommandExt::pre_exec(&mut cmd, || {
+            libc::signal(libc::SIGHUP, libc::SIG_IGN);
+            Ok(())
+        });
+    }
+    let mut run = Run::spawn(&mut cmd);
+    run.wait_for("a saved point", LAYER_START, || has_speed_point(&res));
+    run.signal(libc::SIGHUP);
+    let (status, err) = run.end_within("speed under nohup", LAYER_START);
+    assert!(status.success(), "{err}");
+    assert!(!record(&res).interrupted);
+}
+
+#[test]
 fn after_an_interrupted_speed_the_advised_resume_command_works() {
     let case = Case::new("speed-advice");
     let res = case.res();
@@ -547,6 +638,7 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
     run.signal(libc::SIGINT);
     let (status, _) = run.end("speed SIGINT");
     assert_eq!(status.code(), Some(130));
+    let interrupted = assert_only_results(&res, "an interrupted run");
     let out = case
         .cmd()
         .args(["run", "--preset", "tiny", "--results"])
@@ -561,6 +653,7 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
         .nth(1)
         .unwrap_or_else(|| panic!("no command in {line}"));
     assert!(advice.starts_with("cipherbench speed "), "{advice}");
+    assert_eq!(names_in(&res), interrupted, "a refused run");
     let out = Command::new("sh")
         .arg("-c")
         .arg(format!("exec {BIN} {}", &advice["cipherbench ".len()..]))
@@ -573,6 +666,7 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
     assert!(err.contains("resuming the unfinished run"), "{err}");
     let r = record(&res);
     assert!(!r.interrupted && r.speed.unwrap().points.len() == 6);
+    assert_only_results(&res, "a resumed run");
 }
 
 #[test]

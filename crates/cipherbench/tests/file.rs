@@ -530,12 +530,6 @@ fn the_file_benchmark_runs_end_to_end_with_openssl_and_seal() {
     left.sort();
     assert_eq!(
         left,
-        vec![
-            ".cipherbench.lock",
-            "file.csv",
-            "report.html",
-            "run.json",
-            "summary.md"
-        ]
+        vec!["file.csv", "report.html", "run.json", "summary.md"]
     );
 }

@@ -25,6 +25,11 @@
 //! report by the deadline, starts late or saturates its generator fails the point
 //! with its name ([`AgentFailure`]); nothing is dropped from a merge silently. A dead
 //! agent stays dead: later points fail at once, naming it.
+//!
+//! **Slow or frozen.** An agent working on a request says so every
+//! [`crate::agent::HEARTBEAT`]; waiting for its answer, the coordinator takes one
+//! silent for [`SILENCE`] (no answer, no heartbeat) for frozen, and names it, while
+//! one that keeps working on a busy host is given the request's whole limit.
 
 use super::{Hello, Reply, Request};
 use crate::supervisor::{Child, Line, Spawn};
@@ -39,6 +44,10 @@ use std::time::{Duration, Instant};
 pub const CLOCK_EXCHANGES: usize = 8;
 /// How long an agent has to connect and say hello.
 const HELLO_TIMEOUT: Duration = Duration::from_secs(30);
+/// How long an agent working on a request may say nothing at all: it says
+/// `working` every [`crate::agent::HEARTBEAT`], so this silence means a frozen
+/// agent, or a host that gives it no CPU at all, not merely a busy one.
+pub const SILENCE: Duration = Duration::from_secs(30);
 
 /// `--agents HOSTS`, resolved.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -142,6 +151,12 @@ pub struct Agent {
     stdin: std::process::ChildStdin,
     /// Why it is gone, once it is.
     dead: Option<String>,
+    /// Requests sent and not yet answered.
+    pending: usize,
+    /// When it last said anything (an answer or a heartbeat), or was asked.
+    heard: Instant,
+    /// [`SILENCE`] (shorter in tests).
+    silence: Duration,
 }
 
 impl Agent {
@@ -151,26 +166,60 @@ impl Agent {
         self.stdin
             .write_all(text.as_bytes())
             .and_then(|()| self.stdin.flush())
-            .map_err(|e| anyhow!("agent {}: the connection closed ({e})", self.name))
+            .map_err(|e| anyhow!("agent {}: the connection closed ({e})", self.name))?;
+        if self.pending == 0 {
+            self.heard = Instant::now();
+        }
+        self.pending += 1;
+        Ok(())
     }
 
+    /// The next answer, skipping heartbeats, within `timeout`; an error on a closed
+    /// connection, or when an agent with a request to answer has said nothing for
+    /// [`SILENCE`]. An answer nobody asked for is returned as any other: the
+    /// caller knows what it asked.
     pub(crate) fn receive(&mut self, timeout: Duration) -> Result<Reply> {
-        match self.child.next_line(timeout) {
-            Line::Text(t) => serde_json::from_str(&t).map_err(|_| {
-                anyhow!(
-                    "agent {}: answered something that is not a cipherbench agent's reply: {}",
-                    self.name,
-                    t.chars().take(120).collect::<String>()
-                )
-            }),
-            Line::Timeout => bail!("agent {}: no answer within {timeout:.0?}", self.name),
-            Line::Closed => {
-                // Let ssh exit so its last words are in the tail.
-                let _ = self.child.wait(Duration::from_secs(2));
-                Err(anyhow!(
-                    "{}",
-                    ssh_failure(&self.name, &self.child.stderr_tail())
-                ))
+        let deadline = Instant::now() + timeout;
+        loop {
+            let silent_from = (self.pending > 0).then(|| self.heard + self.silence);
+            let until = silent_from.map_or(deadline, |s| s.min(deadline));
+            match self
+                .child
+                .next_line(until.saturating_duration_since(Instant::now()))
+            {
+                Line::Text(t) => {
+                    self.heard = Instant::now();
+                    let reply: Reply = serde_json::from_str(&t).map_err(|_| {
+                        anyhow!(
+                            "agent {}: answered something that is not a cipherbench agent's reply: {}",
+                            self.name,
+                            t.chars().take(120).collect::<String>()
+                        )
+                    })?;
+                    if matches!(reply, Reply::Working) && self.pending > 0 {
+                        continue;
+                    }
+                    self.pending = self.pending.saturating_sub(1);
+                    return Ok(reply);
+                }
+                Line::Timeout if silent_from.is_some_and(|s| Instant::now() >= s) => {
+                    bail!(
+                        "agent {}: silent for {:.0?} while working on a request (no answer, no heartbeat): the agent is frozen or its host gives it no CPU; check the host (`ssh {} uptime`) and run again",
+                        self.name,
+                        self.silence,
+                        self.name
+                    )
+                }
+                Line::Timeout if Instant::now() < deadline => {}
+                Line::Timeout => bail!("agent {}: no answer within {timeout:.0?}", self.name),
+                Line::Closed => {
+                    // Let ssh exit so its last words are in the tail.
+                    let _ = self.child.wait(Duration::from_secs(2));
+                    return Err(anyhow!(
+                        "{}",
+                        ssh_failure(&self.name, &self.child.stderr_tail())
+                    ));
+                }
             }
         }
     }
@@ -321,6 +370,9 @@ impl Fleet {
                 child,
                 stdin,
                 dead: None,
+                pending: 0,
+                heard: Instant::now(),
+                silence: SILENCE,
             };
             match agent.ask(&Request::Hello, HELLO_TIMEOUT)? {
                 Reply::Hello(h) => {
@@ -475,6 +527,72 @@ mod tests {
             );
             assert!(!line.contains('\n'));
         }
+    }
+
+    /// An agent that is a shell script (reading requests, answering as it says),
+    /// taken for frozen after `silence`.
+    fn scripted(script: &str, silence: Duration) -> Agent {
+        let mut child = Spawn::new("sh")
+            .args(["-c", script])
+            .piped_stdin()
+            .piped_stdout()
+            .start()
+            .unwrap();
+        let stdin = child.take_stdin().unwrap();
+        Agent {
+            name: "scripted".into(),
+            hello: Hello::here(),
+            offset_ns: 0,
+            rtt: Duration::ZERO,
+            child,
+            stdin,
+            dead: None,
+            pending: 0,
+            heard: Instant::now(),
+            silence,
+        }
+    }
+
+    #[test]
+    fn a_working_agent_is_waited_for_however_long_it_works() {
+        // Working for 1.5 s, saying so every 0.1 s: three times the silence allowed.
+        let mut agent = scripted(
+            r#"read req; for i in $(seq 15); do echo '{"type":"working"}'; sleep 0.1; done; echo '{"type":"done"}'; read more"#,
+            Duration::from_millis(500),
+        );
+        let reply = agent.ask(&Request::Clock, Duration::from_secs(30)).unwrap();
+        assert!(matches!(reply, Reply::Done), "{reply:?}");
+        assert_eq!(agent.pending, 0);
+    }
+
+    #[test]
+    fn a_silent_agent_is_named_frozen_long_before_the_request_s_limit() {
+        let mut agent = scripted("read req; sleep 30", Duration::from_millis(300));
+        let asked = Instant::now();
+        let e = agent
+            .ask(&Request::Clock, Duration::from_secs(30))
+            .unwrap_err()
+            .to_string();
+        assert!(asked.elapsed() < Duration::from_secs(5), "{e}");
+        assert!(
+            e.starts_with("agent scripted: silent for 300ms while working on a request")
+                && e.contains("ssh scripted uptime")
+                && !e.contains('\n'),
+            "{e}"
+        );
+    }
+
+    #[test]
+    fn an_idle_agent_is_not_silent_and_an_unasked_answer_is_handed_over() {
+        let mut agent = scripted(
+            r#"sleep 0.5; echo '{"type":"done"}'; read req"#,
+            Duration::from_millis(100),
+        );
+        // Nothing asked: quiet is not silence, only no answer yet.
+        assert!(agent.poll(Duration::from_millis(300)).is_none());
+        // An answer nobody asked for reaches the caller, who knows what it asked.
+        let unasked = agent.poll(Duration::from_secs(5));
+        assert!(matches!(unasked, Some(Ok(Reply::Done))), "{unasked:?}");
     }
 
     #[test]

@@ -4,7 +4,10 @@
 //! The agent is launched by a launcher that already exists, OpenSSH (`ssh HOST
 //! cipherbench agent`, the user's own config, keys and known_hosts), and speaks over
 //! the channel's stdin and stdout: one JSON object per line, a [`Request`] in, a
-//! [`Reply`] out, in order. It keeps no state between requests but the connection,
+//! [`Reply`] out, in order; while it works on a request it says so every
+//! [`HEARTBEAT`] ([`Reply::Working`]), so the coordinator can wait as long as the
+//! work takes on a busy host and still tell a frozen or gone agent within seconds
+//! (`fleet::SILENCE`). It keeps no state between requests but the connection,
 //! and ends when its stdin closes (the coordinator, or its ssh, went away), so a
 //! killed coordinator leaves nothing running on the hosts.
 //!
@@ -24,8 +27,11 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
-/// like agents of another version.
-pub const PROTOCOL: u32 = 5;
+/// like agents of another version. 6: [`Reply::Working`].
+pub const PROTOCOL: u32 = 6;
+
+/// How often an agent working on a request says so ([`Reply::Working`]).
+pub const HEARTBEAT: Duration = Duration::from_secs(2);
 
 /// This build's version, which every agent must share.
 pub fn version() -> &'static str {
@@ -159,6 +165,9 @@ pub enum Reply {
         /// What failed.
         message: String,
     },
+    /// Not an answer: the agent is still working on the request. Sent every
+    /// [`HEARTBEAT`] until the answer, never after it; the coordinator skips it.
+    Working,
 }
 
 /// An agent's identity: the version check and the environment fingerprint recorded

@@ -97,7 +97,17 @@ pub fn finish(
     outcome: Result<()>,
     summary: impl FnOnce(&Session),
 ) -> Result<ExitCode> {
-    session.finish(&outcome)?;
+    if let Err(saving) = session.finish(&outcome) {
+        // Both said, in one line: why the run stopped, and why its results could not
+        // be saved (an interruption stays one, for its exit status).
+        return Err(match outcome {
+            Ok(()) => saving,
+            Err(e) => e.context(format!(
+                "saving what was measured failed too ({}); the run stopped",
+                crate::progress::one_line(&saving)
+            )),
+        });
+    }
     if session.has_measurements() {
         summary(session);
         if let Some(dir) = session.dir() {
@@ -106,4 +116,22 @@ pub fn finish(
         }
     }
     outcome.map(|()| ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::interrupt::Interrupted;
+
+    #[test]
+    fn an_interruption_with_a_failed_save_is_still_an_interruption() {
+        // `finish` adds the failed save as context; `main` reads the exit status
+        // (130) through it.
+        let e = anyhow::Error::from(Interrupted).context("saving what was measured failed too");
+        assert!(e.downcast_ref::<Interrupted>().is_some());
+        let line = crate::progress::one_line(&e);
+        assert!(
+            line.starts_with("saving what was measured failed too: interrupted"),
+            "{line}"
+        );
+    }
 }

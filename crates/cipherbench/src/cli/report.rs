@@ -42,7 +42,7 @@ pub fn probe(json: bool, check: bool) -> Result<ExitCode> {
 /// derived files (a run still writing there is not raced), and removes what a
 /// killed run left in it (saying so in one line); reads nothing but `run.json`.
 pub fn report(dir: &Path, target_gbps: Option<f64>) -> Result<ExitCode> {
-    // Refuse what is not a results directory before putting a lock file in it.
+    // Refuse what is not a results directory before locking or sweeping it.
     results::load(dir)?;
     let opened = results::open_existing(dir)?;
     if let Some(note) = opened.swept().note() {

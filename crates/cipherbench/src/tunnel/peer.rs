@@ -56,6 +56,15 @@ pub const INNER_PEER: Ipv4Addr = Ipv4Addr::new(198, 19, 0, 2);
 const IPERF_PORT: u16 = crate::tunnel::iperf::PORT;
 /// What the UDP check sends.
 const UDP_PROBE: &[u8] = b"cipherbench udp 4500 check";
+/// How long the peer's agent listens for the UDP check (the coordinator sends until
+/// it answers).
+const UDP_LISTEN: Duration = Duration::from_secs(5);
+/// The longest the peer's agent may take over one request (placing, bringing its
+/// end up or down, a snapshot, the UDP check). Its own steps fail well before, each
+/// with its reason (a gateway's start, snapshot or stop in 10 s, iperf3 listening
+/// in 10 s); this bounds a busy host's slowness, not a frozen agent's, which its
+/// missing heartbeat names within [`crate::agent::fleet::SILENCE`].
+const PEER_REQUEST_LIMIT: Duration = Duration::from_secs(300);
 
 /// A running end: removed on drop (iperf3, gateway, TUN with its address and route,
 /// scratch directory).
@@ -460,7 +469,7 @@ impl PeerState {
                 let mut buf = [0u8; 64];
                 match s.recv_from(&mut buf) {
                     Ok((n, _)) if &buf[..n] == UDP_PROBE => {}
-                    _ => bail!("nothing arrived on UDP port {port} within {timeout_ms} ms"),
+                    _ => bail!("{NOTHING_ARRIVED} {port} within {timeout_ms} ms"),
                 }
             }
             Request::UdpSend { to, port } => {
@@ -506,8 +515,14 @@ pub fn run(plan: &PeerPlan, session: &mut Session) -> Result<()> {
         // The agent we had may be dead, and with it the chance to remove its TUN:
         // ask a fresh one. Best effort: the error that brought us here is the one
         // to report.
-        if let Ok(mut again) = Fleet::connect(&plan.launch) {
-            let _ = again.agents[0].ask(&Request::PeerSweep { tun }, Duration::from_secs(20));
+        let swept = Fleet::connect(&plan.launch).and_then(|mut again| {
+            again.agents[0].ask(&Request::PeerSweep { tun: tun.clone() }, PEER_REQUEST_LIMIT)
+        });
+        if let Err(e) = swept {
+            session.progress.note(&format!(
+                "the peer's TUN device {tun} may be left there: removing it failed ({}); `ip link del {tun}` on the peer removes it",
+                crate::progress::one_line(&e)
+            ));
         }
     }
     result
@@ -535,7 +550,7 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
     let there = parse("server", &agent.hello.agent_addr)?;
     udp_check(fleet, here, there)?;
     let agent = &mut fleet.agents[0];
-    let long = Duration::from_secs(plan.seconds + 30);
+    let long = PEER_REQUEST_LIMIT;
 
     // Each host places its own end, from its own topology.
     let topology = session
@@ -745,10 +760,7 @@ struct PeerStand<'a> {
 impl PeerStand<'_> {
     /// The peer's gateway snapshot.
     fn peer_snapshot(&mut self) -> Result<EndSnapshot> {
-        match self
-            .agent
-            .ask(&Request::PeerStats, Duration::from_secs(30))?
-        {
+        match self.agent.ask(&Request::PeerStats, PEER_REQUEST_LIMIT)? {
             Reply::EndStats { snapshot } => serde_json::from_value(snapshot)
                 .with_context(|| format!("agent {}: its gateway's snapshot", self.agent.name)),
             other => bail!(
@@ -843,7 +855,7 @@ impl rounds::Stand for PeerStand<'_> {
             offload: self.plan.offload,
             udp_offload: self.plan.udp_offload,
         };
-        let long = Duration::from_secs(self.plan.seconds + 30);
+        let long = PEER_REQUEST_LIMIT;
         // The receiver first, so the sender's first packets find it.
         let (there, there_affinity) = match self
             .agent
@@ -879,8 +891,9 @@ impl rounds::Stand for PeerStand<'_> {
 
     fn stop(&mut self, end: End) -> Result<()> {
         drop(end);
-        let long = Duration::from_secs(self.plan.seconds + 30);
-        self.agent.ask(&Request::PeerDown, long).map(|_| ())
+        self.agent
+            .ask(&Request::PeerDown, PEER_REQUEST_LIMIT)
+            .map(|_| ())
     }
 
     fn run(
@@ -995,51 +1008,75 @@ fn client(
 }
 
 /// UDP 4500 both ways, before any gateway: a firewall that drops it is one line.
+/// Each direction waits for the agent's own answer (it listens for [`UDP_LISTEN`],
+/// or sends its datagrams, then answers), not a fixed time, so a busy host's slow
+/// channel is not taken for a dropped port; and an answer is never left unread for
+/// the next request to find.
 fn udp_check(fleet: &mut Fleet, here: Ipv4Addr, there: Ipv4Addr) -> Result<()> {
     let agent = &mut fleet.agents[0];
     let name = agent.name.clone();
-    // Here to there: the agent listens while we send.
+    let dropped = |from: Ipv4Addr, to: Ipv4Addr| {
+        anyhow!("agent {name}: UDP port 4500 from {from} to {to} is dropped (a firewall?): the tunnel needs ESP in UDP 4500 open both ways")
+    };
+    let unanswered = |what: &str| {
+        anyhow!("agent {name}: no answer to the UDP 4500 check ({what}) within {PEER_REQUEST_LIMIT:.0?}; is its host overloaded? run again")
+    };
+    // Here to there: the agent listens while we send, until it answers.
     agent.send_only(&Request::UdpListen {
         port: ESP_PORT,
-        timeout_ms: 3000,
+        timeout_ms: UDP_LISTEN.as_millis() as u64,
     })?;
     let s = UdpSocket::bind((here, ESP_PORT)).context("binding UDP port 4500 here")?;
-    let deadline = Instant::now() + Duration::from_secs(5);
+    let asked = Instant::now();
     let heard = loop {
         let _ = s.send_to(UDP_PROBE, (there, ESP_PORT));
-        match agent.poll(Duration::from_millis(100)) {
-            Some(r) => break r,
-            None if Instant::now() > deadline => break Err(anyhow!("no answer")),
-            None => {}
+        if let Some(answer) = agent.poll(Duration::from_millis(100)) {
+            break answer;
+        }
+        if asked.elapsed() > PEER_REQUEST_LIMIT {
+            return Err(unanswered("listening"));
         }
     };
-    if heard.is_err() {
-        bail!("agent {name}: UDP port 4500 from {here} to {there} is dropped (a firewall?): the tunnel needs ESP in UDP 4500 open both ways");
+    match heard {
+        Ok(Reply::Done) => {}
+        Ok(other) => bail!("agent {name}: answered {other:?} to the UDP 4500 check"),
+        Err(e) if e.to_string().contains(NOTHING_ARRIVED) => return Err(dropped(here, there)),
+        Err(e) => return Err(e.context("checking UDP port 4500 toward the peer")),
     }
-    // There to here.
-    s.set_read_timeout(Some(Duration::from_millis(200)))?;
+    // There to here: we listen while the agent sends, until it has answered (after
+    // its last datagram) and a moment more for datagrams in flight.
+    s.set_read_timeout(Some(Duration::from_millis(50)))?;
     agent.send_only(&Request::UdpSend {
         to: SocketAddrV4::new(here, ESP_PORT),
         port: ESP_PORT,
     })?;
-    let deadline = Instant::now() + Duration::from_secs(3);
+    let asked = Instant::now();
     let mut buf = [0u8; 64];
     let mut got = false;
-    while Instant::now() < deadline {
+    let mut answered: Option<Instant> = None;
+    loop {
         if let Ok((n, _)) = s.recv_from(&mut buf) {
-            if &buf[..n] == UDP_PROBE {
-                got = true;
-                break;
+            got |= &buf[..n] == UDP_PROBE;
+        }
+        if answered.is_none() {
+            match agent.poll(Duration::from_millis(1)) {
+                None => {}
+                Some(Ok(Reply::Done)) => answered = Some(Instant::now()),
+                Some(Ok(other)) => bail!("agent {name}: answered {other:?} to the UDP 4500 check"),
+                Some(Err(e)) => return Err(e.context("checking UDP port 4500 from the peer")),
             }
         }
+        match answered {
+            Some(_) if got => return Ok(()),
+            Some(at) if at.elapsed() > Duration::from_secs(1) => return Err(dropped(there, here)),
+            None if asked.elapsed() > PEER_REQUEST_LIMIT => return Err(unanswered("sending")),
+            _ => {}
+        }
     }
-    // The agent's answer to the send, whatever came.
-    let _ = agent.poll(Duration::from_secs(5));
-    if !got {
-        bail!("agent {name}: UDP port 4500 from {there} to {here} is dropped (a firewall?): the tunnel needs ESP in UDP 4500 open both ways");
-    }
-    Ok(())
 }
+
+/// The agent's answer to a UDP check on which nothing arrived.
+const NOTHING_ARRIVED: &str = "nothing arrived on UDP port";
 
 /// Runs `run`, watching the peer's agent: if it goes away (a killed agent takes its
 /// gateway and iperf3 with it, and a stream into a dead tunnel would hang until its
@@ -1051,17 +1088,23 @@ fn iperf_client(agent: &mut Agent, run: ClientRun) -> Result<IperfRun> {
             crate::progress::one_line(e)
         )
     };
-    let mut died = None;
-    let result = run.run_watching(|| match agent.poll(Duration::from_millis(1)) {
-        Some(Err(e)) => {
-            let e = gone(&e);
-            died = Some(e.to_string());
-            Err(e)
-        }
-        _ => Ok(()),
+    let name = agent.name.clone();
+    let mut watch_failed = false;
+    let result = run.run_watching(|| {
+        let failure = match agent.poll(Duration::from_millis(1)) {
+            None => return Ok(()),
+            Some(Err(e)) => gone(&e),
+            // Nothing was asked: the conversation is out of step (a bug), and every
+            // later answer would be taken for another's.
+            Some(Ok(r)) => anyhow!(
+                "agent {name}: answered {r:?} when nothing was asked, during the iperf3 run: the coordinator and the agent are out of step (a bug; please report it); run again"
+            ),
+        };
+        watch_failed = true;
+        Err(failure)
     });
     result.map_err(|e| {
-        if died.is_some() || e.is::<crate::interrupt::Interrupted>() {
+        if watch_failed || e.is::<crate::interrupt::Interrupted>() {
             return e;
         }
         // An iperf3 that failed because the peer went away: say so, naming it.
