@@ -418,6 +418,20 @@ impl GatewayRun {
         i128::from(self.esp_packets_received) - accounted
     }
 
+    /// Inner packets sealed per TUN read: how many MSS-sized segments each
+    /// super-packet the kernel handed over held (1 without TUN offloads). The
+    /// sending gateway's figure for the data direction; None without reads.
+    pub fn sealed_per_tun_read(&self) -> Option<f64> {
+        (self.tun_reads > 0).then(|| self.sealed_packets as f64 / self.tun_reads as f64)
+    }
+
+    /// Inner packets opened per TUN write: how many segments each GSO packet
+    /// written back held. The receiving gateway's figure for the data direction;
+    /// None without writes.
+    pub fn opened_per_tun_write(&self) -> Option<f64> {
+        (self.tun_writes > 0).then(|| self.opened_packets as f64 / self.tun_writes as f64)
+    }
+
     /// The busiest thread's load (1.0 = saturated core).
     pub fn busiest_thread(&self) -> Option<&ThreadLoad> {
         self.threads
@@ -489,6 +503,100 @@ pub struct TunnelRun {
     /// alternating. None: an older record.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sequence: Option<usize>,
+    /// The iperf3 client's data connection as the kernel saw it about halfway
+    /// through a TCP run (`ss -tinH` in the sender's namespace). None: a UDP run,
+    /// a sample that failed (recorded as absent, never an error), or an older
+    /// record.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tcp: Option<Box<TcpSample>>,
+}
+
+/// One TCP connection's state (`TCP_INFO` as `ss -ti` prints it), sampled once
+/// mid-run from the sending side: what a run's throughput was held to (the
+/// congestion window, the receiver's window, pacing, the path's RTT). A field `ss`
+/// did not print is None. Rates in bits per second, times in milliseconds.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+pub struct TcpSample {
+    /// Seconds from the start of the iperf3 client (its `-O` warm-up included) to
+    /// the sample.
+    pub at_seconds: f64,
+    /// Established connections to the server `ss` listed (iperf3's control
+    /// connection and each data stream); the sample is the one with the most bytes
+    /// acknowledged.
+    pub connections: usize,
+    /// Congestion window, segments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cwnd: Option<u64>,
+    /// Slow-start threshold, segments (None: still in slow start, never lowered).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ssthresh: Option<u64>,
+    /// Smoothed RTT, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rtt_ms: Option<f64>,
+    /// Its variation, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rttvar_ms: Option<f64>,
+    /// The smallest RTT seen, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_rtt_ms: Option<f64>,
+    /// Sender MSS, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mss: Option<u64>,
+    /// `send`: cwnd x MSS / RTT, what the window allows, bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub send_bits_per_sec: Option<f64>,
+    /// The kernel's pacing rate, bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pacing_bits_per_sec: Option<f64>,
+    /// The most recent delivery rate estimate, bit/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub delivery_bits_per_sec: Option<f64>,
+    /// The peer's advertised window, bytes (newer `ss` only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub snd_wnd: Option<u64>,
+    /// Receive-side space estimate of this (sending) socket, bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rcv_space: Option<u64>,
+    /// Bytes acknowledged so far.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bytes_acked: Option<u64>,
+    /// Retransmitted segments so far (the total of `retrans:now/total`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub retrans: Option<u64>,
+    /// Time the connection had data to send, ms since it began.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub busy_ms: Option<u64>,
+    /// Of it, limited by the receiver's window, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub rwnd_limited_ms: Option<u64>,
+    /// Of it, limited by the send buffer, ms.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sndbuf_limited_ms: Option<u64>,
+    /// `app_limited`: the application did not fill the window at the last
+    /// delivery-rate sample.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub app_limited: bool,
+    /// The connection's `ss` text, for what the fields above leave out (cut to
+    /// [`TcpSample::RAW_MAX`] bytes).
+    pub raw: String,
+}
+
+impl TcpSample {
+    /// The most of `ss`'s text kept in [`TcpSample::raw`].
+    pub const RAW_MAX: usize = 1024;
+
+    /// The share of the busy time that the receiver's window limited (None without
+    /// a busy time).
+    pub fn rwnd_limited_share(&self) -> Option<f64> {
+        let busy = self.busy_ms.filter(|&b| b > 0)?;
+        Some(self.rwnd_limited_ms.unwrap_or(0) as f64 / busy as f64)
+    }
+
+    /// The same for the send buffer.
+    pub fn sndbuf_limited_share(&self) -> Option<f64> {
+        let busy = self.busy_ms.filter(|&b| b > 0)?;
+        Some(self.sndbuf_limited_ms.unwrap_or(0) as f64 / busy as f64)
+    }
 }
 
 /// A transform x variant x protocol point.
@@ -965,6 +1073,7 @@ mod tests {
             peer_noise: None,
             round,
             sequence: None,
+            tcp: None,
         }
     }
 
@@ -1113,5 +1222,48 @@ mod tests {
         assert_eq!(g.unaccounted(), -1, "one counted twice");
         let again: GatewayRun = serde_json::from_value(serde_json::to_value(&g).unwrap()).unwrap();
         assert_eq!(again, g);
+    }
+
+    #[test]
+    fn a_tcp_sample_is_written_only_when_taken_and_reads_back() {
+        let mut r = run(1e9, None);
+        let json = serde_json::to_value(&r).unwrap();
+        assert!(json.get("tcp").is_none());
+        // Fields ss did not print stay out of the record.
+        r.tcp = Some(Box::new(TcpSample {
+            at_seconds: 1.5,
+            connections: 2,
+            cwnd: Some(312),
+            rtt_ms: Some(0.21),
+            busy_ms: Some(1400),
+            rwnd_limited_ms: Some(0),
+            raw: "cubic cwnd:312".into(),
+            ..TcpSample::default()
+        }));
+        let json = serde_json::to_value(&r).unwrap();
+        let tcp = json["tcp"].as_object().unwrap();
+        assert!(!tcp.contains_key("ssthresh") && !tcp.contains_key("app_limited"));
+        assert_eq!(serde_json::from_value::<TunnelRun>(json).unwrap(), r);
+        let s = r.tcp.as_deref().unwrap();
+        assert_eq!(s.rwnd_limited_share(), Some(0.0));
+        assert_eq!(s.sndbuf_limited_share(), Some(0.0));
+        assert_eq!(TcpSample::default().rwnd_limited_share(), None);
+    }
+
+    #[test]
+    fn packets_per_tun_call_come_from_the_run_counters() {
+        let mut g: GatewayRun = serde_json::from_str(OLD).unwrap();
+        g.tun_reads = 0;
+        g.tun_writes = 0;
+        assert_eq!(
+            (g.sealed_per_tun_read(), g.opened_per_tun_write()),
+            (None, None)
+        );
+        g.sealed_packets = 4400;
+        g.tun_reads = 100;
+        g.opened_packets = 4400;
+        g.tun_writes = 200;
+        assert_eq!(g.sealed_per_tun_read(), Some(44.0));
+        assert_eq!(g.opened_per_tun_write(), Some(22.0));
     }
 }

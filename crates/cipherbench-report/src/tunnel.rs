@@ -7,7 +7,7 @@ use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
 use cipherbench_model::interval::{Pairing, RatioInterval, LEVEL, MIN_ROUNDS};
 use cipherbench_model::speed::VariantRecord;
-use cipherbench_model::tunnel::{GatewayRun, Protocol, TunnelPoint, TunnelResults};
+use cipherbench_model::tunnel::{GatewayRun, Protocol, TcpSample, TunnelPoint, TunnelResults};
 
 /// `Underlay alone ...` from `underlay alone ...`.
 fn capitalised(s: &str) -> String {
@@ -681,8 +681,63 @@ fn threads_block(t: &TunnelResults) -> String {
             thread_loads(&run.receiver),
             split_note(runs.iter().map(|r| &r.receiver)),
         ));
+        let tcp = t.point(&transform, &variant, Protocol::Tcp);
+        for line in tcp.map(tcp_lines).unwrap_or_default() {
+            out.push_str(&format!("    {line}\n"));
+        }
     }
     out
+}
+
+/// One line per TCP run of `point` with its sender's connection as sampled
+/// mid-run (`tcp run 1 (4612 Mbit/s): cwnd 312 rtt 0.21 ms pacing 6.10 Gbit/s
+/// rwnd-limited 0 % (mid-run); 31.0 pkts/TUN read`); none when no run has a sample
+/// (UDP, or a record from before the sample).
+pub fn tcp_lines(point: &TunnelPoint) -> Vec<String> {
+    if point.runs.iter().all(|r| r.tcp.is_none()) {
+        return Vec::new();
+    }
+    point
+        .runs
+        .iter()
+        .enumerate()
+        .map(|(i, r)| {
+            format!(
+                "tcp run {} ({} Mbit/s): {}",
+                i + 1,
+                mbit(r.iperf.receiver_bits_per_sec),
+                r.tcp.as_deref().map_or("not sampled".into(), |s| {
+                    tcp_state(s, r.sender.sealed_per_tun_read())
+                })
+            )
+        })
+        .collect()
+}
+
+/// `cwnd 312 rtt 0.21 ms pacing 6.10 Gbit/s rwnd-limited 0 % (mid-run)`, with the
+/// sending gateway's inner packets per TUN read after it when known.
+pub fn tcp_state(s: &TcpSample, per_read: Option<f64>) -> String {
+    let mut parts = vec![format!(
+        "cwnd {}",
+        s.cwnd.map_or("?".into(), |c| c.to_string())
+    )];
+    if let Some(rtt) = s.rtt_ms {
+        parts.push(format!("rtt {rtt:.2} ms"));
+    }
+    if let Some(pacing) = s.pacing_bits_per_sec {
+        parts.push(format!(
+            "pacing {}",
+            cipherbench_model::units::format_bits_per_sec(pacing / 8.0)
+        ));
+    }
+    if let Some(share) = s.rwnd_limited_share() {
+        parts.push(format!("rwnd-limited {:.0} %", share * 100.0));
+    }
+    let mut line = format!("{} (mid-run)", parts.join(" "));
+    if let Some(n) = per_read {
+        line.push_str(&format!("; {n:.1} pkts/TUN read"));
+    }
+    line
 }
 
 /// ` (split in run 2 at 0.62 s, waited 37 %)`: where one gateway's runs (in order)
@@ -733,13 +788,14 @@ fn not_esp_sentence(t: &TunnelResults) -> String {
 /// `underlay`), with its round and place in the measuring order.
 pub fn csv(t: &TunnelResults) -> String {
     let mut out = String::from(
-        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams,round,sequence\n",
+        "transform,variant,variant_side,protocol,run,target_bits_per_sec,receiver_bits_per_sec,sender_bits_per_sec,lost_percent,retransmits,sender_cpu_cores,receiver_cpu_cores,sender_busiest_thread_cores,receiver_busiest_thread_cores,sealed_packets,opened_packets,esp_drops,socket_drops,tun_queue_drops,byte_check_ok,saturated,underlay_share,nat_keepalives,non_esp,unaccounted_datagrams,round,sequence,tcp_cwnd,tcp_rtt_ms,tcp_pacing_bits_per_sec,tcp_delivery_bits_per_sec,tcp_rwnd_limited_share,sender_packets_per_tun_read,receiver_packets_per_tun_write\n",
     );
     let opt = |v: Option<f64>| v.map(|v| format!("{v:.4}")).unwrap_or_default();
+    let whole = |v: Option<f64>| v.map(|v| format!("{v:.0}")).unwrap_or_default();
     for u in &t.underlay {
         for (i, r) in u.runs.iter().enumerate() {
             out.push_str(&format!(
-                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,,,\n",
+                "underlay,,,{},{},{},{:.0},{:.0},{},{},,,,,,,,,,,,,,,,,,,,,,,,\n",
                 u.protocol.as_str(),
                 i + 1,
                 opt(r.target_bits_per_sec),
@@ -752,13 +808,14 @@ pub fn csv(t: &TunnelResults) -> String {
     }
     for p in &t.points {
         for (i, r) in p.runs.iter().enumerate() {
+            let tcp = r.tcp.as_deref();
             let busiest = |g: &cipherbench_model::tunnel::GatewayRun| {
                 g.busiest_thread()
                     .map(|t| format!("{:.3}", t.cpu_cores_used))
                     .unwrap_or_default()
             };
             out.push_str(&format!(
-                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
+                "{},{},{},{},{},{},{:.0},{:.0},{},{},{:.3},{:.3},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{},{}\n",
                 field(&p.transform),
                 field(&p.variant),
                 p.variant_side.as_str(),
@@ -789,6 +846,15 @@ pub fn csv(t: &TunnelResults) -> String {
                 r.sender.unaccounted() + r.receiver.unaccounted(),
                 r.round.map(|n| n.to_string()).unwrap_or_default(),
                 r.sequence.map(|n| n.to_string()).unwrap_or_default(),
+                tcp.and_then(|s| s.cwnd)
+                    .map(|c| c.to_string())
+                    .unwrap_or_default(),
+                opt(tcp.and_then(|s| s.rtt_ms)),
+                whole(tcp.and_then(|s| s.pacing_bits_per_sec)),
+                whole(tcp.and_then(|s| s.delivery_bits_per_sec)),
+                opt(tcp.and_then(TcpSample::rwnd_limited_share)),
+                opt(r.sender.sealed_per_tun_read()),
+                opt(r.receiver.opened_per_tun_write()),
             ));
         }
     }

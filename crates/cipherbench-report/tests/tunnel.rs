@@ -2,7 +2,7 @@
 //! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
 //! table, the chart and every run.
 
-use cipherbench_model::tunnel::{GatewaySplit, Protocol, TunnelPoint, TunnelResults};
+use cipherbench_model::tunnel::{GatewaySplit, Protocol, TcpSample, TunnelPoint, TunnelResults};
 use cipherbench_report::tunnel;
 
 /// The fixture's aes128-gcm accel TCP point, to change (TunnelResults::point, mutable).
@@ -261,6 +261,68 @@ fn the_thread_table_says_when_a_one_core_gateway_split_its_thread() {
         json.contains("\"split\":{\"at_seconds\":0.62"),
         "split not written"
     );
+    let back: TunnelResults = serde_json::from_str(&json).unwrap();
+    assert_eq!(back, t);
+}
+
+#[test]
+fn a_tcp_run_shows_its_mid_run_connection_state_under_its_thread_line() {
+    let mut t = fixture();
+    // Records from before the sample have none, and print no line for it.
+    assert!(
+        !tunnel::text(&t).contains("tcp run"),
+        "{}",
+        tunnel::text(&t)
+    );
+    let point = gcm_accel_tcp(&mut t);
+    let run = point.runs[0].clone();
+    point.runs = vec![run.clone(), run];
+    point.runs[0].iperf.receiver_bits_per_sec = 366e6;
+    point.runs[0].sender.sealed_packets = 31_000;
+    point.runs[0].sender.tun_reads = 1_000;
+    point.runs[0].receiver.opened_packets = 31_000;
+    point.runs[0].receiver.tun_writes = 2_000;
+    point.runs[0].tcp = Some(Box::new(TcpSample {
+        at_seconds: 2.0,
+        connections: 2,
+        cwnd: Some(312),
+        rtt_ms: Some(0.213),
+        pacing_bits_per_sec: Some(6.1e9),
+        delivery_bits_per_sec: Some(4.2e9),
+        busy_ms: Some(2000),
+        rwnd_limited_ms: Some(500),
+        raw: "cubic cwnd:312".into(),
+        ..TcpSample::default()
+    }));
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains(
+            "    tcp run 1 (366 Mbit/s): cwnd 312 rtt 0.21 ms pacing 6.10 Gbit/s rwnd-limited 25 % (mid-run); 31.0 pkts/TUN read\n"
+        ),
+        "{text}"
+    );
+    assert!(text.contains("    tcp run 2 ("), "{text}");
+    assert!(text.contains("): not sampled\n"), "{text}");
+    // The CSV has the sample and both gateways' packets per TUN call.
+    let csv = tunnel::csv(&t);
+    let header: Vec<&str> = csv.lines().next().unwrap().split(',').collect();
+    let row: Vec<&str> = csv
+        .lines()
+        .find(|l| l.starts_with("aes128-gcm,accel,both,tcp,1,"))
+        .unwrap()
+        .split(',')
+        .collect();
+    assert_eq!(row.len(), header.len());
+    let column = |name: &str| row[header.iter().position(|h| *h == name).unwrap()];
+    assert_eq!(column("tcp_cwnd"), "312");
+    assert_eq!(column("tcp_rtt_ms"), "0.2130");
+    assert_eq!(column("tcp_pacing_bits_per_sec"), "6100000000");
+    assert_eq!(column("tcp_rwnd_limited_share"), "0.2500");
+    assert_eq!(column("sender_packets_per_tun_read"), "31.0000");
+    assert_eq!(column("receiver_packets_per_tun_write"), "15.5000");
+    // run.json keeps it, and an absent sample stays absent.
+    let json = serde_json::to_string(&t).unwrap();
+    assert_eq!(json.matches("\"tcp\":{").count(), 1);
     let back: TunnelResults = serde_json::from_str(&json).unwrap();
     assert_eq!(back, t);
 }

@@ -198,8 +198,31 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
         // ESP adds the same overhead to every packet of a size: the bytes on the wire
         // are the inner bytes plus header, IV, padding, trailer and ICV.
         assert!(s.esp_bytes_sent > s.sealed_bytes, "{transform}");
+        // The sender's data connection was sampled mid-run (`ss` in its namespace):
+        // the one carrying the data, not iperf3's control connection.
+        let tcp = run
+            .tcp
+            .as_deref()
+            .unwrap_or_else(|| panic!("{transform}: no TCP sample"));
+        assert!(tcp.cwnd.is_some_and(|c| c > 0), "{transform}: {tcp:?}");
+        assert!(tcp.rtt_ms.is_some_and(|r| r > 0.0), "{transform}: {tcp:?}");
+        assert!(tcp.mss.is_some_and(|m| m > 1000), "{transform}: {tcp:?}");
+        assert!(
+            tcp.bytes_acked.is_some_and(|b| b > 1_000_000),
+            "{transform}: {tcp:?}"
+        );
+        assert!(
+            tcp.connections >= 2 && (0.5..1.9).contains(&tcp.at_seconds),
+            "{transform}: {tcp:?}"
+        );
+        // With TUN offloads each read is a super-packet of several segments.
+        assert!(
+            s.sealed_per_tun_read().is_some_and(|n| n > 1.0),
+            "{transform}: {s:?}"
+        );
 
         let run = udp_run(&lab, &mut gateways, 2, 50e6);
+        assert!(run.tcp.is_none(), "{transform}: UDP has no TCP sample");
         let (s, r, i) = (&run.sender, &run.receiver, &run.iperf);
         let received = received_datagrams(i);
         assert!(received > 5_000, "{transform} udp: {i:?}");

@@ -42,6 +42,7 @@ pub fn judged_run(
         peer_noise: None,
         round: None,
         sequence: None,
+        tcp: None,
     }
 }
 

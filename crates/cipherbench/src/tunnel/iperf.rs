@@ -9,7 +9,7 @@
 use crate::interrupt;
 use crate::supervisor::{wait_until, Child, Line, Spawn};
 use anyhow::{anyhow, bail, Context, Result};
-use cipherbench_model::tunnel::{IperfRun, Protocol};
+use cipherbench_model::tunnel::{IperfRun, Protocol, TcpSample};
 use serde_json::Value;
 use std::time::{Duration, Instant};
 
@@ -276,6 +276,24 @@ impl ClientRun {
                 other => return other,
             }
         }
+    }
+
+    /// Like [`ClientRun::run_watching`], and for TCP the client's data connection
+    /// sampled once, in the middle of the measured part (after `-O`), by `ss` on
+    /// `spare_cpus` (empty: wherever this process may run). A sample that could
+    /// not be taken is None; it never fails the run.
+    pub fn run_sampled(
+        &self,
+        watch: impl FnMut() -> Result<()>,
+        spare_cpus: &[usize],
+    ) -> Result<(IperfRun, Option<TcpSample>)> {
+        let sampler = (self.protocol == Protocol::Tcp).then(|| {
+            let middle =
+                Duration::from_secs(self.omit_seconds) + Duration::from_millis(self.seconds * 500);
+            super::tcpinfo::Sampler::start(&self.netns, &self.server, middle, spare_cpus.to_vec())
+        });
+        let run = self.run_watching(watch)?;
+        Ok((run, sampler.and_then(super::tcpinfo::Sampler::finish)))
     }
 
     fn run_once(&self, watch: &mut impl FnMut() -> Result<()>) -> Result<IperfRun> {

@@ -17,6 +17,7 @@ pub mod peer;
 pub mod rounds;
 pub mod search;
 pub mod strongswan;
+pub mod tcpinfo;
 pub mod topology;
 
 use crate::interrupt;
@@ -1004,7 +1005,7 @@ pub fn measured_run_on(
     let (s0, r0) = pair.snapshot()?;
     // The gateways and iperf3 run under this process (keepers, `ip netns exec`).
     let window = crate::machine::noise::Window::open(cpus, &[std::process::id()]);
-    let iperf = client.run_watching(|| pair.check_alive())?;
+    let (iperf, tcp) = client.run_sampled(|| pair.check_alive(), &spare_cpus(cpus))?;
     let noise = window.close();
     let (s1, r1) = pair.snapshot()?;
     let (sn1, rn1) = counters(pair)?;
@@ -1020,14 +1021,27 @@ pub fn measured_run_on(
         (&r0, rn0),
         (&r1, rn1),
     );
-    Ok(analysis::judged_run(
+    let mut run = analysis::judged_run(
         iperf,
         sender,
         receiver,
         underlay_rate_bits_per_sec,
         pair.sender.mtu,
         noise,
-    ))
+    );
+    run.tcp = tcp.map(Box::new);
+    Ok(run)
+}
+
+/// The CPUs this process may use that none of `placed` (the system under test's
+/// and iperf3's) is: where a helper such as the mid-run `ss` runs without taking
+/// a measured core. Empty when every allowed CPU is placed (two cores) or nothing
+/// is pinned: the helper then runs wherever the scheduler puts it.
+pub(crate) fn spare_cpus(placed: &[usize]) -> Vec<usize> {
+    crate::host::allowed_cpus()
+        .into_iter()
+        .filter(|c| !placed.contains(c))
+        .collect()
 }
 
 /// Says the underlay's figure (`path`, e.g. " (a -> b)", after "underlay tcp"), keeps

@@ -906,7 +906,7 @@ impl rounds::Stand for PeerStand<'_> {
         let (s0, r0) = (end.snapshot()?, self.peer_snapshot()?);
         // The gateway and iperf3 here run under this process.
         let window = crate::machine::noise::Window::open(&self.noise_cpus, &[std::process::id()]);
-        let iperf = iperf_client(
+        let (iperf, tcp) = iperf_client_sampled(
             self.agent,
             client(
                 self.plan,
@@ -916,6 +916,7 @@ impl rounds::Stand for PeerStand<'_> {
                 rate,
                 self.affinity,
             ),
+            Some(&crate::tunnel::spare_cpus(&self.noise_cpus)),
         )?;
         let noise = window.close();
         let (s1, mut r1) = (end.snapshot()?, self.peer_snapshot()?);
@@ -948,6 +949,7 @@ impl rounds::Stand for PeerStand<'_> {
             noise,
         );
         run.peer_noise = peer_noise;
+        run.tcp = tcp.map(Box::new);
         Ok(run)
     }
 
@@ -1082,6 +1084,16 @@ const NOTHING_ARRIVED: &str = "nothing arrived on UDP port";
 /// gateway and iperf3 with it, and a stream into a dead tunnel would hang until its
 /// timeout), iperf3 is stopped at once and the error names the peer.
 fn iperf_client(agent: &mut Agent, run: ClientRun) -> Result<IperfRun> {
+    iperf_client_sampled(agent, run, None).map(|(run, _)| run)
+}
+
+/// [`iperf_client`], and for TCP the client's data connection sampled mid-run
+/// by `ss` on `spare_cpus` (`Some`; see [`ClientRun::run_sampled`]).
+fn iperf_client_sampled(
+    agent: &mut Agent,
+    run: ClientRun,
+    spare_cpus: Option<&[usize]>,
+) -> Result<(IperfRun, Option<cipherbench_model::tunnel::TcpSample>)> {
     let gone = |e: &anyhow::Error| {
         anyhow!(
             "{}: the peer went away during the iperf3 run",
@@ -1090,7 +1102,7 @@ fn iperf_client(agent: &mut Agent, run: ClientRun) -> Result<IperfRun> {
     };
     let name = agent.name.clone();
     let mut watch_failed = false;
-    let result = run.run_watching(|| {
+    let watch = || {
         let failure = match agent.poll(Duration::from_millis(1)) {
             None => return Ok(()),
             Some(Err(e)) => gone(&e),
@@ -1102,7 +1114,11 @@ fn iperf_client(agent: &mut Agent, run: ClientRun) -> Result<IperfRun> {
         };
         watch_failed = true;
         Err(failure)
-    });
+    };
+    let result = match spare_cpus {
+        Some(cpus) => run.run_sampled(watch, cpus),
+        None => run.run_watching(watch).map(|r| (r, None)),
+    };
     result.map_err(|e| {
         if watch_failed || e.is::<crate::interrupt::Interrupted>() {
             return e;

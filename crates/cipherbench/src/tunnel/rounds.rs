@@ -461,6 +461,7 @@ mod tests {
             peer_noise: None,
             round: None,
             sequence: None,
+            tcp: None,
         }
     }
 

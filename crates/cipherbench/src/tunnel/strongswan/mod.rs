@@ -781,7 +781,14 @@ pub fn measured_run(
         cpus = crate::host::allowed_cpus();
     }
     let window = crate::machine::noise::Window::open(&cpus, &[std::process::id()]);
-    let iperf = client.run_watching(|| pair.check_alive())?;
+    // The mid-run `ss` keeps off the charons' and iperf3's CPUs where it can.
+    let placed: Vec<usize> = cpus
+        .iter()
+        .copied()
+        .chain(client.affinity.iter().flat_map(|&(c, s)| [c, s]))
+        .collect();
+    let (iperf, tcp) =
+        client.run_sampled(|| pair.check_alive(), &crate::tunnel::spare_cpus(&placed))?;
     let noise = window.close();
     let (s1, r1) = (pair.sender.snapshot()?, pair.receiver.snapshot()?);
     let sender = charon_run(
@@ -798,14 +805,16 @@ pub fn measured_run(
         &r0,
         &r1,
     );
-    Ok(analysis::judged_run(
+    let mut run = analysis::judged_run(
         iperf,
         sender,
         receiver,
         underlay_rate_bits_per_sec,
         LIBIPSEC_MTU,
         noise,
-    ))
+    );
+    run.tcp = tcp.map(Box::new);
+    Ok(run)
 }
 
 /// [`combinations`] grouped per backend and transform: the variants measured in
