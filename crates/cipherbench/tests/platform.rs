@@ -359,7 +359,7 @@ fn every_tunnel_transform_carries_tcp_checked_byte_for_byte_and_no_run_stalls() 
 
 /// The main job on this stack: `run --preset quick` gives every rung of the ladder,
 /// each an AES-NI gain above 1 (or marked as a bound its instrument set), or says in
-/// the ladder why a rung is missing. Only on a platform (the host's own suite runs
+/// the ladder why a rung is missing (never the primitive's). Only on a platform (the host's own suite runs
 /// the tiny preset), as it takes a few minutes.
 #[test]
 fn the_quick_preset_gives_every_rung_with_a_sane_gain() {
@@ -382,14 +382,18 @@ fn the_quick_preset_gives_every_rung_with_a_sane_gain() {
                 "{layer}: gain {:.2}x ({} with AES-NI, {} without) and no reason given",
                 step.gain, step.accel, step.noaesni
             )),
-            None => problems.push(format!(
-                "{layer}: no rung ({})",
-                ladder
-                    .missing
-                    .iter()
-                    .find(|(l, _)| *l == layer)
-                    .map_or("no reason given", |(_, why)| why.as_str())
-            )),
+            // A rung may be missing where the ladder says why (a variant the judge
+            // could not confirm on a busy machine, say), but never the primitive's,
+            // and never without a reason.
+            None => match ladder.missing.iter().find(|(l, _)| *l == layer) {
+                Some((_, why)) if layer != "primitive" && !why.trim().is_empty() => {
+                    eprintln!("the {layer} rung is left out, and says why: {why}");
+                }
+                found => problems.push(format!(
+                    "{layer}: no rung ({})",
+                    found.map_or("no reason given", |(_, why)| why.as_str())
+                )),
+            },
         }
     }
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
