@@ -173,6 +173,13 @@ pub fn text(t: &TunnelResults) -> String {
                 .map(|p| format!("{} {}", p.negotiated, p.served_by.join(" ")))
                 .unwrap_or_default()
         ));
+        // The sender's connection as sampled mid-run, as under the own gateways'.
+        for line in tcp
+            .map(|p| crate::tunnel::tcp_lines(&p.point))
+            .unwrap_or_default()
+        {
+            out.push_str(&format!("    {line}\n"));
+        }
     }
     out.push_str(&format!("(vs own = strongSwan's TCP / cipherbench's gateways' TCP, same transform and variant, same run, [{:.0} % bootstrap interval over the runs] where each has {} or more, ? where it holds 1.0: no clear difference; CPU = charon cores during the TCP run; variants reach only the openssl backend)\n", cipherbench_model::interval::LEVEL * 100.0, cipherbench_model::interval::MIN_ROUNDS));
     for (backend, rows) in ratios(s, &t.config.variants) {

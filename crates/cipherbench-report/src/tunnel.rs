@@ -372,6 +372,9 @@ pub struct PointRatio {
     pub interval: Option<RatioInterval>,
     /// The fewer runs of the two points.
     pub rounds: usize,
+    /// Whether the instrument, not the tunnel, set the top or the bottom figure
+    /// ([`TunnelPoint::instrument_limit`]): then the ratio is a bound, not a value.
+    pub limited: (bool, bool),
 }
 
 impl PointRatio {
@@ -383,21 +386,38 @@ impl PointRatio {
             point: top.throughput_bits_per_sec.median / b,
             interval: top.ratio_interval(bottom, pairing),
             rounds: top.runs.len().min(bottom.runs.len()),
+            limited: (
+                top.instrument_limit().is_some(),
+                bottom.instrument_limit().is_some(),
+            ),
         })
+    }
+
+    /// The mark before a ratio one of whose figures the instrument set: `≥ ` when
+    /// the top's (it could only be higher), `≤ ` when the bottom's, `≶ ` when both
+    /// (no direction), nothing otherwise.
+    pub fn bound_mark(&self) -> &'static str {
+        match self.limited {
+            (false, false) => "",
+            (true, false) => "≥ ",
+            (false, true) => "≤ ",
+            (true, true) => "≶ ",
+        }
     }
 
     /// For a narrow column: `0.41x [0.38-0.44]`, with `?` when the interval holds
     /// 1.0, or the bare `0.41x` without an interval.
     pub fn compact(&self) -> String {
+        let mark = self.bound_mark();
         match &self.interval {
             Some(i) => format!(
-                "{:.2}x [{:.2}-{:.2}]{}",
+                "{mark}{:.2}x [{:.2}-{:.2}]{}",
                 i.point,
                 i.low,
                 i.high,
                 if i.is_clear() { "" } else { "?" }
             ),
-            None => format!("{:.2}x", self.point),
+            None => format!("{mark}{:.2}x", self.point),
         }
     }
 
@@ -410,24 +430,36 @@ impl PointRatio {
     /// `3.06x [2.90-3.20]`, `1.02x [0.97-1.08], no clear difference`, or
     /// `3.06x (1 round: no interval)`.
     pub fn text(&self) -> String {
-        match &self.interval {
+        let ratio = match &self.interval {
             Some(i) => i.display(),
             None => format!("{:.2}x ({}: no interval)", self.point, rounds(self.rounds)),
-        }
+        };
+        format!("{}{ratio}", self.bound_mark())
     }
 
     /// The same for report.html.
     pub fn html(&self) -> String {
-        match self.interval {
+        let ratio = match self.interval {
             Some(_) => crate::html::interval_cell(Some(self.point), self.interval),
             None => format!(
                 "{:.2}× <span class=\"muted\">({}: no interval)</span>",
                 self.point,
                 rounds(self.rounds)
             ),
+        };
+        match self.bound_mark() {
+            "" => ratio,
+            mark => format!(
+                "<span class=\"bad\" title=\"{}\">{}</span>{ratio}",
+                BOUND_LEGEND,
+                mark.trim_end()
+            ),
         }
     }
 }
+
+/// What the marks of [`PointRatio::bound_mark`] mean, for the tables' notes.
+pub const BOUND_LEGEND: &str = "≥: the upper variant's figure was set by the instrument (a load generator at its limit, or a run stalled outside the gateways), so the ratio is a lower bound; ≤: the lower variant's, an upper bound; ≶: both, no bound";
 
 fn rounds(n: usize) -> String {
     format!("{n} round{}", if n == 1 { "" } else { "s" })
@@ -562,7 +594,17 @@ pub fn ratio_text(rows: &[RatioRow]) -> String {
             String::new()
         }
     ));
+    if any_bound(rows) {
+        out.push_str(&format!("({BOUND_LEGEND})\n"));
+    }
     out
+}
+
+/// Whether a row's ratio has a side the instrument set ([`PointRatio::bound_mark`]).
+fn any_bound(rows: &[RatioRow]) -> bool {
+    rows.iter()
+        .flat_map(|r| [&r.tcp, &r.udp])
+        .any(|c| matches!(c, Some(RatioCell::Ratio(r)) if !r.bound_mark().is_empty()))
 }
 
 fn any_without_interval(rows: &[RatioRow]) -> bool {
@@ -592,9 +634,14 @@ pub fn ratio_html(rows: &[RatioRow], caption: &str) -> String {
         ));
     }
     out.push_str(&format!(
-        "</table></div><p class=\"muted\">{} Ratio of the medians of the runs; in brackets the {:.0} % bootstrap interval over the rounds (paired round by round where the variants were measured in turn, METHODOLOGY.md \"Ratios and their intervals\"); a ratio whose interval holds 1.0 is no clear difference, not a gain. An interval needs {MIN_ROUNDS} rounds or more a side (<code>--repeats {MIN_ROUNDS}</code>).</p>",
+        "</table></div><p class=\"muted\">{} Ratio of the medians of the runs; in brackets the {:.0} % bootstrap interval over the rounds (paired round by round where the variants were measured in turn, METHODOLOGY.md \"Ratios and their intervals\"); a ratio whose interval holds 1.0 is no clear difference, not a gain. An interval needs {MIN_ROUNDS} rounds or more a side (<code>--repeats {MIN_ROUNDS}</code>).{}</p>",
         escape(caption),
-        LEVEL * 100.0
+        LEVEL * 100.0,
+        if any_bound(rows) {
+            format!(" {}.", escape(BOUND_LEGEND))
+        } else {
+            String::new()
+        }
     ));
     out
 }

@@ -87,6 +87,30 @@ fn the_terminal_csv_summary_and_ladder_carry_strongswan() {
 }
 
 #[test]
+fn a_strongswan_tcp_run_shows_its_mid_run_connection_state() {
+    let mut record = record();
+    let t = record.tunnel.as_mut().unwrap();
+    assert!(!strongswan::text(t).contains("tcp run"));
+    let s = t.strongswan.as_mut().unwrap();
+    let p = s
+        .points
+        .iter_mut()
+        .find(|p| p.point.protocol == Protocol::Tcp)
+        .expect("a TCP point");
+    p.point.runs[0].tcp = Some(Box::new(cipherbench_model::tunnel::TcpSample {
+        at_seconds: 2.0,
+        connections: 2,
+        cwnd: Some(240),
+        rtt_ms: Some(1.5),
+        raw: "cubic cwnd:240".into(),
+        ..Default::default()
+    }));
+    let text = strongswan::text(t);
+    assert!(text.contains("    tcp run 1 ("), "{text}");
+    assert!(text.contains("cwnd 240 rtt 1.50 ms"), "{text}");
+}
+
+#[test]
 fn a_record_without_strongswan_has_no_trace_of_it() {
     let record = RunRecord::from_json(include_str!("fixtures/run-quick.json")).unwrap();
     assert!(!html::render(&record).contains("tunnel-strongswan"));

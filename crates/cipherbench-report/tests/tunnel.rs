@@ -356,6 +356,55 @@ fn with_rounds(accel: &[f64], noaesni: &[f64]) -> TunnelResults {
     t
 }
 
+/// Round `round` of `variant`'s aes128-gcm TCP point ran with both gateways idle.
+fn idle_in(t: &mut TunnelResults, variant: &str, round: usize) {
+    let p = t
+        .points
+        .iter_mut()
+        .find(|p| {
+            p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
+        })
+        .unwrap();
+    let r = &mut p.runs[round];
+    for th in r.sender.threads.iter_mut().chain(&mut r.receiver.threads) {
+        th.cpu_cores_used = 0.1;
+    }
+}
+
+#[test]
+fn a_ratio_one_of_whose_figures_the_instrument_set_is_marked_a_bound() {
+    // accel's third run stalled at under half its siblings with idle gateways: its
+    // median could only be higher, so the ratio is a lower bound.
+    let mut t = with_rounds(&[3000.0, 2950.0, 900.0], &[1000.0, 990.0, 1020.0]);
+    idle_in(&mut t, "accel", 2);
+    let ratio = |t: &TunnelResults| {
+        let rows = tunnel::ratios(t);
+        let row = rows.iter().find(|r| r.transform == "aes128-gcm").unwrap();
+        match &row.tcp {
+            Some(tunnel::RatioCell::Ratio(r)) => r.clone(),
+            other => panic!("{other:?}"),
+        }
+    };
+    let r = ratio(&t);
+    assert_eq!(r.bound_mark(), "≥ ");
+    let text = tunnel::text(&t);
+    assert!(
+        text.contains(&format!("≥ {}", r.text().trim_start_matches("≥ "))),
+        "{text}"
+    );
+    assert!(text.contains("so the ratio is a lower bound"), "{text}");
+    let html = tunnel::html(&t);
+    assert!(html.contains("title=\"≥: the upper variant"), "{html}");
+    // The same stall on noaesni's side bounds it from above; a plain pair is unmarked.
+    let mut t = with_rounds(&[3000.0, 2950.0, 3100.0], &[1000.0, 990.0, 300.0]);
+    idle_in(&mut t, "noaesni", 2);
+    assert_eq!(ratio(&t).bound_mark(), "≤ ");
+    assert!(ratio(&t).compact().starts_with("≤ "));
+    let t = with_rounds(&[3000.0, 2950.0, 3100.0], &[1000.0, 990.0, 1020.0]);
+    assert_eq!(ratio(&t).bound_mark(), "");
+    assert!(!tunnel::text(&t).contains("lower bound"));
+}
+
 #[test]
 fn a_ratio_carries_its_interval_over_the_rounds_everywhere_it_is_shown() {
     // Three rounds, accel about 3x noaesni in each.

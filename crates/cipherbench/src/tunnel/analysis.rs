@@ -3,7 +3,9 @@
 //! first. Pure functions of measured data.
 
 use super::iperf::received_datagrams;
-use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation, TunnelRun};
+use cipherbench_model::tunnel::{
+    ByteCheck, GatewayRun, IperfRun, Protocol, Saturation, TunnelRun, CLIENT_BUSY,
+};
 
 /// IPv4 (20) + UDP (8): what every iperf3 datagram carries besides its payload.
 pub const UDP_HEADERS: u64 = 28;
@@ -241,13 +243,21 @@ pub fn saturation(
     }
     if let Some(target) = iperf.target_bits_per_sec {
         if iperf.sender_bits_per_sec < 0.9 * target {
+            let (sent, asked) = (iperf.sender_bits_per_sec / 1e6, target / 1e6);
+            // As TunnelRun::client_limited judges it: a busy client is the
+            // generator's limit; an idle one was held back by the sending gateway.
+            let evidence = match iperf.cpu_client_percent {
+                Some(cpu) if cpu < CLIENT_BUSY * 100.0 => format!(
+                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for, using only {cpu:.0} % of a core, and little was lost: its writes were held back by the sending gateway, so the figure is the tunnel's sending side"
+                ),
+                cpu => format!(
+                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for at {} of a core and little was lost: the load generator, not the tunnel, was the limit",
+                    cpu.map_or("an unrecorded share".to_string(), |c| format!("{c:.0} %"))
+                ),
+            };
             return Saturation {
                 side: "iperf3_client".into(),
-                evidence: format!(
-                    "the iperf3 client sent {:.0} Mbit/s of the {:.0} asked for and little was lost: the load generator, not the tunnel, was the limit",
-                    iperf.sender_bits_per_sec / 1e6,
-                    target / 1e6
-                ),
+                evidence,
             };
         }
     }
@@ -497,6 +507,17 @@ mod tests {
         run.sender_bits_per_sec = 1.37e9;
         let s = saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.5), None);
         assert_eq!(s.side, "iperf3_client", "{}", s.evidence);
+        assert!(s.evidence.contains("load generator"), "{}", s.evidence);
+        // Near idle, the same shortfall is the sending gateway holding its writes.
+        run.cpu_client_percent = Some(35.0);
+        let s = saturation(&run, &gateway(0, 0, 0.5), &gateway(0, 0, 0.5), None);
+        assert_eq!(s.side, "iperf3_client", "{}", s.evidence);
+        assert!(
+            s.evidence.contains("held back by the sending gateway"),
+            "{}",
+            s.evidence
+        );
+        assert!(!s.evidence.contains("load generator"), "{}", s.evidence);
     }
 
     #[test]
