@@ -717,6 +717,54 @@ pub fn needs_confirmation(record: &VariantRecord) -> bool {
     }
 }
 
+/// Rounds of the confirmation ([`Baseline::judge`]): accel and the variant
+/// alternately, this many times each. With two, each side the median of its own
+/// sets, a slow spell over both of the variant's probes moved the controls by
+/// 14-25 % on a quiet 2-vCPU guest (tunnel_root's gateway probe test failed so on
+/// 2026-11-29); a median of three round-by-round ratios outvotes one slow round.
+pub const CONFIRMATION_ROUNDS: usize = 3;
+
+/// accel's and the variant's probe sets, measured alternately in rounds: accel's
+/// figure per cipher is the median of its sets; the variant's is that times the
+/// median of the round-by-round ratios (variant over the accel probe just before
+/// it), so a slow spell that covers one round moves neither side's figure, and the
+/// judge's slowdown (accel over variant) is the median ratio's inverse.
+fn combine_paired(accel: &[Probes], mine: &[Probes]) -> Option<(Probes, Probes)> {
+    let accel_combined = combine(
+        accel,
+        "__variant-probe with accel's environment, alternating with the variant's",
+    )?;
+    let mut mine_combined = combine(
+        mine,
+        "__variant-probe with the variant's environment, alternating with accel's: accel's median times the median of the round-by-round ratios",
+    )?;
+    for f in &mut mine_combined.figures {
+        let mut ratios: Vec<f64> = accel
+            .iter()
+            .zip(mine)
+            .filter_map(|(a, m)| {
+                let (a, m) = (a.figure(&f.cipher)?, m.figure(&f.cipher)?);
+                (a.bytes_per_cpu_sec > 0.0).then(|| m.bytes_per_cpu_sec / a.bytes_per_cpu_sec)
+            })
+            .collect();
+        let Some(base) = accel_combined.figure(&f.cipher) else {
+            continue;
+        };
+        if ratios.is_empty() {
+            continue;
+        }
+        ratios.sort_by(f64::total_cmp);
+        let n = ratios.len();
+        let median = if n % 2 == 1 {
+            ratios[n / 2]
+        } else {
+            (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
+        };
+        f.bytes_per_cpu_sec = base.bytes_per_cpu_sec * median;
+    }
+    Some((accel_combined, mine_combined))
+}
+
 /// Combines probe sets measured under one environment: per cipher, the median of the
 /// sets' figures, and the rounds of all of them.
 fn combine(sets: &[Probes], measured_in: &str) -> Option<Probes> {
@@ -847,8 +895,9 @@ impl Baseline {
     /// the accel record already `known` if there is one (its own process's probes),
     /// else the baseline child's. A judgement a busy machine could have produced
     /// ([`needs_confirmation`]) is measured again: accel and the variant in
-    /// `__variant-probe` children with their environments, alternating, twice each,
-    /// and judged on those; the first judgement is kept in the record.
+    /// `__variant-probe` children with their environments, alternating,
+    /// [`CONFIRMATION_ROUNDS`] times each, and judged on the round-by-round ratios
+    /// ([`combine_paired`]); the first judgement is kept in the record.
     pub fn judge(
         &self,
         variant: &Variant,
@@ -907,28 +956,19 @@ impl Baseline {
         )
     }
 
-    /// accel and the variant probed alternately, twice each, in `__variant-probe`
-    /// children with their environments under the variant's library: (accel,
-    /// variant), each the median of two.
+    /// accel and the variant probed alternately, [`CONFIRMATION_ROUNDS`] times each,
+    /// in `__variant-probe` children with their environments under the variant's
+    /// library: (accel, variant) as [`combine_paired`] makes them.
     fn paired(&self, variant: &Variant) -> Option<(Probes, Probes)> {
         let mask = self.mask(variant);
         let run = |m: Option<&str>| probe_child(variant, m, "paired").ok();
         let mut accel = Vec::new();
         let mut mine = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..CONFIRMATION_ROUNDS {
             accel.push(run(None)?);
             mine.push(run(mask.as_deref())?);
         }
-        Some((
-            combine(
-                &accel,
-                "__variant-probe with accel's environment, back to back",
-            )?,
-            combine(
-                &mine,
-                "__variant-probe with the variant's environment, back to back with accel",
-            )?,
-        ))
+        combine_paired(&accel, &mine)
     }
 }
 
@@ -1537,6 +1577,41 @@ mod tests {
         );
         assert_eq!(c.measured_in, "both");
         assert!(combine(&[], "none").is_none());
+    }
+
+    #[test]
+    fn the_confirmation_judges_round_by_round_ratios_so_one_slow_round_is_outvoted() {
+        // The variant masks AES (GCM 20x slower) and leaves ChaCha and 3DES alone;
+        // a slow spell (0.7x for everything) covers the variant's first probe and
+        // accel's second one.
+        let accel = [
+            probes(ACCEL, 10e9, 2e9, 100e6),
+            probes(ACCEL, 7e9, 1.4e9, 70e6),
+            probes(ACCEL, 10e9, 2e9, 100e6),
+        ];
+        let mine = [
+            probes(NOAESNI, 0.35e9, 1.4e9, 70e6),
+            probes(NOAESNI, 0.35e9, 1.4e9, 70e6),
+            probes(NOAESNI, 0.5e9, 2e9, 100e6),
+        ];
+        // Each side's own median would say the controls moved by 30 %.
+        let (a, m) = (combine(&accel, "a").unwrap(), combine(&mine, "m").unwrap());
+        let chacha = |p: &Probes| p.figure("chacha20-poly1305").unwrap().bytes_per_cpu_sec;
+        assert!((chacha(&m) / chacha(&a) - 0.7).abs() < 1e-9);
+        // Round by round, the ratios are 0.7, 1.0, 1.0: the controls did not move.
+        let (a, m) = combine_paired(&accel, &mine).unwrap();
+        assert!((chacha(&m) / chacha(&a) - 1.0).abs() < 1e-9);
+        let gcm = |p: &Probes| p.figure("aes-128-gcm").unwrap().bytes_per_cpu_sec;
+        assert!(
+            (gcm(&a) / gcm(&m) - 20.0).abs() < 1e-6,
+            "{}",
+            gcm(&a) / gcm(&m)
+        );
+        let r = judged(&Variant::noaesni(), None, &m, &a);
+        assert!(r.took_effect, "{}", r.explanation());
+        // All of the rounds stay in the record.
+        let des = m.figure("des-ede3-cbc").unwrap();
+        assert_eq!(des.rounds_bytes_per_cpu_sec.len(), 9);
     }
 
     #[test]
