@@ -6,6 +6,11 @@
 //! rejected. AES-192 groups are skipped (no catalogue cipher uses AES-192) and
 //! counted, so the test fails if it ever silently tests nothing.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_crypto::aead::{Aead, AeadAlgorithm};
 use cipherbench_crypto::cbc::{pkcs7_pad, pkcs7_unpad, Cbc, CbcAlgorithm};
 use cipherbench_crypto::hmac::{Hmac, HmacDigest};

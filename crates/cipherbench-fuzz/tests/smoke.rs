@@ -4,6 +4,11 @@
 //! libFuzzer) are `scripts/fuzz.sh`'s; this catches a property broken by a change
 //! to the code under test, or a seed corpus that no longer fits its target.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_fuzz::driver;
 use std::path::Path;
 

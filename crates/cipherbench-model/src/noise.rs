@@ -289,6 +289,10 @@ impl Noise {
     /// processes are `own` and all their descendants. The window must close while
     /// the run's processes are alive: a process that exits inside it takes its ticks
     /// along, and they would count as another's.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the CPU ticks, then the run's processes, then foreign ones, from the same two snapshots"
+    )]
     pub fn between(start: &Snapshot, end: &Snapshot, cpus: &[usize], own: &[u32]) -> Noise {
         let mut cpus = cpus.to_vec();
         cpus.sort_unstable();

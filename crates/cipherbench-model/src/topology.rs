@@ -214,6 +214,10 @@ impl Placement {
 /// under test first; the core of CPU 0 (which takes most interrupts and housekeeping)
 /// is given last. When there are fewer usable cores than the roles want, the
 /// placement is not disjoint: every role gets every allowed CPU, and a warning says so.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the placement rules in order, each with its fallback"
+)]
 pub fn plan(topo: &Topology, roles: &[RoleRequest], spare: usize) -> Placement {
     let mut warnings = Vec::new();
     // Usable cores: those with at least one allowed CPU, restricted to those CPUs.
@@ -586,6 +590,10 @@ pub struct TlsCpus {
 /// (nginx first in [`spread_order`]) and the placement says which cores the two
 /// sides share. Errors (one line for the user): no core for nginx, or none left for
 /// the generator.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the TLS placement rules in order, each with its fallback and error"
+)]
 pub fn place_tls(
     topo: &Topology,
     cores: usize,

@@ -174,6 +174,10 @@ fn tls_rounds(p: &cipherbench_model::tls::SweepPoint) -> Rounds {
 }
 
 /// The figures of one record, keyed by (layer, what).
+#[expect(
+    clippy::too_many_lines,
+    reason = "one block per layer, each listing that layer's figures"
+)]
 fn layer_figures(r: &RunRecord) -> Vec<Figure> {
     let mut out = Vec::new();
     let ladder = crate::ladder::build(r);

@@ -145,6 +145,10 @@ fn time_interval(num: &FilePoint, den: &FilePoint) -> String {
 }
 
 /// The terminal table: one block per direction, cache state and durability mode.
+#[expect(
+    clippy::too_many_lines,
+    reason = "layer 2's terminal table, one block per direction, cache state and durability mode"
+)]
 pub fn text(r: &FileResults) -> String {
     let mut out = format!(
         "file: {} MiB {} ({}), {} run{} per point, outputs on {}\n",
@@ -250,6 +254,10 @@ pub fn text(r: &FileResults) -> String {
 }
 
 /// The report's layer 2 section.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer 2 section in reading order, one block per table or chart"
+)]
 pub fn html_section(r: &FileResults) -> String {
     let size = mib(r.config.input.size_bytes);
     let mut out = format!(

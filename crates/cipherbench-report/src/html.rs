@@ -93,6 +93,10 @@ Throughput in decimal units (1 GB/s = 10<sup>9</sup> bytes/s); sizes in binary u
 }
 
 /// The summary at the top: the machine in a sentence, who uses AES-NI, the ladder.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the report's summary in reading order: machine, AES-NI users, ladder"
+)]
 fn summary(record: &RunRecord) -> String {
     let env = &record.environment;
     let mut s = String::from("<section id=\"summary\"><h2>Summary</h2>");
@@ -520,6 +524,10 @@ fn median(s: &SpeedResults, cipher: &str, variant: &str, size: u64) -> Option<f6
         .map(|p| p.throughput_bytes_per_sec.median)
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer 1 section in reading order, one block per table or chart"
+)]
 fn speed_section(s: &SpeedResults) -> String {
     let mut out = String::from("<h2 id=\"speed\">Layer 1: the primitive <a class=\"how\" href=\"#m-speed\">how measured</a></h2>\
 <p>Throughput of each cipher on one core, one operation per buffer (a fresh nonce, the header as additional data, the tag), \

@@ -7,6 +7,10 @@ use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSi
 use cipherbench_model::RunRecord;
 
 /// Renders the summary.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the whole summary.md in reading order, one block per table"
+)]
 pub fn summary(record: &RunRecord) -> String {
     let env = &record.environment;
     let mut out = format!(

@@ -6,6 +6,10 @@ use cipherbench_model::speed::{Direction, SpeedResults};
 use cipherbench_model::units::{format_bytes_per_sec, ByteSize};
 
 /// The probe, as a short human report.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the probe report in reading order, one block per finding"
+)]
 pub fn probe(env: &Environment) -> String {
     let mut out = String::new();
     let cpu = &env.cpu;
@@ -185,6 +189,10 @@ pub fn libraries(env: &Environment) -> String {
 
 /// Layer 1 as tables: one per direction and thread count; rows are ciphers and
 /// variants, columns buffer sizes, with the accel/noaesni ratio under each cipher.
+#[expect(
+    clippy::too_many_lines,
+    reason = "layer 1's terminal tables in reading order, one block per table"
+)]
 pub fn speed(results: &SpeedResults) -> String {
     let mut out = String::new();
     let sizes = &results.config.sizes_bytes;

@@ -507,6 +507,10 @@ pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
 
 /// Layer 3 as terminal tables, with the capacity line for `target_gbps` (or the
 /// default).
+#[expect(
+    clippy::too_many_lines,
+    reason = "layer 3's terminal tables in reading order, one block per table"
+)]
 pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let mut out = String::new();
     let records = records(t);
@@ -885,6 +889,10 @@ fn capacity_html(s: &SweepResults, target_gbps: Option<f64>) -> String {
     out
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the sweep section in reading order, one block per table or chart"
+)]
 fn sweep_section(s: &SweepResults, records: &[VariantRecord]) -> String {
     let load = match s.config.open_loop_rate {
         // `--rate`: no search, and a point's clients are the requests in flight.

@@ -176,6 +176,10 @@ pub fn peer_lines(t: &TunnelResults) -> Vec<String> {
 }
 
 /// The terminal table, after seed 004's.
+#[expect(
+    clippy::too_many_lines,
+    reason = "layer 4's terminal table in reading order, one block per column group and note"
+)]
 pub fn text(t: &TunnelResults) -> String {
     let judged = t.judged_variants();
     let mut out = format!("\ntunnel: {}\n", setup_line(t));
@@ -909,6 +913,10 @@ pub fn csv(t: &TunnelResults) -> String {
 }
 
 /// The report's layer 4 section.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer 4 section in reading order, one block per table or chart"
+)]
 pub fn html(t: &TunnelResults) -> String {
     let judged = t.judged_variants();
     let mut out = String::from("<h2 id=\"tunnel\">Layer 4: the IPsec tunnel</h2>");

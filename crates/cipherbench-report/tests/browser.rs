@@ -6,6 +6,11 @@
 //!
 //! `make test` installs Chromium; without it these tests fail and say so.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::Command;

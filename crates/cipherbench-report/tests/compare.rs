@@ -1,6 +1,11 @@
 //! `compare` on seed 001's two machines: the control must separate "faster CPU" from
 //! "has AES-NI".
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;
 use cipherbench_report::compare;

@@ -2,6 +2,11 @@
 //! marked "no clear difference" and not shown as a gain, and a point measured while
 //! the machine was busy is marked beside it.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::noise::{ForeignProcess, Noise};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;

@@ -4,6 +4,11 @@
 //! whiskers drawn in the right place; and a run.json written before the rounds were
 //! kept rendering without intervals, said so, rather than failing.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::RunRecord;
 use cipherbench_report::{html, ladder, markdown, tls};
 

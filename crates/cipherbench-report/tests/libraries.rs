@@ -3,6 +3,11 @@
 //! report.html, the terminal's speed table), and a run over one library renders as
 //! before.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::env::{LibraryUnderTest, PartLibrary};
 use cipherbench_model::RunRecord;
 use cipherbench_report::{html, markdown, text};

@@ -2,6 +2,11 @@
 //! table, summary.md, report.html, the ladder and compare name it as such, with the
 //! reason and the mask that works, and present no ratio from it.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::variant::{Effect, VariantRecord, Verdict};
 use cipherbench_model::RunRecord;
 use cipherbench_report::{compare, file, html, ladder, markdown, text, tls, tunnel};

@@ -4,6 +4,11 @@
 //! per response) is compared instead, and the capacity line says the rate was given.
 //! Also: a core count the machine could not split is said in summary.md.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::tls::{SkippedCores, WindowRound};
 use cipherbench_model::RunRecord;
 use cipherbench_report::{html, markdown, tls};

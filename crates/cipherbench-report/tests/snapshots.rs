@@ -9,6 +9,11 @@
 //!
 //! and commit the new snapshots with the change.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::RunRecord;
 use std::path::PathBuf;
 

@@ -4,6 +4,11 @@
 //! bars, with its table, CSV, ladder rung and summary lines, labelled as a userspace
 //! reference everywhere; a record without it renders as before.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::tunnel::{Protocol, StrongswanResults};
 use cipherbench_model::RunRecord;
 use cipherbench_report::{html, ladder, markdown, strongswan, tunnel};

@@ -2,6 +2,11 @@
 //! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
 //! table, the chart and every run.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::tunnel::{GatewaySplit, Protocol, TcpSample, TunnelPoint, TunnelResults};
 use cipherbench_report::tunnel;
 

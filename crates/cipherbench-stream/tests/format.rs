@@ -4,6 +4,11 @@
 //! with the right chunk index and no plaintext; batching never changes the bytes;
 //! and docs/FORMAT.md's test vectors are what the code produces.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_crypto::kdf::ScryptParams;
 use cipherbench_stream::chunk::ChunkFailure;
 use cipherbench_stream::header::{HeaderError, MAC_LEN};

@@ -9,6 +9,15 @@
 //! sweep split over three agents merges their histograms exactly and measures what one
 //! generator does.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "each end-to-end test reads top to bottom as one scenario, setup to teardown"
+)]
+
 mod hosts;
 
 use hosts::Hosts;

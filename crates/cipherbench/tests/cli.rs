@@ -3,6 +3,11 @@
 //! directory whose run.json reads back under the schema; Ctrl-C keeps what was
 //! measured.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

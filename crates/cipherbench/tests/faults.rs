@@ -12,6 +12,11 @@
 //! namespaces carrying its pid), since other runs may share this machine. A random
 //! point is drawn from the clock and printed; `CB_FAULT_SEED=N` replays it.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::RunRecord;
 use std::collections::BTreeSet;
 use std::io::{Read, Write};

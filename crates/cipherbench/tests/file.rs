@@ -4,6 +4,11 @@
 //! and no output file (or temporary file) left; existing outputs and loose key files
 //! are refused; and the file benchmark runs end to end into a results directory.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;

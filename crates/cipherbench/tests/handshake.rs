@@ -7,6 +7,11 @@
 //! runs cipherbench with its own `TMPDIR`, which must end empty, with no process
 //! working in it.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};

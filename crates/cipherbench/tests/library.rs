@@ -13,6 +13,11 @@
 //!
 //! The gateways' side is in `tunnel_root.rs` (it needs root).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::env::PartLibrary;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;

@@ -2,6 +2,11 @@
 //! `probe --check` says in one glance whether the machine is fit to benchmark now and
 //! names a busy process started next to it, and changes nothing.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::fitness::Fitness;
 use std::process::Command;
 

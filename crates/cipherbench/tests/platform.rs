@@ -13,6 +13,11 @@
 //! or the upstream build's version), so a stack that silently measured another
 //! library fails.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::tunnel::{TunnelPoint, STALLED_SHARE};
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};

@@ -10,6 +10,11 @@
 //! configuration whose provider does not load, a file that is not there, an engine
 //! that is not there, are refused in one line before anything starts.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};

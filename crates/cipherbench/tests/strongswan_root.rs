@@ -11,6 +11,11 @@
 //! files, a pid file in the host's /run) after a normal run, Ctrl-C, or a charon
 //! killed during the run.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench::supervisor::wait_until;
 use cipherbench::tunnel::strongswan::config::Backend;
 use cipherbench::tunnel::strongswan::{find_tools, CharonPair, PairOptions};

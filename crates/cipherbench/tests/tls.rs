@@ -8,6 +8,11 @@
 //! checked exactly: that directory must end empty, and no process may still have
 //! its working directory under it (nginx runs in its temporary directory).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::tls::SweepResults;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};

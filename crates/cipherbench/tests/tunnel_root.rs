@@ -12,6 +12,15 @@
 //! twice; and nothing of ours is left after a normal run, an error, SIGINT, or SIGKILL
 //! plus `tunnel cleanup`.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+#![allow(
+    clippy::too_many_lines,
+    reason = "each end-to-end test reads top to bottom as one scenario, setup to teardown"
+)]
+
 use chacha20poly1305::aead::{AeadInPlace, KeyInit};
 use chacha20poly1305::{ChaCha20Poly1305, Nonce, Tag};
 use cipherbench::supervisor::{wait_until, Spawn};

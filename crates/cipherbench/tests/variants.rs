@@ -5,6 +5,11 @@
 //! misread are refused, an `OPENSSL_ia32cap` already in the user's environment does
 //! not reach the variants, and `probe` names the AES-GCM path by effect.
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};

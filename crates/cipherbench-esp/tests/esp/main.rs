@@ -8,6 +8,11 @@
 //! (the library's default, accelerated paths) and, from [`variants`], in a child with
 //! AES-NI and PCLMULQDQ masked (`noaesni`).
 
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
+
 mod accounting;
 mod common;
 mod concurrent;

@@ -165,6 +165,10 @@ impl Preset {
     /// - full: the seeds' methodology: 1 MiB to 4 GiB by powers of 4, every core count
     ///   up to one less than the machine has (by powers of 2), 2-minute windows, 2 s
     ///   limit; 60 s ramps to 50 req/s.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the preset's TLS plan, field by field, with the sizing rules next to their fields"
+    )]
     pub fn tls_plan(self) -> Result<TlsPlan> {
         let key = KeyType::Rsa2048;
         let seed = suite::parse_suites(&SEED_SUITES.join(","), key)?;

@@ -213,6 +213,10 @@ pub fn max_tunnel_mtu(transforms: &[Transform]) -> u32 {
 
 impl TunnelArgs {
     /// Resolves the flags over the preset's plan, refusing bad input with one line.
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one step per flag, applied over the preset's plan"
+    )]
     pub fn plan(&self) -> Result<TunnelPlan> {
         let mut plan = self.preset.tunnel_plan();
         if let Some(list) = &self.transforms {

@@ -488,6 +488,10 @@ fn base_dir(plan: &FilePlan, session: &Session) -> Option<PathBuf> {
 }
 
 /// Runs the plan, saving into the session after every round of repetitions.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer's steps in order (prepare, measure each round, judge, save), each with its error path"
+)]
 pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     let scratch = Scratch::create(base_dir(plan, session).as_deref(), &mut session.progress)?;
     let (kit, setup_failures) = Kit::prepare(&scratch.path, &plan.tools, plan.threads)?;

@@ -139,6 +139,10 @@ impl SpeedPlan {
 
 /// Runs the plan, saving into the session after every cipher and variant. Returns
 /// early (with what it has saved) if the user interrupts.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer's steps in order (place, run each worker, judge, save), each with its error path"
+)]
 pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
     let mut results = match session.record.speed.take() {
@@ -473,6 +477,10 @@ struct Chunk<'a> {
 
 /// One worker: one cipher in one variant, every point. The worker's own report of
 /// its library is checked against the variant's before any of its points counts.
+#[expect(
+    clippy::too_many_lines,
+    reason = "one worker's steps in order (start, check its library, read every point), each with its error path"
+)]
 fn run_worker(
     chunk: &Chunk,
     plan: &SpeedPlan,

@@ -776,6 +776,10 @@ impl<'a> Worker<'a> {
         })
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "a client thread's event loop: start requests, poll, advance connections, close the window"
+    )]
     fn run(mut self) -> Result<ThreadReport> {
         let mut events = Events::with_capacity(1024);
         let closed_slots = match self.spec.arrivals {
@@ -1065,6 +1069,10 @@ impl<'a> Worker<'a> {
         }
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "one match arm per phase of a connection's state machine"
+    )]
     fn advance(&mut self, conn: &mut Conn) -> Step {
         loop {
             match &mut conn.phase {

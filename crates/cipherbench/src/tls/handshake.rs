@@ -136,6 +136,10 @@ impl HandshakePlan {
 }
 
 /// Runs every point, saving after each.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the layer's steps in order (start, measure each point, judge, save), each with its error path"
+)]
 pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     if let Some(tls) = session.record.tls.as_mut() {

@@ -425,6 +425,10 @@ impl Server {
         Err(last.unwrap_or_else(|| anyhow!("nginx could not bind a port")))
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "starting nginx in order (config, spawn, wait ready, check what it loaded), each with its error"
+    )]
     fn start_on(spec: &ServerSpec<'_>, client: &Client, port: u16) -> Result<Server, StartError> {
         let dir = spec.workspace.dir();
         let status_socket = spec

@@ -64,6 +64,10 @@ impl RampPlan {
 }
 
 /// Runs the ramps, saving after each.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the ramps' steps in order (start, measure, judge, save), each with its error path"
+)]
 pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     // A resumed run keeps earlier ramps only if they were of this same plan.

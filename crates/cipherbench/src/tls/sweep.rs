@@ -133,6 +133,10 @@ impl SweepPlan {
 }
 
 /// Runs the sweep, saving after every point.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the sweep's steps in order (start, measure each point, judge, save), each with its error path"
+)]
 pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     // A resumed run keeps an earlier sweep only if it was of this same plan.

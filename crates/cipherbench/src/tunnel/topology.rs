@@ -177,6 +177,10 @@ impl Topology {
         &self.names
     }
 
+    #[expect(
+        clippy::too_many_lines,
+        reason = "the ip commands that build both namespaces and their links, in the order they must run"
+    )]
     fn create(&self, options: &TopologyOptions) -> Result<()> {
         let (s, r) = (&self.names.sender_ns, &self.names.receiver_ns);
         lifetime::create_in_root(&self.names.run)?;

@@ -126,6 +126,10 @@ pub fn main() -> Result<()> {
     run(config)
 }
 
+#[expect(
+    clippy::too_many_lines,
+    reason = "the gateway's setup in order (signals, namespace, SAs, TUN, socket) before its threads start"
+)]
 fn run(config: GatewayConfig) -> Result<()> {
     // Before any thread exists, so that every thread inherits both.
     let signals = sys::Signals::block().context("blocking signals")?;

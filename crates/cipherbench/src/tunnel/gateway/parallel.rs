@@ -125,6 +125,10 @@ fn seal_one(
 
 /// The TUN-to-UDP direction with `workers` seal workers; returns when asked to stop.
 /// `on_start` runs first on each pipeline thread (pinning, CPU clock).
+#[expect(
+    clippy::too_many_lines,
+    reason = "the send pipeline's reader, seal job and writer: closures of one pipeline::run call"
+)]
 pub fn run_tx(path: TxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(Stage) + Sync)) {
     let slot = slot_len(path.mtu);
     let jobs: Vec<TxJob> = (0..jobs(workers))
@@ -259,6 +263,10 @@ struct OpenWorker {
 }
 
 /// The UDP-to-TUN direction with `workers` open workers; returns when asked to stop.
+#[expect(
+    clippy::too_many_lines,
+    reason = "the receive pipeline's reader, open job and writer: closures of one pipeline::run call"
+)]
 pub fn run_rx(path: RxPath, workers: usize, shared: &Shared, on_start: &(dyn Fn(Stage) + Sync)) {
     let slot = slot_len(path.mtu);
     let receive_slot = if path.udp_gro { 65_536 } else { slot };

@@ -30,15 +30,15 @@ pub fn private_run_dir(dir: &Path) -> io::Result<()> {
     let source = c_path(dir)?;
     let run = c_path(Path::new("/run"))?;
     let root = c_path(Path::new("/"))?;
-    // SAFETY: unshare takes flags only and affects the calling process.
     check(
+        // SAFETY: unshare takes flags only and affects the calling process.
         unsafe { libc::unshare(libc::CLONE_NEWNS) },
         "unshare(CLONE_NEWNS)",
     )?;
-    // SAFETY: valid NUL-terminated paths live across the calls; null source, type
-    // and data are allowed for a propagation change and for a bind mount's type and
-    // data.
     check(
+        // SAFETY: valid NUL-terminated paths live across the calls; null source, type
+        // and data are allowed for a propagation change and for a bind mount's type
+        // and data.
         unsafe {
             libc::mount(
                 std::ptr::null(),
@@ -50,8 +50,9 @@ pub fn private_run_dir(dir: &Path) -> io::Result<()> {
         },
         "making / private",
     )?;
-    // SAFETY: as above.
     check(
+        // SAFETY: as above: both paths are valid NUL-terminated strings alive across
+        // the call, and a bind mount allows a null type and data.
         unsafe {
             libc::mount(
                 source.as_ptr(),
