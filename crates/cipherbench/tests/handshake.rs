@@ -218,7 +218,7 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
     // accel's probes and the variant's, even after its paired re-measure (seen on a
     // KVM guest whose host was busy: AES-GCM at 0.75x of accel, both ways in turn).
     // That is the tool being honest about a noisy machine, not the mask failing: the
-    // run is measured again, once, before the test judges it.
+    // run is measured again, up to twice, before the test judges it.
     let mut attempt = 0;
     let (dir, noifma) = loop {
         attempt += 1;
@@ -249,7 +249,7 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
             .effect
             .as_ref()
             .is_some_and(|e| e.verdict == Verdict::ControlMoved);
-        if moved && attempt == 1 {
+        if moved && attempt < 3 {
             eprintln!(
                 "a control moved (noisy machine), measuring again: {:?}",
                 noifma.variant.effect.as_ref().map(|e| &e.reason)

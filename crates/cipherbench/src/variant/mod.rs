@@ -721,8 +721,10 @@ pub fn needs_confirmation(record: &VariantRecord) -> bool {
 /// alternately, this many times each. With two, each side the median of its own
 /// sets, a slow spell over both of the variant's probes moved the controls by
 /// 14-25 % on a quiet 2-vCPU guest (tunnel_root's gateway probe test failed so on
-/// 2026-11-29); a median of three round-by-round ratios outvotes one slow round.
-pub const CONFIRMATION_ROUNDS: usize = 3;
+/// 2026-11-29), and with three the handshake test's IFMA mask still saw AES-GCM at
+/// 0.73x of accel: on that guest consecutive 200 ms samples of AES-GCM alone ranged
+/// 2.72-3.87 GB/s. A median of five round-by-round ratios outvotes two slow rounds.
+pub const CONFIRMATION_ROUNDS: usize = 5;
 
 /// accel's and the variant's probe sets, measured alternately in rounds: accel's
 /// figure per cipher is the median of its sets; the variant's is that times the
