@@ -10,14 +10,20 @@
 use cipherbench_model::tunnel::{GatewaySplit, Protocol, TcpSample, TunnelPoint, TunnelResults};
 use cipherbench_report::tunnel;
 
-/// The fixture's aes128-gcm accel TCP point, to change (TunnelResults::point, mutable).
-fn gcm_accel_tcp(t: &mut TunnelResults) -> &mut TunnelPoint {
+/// The fixture's aes128-gcm TCP point of `variant`, to change (TunnelResults::point,
+/// mutable).
+fn gcm_tcp<'a>(t: &'a mut TunnelResults, variant: &str) -> &'a mut TunnelPoint {
     t.points
         .iter_mut()
         .find(|p| {
-            p.transform == "aes128-gcm" && p.variant == "accel" && p.protocol == Protocol::Tcp
+            p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
         })
         .unwrap()
+}
+
+/// The fixture's aes128-gcm accel TCP point, to change.
+fn gcm_accel_tcp(t: &mut TunnelResults) -> &mut TunnelPoint {
+    gcm_tcp(t, "accel")
 }
 
 fn fixture() -> TunnelResults {
@@ -337,13 +343,7 @@ fn a_tcp_run_shows_its_mid_run_connection_state_under_its_thread_line() {
 fn with_rounds(accel: &[f64], noaesni: &[f64]) -> TunnelResults {
     let mut t = fixture();
     for (variant, rates) in [("accel", accel), ("noaesni", noaesni)] {
-        let p = t
-            .points
-            .iter_mut()
-            .find(|p| {
-                p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
-            })
-            .unwrap();
+        let p = gcm_tcp(&mut t, variant);
         let template = p.runs[0].clone();
         p.runs = rates
             .iter()
@@ -363,14 +363,7 @@ fn with_rounds(accel: &[f64], noaesni: &[f64]) -> TunnelResults {
 
 /// Round `round` of `variant`'s aes128-gcm TCP point ran with both gateways idle.
 fn idle_in(t: &mut TunnelResults, variant: &str, round: usize) {
-    let p = t
-        .points
-        .iter_mut()
-        .find(|p| {
-            p.transform == "aes128-gcm" && p.variant == variant && p.protocol == Protocol::Tcp
-        })
-        .unwrap();
-    let r = &mut p.runs[round];
+    let r = &mut gcm_tcp(t, variant).runs[round];
     for th in r.sender.threads.iter_mut().chain(&mut r.receiver.threads) {
         th.cpu_cores_used = 0.1;
     }

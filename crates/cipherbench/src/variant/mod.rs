@@ -741,7 +741,7 @@ fn combine_paired(accel: &[Probes], mine: &[Probes]) -> Option<(Probes, Probes)>
         "__variant-probe with the variant's environment, alternating with accel's: accel's median times the median of the round-by-round ratios",
     )?;
     for f in &mut mine_combined.figures {
-        let mut ratios: Vec<f64> = accel
+        let ratios: Vec<f64> = accel
             .iter()
             .zip(mine)
             .filter_map(|(a, m)| {
@@ -749,20 +749,12 @@ fn combine_paired(accel: &[Probes], mine: &[Probes]) -> Option<(Probes, Probes)>
                 (a.bytes_per_cpu_sec > 0.0).then(|| m.bytes_per_cpu_sec / a.bytes_per_cpu_sec)
             })
             .collect();
-        let Some(base) = accel_combined.figure(&f.cipher) else {
-            continue;
-        };
-        if ratios.is_empty() {
-            continue;
+        if let (Some(base), Some(ratio)) = (
+            accel_combined.figure(&f.cipher),
+            cipherbench_model::Summary::of(&ratios),
+        ) {
+            f.bytes_per_cpu_sec = base.bytes_per_cpu_sec * ratio.median;
         }
-        ratios.sort_by(f64::total_cmp);
-        let n = ratios.len();
-        let median = if n % 2 == 1 {
-            ratios[n / 2]
-        } else {
-            (ratios[n / 2 - 1] + ratios[n / 2]) / 2.0
-        };
-        f.bytes_per_cpu_sec = base.bytes_per_cpu_sec * median;
     }
     Some((accel_combined, mine_combined))
 }
@@ -776,19 +768,12 @@ fn combine(sets: &[Probes], measured_in: &str) -> Option<Probes> {
         .iter()
         .map(|f| {
             let all: Vec<&ProbeFigure> = sets.iter().filter_map(|s| s.figure(&f.cipher)).collect();
-            let mut rates: Vec<f64> = all.iter().map(|g| g.bytes_per_cpu_sec).collect();
-            rates.sort_by(f64::total_cmp);
-            let n = rates.len();
-            let median = if n % 2 == 1 {
-                rates[n / 2]
-            } else {
-                (rates[n / 2 - 1] + rates[n / 2]) / 2.0
-            };
+            let rates: Vec<f64> = all.iter().map(|g| g.bytes_per_cpu_sec).collect();
             ProbeFigure {
                 cipher: f.cipher.clone(),
                 role: f.role,
                 size_bytes: f.size_bytes,
-                bytes_per_cpu_sec: median,
+                bytes_per_cpu_sec: cipherbench_model::Summary::of(&rates).map_or(0.0, |s| s.median),
                 rounds_bytes_per_cpu_sec: all
                     .iter()
                     .flat_map(|g| g.rounds_bytes_per_cpu_sec.iter().copied())
