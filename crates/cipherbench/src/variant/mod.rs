@@ -709,9 +709,13 @@ pub fn needs_confirmation(record: &VariantRecord) -> bool {
         .iter()
         .find(|r| r.role == ProbeRole::Treatment)
         .map_or(1.0, |r| r.slowdown);
+    // A treatment that moved half way to its factor, or 1.5x, is near enough to
+    // measure again: the IFMA mask's RSA-2048 sign needs 1.5x and fell 1.47x once in
+    // a clean-clone `make test` (library.rs) on a guest whose figures swing by 20 %.
+    let near = (1.0 + (effect.treatment_factor - 1.0) / 2.0).min(1.5);
     match effect.verdict {
         Verdict::ControlMoved => true,
-        Verdict::TreatmentDidNotMove => treatment >= 1.5,
+        Verdict::TreatmentDidNotMove => treatment >= near,
         Verdict::TookEffect => treatment < TREATMENT_FACTOR * 1.5,
         _ => false,
     }
@@ -1545,6 +1549,21 @@ mod tests {
         assert!(!needs_confirmation(&judged_noaesni(&probes(
             OLD_MASK, 10.8e9, 3.7e9, 31e6
         ))));
+        // A mask whose factor is 1.5x (IFMA's RSA sign): 1.47x is near, 1.2x is not.
+        let mut near = judged_noaesni(&probes(NOAESNI, 5e9, 3.7e9, 31e6));
+        let set = |r: &mut VariantRecord, slowdown: f64| {
+            let e = r.effect.as_mut().unwrap();
+            e.treatment_factor = 1.5;
+            for ratio in &mut e.ratios {
+                if ratio.role == ProbeRole::Treatment {
+                    ratio.slowdown = slowdown;
+                }
+            }
+        };
+        set(&mut near, 1.47);
+        assert!(needs_confirmation(&near));
+        set(&mut near, 1.2);
+        assert!(!needs_confirmation(&near));
     }
 
     #[test]
