@@ -14,7 +14,8 @@ run: deps build
 	./$(BIN) run
 
 # The upstream OpenSSL and the Debian 13 root are made side by side: one compiles,
-# the other mostly downloads and unpacks (about 1.5 min saved on a clean clone). No
+# the other mostly downloads and unpacks (the root took 126 s beside the build on a
+# clean clone, 104 s alone; BENCHMARKS.md section 8). No
 # release build: the tests run the test profile's binary, and `make run` builds its own.
 test: deps-test
 	$(MAKE) --no-print-directory -j2 openssl-upstream debian-root

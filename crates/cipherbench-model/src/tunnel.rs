@@ -635,13 +635,20 @@ pub const STALLED_SHARE: f64 = 0.5;
 /// stalled outside the gateways: iperf3, the kernel or the machine set its figure.
 pub const IDLE_GATEWAY: f64 = 0.5;
 
+impl IperfRun {
+    /// The iperf3 client used [`CLIENT_BUSY`] of a core or more (an unrecorded share
+    /// counts as busy): a shortfall against the rate asked was its own limit.
+    pub fn client_busy(&self) -> bool {
+        self.cpu_client_percent.unwrap_or(100.0) >= CLIENT_BUSY * 100.0
+    }
+}
+
 impl TunnelRun {
     /// The iperf3 client was the limit: it sent under 90 % of the rate asked, with
-    /// little loss, at [`CLIENT_BUSY`] of a core or more (an unrecorded share counts
-    /// as busy, as the runner's `load_generator_saturated` warning takes it).
+    /// little loss, while busy ([`IperfRun::client_busy`], as the runner's
+    /// `load_generator_saturated` warning takes it).
     pub fn client_limited(&self) -> bool {
-        self.saturation.side == "iperf3_client"
-            && self.iperf.cpu_client_percent.unwrap_or(100.0) >= CLIENT_BUSY * 100.0
+        self.saturation.side == "iperf3_client" && self.iperf.client_busy()
     }
 
     /// Both gateways' busiest threads under [`IDLE_GATEWAY`] of a core (false where

@@ -455,7 +455,7 @@ impl PointRatio {
             "" => ratio,
             mark => format!(
                 "<span class=\"bad\" title=\"{}\">{}</span>{ratio}",
-                BOUND_LEGEND,
+                escape(BOUND_LEGEND),
                 mark.trim_end()
             ),
         }

@@ -3,9 +3,7 @@
 //! first. Pure functions of measured data.
 
 use super::iperf::received_datagrams;
-use cipherbench_model::tunnel::{
-    ByteCheck, GatewayRun, IperfRun, Protocol, Saturation, TunnelRun, CLIENT_BUSY,
-};
+use cipherbench_model::tunnel::{ByteCheck, GatewayRun, IperfRun, Protocol, Saturation, TunnelRun};
 
 /// IPv4 (20) + UDP (8): what every iperf3 datagram carries besides its payload.
 pub const UDP_HEADERS: u64 = 28;
@@ -246,14 +244,17 @@ pub fn saturation(
             let (sent, asked) = (iperf.sender_bits_per_sec / 1e6, target / 1e6);
             // As TunnelRun::client_limited judges it: a busy client is the
             // generator's limit; an idle one was held back by the sending gateway.
-            let evidence = match iperf.cpu_client_percent {
-                Some(cpu) if cpu < CLIENT_BUSY * 100.0 => format!(
-                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for, using only {cpu:.0} % of a core, and little was lost: its writes were held back by the sending gateway, so the figure is the tunnel's sending side"
-                ),
-                cpu => format!(
-                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for at {} of a core and little was lost: the load generator, not the tunnel, was the limit",
-                    cpu.map_or("an unrecorded share".to_string(), |c| format!("{c:.0} %"))
-                ),
+            let cpu = iperf
+                .cpu_client_percent
+                .map_or("an unrecorded share".to_string(), |c| format!("{c:.0} %"));
+            let evidence = if iperf.client_busy() {
+                format!(
+                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for at {cpu} of a core and little was lost: the load generator, not the tunnel, was the limit"
+                )
+            } else {
+                format!(
+                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for, using only {cpu} of a core, and little was lost: its writes were held back by the sending gateway, so the figure is the tunnel's sending side"
+                )
             };
             return Saturation {
                 side: "iperf3_client".into(),

@@ -954,7 +954,7 @@ pub fn sender_limited(point: &TunnelPoint) -> (&'static str, String) {
     let gateway = run.sender.busiest_thread();
     let asked = run.iperf.target_bits_per_sec.unwrap_or(0.0) / 1e6;
     let sent = run.iperf.sender_bits_per_sec / 1e6;
-    if client >= cipherbench_model::tunnel::CLIENT_BUSY * 100.0 {
+    if run.iperf.client_busy() {
         (
             "load_generator_saturated",
             format!(
