@@ -241,21 +241,7 @@ pub fn saturation(
     }
     if let Some(target) = iperf.target_bits_per_sec {
         if iperf.sender_bits_per_sec < 0.9 * target {
-            let (sent, asked) = (iperf.sender_bits_per_sec / 1e6, target / 1e6);
-            // As TunnelRun::client_limited judges it: a busy client is the
-            // generator's limit; an idle one was held back by the sending gateway.
-            let cpu = iperf
-                .cpu_client_percent
-                .map_or("an unrecorded share".to_string(), |c| format!("{c:.0} %"));
-            let evidence = if iperf.client_busy() {
-                format!(
-                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for at {cpu} of a core and little was lost: the load generator, not the tunnel, was the limit"
-                )
-            } else {
-                format!(
-                    "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for, using only {cpu} of a core, and little was lost: its writes were held back by the sending gateway, so the figure is the tunnel's sending side"
-                )
-            };
+            let evidence = client_evidence(iperf, target);
             return Saturation {
                 side: "iperf3_client".into(),
                 evidence,
@@ -294,6 +280,25 @@ pub fn saturation(
     Saturation {
         side: "cores".into(),
         evidence: format!("no gateway thread saturated a core ({loads}): the gateways, iperf3 and the kernel shared the cores"),
+    }
+}
+
+/// Why an iperf3 client sent less than `target` asked, as TunnelRun::client_limited
+/// judges it: a busy client is the generator's limit; an idle one was held back by
+/// the sending gateway.
+fn client_evidence(iperf: &IperfRun, target: f64) -> String {
+    let (sent, asked) = (iperf.sender_bits_per_sec / 1e6, target / 1e6);
+    let cpu = iperf
+        .cpu_client_percent
+        .map_or("an unrecorded share".to_string(), |c| format!("{c:.0} %"));
+    if iperf.client_busy() {
+        format!(
+            "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for at {cpu} of a core and little was lost: the load generator, not the tunnel, was the limit"
+        )
+    } else {
+        format!(
+            "the iperf3 client sent {sent:.0} Mbit/s of the {asked:.0} asked for, using only {cpu} of a core, and little was lost: its writes were held back by the sending gateway, so the figure is the tunnel's sending side"
+        )
     }
 }
 
