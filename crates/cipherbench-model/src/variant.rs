@@ -25,6 +25,11 @@ pub const TREATMENT_FACTOR: f64 = 3.0;
 /// by 1.5x or more.
 pub const PROBE_CONTROL_TOLERANCE: f64 = 0.25;
 
+/// The widest a control's band may grow to cover accel's own spread
+/// ([`ProbeRatio::band`]): a mask that reaches a control's code moves it by 1.5x or
+/// more, which must still show however noisy the machine.
+pub const CONTROL_BAND_LIMIT: f64 = 1.5;
+
 /// What a probe is for.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -52,6 +57,25 @@ pub struct ProbeFigure {
     pub bytes_per_cpu_sec: f64,
     /// Each round's rate, in the order measured (rounds of the probes interleave).
     pub rounds_bytes_per_cpu_sec: Vec<f64>,
+    /// Where the figure combines several probe processes (the confirmation's
+    /// alternating children): each process's figure, in the order measured.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sets_bytes_per_cpu_sec: Vec<f64>,
+}
+
+impl ProbeFigure {
+    /// The spread of the process figures behind a combined figure, each over their
+    /// median: `[lowest, highest]`, from three or more processes; None otherwise.
+    /// accel against itself: how far a control moves with no mask at all.
+    pub fn spread(&self) -> Option<[f64; 2]> {
+        let sets = &self.sets_bytes_per_cpu_sec;
+        let median = crate::Summary::of(sets)?.median;
+        (sets.len() >= 3 && median > 0.0).then(|| {
+            let lo = sets.iter().copied().fold(f64::INFINITY, f64::min);
+            let hi = sets.iter().copied().fold(0.0, f64::max);
+            [lo / median, hi / median]
+        })
+    }
 }
 
 /// What one variant's process measured before its real work, and what it runs.
@@ -184,8 +208,72 @@ pub struct ProbeRatio {
     pub variant_bytes_per_cpu_sec: f64,
     /// accel / variant: how many times slower the variant ran (1.0: no change).
     pub slowdown: f64,
-    /// Outside the control tolerance (either way).
+    /// Outside the control's band ([`ProbeRatio::band`]), either way.
     pub moved: bool,
+    /// accel's own spread where accel was measured in several processes (the
+    /// confirmation): its lowest and highest figure over their median
+    /// ([`ProbeFigure::spread`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub accel_spread: Option<[f64; 2]>,
+}
+
+impl ProbeRatio {
+    /// The variant's rate over accel's (1.0: no change).
+    pub fn relative(&self) -> f64 {
+        1.0 / self.slowdown
+    }
+
+    /// The range `relative` must stay in for a control to have held: ±
+    /// [`PROBE_CONTROL_TOLERANCE`], widened to accel's own spread where that was
+    /// measured and wider (a variant that moves a control no more than accel moves
+    /// against itself has not shown it moved it), never beyond
+    /// [`CONTROL_BAND_LIMIT`] either way.
+    pub fn band(&self) -> (f64, f64) {
+        let (mut lo, mut hi) = (1.0 - PROBE_CONTROL_TOLERANCE, 1.0 + PROBE_CONTROL_TOLERANCE);
+        if let Some([a, b]) = self.accel_spread {
+            lo = lo.min(a);
+            hi = hi.max(b);
+        }
+        (lo.max(1.0 / CONTROL_BAND_LIMIT), hi.min(CONTROL_BAND_LIMIT))
+    }
+
+    /// Outside [`ProbeRatio::band`].
+    pub fn outside_band(&self) -> bool {
+        let (lo, hi) = self.band();
+        let r = self.relative();
+        r < lo || r > hi
+    }
+
+    /// The band grew beyond ± [`PROBE_CONTROL_TOLERANCE`] to accel's own spread.
+    pub fn band_widened(&self) -> bool {
+        let (lo, hi) = self.band();
+        lo < 1.0 - PROBE_CONTROL_TOLERANCE || hi > 1.0 + PROBE_CONTROL_TOLERANCE
+    }
+
+    /// `rsa2048-verify 0.73x`, with the band when it was widened: `rsa2048-verify
+    /// 0.73x (accel against itself 0.70-1.21x)`.
+    pub fn control_text(&self) -> String {
+        let mut out = format!("{} {:.2}x", self.cipher, self.relative());
+        if self.band_widened() {
+            let (lo, hi) = self.band();
+            out.push_str(&format!(" (accel against itself {lo:.2}-{hi:.2}x)"));
+        }
+        out
+    }
+}
+
+/// What a judge's reason says of the controls' tolerance: `±25 % allowed`, and where
+/// any control's band was widened, that it was to accel's own spread.
+pub fn tolerance_text(ratios: &[ProbeRatio]) -> String {
+    let base = format!("±{:.0} % allowed", PROBE_CONTROL_TOLERANCE * 100.0);
+    if ratios
+        .iter()
+        .any(|r| r.role == ProbeRole::Control && r.band_widened())
+    {
+        format!("{base}, or as far as accel moved against itself, up to {CONTROL_BAND_LIMIT}x")
+    } else {
+        base
+    }
 }
 
 /// The verdict on a variant.

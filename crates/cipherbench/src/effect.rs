@@ -88,6 +88,7 @@ pub fn measure_public_key(rounds: usize, round: Duration) -> Result<Vec<ProbeFig
             size_bytes: 0,
             bytes_per_cpu_sec: median(&rounds),
             rounds_bytes_per_cpu_sec: rounds,
+            sets_bytes_per_cpu_sec: Vec::new(),
         })
         .collect())
 }
@@ -246,6 +247,7 @@ pub fn measure_these(
                 size_bytes: op.payload_len() as u64,
                 bytes_per_cpu_sec: median(&rounds),
                 rounds_bytes_per_cpu_sec: rounds,
+                sets_bytes_per_cpu_sec: Vec::new(),
             })
             .collect(),
         implementation: Some(implementation_here()),

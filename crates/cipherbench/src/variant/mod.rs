@@ -25,8 +25,8 @@ use crate::supervisor::Spawn;
 use anyhow::{bail, Context, Result};
 use cipherbench_model::env::Ia32Cap;
 use cipherbench_model::variant::{
-    Effect, Expected, ProbeFigure, ProbeRatio, ProbeRole, Probes, ProcessCheck, VariantRecord,
-    Verdict, PROBE_CONTROL_TOLERANCE, TREATMENT_FACTOR,
+    tolerance_text, Effect, Expected, ProbeFigure, ProbeRatio, ProbeRole, Probes, ProcessCheck,
+    VariantRecord, Verdict, PROBE_CONTROL_TOLERANCE, TREATMENT_FACTOR,
 };
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -429,14 +429,17 @@ fn ratios(probes: &Probes, accel: &Probes) -> Vec<ProbeRatio> {
             let a = accel.figure(&f.cipher)?;
             (f.bytes_per_cpu_sec > 0.0 && a.bytes_per_cpu_sec > 0.0).then(|| {
                 let relative = f.bytes_per_cpu_sec / a.bytes_per_cpu_sec;
-                ProbeRatio {
+                let mut r = ProbeRatio {
                     cipher: f.cipher.clone(),
                     role: f.role,
                     accel_bytes_per_cpu_sec: a.bytes_per_cpu_sec,
                     variant_bytes_per_cpu_sec: f.bytes_per_cpu_sec,
                     slowdown: 1.0 / relative,
-                    moved: (relative - 1.0).abs() > PROBE_CONTROL_TOLERANCE,
-                }
+                    moved: false,
+                    accel_spread: a.spread(),
+                };
+                r.moved = r.outside_band();
+                r
             })
         })
         .collect()
@@ -455,9 +458,10 @@ fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect 
         .collect();
     let control_text = controls
         .iter()
-        .map(|c| format!("{} {:.2}x", c.cipher, 1.0 / c.slowdown))
+        .map(|c| c.control_text())
         .collect::<Vec<_>>()
         .join(", ");
+    let allowed = tolerance_text(ratios);
     let moved: Vec<&&ProbeRatio> = controls.iter().filter(|c| c.moved).collect();
     let suggest = facts.mask != Some(working);
     if treatment.slowdown < TREATMENT_FACTOR {
@@ -484,18 +488,16 @@ fn judge_masking(ratios: &[ProbeRatio], facts: &Facts, working: &str) -> Effect 
     } else if !moved.is_empty() {
         effect.verdict = Verdict::ControlMoved;
         effect.reason = format!(
-            "{} fell {:.1}x, but the control{} moved ({control_text} of accel; ±{:.0} % allowed): the mask changed more than AES",
+            "{} fell {:.1}x, but the control{} moved ({control_text} of accel; {allowed}): the mask changed more than AES",
             treatment.cipher,
             treatment.slowdown,
             if moved.len() == 1 { "" } else { "s" },
-            PROBE_CONTROL_TOLERANCE * 100.0
         );
     } else {
         effect.reason = format!(
-            "{} fell {:.1}x (≥ {TREATMENT_FACTOR:.0}x needed); controls {control_text} of accel (±{:.0} % allowed)",
+            "{} fell {:.1}x (≥ {TREATMENT_FACTOR:.0}x needed); controls {control_text} of accel ({allowed})",
             treatment.cipher,
             treatment.slowdown,
-            PROBE_CONTROL_TOLERANCE * 100.0
         );
     }
     if effect.verdict != Verdict::TookEffect && suggest && facts.cpu_has_aes {
@@ -553,8 +555,7 @@ fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &
         } else {
             ProbeRole::Control
         };
-        r.moved = r.role != ProbeRole::Affected
-            && ((1.0 / r.slowdown) - 1.0).abs() > PROBE_CONTROL_TOLERANCE;
+        r.moved = r.role != ProbeRole::Affected && r.outside_band();
     }
     let has_feature = pk
         .cpu_flags()
@@ -575,8 +576,9 @@ fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &
     let controls: Vec<String> = ratios
         .iter()
         .filter(|r| r.role == ProbeRole::Control)
-        .map(|r| format!("{} {:.2}x", r.cipher, 1.0 / r.slowdown))
+        .map(ProbeRatio::control_text)
         .collect();
+    let allowed = tolerance_text(ratios);
     let moved = ratios
         .iter()
         .any(|r| r.role == ProbeRole::Control && r.moved);
@@ -597,20 +599,18 @@ fn judge_public_key(pk: mask::PublicKeyMask, ratios: &mut [ProbeRatio], facts: &
         (
             Verdict::ControlMoved,
             format!(
-                "{}, but a control moved ({} of accel; ±{:.0} % allowed)",
+                "{}, but a control moved ({} of accel; {allowed})",
                 fell.join(", "),
                 controls.join(", "),
-                PROBE_CONTROL_TOLERANCE * 100.0
             ),
         )
     } else {
         (
             Verdict::TookEffect,
             format!(
-                "{}; controls {} of accel (±{:.0} % allowed)",
+                "{}; controls {} of accel ({allowed})",
                 fell.join(", "),
                 controls.join(", "),
-                PROBE_CONTROL_TOLERANCE * 100.0
             ),
         )
     };
@@ -730,6 +730,14 @@ pub fn needs_confirmation(record: &VariantRecord) -> bool {
 /// 2.72-3.87 GB/s. A median of five round-by-round ratios outvotes two slow rounds.
 pub const CONFIRMATION_ROUNDS: usize = 5;
 
+/// How many confirmations a judgement that a control moved gets: a second one
+/// when the first still finds a control moved. A mask that reaches a control moves
+/// it in every one; a busy spell on a shared host (the Debian 13 root's quick preset
+/// in a clean-clone `make test` saw every public-key control of noaesni at 1.46-1.66x
+/// in the speed worker, then at 0.73-0.80x in the confirmation, while the same
+/// probes held within 0.85-1.06x quiet) passes.
+pub const CONFIRMATIONS: usize = 2;
+
 /// accel's and the variant's probe sets, measured alternately in rounds: accel's
 /// figure per cipher is the median of its sets; the variant's is that times the
 /// median of the round-by-round ratios (variant over the accel probe just before
@@ -782,6 +790,7 @@ fn combine(sets: &[Probes], measured_in: &str) -> Option<Probes> {
                     .iter()
                     .flat_map(|g| g.rounds_bytes_per_cpu_sec.iter().copied())
                     .collect(),
+                sets_bytes_per_cpu_sec: rates,
             }
         })
         .collect();
@@ -906,18 +915,35 @@ impl Baseline {
         if variant.is_accel() || variant.expected().is_some() || !needs_confirmation(&first) {
             return first;
         }
-        let Some((accel, mine)) = self.paired(variant) else {
-            return first;
-        };
-        let mut second = self.judge_with(variant, Some(&mine), &accel, process_check);
+        let mut said = first.effect.as_ref().map(|e| {
+            format!(
+                "{}, from the probes of the {} against accel's",
+                e.reason,
+                probes.map_or("variant", |p| p.measured_in.as_str())
+            )
+        });
+        let mut second = first.clone();
+        for attempt in 1..=CONFIRMATIONS {
+            let Some((accel, mine)) = self.paired(variant) else {
+                return first;
+            };
+            if attempt > 1 {
+                // What the confirmation before this one said.
+                let before = second.effect.as_ref().map(|e| e.reason.clone());
+                said = Some(format!(
+                    "{}; then, alternating with accel: {}",
+                    said.unwrap_or_default(),
+                    before.unwrap_or_default()
+                ));
+            }
+            second = self.judge_with(variant, Some(&mine), &accel, process_check);
+            let verdict = second.effect.as_ref().map(|e| e.verdict);
+            if verdict != Some(Verdict::ControlMoved) {
+                break;
+            }
+        }
         if let Some(effect) = second.effect.as_mut() {
-            effect.first_judgement = first.effect.as_ref().map(|e| {
-                format!(
-                    "{}, from the probes of the {} against accel's",
-                    e.reason,
-                    probes.map_or("variant", |p| p.measured_in.as_str())
-                )
-            });
+            effect.first_judgement = said;
         }
         // The record keeps the variant's own probes (its process, its library).
         second.probes = first.probes;
@@ -1134,6 +1160,7 @@ mod tests {
             size_bytes: 16384,
             bytes_per_cpu_sec: rate,
             rounds_bytes_per_cpu_sec: vec![rate; 3],
+            sets_bytes_per_cpu_sec: Vec::new(),
         };
         Probes {
             library_version: "OpenSSL 3.6.3 9 Jun 2026".into(),
@@ -1184,6 +1211,7 @@ mod tests {
                 size_bytes: 0,
                 bytes_per_cpu_sec: rate,
                 rounds_bytes_per_cpu_sec: vec![rate; 3],
+                sets_bytes_per_cpu_sec: Vec::new(),
             });
         }
         p
@@ -1618,6 +1646,59 @@ mod tests {
         // All of the rounds stay in the record.
         let des = m.figure("des-ede3-cbc").unwrap();
         assert_eq!(des.rounds_bytes_per_cpu_sec.len(), 9);
+    }
+
+    #[test]
+    fn a_control_held_if_it_moved_no_more_than_accel_against_itself_up_to_the_limit() {
+        // accel's five processes spread 0.70-1.30x around their median on ChaCha; the
+        // variant's ChaCha ran at 0.72x of accel round by round: inside accel's own
+        // spread, so no evidence the mask reached it.
+        let spread = [1.0, 0.7, 1.3, 1.0, 1.0];
+        let accel: Vec<Probes> = spread
+            .iter()
+            .map(|k| probes(ACCEL, 10e9, 2e9 * k, 100e6))
+            .collect();
+        let mine: Vec<Probes> = spread
+            .iter()
+            .map(|k| probes(NOAESNI, 0.4e9, 2e9 * k * 0.72, 100e6))
+            .collect();
+        let (a, m) = combine_paired(&accel, &mine).unwrap();
+        let r = judged(&Variant::noaesni(), None, &m, &a);
+        assert!(r.took_effect, "{}", r.explanation());
+        let e = r.effect.unwrap();
+        assert!(
+            e.reason
+                .contains("chacha20-poly1305 0.72x (accel against itself 0.70-1.30x)"),
+            "{}",
+            e.reason
+        );
+        assert!(e.reason.contains("or as far as accel moved against itself"));
+        // The same move with accel steady is a move.
+        let steady: Vec<Probes> = (0..5).map(|_| probes(ACCEL, 10e9, 2e9, 100e6)).collect();
+        let (a, m) = combine_paired(&steady, &mine).unwrap();
+        let r = judged(&Variant::noaesni(), None, &m, &a);
+        assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
+        // However noisy accel is, a control at 1/1.5 or beyond moved: the band stops
+        // at CONTROL_BAND_LIMIT.
+        let wild = [1.0, 0.4, 2.0, 1.0, 1.0];
+        let accel: Vec<Probes> = wild
+            .iter()
+            .map(|k| probes(ACCEL, 10e9, 2e9 * k, 100e6))
+            .collect();
+        let mine: Vec<Probes> = wild
+            .iter()
+            .map(|k| probes(NOAESNI, 0.4e9, 2e9 * k * 0.6, 100e6))
+            .collect();
+        let (a, m) = combine_paired(&accel, &mine).unwrap();
+        let r = judged(&Variant::noaesni(), None, &m, &a);
+        let e = r.effect.unwrap();
+        assert_eq!(e.verdict, Verdict::ControlMoved, "{}", e.reason);
+        assert!(
+            e.reason
+                .contains("chacha20-poly1305 0.60x (accel against itself 0.67-1.50x)"),
+            "{}",
+            e.reason
+        );
     }
 
     #[test]
