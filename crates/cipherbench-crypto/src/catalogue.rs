@@ -20,13 +20,13 @@ pub enum CipherId {
     Aes256Gcm,
     /// OpenSSL's stitched AES-128-CBC + HMAC-SHA1 (TLS AES128-SHA).
     Aes128CbcHmacSha1,
-    /// AES-256-CBC alone (seed 001's cipher).
+    /// AES-256-CBC alone (the EC2 AES-NI blog post's cipher, seed 001).
     Aes256Cbc,
     /// AES-256-CBC then HMAC-SHA-256-128, composed: ESP's `aes256-sha256`.
     Aes256CbcHmacSha256,
     /// ChaCha20-Poly1305: a control (AES-NI does not touch it).
     ChaCha20Poly1305,
-    /// Triple DES in CBC mode: the control seed 001 used.
+    /// Triple DES in CBC mode: the EC2 AES-NI post's control.
     DesEde3Cbc,
 }
 
@@ -74,12 +74,12 @@ impl CipherId {
             CipherId::Aes128CbcHmacSha1 => {
                 "OpenSSL's stitched CBC+HMAC-SHA1 TLS record cipher (AES128-SHA); needs AES-NI"
             }
-            CipherId::Aes256Cbc => "CBC alone, no integrity (seed 001's file cipher)",
+            CipherId::Aes256Cbc => "CBC alone, no integrity (the EC2 AES-NI post's file cipher)",
             CipherId::Aes256CbcHmacSha256 => {
                 "AES-256-CBC then HMAC-SHA-256-128, composed: ESP aes256-sha256"
             }
             CipherId::ChaCha20Poly1305 => "AEAD without AES; control for the AES-NI mask",
-            CipherId::DesEde3Cbc => "3DES; AES-NI does not touch it: the control seed 001 used",
+            CipherId::DesEde3Cbc => "3DES; AES-NI does not touch it: the EC2 AES-NI post's control",
         }
     }
 

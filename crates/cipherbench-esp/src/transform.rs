@@ -15,7 +15,7 @@ pub enum Transform {
     #[serde(rename = "null")]
     Null,
     /// AES-256-CBC with a random IV per packet (RFC 3602) and HMAC-SHA-256-128
-    /// (RFC 4868): seed 004's transform.
+    /// (RFC 4868): the transform of the IIJ IPsec post (seed 004).
     #[serde(rename = "aes256-sha256")]
     Aes256Sha256,
     /// AES-128-GCM with a 16-byte ICV (RFC 4106).

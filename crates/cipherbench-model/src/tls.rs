@@ -1,6 +1,7 @@
-//! Layer 3 results: TLS web serving with a real nginx (seeds 000/003: the sweep for
-//! the highest throughput within a latency limit; seed 002: attempted, successful and
-//! unsuccessful requests under a ramping load).
+//! Layer 3 results: TLS web serving with a real nginx (the sweep for the highest
+//! throughput within a latency limit, after Intel's nginx study, seeds 000/003; the
+//! ramp's attempted, successful and unsuccessful requests under a rising load, after
+//! the IXP425 offload paper, seed 002).
 //!
 //! Plain data. Durations are integer nanoseconds (`_ns`), rates carry their unit in
 //! the key (`_bytes_per_sec`, `requests_per_sec`), CPU use is a fraction of one core
@@ -136,8 +137,8 @@ pub struct ServerCpu {
     /// All workers' CPU time divided by (window x workers): 1.0 is every core under
     /// test fully busy.
     pub total: f64,
-    /// The highest `total` over the sampling intervals within the window (seed 003
-    /// Figure 7 plots the maximum).
+    /// The highest `total` over the sampling intervals within the window (Figure 7 of
+    /// Intel's nginx study plots the maximum).
     pub peak: f64,
     /// Sampling interval.
     pub interval_ns: u64,

@@ -770,9 +770,9 @@ pub struct TunnelCpus {
 /// whole core and each gateway as many whole cores as it has workers (at least two,
 /// one thread per core) while the machine has them, fewer where it does not (four
 /// or five cores: one each); fewer than four: each gateway a CPU of its own and each
-/// iperf3 end beside the gateway in its namespace (seed 004 kept the load off the
-/// gateways; a machine of two cores cannot), said in the placement's warnings. One
-/// CPU: nothing pinned.
+/// iperf3 end beside the gateway in its namespace (the IIJ IPsec post, seed 004, kept
+/// the load off the gateways; a machine of two cores cannot), said in the placement's
+/// warnings. One CPU: nothing pinned.
 pub fn place_tunnel(topo: &Topology, gateway_threads: usize) -> TunnelCpus {
     let usable = topo
         .cores

@@ -1,7 +1,7 @@
 //! Layer 4 results: iperf3 TCP and UDP through cipherbench's ESP-in-UDP tunnel
 //! between two network namespaces, per transform and acceleration variant, next to
-//! the underlay measured alone (seed 004's table), with both gateways' counters and
-//! CPU time for every run.
+//! the underlay measured alone (the IIJ IPsec post's table, seed 004), with both
+//! gateways' counters and CPU time for every run.
 //!
 //! Plain data: the tunnel runner fills it, the report renders it.
 
@@ -35,8 +35,8 @@ impl Protocol {
     }
 }
 
-/// Which gateway(s) ran the variant; the other runs `accel` (seed 004 changed the
-/// sending side's engine and kept AES-NI at the receiver).
+/// Which gateway(s) ran the variant; the other runs `accel` (the IIJ IPsec post
+/// changed the sending side's engine and kept AES-NI at the receiver).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum VariantSide {
@@ -119,7 +119,7 @@ pub struct TunnelConfig {
     pub omit_ns: u64,
     /// Length of one UDP search probe.
     pub udp_probe_ns: u64,
-    /// The UDP loss the search aims for (0.05: seed 004's 5 %).
+    /// The UDP loss the search aims for (0.05: the IIJ IPsec post's 5 %).
     pub udp_target_loss: f64,
     /// Loss within `target ± tolerance` ends the search.
     pub udp_loss_tolerance: f64,

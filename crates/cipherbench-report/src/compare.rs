@@ -1,5 +1,5 @@
-//! `cipherbench compare`: two or more results side by side (seed 001's "knight" and
-//! "padawan"; one machine before and after a change).
+//! `cipherbench compare`: two or more results side by side (the EC2 AES-NI blog
+//! post's "knight" and "padawan", seed 001; one machine before and after a change).
 //!
 //! The control separates "this CPU is just faster" from "this CPU has the
 //! acceleration": 3DES (which AES-NI does not touch) measures the CPU alone, so
@@ -439,7 +439,7 @@ fn interval_text(i: Option<&RatioInterval>) -> String {
         .unwrap_or_default()
 }
 
-/// The size both records measured closest to 256 bytes (seed 001's size).
+/// The size both records measured closest to 256 bytes (the EC2 AES-NI post's size).
 fn common_size(a: Option<&SpeedResults>, b: Option<&SpeedResults>) -> u64 {
     let sizes =
         |s: Option<&SpeedResults>| s.map(|s| s.config.sizes_bytes.clone()).unwrap_or_default();
@@ -462,7 +462,8 @@ fn verdict(base: &RunRecord, base_label: &str, other: &RunRecord, label: &str) -
         median(sb, "aes-256-cbc", size),
         median(sa, "aes-256-cbc", size),
     );
-    // 3DES as seed 001 used it; ChaCha20-Poly1305 (no AES either) when 3DES is absent.
+    // 3DES as the EC2 AES-NI post used it; ChaCha20-Poly1305 (no AES either) when 3DES
+    // is absent.
     let (control, control_ratio) = [
         ("3DES", "des-ede3-cbc"),
         ("ChaCha20-Poly1305", "chacha20-poly1305"),

@@ -1,6 +1,6 @@
 //! Layer 2 renderings: `file.csv`, the terminal table, and the report's section with
-//! seed 001's chart (time to encrypt the file, by tool and variant). Pure functions
-//! of [`FileResults`].
+//! the chart of the EC2 AES-NI blog post (seed 001): time to encrypt the file, by
+//! tool and variant. Pure functions of [`FileResults`].
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
@@ -315,7 +315,7 @@ Each point is the median of {} runs; <b>fsync</b> means until the output and its
         out.push_str(&format!(
             "<figcaption>{} to {} the file, {}.</figcaption></figure>",
             if d == Direction::Encrypt && i == 0 {
-                "After seed 001's file encryption chart: time"
+                "After the EC2 AES-NI blog post's file encryption chart: time"
             } else {
                 "Time"
             },

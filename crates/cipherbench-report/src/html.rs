@@ -618,7 +618,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>After seed 003's Figure 1: how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity; a whisker is the ratio's 95 % interval over the samples.</figcaption></figure>");
+    out.push_str("<figcaption>After Figure 1 of Intel's AES-GCM study: how much faster AES-GCM is than the stitched AES-CBC + HMAC-SHA1, and how much AES-NI buys AES-GCM, by buffer size (encrypt, 1 thread). The dashed line is parity; a whisker is the ratio's 95 % interval over the samples.</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th>size</th><th>GCM / CBC-HMAC-SHA1 (accel)</th><th>GCM accel / noaesni</th></tr>");
     for (i, c) in categories.iter().enumerate() {
         out.push_str(&format!(
@@ -639,8 +639,8 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     }
     out.push_str("</table></div>");
 
-    // Seed 001: AES-256-CBC and 3DES, accel vs noaesni, at 256 bytes (its figure's
-    // size) or the nearest measured size.
+    // The EC2 AES-NI blog post (seed 001): AES-256-CBC and 3DES, accel vs noaesni, at
+    // 256 bytes (its figure's size) or the nearest measured size.
     let size = *sizes
         .iter()
         .min_by_key(|&&z| (z as i64 - 256).abs())
@@ -672,7 +672,7 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
     };
     out.push_str("<figure>");
     out.push_str(&chart.render());
-    out.push_str("<figcaption>After seed 001: AES-NI speeds up AES-256-CBC; 3DES, which AES-NI does not touch, shows whether anything else changed between the variants.</figcaption></figure>");
+    out.push_str("<figcaption>After the EC2 AES-NI blog post: AES-NI speeds up AES-256-CBC; 3DES, which AES-NI does not touch, shows whether anything else changed between the variants.</figcaption></figure>");
     out.push_str("<div class=\"scroll\"><table><tr><th>cipher</th><th>accel</th><th>noaesni</th><th>accel / noaesni</th></tr>");
     for (cipher, label) in rows {
         let a = median(s, cipher, "accel", size);

@@ -312,7 +312,7 @@ pub fn html(tls: &cipherbench_model::tls::TlsResults) -> String {
         return out;
     }
     out.push_str(&format!(
-        "<h3 id=\"tls-key-store\">Key stores <a class=\"how\" href=\"#m-tls-key-store\">how measured</a></h3><p>Each point with {HOW} (seed 002's server that offloads its key to a module). A ratio under 1 is the module's cost; \"served\" says whether the module was seen mapped in the nginx that served, whose config named the key only by its PKCS#11 URI.</p>"
+        "<h3 id=\"tls-key-store\">Key stores <a class=\"how\" href=\"#m-tls-key-store\">how measured</a></h3><p>Each point with {HOW} (after the IXP425 offload paper, whose server handed its crypto to a module). A ratio under 1 is the module's cost; \"served\" says whether the module was seen mapped in the nginx that served, whose config named the key only by its PKCS#11 URI.</p>"
     ));
     if !sweep_rows.is_empty() || !skipped.is_empty() {
         out.push_str("<div class=\"scroll\"><table id=\"table-tls-key-store\"><tr><th class=\"l\">sweep point</th><th>key in file</th><th>key in module</th><th>module / file</th><th>per CPU used</th><th class=\"l\">module served</th></tr>");

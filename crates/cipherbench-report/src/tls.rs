@@ -1,8 +1,9 @@
 //! Layer 3 renderings: the terminal tables, `tls.csv` (one row per sweep point),
-//! `tls-ramp.csv` (one row per ramp second), and the report section with the seeds'
-//! figures: maximum throughput by file size per core count (seed 003 Figure 6), nginx
-//! CPU at that point (Figure 7), and attempted/successful/unsuccessful under the ramp
-//! (seed 002 Table 1 and Figure 2). Pure functions of the record.
+//! `tls-ramp.csv` (one row per ramp second), and the report section with the studies'
+//! figures: maximum throughput by file size per core count (Figure 6 of Intel's nginx
+//! study, seeds 000/003), nginx CPU at that point (Figure 7), and
+//! attempted/successful/unsuccessful under the ramp (Table 1 and Figure 2 of the
+//! IXP425 offload paper, seed 002). Pure functions of the record.
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Line, LineChart, Series};
@@ -904,7 +905,7 @@ requests in flight).",
         ),
         None => format!(
             "For each point the concurrency was searched for the highest throughput \
-with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (seeds 000/003).",
+with every request's first byte within <b>{:.1} s</b> over a {:.0} s window (as in Intel's nginx study).",
             s.config.latency_limit_ns as f64 / 1e9,
             s.config.window_ns as f64 / 1e9
         ),
@@ -958,7 +959,7 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
         out.push_str("<figure>");
         out.push_str(&fig6.render());
         out.push_str(&format!(
-            "<figcaption>After seed 003's Figure 6: maximum nginx throughput by file size with {c} core(s) under test.</figcaption></figure>"
+            "<figcaption>After Figure 6 of Intel's nginx study: maximum nginx throughput by file size with {c} core(s) under test.</figcaption></figure>"
         ));
         let fig7 = BarChart {
             id: format!("fig-tls-cpu-{c}"),
@@ -973,7 +974,7 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
         out.push_str("<figure>");
         out.push_str(&fig7.render());
         out.push_str(&format!(
-            "<figcaption>After seed 003's Figure 7: maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
+            "<figcaption>After Figure 7 of Intel's nginx study: maximum nginx CPU utilisation at that throughput, {c} core(s).</figcaption></figure>"
         ));
     }
     out.push_str(&by_cores_section(s, &series_keys, records));
@@ -1001,7 +1002,7 @@ driven by cipherbench's load generator on other cores. {load} Throughput counts 
                 ));
             }
         }
-        out.push_str("</table></div><p class=\"muted\">Seeds 000/003 found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows, each suite measured apart (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
+        out.push_str("</table></div><p class=\"muted\">Intel's nginx study found AES-GCM 2 to 2.4× ahead of AES-CBC + HMAC-SHA1 for files of 4 MB and more. The interval resamples the per-interval throughputs of the two final windows, each suite measured apart (<a href=\"#m-intervals\">how</a>); \"no interval\" marks a record written before they were kept.</p>");
     }
     let cs = cpu_at_rate(s, records);
     if !cs.is_empty() {
@@ -1116,9 +1117,9 @@ fn limit_name(l: Limit) -> &'static str {
     }
 }
 
-/// Seed 003's core-count figure: Gbit/s by nginx cores at the largest file size, and
-/// the per-core efficiency (Gbit/s per core under test), with what limited each point
-/// and the core counts this machine could not measure.
+/// The core-count figure of Intel's nginx study: Gbit/s by nginx cores at the largest
+/// file size, and the per-core efficiency (Gbit/s per core under test), with what
+/// limited each point and the core counts this machine could not measure.
 fn by_cores_section(
     s: &SweepResults,
     series_keys: &[(String, String)],
@@ -1178,7 +1179,7 @@ fn by_cores_section(
     for chart in charts {
         out.push_str("<figure>");
         out.push_str(&chart.render());
-        out.push_str("<figcaption>After seed 003: throughput by core count (2, 4, 8 and 16 cores there), and what one core of it is worth.</figcaption></figure>");
+        out.push_str("<figcaption>After Intel's nginx study: throughput by core count (2, 4, 8 and 16 cores there), and what one core of it is worth.</figcaption></figure>");
     }
     out.push_str("<div class=\"scroll\"><table id=\"table-tls-by-cores\"><tr><th class=\"l\">suite, variant</th><th>cores</th><th>Gbit/s</th><th>per core</th><th>clients (probes from)</th><th class=\"l\">limit</th><th>nginx CPU</th><th>generator CPU per thread</th></tr>");
     for (suite, variant) in series_keys {
@@ -1212,7 +1213,7 @@ fn by_cores_section(
 fn ramp_section(r: &RampResults, records: &[VariantRecord]) -> String {
     let mut out = format!(
         "<h3>Ramp</h3><p>Open-loop arrivals rising linearly from 0 to {} requests/s over {:.0} s, every request a new connection and a full handshake; \
-a request is unsuccessful if it fails or has not finished {:.1} s after its scheduled start (seed 002).</p>",
+a request is unsuccessful if it fails or has not finished {:.1} s after its scheduled start (as in the IXP425 offload paper).</p>",
         r.config.target_rate,
         r.config.duration_ns as f64 / 1e9,
         r.config.timeout_ns as f64 / 1e9
@@ -1250,7 +1251,7 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
         }
         out.push_str("</tr>");
     }
-    out.push_str("</table></div><p class=\"muted\">Table 1 after seed 002 (which measured 3DES-CBC-SHA, no longer offered by Debian's OpenSSL).</p>");
+    out.push_str("</table></div><p class=\"muted\">Table 1 after the IXP425 offload paper (which measured 3DES-CBC-SHA, no longer offered by Debian's OpenSSL).</p>");
     let mut sizes: Vec<u64> = r.runs.iter().map(|x| x.size_bytes).collect();
     sizes.sort_unstable();
     sizes.dedup();
@@ -1298,7 +1299,7 @@ a request is unsuccessful if it fails or has not finished {:.1} s after its sche
         out.push_str("<figure>");
         out.push_str(&chart.render());
         out.push_str(&format!(
-            "<figcaption>After seed 002's Figure 2: attempted and successful requests per second, {} responses.</figcaption></figure>",
+            "<figcaption>After Figure 2 of the IXP425 offload paper: attempted and successful requests per second, {} responses.</figcaption></figure>",
             ByteSize(size)
         ));
     }

@@ -1,7 +1,7 @@
 //! Layer 4 renderings: the terminal table, `tunnel.csv` and the report's section
-//! with seed 004's table (TCP and UDP Mbit/s per transform and engine, next to the
-//! underlay) and its chart, and the variants' throughput ratios with their 95 %
-//! intervals over the rounds. Pure functions of [`TunnelResults`].
+//! with the IIJ IPsec post's table (seed 004: TCP and UDP Mbit/s per transform and
+//! engine, next to the underlay) and its chart, and the variants' throughput ratios
+//! with their 95 % intervals over the rounds. Pure functions of [`TunnelResults`].
 
 use crate::csv::field;
 use crate::svg::{escape, BarChart, Series};
@@ -175,7 +175,7 @@ pub fn peer_lines(t: &TunnelResults) -> Vec<String> {
     lines
 }
 
-/// The terminal table, after seed 004's.
+/// The terminal table, after the IIJ IPsec post's.
 #[expect(
     clippy::too_many_lines,
     reason = "layer 4's terminal table in reading order, one block per column group and note"
@@ -1009,7 +1009,7 @@ pub fn html(t: &TunnelResults) -> String {
     out.push_str("<figure>");
     out.push_str(&chart.render());
     out.push_str(&format!(
-        "<figcaption>After seed 004's tables: what iperf3's server received through the tunnel, per transform and engine; {}</figcaption></figure>",
+        "<figcaption>After the IIJ IPsec post's tables: what iperf3's server received through the tunnel, per transform and engine; {}</figcaption></figure>",
         match (underlay.is_some(), ceiling) {
             (true, true) => "the first bar is the rate-limited underlay alone (TCP).",
             (true, false) => "the underlay alone is left out: without <code>--underlay-rate</code> the bare veth is no ceiling (its figure is in the table).",

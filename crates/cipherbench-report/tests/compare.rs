@@ -1,5 +1,5 @@
-//! `compare` on seed 001's two machines: the control must separate "faster CPU" from
-//! "has AES-NI".
+//! `compare` on the two machines of the EC2 AES-NI blog post (seed 001): the control
+//! must separate "faster CPU" from "has AES-NI".
 
 #![allow(
     clippy::unwrap_used,

@@ -148,7 +148,7 @@ fn summary_and_report_say_so_with_the_reason_and_the_mask_that_works() {
     assert!(page.contains("did not take effect"), "report.html");
     assert!(page.contains(NA));
     assert!(page.contains(WORKING));
-    // The seed-001 table and the GCM ratio table carry n/a, not a figure.
+    // The EC2 AES-NI post's table (seed 001) and the GCM ratio table carry n/a, not a figure.
     assert!(!page.contains("<b>24.5×</b>"));
     let good = html::render(&load());
     assert!(!good.contains(NA));

@@ -1,6 +1,6 @@
 //! Layer 4's renderings of a real (cut-down) tunnel record: the terminal table
-//! holds seed 004's columns, `tunnel.csv` one row per run, and the HTML section the
-//! table, the chart and every run.
+//! holds the columns of the IIJ IPsec post (seed 004), `tunnel.csv` one row per run,
+//! and the HTML section the table, the chart and every run.
 
 #![allow(
     clippy::unwrap_used,
@@ -564,7 +564,7 @@ fn the_underlay_is_a_ceiling_only_with_a_rate_limit() {
     let chart = &chart[..chart.find("</svg>").unwrap()];
     assert!(!chart.contains(">underlay<"), "an underlay bar");
 
-    // Rate-limited (--underlay-rate): the wire is the ceiling, as seed 004's LAN.
+    // Rate-limited (--underlay-rate): the wire is the ceiling, as the IIJ IPsec post's LAN.
     let mut t = fixture();
     t.config.underlay_rate = Some("1gbit".into());
     let text = tunnel::text(&t);

@@ -113,8 +113,8 @@ impl Preset {
     }
 
     /// Layer 2 of a preset: tiny proves it works in seconds; quick is
-    /// seed 001's 80 MiB file with the seed's tool, ours and `cp`; full is 1 GiB, every
-    /// tool, both directions.
+    /// the 80 MiB file of the EC2 AES-NI blog post (seed 001) with its tool, ours and
+    /// `cp`; full is 1 GiB, every tool, both directions.
     pub fn file_plan(self) -> FilePlan {
         let variants = vec![Variant::accel(), Variant::noaesni()];
         let seeds_tools = vec![ToolId::Cp, ToolId::OpensslCbc, ToolId::Cipherbench];

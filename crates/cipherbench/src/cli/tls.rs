@@ -29,11 +29,11 @@ pub struct TlsArgs {
 /// The two layer 3 measurements.
 #[derive(Debug, Subcommand)]
 pub enum TlsCommand {
-    /// Seeds 000/003: the highest throughput nginx sustains with the time to first
-    /// byte within a limit, by suite, file size, core count and variant.
+    /// After Intel's nginx study: the highest throughput nginx sustains with the time
+    /// to first byte within a limit, by suite, file size, core count and variant.
     Sweep(SweepArgs),
-    /// Seed 002: attempted, successful and unsuccessful requests under an arrival
-    /// rate rising linearly to a target.
+    /// After the IXP425 offload paper: attempted, successful and unsuccessful requests
+    /// under an arrival rate rising linearly to a target.
     Ramp(RampArgs),
     /// Start the nginx a measurement would use and keep it running until Ctrl-C,
     /// printing its URLs (to compare other load generators against the same server).
@@ -302,14 +302,14 @@ pub struct SweepArgs {
     /// Shared flags.
     #[command(flatten)]
     pub common: CommonArgs,
-    /// File sizes, comma-separated (seed 003: 1MiB up to 4GiB by powers of 4).
+    /// File sizes, comma-separated (Intel's nginx study: 1MiB up to 4GiB by powers of 4).
     #[arg(long, value_name = "LIST", default_value = "1MiB,16MiB")]
     pub sizes: String,
     /// nginx worker counts (cores under test), comma-separated; the generator gets
     /// the remaining cores.
     #[arg(long, value_name = "LIST", default_value = "1")]
     pub cores: String,
-    /// The measured window at the chosen concurrency (seed 003: 2m).
+    /// The measured window at the chosen concurrency (Intel's nginx study: 2m).
     #[arg(long, default_value = "10s")]
     pub window: String,
     /// Rounds the window is cut into where a point has several variants (or key
@@ -324,7 +324,7 @@ pub struct SweepArgs {
     /// Warm-up before every window.
     #[arg(long, default_value = "500ms")]
     pub warmup: String,
-    /// Limit on the maximum time to first byte (seed 000: 2s).
+    /// Limit on the maximum time to first byte (Intel's nginx study: 2s).
     #[arg(long, default_value = "2s")]
     pub limit: String,
     /// Per-request timeout.
@@ -419,7 +419,7 @@ pub struct RampArgs {
     /// Shared flags.
     #[command(flatten)]
     pub common: CommonArgs,
-    /// Response sizes, comma-separated (seed 002: 1 KB and 50 KB).
+    /// Response sizes, comma-separated (the IXP425 offload paper: 1 KB and 50 KB).
     #[arg(long, value_name = "LIST", default_value = "1KiB,50KiB")]
     pub sizes: String,
     /// nginx worker count (cores under test).

@@ -22,7 +22,7 @@ pub struct TunnelArgs {
     #[command(subcommand)]
     pub action: Option<TunnelAction>,
     /// Defaults for everything below: tiny (seconds), quick (about two minutes),
-    /// full (20 s iperf3 runs, three of each, as seed 004).
+    /// full (20 s iperf3 runs, three of each, as in the IIJ IPsec post).
     #[arg(long, value_enum, default_value = "quick")]
     pub preset: Preset,
     /// Transforms, comma-separated: null, aes256-sha256, aes128-gcm, aes256-gcm,
@@ -32,8 +32,8 @@ pub struct TunnelArgs {
     /// Variants: accel, noaesni, ia32cap:MASK, provider:CONF (an openssl.cnf loading a provider) or engine:ID (default: accel,noaesni).
     #[arg(long, value_name = "LIST")]
     pub variants: Option<String>,
-    /// Which gateway runs the variant; the other runs accel (seed 004 changed the
-    /// sender's engine only).
+    /// Which gateway runs the variant; the other runs accel (the IIJ IPsec post
+    /// changed the sender's engine only).
     #[arg(long, value_enum, default_value = "both")]
     pub variant_side: VariantSideArg,
     /// Run the tunnel to this host over the real network instead of between
@@ -49,7 +49,7 @@ pub struct TunnelArgs {
     /// The cipherbench binary on the peer (default: cipherbench on its PATH).
     #[arg(long, value_name = "PATH", requires = "peer")]
     pub agent_path: Option<String>,
-    /// Rate-limit the underlay with tc tbf, such as 1gbit (seed 004's LAN).
+    /// Rate-limit the underlay with tc tbf, such as 1gbit (the IIJ IPsec post's LAN).
     #[arg(long, value_name = "RATE")]
     pub underlay_rate: Option<String>,
     /// Protocols: tcp, udp or both (default: tcp,udp).
@@ -63,7 +63,7 @@ pub struct TunnelArgs {
     pub omit: Option<u64>,
     /// iperf3 -l: bytes per write, 16 to 1048576, at most 65507 with UDP (its
     /// largest datagram), or 'default' for iperf3's own (default: 1220, as the
-    /// seed).
+    /// IIJ IPsec post).
     #[arg(long, value_name = "BYTES|default")]
     pub length: Option<String>,
     /// iperf3 -w for UDP runs: bytes, or 'default' for iperf3's own (default 4194304:
@@ -74,7 +74,7 @@ pub struct TunnelArgs {
     /// Length of one probe of the UDP rate search, seconds.
     #[arg(long)]
     pub probe_seconds: Option<u64>,
-    /// UDP loss the rate search aims for, percent (default 5, as the seed).
+    /// UDP loss the rate search aims for, percent (default 5, as the IIJ IPsec post).
     #[arg(long, value_name = "PERCENT")]
     pub target_loss: Option<f64>,
     /// iperf3 runs per point.

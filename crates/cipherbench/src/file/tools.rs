@@ -26,7 +26,7 @@ use std::time::Duration;
 pub enum ToolId {
     /// `cp`: no encryption, the floor the file system sets.
     Cp,
-    /// `openssl enc -aes-256-cbc` (seed 001's tool).
+    /// `openssl enc -aes-256-cbc` (the EC2 AES-NI blog post's tool, seed 001).
     OpensslCbc,
     /// `openssl enc -aes-256-ctr`.
     OpensslCtr,

@@ -93,7 +93,7 @@ mod tests {
 
     #[test]
     fn reads_an_x86_cpu_without_aes() {
-        // Seed 001's "padawan": a Xeon X5550 without AES-NI.
+        // The EC2 AES-NI blog post's "padawan" (seed 001): a Xeon X5550 without AES-NI.
         let info = parse(WITHOUT_AES);
         assert_eq!(
             info.model,

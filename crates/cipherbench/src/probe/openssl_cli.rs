@@ -32,8 +32,9 @@ fn dir(flag: &str, key: &str) -> Option<String> {
 }
 
 /// Engines found in the engines directory, each tested: `padlock: VIA PadLock
-/// (no-RNG, no-ACE) [unavailable]`. OpenSSL 3 still loads engines (seed 001 used the
-/// aesni engine of 1.0); an offload device's engine (qatengine) would appear here.
+/// (no-RNG, no-ACE) [unavailable]`. OpenSSL 3 still loads engines (the EC2 AES-NI
+/// blog post, seed 001, used the aesni engine of 1.0); an offload device's engine
+/// (qatengine) would appear here.
 pub fn engines() -> Vec<String> {
     let Some(engines_dir) = dir("-e", "ENGINESDIR") else {
         return Vec::new();

@@ -4,7 +4,8 @@
 //!
 //! One engine, two arrival policies:
 //! - **closed loop** ([`Arrivals::Closed`]): C clients, each starting its next request
-//!   as soon as the previous one ends (seeds 000/003's "as fast as possible");
+//!   as soon as the previous one ends ("as fast as possible" in Intel's nginx study,
+//!   seeds 000/003);
 //! - **open loop** ([`Arrivals::Open`]): requests start on a [`Schedule`] whether or
 //!   not earlier ones finished, and latency is counted from the *scheduled* start, so
 //!   a stalled server shows in every request that waited (no coordinated omission).
@@ -162,7 +163,8 @@ pub enum Schedule {
         /// Length.
         duration: Duration,
     },
-    /// A rate rising linearly from 0 to `target_rate` over `duration` (seed 002).
+    /// A rate rising linearly from 0 to `target_rate` over `duration` (the IXP425
+    /// offload paper's ramp).
     Ramp {
         /// Rate at the end, requests per second.
         target_rate: f64,
@@ -1506,7 +1508,8 @@ mod tests {
             target_rate: 50.0,
             duration: Duration::from_secs(60),
         };
-        // Seed 002 counted about 1510 attempted requests for 0 -> 50 req/s over 60 s.
+        // The IXP425 offload paper counted about 1510 attempted requests for 0 -> 50
+        // req/s over 60 s.
         assert_eq!(s.count(), 1500);
         let offsets: Vec<f64> = (0..s.count()).map(|k| s.offset(k).as_secs_f64()).collect();
         assert!(offsets.windows(2).all(|w| w[1] > w[0]));

@@ -1,7 +1,7 @@
 //! Where nginx's private key lives for a measurement: a PEM file in the run's
 //! workspace (the default), or a PKCS#11 module reached through OpenSSL's ENGINE API
-//! (seed 002's "the server offloads its key to a module"), with SoftHSM2 as the
-//! module cipherbench can set up by itself.
+//! (the IXP425 offload paper's "the server offloads its key to a module", seed 002),
+//! with SoftHSM2 as the module cipherbench can set up by itself.
 //!
 //! For PKCS#11, everything lives in the run's workspace and goes when it goes: a
 //! SoftHSM2 config (`SOFTHSM2_CONF`) pointing at a token directory there, a token

@@ -6,8 +6,10 @@
 //!   and files, in a temporary directory removed on every exit path;
 //! - [`engine`]: the load generator (closed and open loop, pinned, HDR histograms);
 //! - [`cpu`]: nginx's workers' CPU accounting;
-//! - [`sweep`]: seeds 000/003, the highest throughput within a latency limit;
-//! - [`ramp`]: seed 002, attempted/successful/unsuccessful under a rising rate.
+//! - [`sweep`]: Intel's nginx study (seeds 000/003), the highest throughput within a
+//!   latency limit;
+//! - [`ramp`]: the IXP425 offload paper (seed 002), attempted/successful/unsuccessful
+//!   under a rising rate.
 //!
 //! Plans arrive resolved (the flags are the command line's, above this layer);
 //! runners fill the session and save after every point; nothing here prints except

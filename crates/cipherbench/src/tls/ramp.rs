@@ -1,7 +1,7 @@
-//! `cipherbench tls ramp` (seed 002): an open-loop arrival rate rising linearly from
-//! 0 to the target over the duration, every request a new connection, counted as
-//! attempted, successful and unsuccessful (by reason), with a per-second series, for
-//! each suite, response size and variant.
+//! `cipherbench tls ramp` (after the IXP425 offload paper, seed 002): an open-loop
+//! arrival rate rising linearly from 0 to the target over the duration, every request
+//! a new connection, counted as attempted, successful and unsuccessful (by reason),
+//! with a per-second series, for each suite, response size and variant.
 //!
 //! Requests start on schedule whether or not earlier ones finished, and latency runs
 //! from the scheduled start: a server that falls behind shows as latency and

@@ -1,6 +1,6 @@
-//! `cipherbench tls sweep` (seeds 000/003): for each core count, file size, suite and
-//! variant, the highest throughput nginx sustains for the window with the maximum
-//! time to first byte within the limit.
+//! `cipherbench tls sweep` (after Intel's nginx study, seeds 000/003): for each core
+//! count, file size, suite and variant, the highest throughput nginx sustains for the
+//! window with the maximum time to first byte within the limit.
 //!
 //! The concurrency is searched, not guessed: short probes at doubling client counts
 //! until the limit is broken, a generator thread saturates, nginx is busy and a
@@ -1609,9 +1609,9 @@ mod tests {
 
     #[test]
     fn the_search_keeps_doubling_while_nginx_has_cycles_to_spare() {
-        // Two flat doublings with nginx at 60 % used to end the search (seed 003's
-        // 4-core point at 64 clients); now a third is needed, and the rise after it
-        // is found.
+        // Two flat doublings with nginx at 60 % used to end the search (Intel's nginx
+        // study's 4-core point at 64 clients); now a third is needed, and the rise
+        // after it is found.
         let (_, stop) = run_rule(&[
             (2.0, 0.3, &[0.2]),
             (4.0, 0.6, &[0.3]),

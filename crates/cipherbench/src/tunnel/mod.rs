@@ -1,6 +1,6 @@
 //! Layer 4, `cipherbench tunnel`: iperf3 TCP and UDP through cipherbench's own
 //! ESP-in-UDP tunnel between two network namespaces, per transform and acceleration
-//! variant, after the underlay alone (seed 004).
+//! variant, after the underlay alone, as in the IIJ IPsec post (seed 004).
 //!
 //! The runner builds the [`topology`], starts the iperf3 server, measures the
 //! underlay, then for each transform and variant starts a pair of [`gateway`]
@@ -172,8 +172,8 @@ impl TunnelPlan {
     /// (`cipherbench_model::topology::place_tunnel`): whole cores per gateway (as
     /// many as it has workers, at least two, while the machine has them) and per
     /// iperf3 end; on two, each gateway gets one and iperf3 shares with the gateway
-    /// in its namespace (seed 004 kept the load generators off the gateways; one
-    /// machine of two cores cannot).
+    /// in its namespace (the IIJ IPsec post kept the load generators off the
+    /// gateways; one machine of two cores cannot).
     pub fn pinning(&self) -> Pinning {
         self.placed(&crate::machine::topology::this_machine(None)).0
     }
@@ -914,7 +914,7 @@ pub(crate) fn warn_about(point: &TunnelPoint, session: &mut Session, peer: Optio
         let share = point.underlay_share.unwrap_or(0.0) * 100.0;
         let message = match peer {
             None => format!(
-                "{what} carried {share:.0} % of the underlay alone: on a veth with no rate limit nothing queues, so TCP sends each of iperf3's -l writes over the bare underlay as its own segment, while the tunnel's latency lets it coalesce them into large TSO packets; the underlay is then no ceiling (pass --underlay-rate, e.g. 1gbit as seed 004's LAN, for a wire-limited one)"
+                "{what} carried {share:.0} % of the underlay alone: on a veth with no rate limit nothing queues, so TCP sends each of iperf3's -l writes over the bare underlay as its own segment, while the tunnel's latency lets it coalesce them into large TSO packets; the underlay is then no ceiling (pass --underlay-rate, e.g. 1gbit as the IIJ IPsec post's LAN, for a wire-limited one)"
             ),
             Some(host) => format!(
                 "{what} carried {share:.0} % of the underlay measured alone between this host and {host}: a tunnel cannot carry more than the path under it when that path is the limit, so one of the two figures is off (the underlay run was disturbed, or the path is not the limit: a virtual link such as veth or a bridge, where nothing queues and TCP over the bare path sends each -l write as its own segment while the tunnel's latency coalesces them); measure the underlay again (iperf3 between the two addresses) before reading the tunnel's share"

@@ -3,15 +3,15 @@
 //! ssh), over the real network: ESP in UDP on port 4500 (RFC 3948 section 2), the
 //! same `__gateway` and the same ESP as between namespaces. iperf3 runs on both ends.
 //!
-//! Order, as seed 004: UDP 4500 checked both ways (a firewall dropping it is one
-//! line), each host places its end on its own topology (the gateway and iperf3 on
-//! separate whole cores where it can, `cipherbench_model::topology::place_tunnel_end`),
-//! the underlay measured first (iperf3 TCP between the hosts' own addresses), then
-//! per transform: the peer's end up (its TUN, the responder gateway, an iperf3
-//! server on its inner address), this end up (TUN, initiator gateway), iperf3
-//! through the tunnel with both gateways' stats taken around every run, both ends
-//! down. The SAs' secret is drawn here and handed to the peer over the ssh channel
-//! only (never a file, never a command line).
+//! Order, as in the IIJ IPsec post (seed 004): UDP 4500 checked both ways (a firewall
+//! dropping it is one line), each host places its end on its own topology (the gateway
+//! and iperf3 on separate whole cores where it can,
+//! `cipherbench_model::topology::place_tunnel_end`), the underlay measured first
+//! (iperf3 TCP between the hosts' own addresses), then per transform: the peer's end up
+//! (its TUN, the responder gateway, an iperf3 server on its inner address), this end up
+//! (TUN, initiator gateway), iperf3 through the tunnel with both gateways' stats taken
+//! around every run, both ends down. The SAs' secret is drawn here and handed to the
+//! peer over the ssh channel only (never a file, never a command line).
 //!
 //! The results go into the session as the namespace tunnel's do ([`TunnelResults`],
 //! saved after every point), with [`PeerRecord`]: the peer as checked (fingerprint,

@@ -1,5 +1,5 @@
-//! The search for the UDP rate that loses about 5 % (seed 004 chose `-b` by hand
-//! "so that the loss is about 5 %"; we search for it).
+//! The search for the UDP rate that loses about 5 % (the IIJ IPsec post, seed 004,
+//! chose `-b` by hand "so that the loss is about 5 %"; we search for it).
 //!
 //! Model: below the tunnel's capacity C nothing is lost; above it, what arrives is
 //! about C whatever is offered, so an offered rate b loses `1 - C/b`, and the rate

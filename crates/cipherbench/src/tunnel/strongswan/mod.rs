@@ -1,7 +1,7 @@
 //! `tunnel --stack strongswan`: strongSwan as a real IPsec stack in the tunnel's
 //! two namespaces, measured with the same iperf3 runs, UDP loss search, CPU
-//! accounting and "saturated first" as cipherbench's own gateways (seed 004 ran
-//! libreswan; this is the same setup with strongSwan).
+//! accounting and "saturated first" as cipherbench's own gateways (the IIJ IPsec
+//! post, seed 004, ran libreswan; this is the same setup with strongSwan).
 //!
 //! Per backend x transform x variant, two charons start (receiver first), one in
 //! each namespace, with `kernel-libipsec` (userspace ESP over a TUN device: this
