@@ -22,9 +22,10 @@ ranks=(
   "lifetime effect library"       # 2: what a run leaves outside its processes, swept; the effect probe a variant's process runs; the OpenSSL under test, and which one each part loaded
   "results probe agent"           # 3: the results sink (locked, swept); the machine's probe; agents on other hosts (launcher over ssh, protocol, clocks)
   "variant"                       # 4: the acceleration variant every layer shares
-  "speed file tls tunnel"         # 5: the four layers, siblings
-  "run agent_server"              # 6: `cipherbench run`, over the layers; `cipherbench agent`'s loop, handing requests to the layers
-  "cli"                           # 7: the command line, on top
+  "campaign"                      # 5: the measuring skeleton every layer's runner stands on (resume, the variants' start and end)
+  "speed file tls tunnel"         # 6: the four layers, siblings
+  "run agent_server"              # 7: `cipherbench run`, over the layers; `cipherbench agent`'s loop, handing requests to the layers
+  "cli"                           # 8: the command line, on top
 )
 
 rank_of() {

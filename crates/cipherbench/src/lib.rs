@@ -7,6 +7,7 @@
 
 pub mod agent;
 pub mod agent_server;
+pub mod campaign;
 pub mod cli;
 pub mod effect;
 pub mod file;

@@ -17,6 +17,7 @@
 
 use super::sys;
 use super::tools::{self, Kit, ToolId};
+use crate::campaign;
 use crate::interrupt;
 use crate::library;
 use crate::lifetime::{self, Registration, RunDir};
@@ -551,13 +552,10 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     };
     let size = std::fs::metadata(&input)?.len();
 
-    let (baseline, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
-        let baseline = Baseline::measure(&plan.variants)?;
-        for v in &plan.variants {
-            v.reset_counter();
-        }
-        let variants = judge_variants(plan, &tools_ok, &baseline, session);
-        (Some(baseline), variants)
+    let (life, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
+        let life = campaign::Variants::begin("file", &plan.variants)?;
+        let variants = judge_variants(plan, &tools_ok, &life, session);
+        (Some(life), variants)
     } else {
         (None, Vec::new())
     };
@@ -617,7 +615,7 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         noise: BTreeMap::new(),
         commands: BTreeMap::new(),
         checked: Vec::new(),
-        baseline,
+        baseline: life.as_ref().map(|l| l.baseline.clone()),
     };
     let scenarios = plan.scenarios(&tools_ok);
     let total = scenarios.len() * plan.directions.len() * plan.repetitions;
@@ -631,11 +629,8 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         .iter()
         .filter_map(|t| t.catalogue_cipher())
         .collect();
-    for v in &plan.variants {
-        if let Some(r) = results.variants.iter_mut().find(|r| r.name == v.name()) {
-            v.note_counter(r);
-            crate::variant::judge_layer_fallback(r, &ciphers);
-        }
+    if let Some(life) = &life {
+        life.end(&mut results.variants, &ciphers);
     }
     session.record.file = Some(results);
     session.save()?;
@@ -719,9 +714,10 @@ fn check_libraries(
 fn judge_variants(
     plan: &FilePlan,
     tools: &[ToolId],
-    baseline: &Baseline,
+    life: &campaign::Variants,
     session: &mut Session,
 ) -> Vec<cipherbench_model::variant::VariantRecord> {
+    let baseline = &life.baseline;
     let cli = tools
         .iter()
         .any(|t| matches!(t, ToolId::OpensslCbc | ToolId::OpensslCtr));
@@ -742,17 +738,7 @@ fn judge_variants(
             let check = crate::variant::check_openssl_cli(v, baseline.mask(v).as_deref(), &record);
             record = crate::variant::with_check(baseline, v, &record, &variants, check);
         }
-        if !record.took_effect {
-            session.record.warn(
-                "file",
-                "variant_not_effective",
-                format!(
-                    "variant {} did not take effect for the file tools: {}",
-                    v.name(),
-                    record.explanation()
-                ),
-            );
-        }
+        life.warn_not_effective(&mut session.record, &record, "for the file tools");
         variants.push(record);
     }
     // Back in the plan's order, as the tables list them.

@@ -12,6 +12,7 @@
 pub mod openssl_speed;
 pub mod worker;
 
+use crate::campaign;
 use crate::interrupt;
 use crate::progress::Progress;
 use crate::results::Session;
@@ -20,7 +21,7 @@ use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
 use cipherbench_model::env::Environment;
-use cipherbench_model::interleave::{schedule, Order};
+use cipherbench_model::interleave::{schedule, Order, Slot};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
@@ -145,9 +146,10 @@ impl SpeedPlan {
 )]
 pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
-    let mut results = match session.record.speed.take() {
-        Some(earlier) if earlier.config == plan.config() => earlier,
-        _ => SpeedResults {
+    let mut results = campaign::resume(
+        session.record.speed.take(),
+        |earlier| earlier.config == plan.config(),
+        || SpeedResults {
             config: plan.config(),
             variants: Vec::new(),
             points: Vec::new(),
@@ -157,7 +159,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             async_points: Vec::new(),
             placement: None,
         },
-    };
+    );
     // Where the worker's threads go: one per core before any sibling, CPU 0's core last.
     let topology = session
         .record
@@ -183,111 +185,38 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     ));
     let points = plan.points();
     let total = plan.total_points();
-    let baseline = Baseline::measure(&plan.variants)?;
-    for v in &plan.variants {
-        v.reset_counter();
-    }
+    let variants = campaign::Variants::begin("speed", &plan.variants)?;
+    let baseline = &variants.baseline;
     // Progress counts each point once per round.
     session
         .progress
         .layer("speed", total * plan.rounds(), plan.estimate());
-    // The variants of a cipher alternate in rounds (accel noaesni, noaesni accel,
-    // ...: the interleaving schedule, one point per cipher), each round a fresh worker
-    // taking its share of the samples, so that a drift of the machine (thermal, a
-    // neighbour's load) reaches every variant alike; the order also turns from one
-    // cipher to the next, so a steady drift does not always favour the first.
-    let rounds = plan.rounds();
+    // The interleaving schedule, one point per cipher ([`Ciphers::measure`]).
     let order = schedule(
         plan.ciphers.len(),
         plan.variants.len(),
-        rounds,
+        plan.rounds(),
         Order::PointByPoint,
     );
-    let mut redo: Vec<usize> = Vec::new();
-    for slot in order {
-        let cipher = &plan.ciphers[slot.point];
-        let variant = &plan.variants[(slot.variant + slot.point) % plan.variants.len()];
-        interrupt::check()?;
-        if slot.round == 0 {
-            // A cipher whose rounds did not all finish (an interrupted run resumed)
-            // is measured again whole.
-            let whole = plan
-                .variants
-                .iter()
-                .all(|v| chunk_done(&results, *cipher, &v.name(), &points, plan.samples));
-            if whole {
-                redo.retain(|c| *c != slot.point);
-            } else if !redo.contains(&slot.point) {
-                redo.push(slot.point);
-                results.points.retain(|p| p.cipher != cipher.name());
-                results.unavailable.retain(|u| u.cipher != cipher.name());
-            }
-        }
-        if !redo.contains(&slot.point)
-            || results
-                .unavailable
-                .iter()
-                .any(|u| u.cipher == cipher.name() && u.variant == variant.name())
-        {
-            session.progress.skip(points.len());
-            continue;
-        }
-        let chunk = Chunk {
-            cipher: *cipher,
-            variant,
+    let units: Vec<usize> = (0..plan.ciphers.len()).collect();
+    campaign::each_unit(
+        &units,
+        &mut Ciphers {
+            plan,
+            order: &order,
             points: &points,
             cpus: &cpus,
-            round: slot.round,
-            samples: plan.samples_in(slot.round),
-        };
-        let outcome = run_worker(
-            &chunk,
-            plan,
-            &baseline,
-            &mut results,
-            &mut session.progress,
-            &mut session.record.environment,
-        );
-        if outcome.is_err() && results.points.is_empty() {
-            return outcome;
-        }
-        // Interrupted or not, the points the worker finished are kept: each came
-        // whole, with all its samples.
-        results.compute_controls(&control_names());
-        session.record.speed = Some(results.clone());
-        session.save()?;
-        outcome?;
-    }
+            baseline,
+            results: &mut results,
+            session: &mut *session,
+        },
+    )?;
     // A provider's tally covers every worker of its variant.
-    for v in &plan.variants {
-        if let Some(record) = results.variants.iter_mut().find(|r| r.name == v.name()) {
-            v.note_counter(record);
-            let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
-            crate::variant::judge_layer_fallback(record, &ciphers);
-        }
-    }
-    session.record.speed = Some(results.clone());
+    let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
+    variants.end(&mut results.variants, &ciphers);
+    variants.warn_fallbacks(&mut session.record, &results.variants, &ciphers);
     for v in &results.variants {
-        for c in &plan.ciphers {
-            if let Some(f) = v.fallback(c.name()) {
-                session.record.warn(
-                    "speed",
-                    "variant_fallback",
-                    format!("variant {}: {f}", v.name),
-                );
-            }
-        }
-        if !v.took_effect {
-            session.record.warn(
-                "speed",
-                "variant_not_effective",
-                format!(
-                    "variant {} did not take effect: {}",
-                    v.name,
-                    v.explanation()
-                ),
-            );
-        }
+        variants.warn_not_effective(&mut session.record, v, "");
     }
     for c in results.controls.iter().filter(|c| !c.held) {
         session.record.warn(
@@ -323,10 +252,10 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     session.record.speed = Some(results.clone());
     session.save()?;
     if plan.check_openssl {
-        check_openssl(plan, &baseline, &mut results, session)?;
+        check_openssl(plan, baseline, &mut results, session)?;
     }
     if !plan.async_jobs.is_empty() {
-        async_jobs(plan, &baseline, &mut results, session)?;
+        async_jobs(plan, baseline, &mut results, session)?;
     }
     Ok(())
 }
@@ -473,6 +402,97 @@ struct Chunk<'a> {
     round: usize,
     /// Samples per point in this round.
     samples: usize,
+}
+
+/// The layer's units: a cipher, with every round of every variant (a cipher whose
+/// rounds did not all finish, in a resumed run, is measured again whole).
+struct Ciphers<'a> {
+    plan: &'a SpeedPlan,
+    /// The interleaved order of every cipher's slots (point: the cipher's index).
+    order: &'a [Slot],
+    points: &'a [(Direction, u64, usize)],
+    cpus: &'a [usize],
+    baseline: &'a Baseline,
+    results: &'a mut SpeedResults,
+    session: &'a mut Session,
+}
+
+impl campaign::Units for Ciphers<'_> {
+    type Unit = usize;
+
+    fn done(&self, &c: &usize) -> bool {
+        let cipher = self.plan.ciphers[c];
+        self.plan.variants.iter().all(|v| {
+            chunk_done(
+                self.results,
+                cipher,
+                &v.name(),
+                self.points,
+                self.plan.samples,
+            )
+        })
+    }
+
+    fn skip(&mut self, _: &usize) {
+        self.session
+            .progress
+            .skip(self.points.len() * self.plan.variants.len() * self.plan.rounds());
+    }
+
+    fn forget(&mut self, &c: &usize) {
+        let name = self.plan.ciphers[c].name();
+        self.results.points.retain(|p| p.cipher != name);
+        self.results.unavailable.retain(|u| u.cipher != name);
+    }
+
+    /// The cipher's slots in order, a fresh worker each, saving after each: the
+    /// variants alternate in rounds (accel noaesni, noaesni accel, ...), each round
+    /// taking its share of the samples, so that a drift of the machine (thermal, a
+    /// neighbour's load) reaches every variant alike; the order also turns from one
+    /// cipher to the next, so a steady drift does not always favour the first.
+    fn measure(&mut self, &c: &usize) -> Result<()> {
+        let cipher = self.plan.ciphers[c];
+        for slot in self.order.iter().filter(|s| s.point == c) {
+            let variant =
+                &self.plan.variants[(slot.variant + slot.point) % self.plan.variants.len()];
+            interrupt::check()?;
+            if self
+                .results
+                .unavailable
+                .iter()
+                .any(|u| u.cipher == cipher.name() && u.variant == variant.name())
+            {
+                self.session.progress.skip(self.points.len());
+                continue;
+            }
+            let chunk = Chunk {
+                cipher,
+                variant,
+                points: self.points,
+                cpus: self.cpus,
+                round: slot.round,
+                samples: self.plan.samples_in(slot.round),
+            };
+            let outcome = run_worker(
+                &chunk,
+                self.plan,
+                self.baseline,
+                self.results,
+                &mut self.session.progress,
+                &mut self.session.record.environment,
+            );
+            if outcome.is_err() && self.results.points.is_empty() {
+                return outcome;
+            }
+            // Interrupted or not, the points the worker finished are kept: each came
+            // whole, with all its samples.
+            self.results.compute_controls(&control_names());
+            self.session.record.speed = Some(self.results.clone());
+            self.session.save()?;
+            outcome?;
+        }
+        Ok(())
+    }
 }
 
 /// One worker: one cipher in one variant, every point. The worker's own report of

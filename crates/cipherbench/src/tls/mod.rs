@@ -29,6 +29,7 @@ pub mod serve;
 pub mod suite;
 pub mod sweep;
 
+use crate::campaign;
 use crate::results::Session;
 use crate::variant::Variant;
 use anyhow::{anyhow, bail, Context, Result};
@@ -475,17 +476,7 @@ pub(crate) fn warn_server(
             format!("{what}: key store {}: {}", server.key_store, c.explanation),
         );
     }
-    if !server.variant.took_effect {
-        session.record.warn(
-            "tls",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect for nginx: {}",
-                server.variant.name,
-                server.variant.explanation()
-            ),
-        );
-    }
+    campaign::warn_not_effective(&mut session.record, "tls", &server.variant, "for nginx");
 }
 
 /// Adds a server to the layer's record unless one of the same suite, variant, cores,
@@ -562,19 +553,16 @@ pub(crate) fn external_target(
 /// nginx gets measures them, and every nginx started is checked to run under that
 /// environment (its master's and workers' `OPENSSL_ia32cap`).
 pub(crate) struct NginxVariants {
-    baseline: crate::variant::Baseline,
+    life: campaign::Variants,
     records: std::collections::BTreeMap<String, cipherbench_model::variant::VariantRecord>,
 }
 
 impl NginxVariants {
     /// Measures accel's probes and each variant's with nginx's environment.
     pub(crate) fn judge(variants: &[Variant]) -> Result<NginxVariants> {
-        let baseline = crate::variant::Baseline::measure(variants)?;
-        for v in variants {
-            v.reset_counter();
-        }
-        let records = crate::variant::stand_in_records(variants, &baseline, "nginx");
-        Ok(NginxVariants { baseline, records })
+        let life = campaign::Variants::begin("tls", variants)?;
+        let records = crate::variant::stand_in_records(variants, &life.baseline, "nginx");
+        Ok(NginxVariants { life, records })
     }
 
     /// After a server's load: the provider's tally so far in this layer, in every
@@ -594,7 +582,7 @@ impl NginxVariants {
 
     /// The `OPENSSL_ia32cap` nginx runs under for a variant.
     pub(crate) fn mask(&self, variant: &Variant) -> Option<String> {
-        self.baseline.mask(variant)
+        self.life.baseline.mask(variant)
     }
 
     /// The record of one running nginx: the variant's, judged again with the check of
@@ -609,14 +597,15 @@ impl NginxVariants {
     ) -> cipherbench_model::variant::VariantRecord {
         let known: Vec<_> = self.records.values().cloned().collect();
         let Some(record) = self.records.get(&variant.name()) else {
-            return self.baseline.judge(variant, None, &known, None);
+            return self.life.baseline.judge(variant, None, &known, None);
         };
         let mut pids = vec![server.pid()];
         pids.extend_from_slice(server.workers());
         let mask = self.mask(variant);
         let check =
             crate::variant::check_environ("nginx's master and workers", &pids, mask.as_deref());
-        let mut record = crate::variant::with_check(&self.baseline, variant, record, &known, check);
+        let mut record =
+            crate::variant::with_check(&self.life.baseline, variant, record, &known, check);
         if let Some(cipher) = suite.catalogue_cipher() {
             crate::variant::judge_layer_fallback(&mut record, &[cipher]);
         }

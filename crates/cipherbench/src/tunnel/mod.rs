@@ -20,6 +20,7 @@ pub mod strongswan;
 pub mod tcpinfo;
 pub mod topology;
 
+use crate::campaign;
 use crate::interrupt;
 use crate::results::Session;
 use crate::variant::{Baseline, Variant};
@@ -374,9 +375,10 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         );
     }
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
-    let mut results = match session.record.tunnel.take() {
-        Some(earlier) if earlier.config == plan.config() => earlier,
-        _ => TunnelResults {
+    let mut results = campaign::resume(
+        session.record.tunnel.take(),
+        |earlier| earlier.config == plan.config(),
+        || TunnelResults {
             config: plan.config(),
             underlay: Vec::new(),
             points: Vec::new(),
@@ -386,7 +388,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             placement: None,
             peer: None,
         },
-    };
+    );
     let topology = session
         .record
         .environment
@@ -467,10 +469,8 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         .map(|u| u.throughput_bits_per_sec.median);
 
     let program = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let baseline = Baseline::measure(&plan.variants)?;
-    for v in &plan.variants {
-        v.reset_counter();
-    }
+    let life = campaign::Variants::begin("tunnel", &plan.variants)?;
+    let baseline = &life.baseline;
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     // Every run's place in the measuring order, after any a resumed run kept.
@@ -482,50 +482,23 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 .flat_map(|s| s.points.iter().map(|p| &p.point)),
         ),
     );
-    let mut starts = 0;
-    for (transform, variants) in plan.transforms_and_variants() {
-        interrupt::check()?;
-        let here = |p: &TunnelPoint| p.transform == transform.name();
-        let done = variants.iter().all(|v| {
-            plan.protocols.iter().all(|protocol| {
-                results
-                    .points
-                    .iter()
-                    .any(|p| here(p) && p.variant == v.name() && p.protocol == *protocol)
-            })
-        });
-        if done {
-            session.progress.skip(variants.len() * plan.protocols.len());
-            continue;
-        }
-        // A half-measured transform is measured again whole: its variants' rounds
-        // belong together.
-        results.points.retain(|p| !here(p));
-        let mut stand = OwnStand {
-            plan,
-            lab,
-            session: &mut *session,
-            results: &mut results,
-            baseline: &baseline,
-            program: &program,
-            secret: &secret,
-            starts: &mut starts,
-            noise_cpus: &noise_cpus,
-            underlay_tcp,
-            transform,
-            variants: &variants,
-        };
-        rounds::interleaved(
-            plan,
-            variants.len(),
-            &mut stand,
-            underlay_tcp,
-            &mut sequence,
-        )?;
-    }
-    note_implementations(plan, &mut results.variants);
+    let mut transforms = Transforms {
+        plan,
+        lab,
+        session: &mut *session,
+        results: &mut results,
+        baseline,
+        program: &program,
+        secret: &secret,
+        starts: 0,
+        noise_cpus: &noise_cpus,
+        underlay_tcp,
+        sequence: &mut sequence,
+    };
+    campaign::each_unit(&plan.transforms_and_variants(), &mut transforms)?;
+    note_implementations(&life, plan, &mut results.variants);
     if plan.stacks.contains(&Stack::Strongswan) {
-        strongswan::measure(plan, lab, session, &mut results, &baseline, underlay_tcp)?;
+        strongswan::measure(plan, lab, session, &mut results, baseline, underlay_tcp)?;
     }
     session.record.tunnel = Some(results);
     session.save()
@@ -569,6 +542,77 @@ pub(crate) fn next_sequence<'a>(points: impl Iterator<Item = &'a TunnelPoint>) -
         .filter_map(|r| r.sequence)
         .max()
         .map_or(0, |n| n + 1)
+}
+
+/// The own stack's units: a transform with its variants, measured in interleaved
+/// rounds through fresh gateway pairs ([`rounds::interleaved`]). A half-measured
+/// transform is measured again whole: its variants' rounds belong together.
+struct Transforms<'a> {
+    plan: &'a TunnelPlan,
+    lab: &'a Lab,
+    session: &'a mut Session,
+    results: &'a mut TunnelResults,
+    baseline: &'a Baseline,
+    program: &'a std::path::Path,
+    secret: &'a [u8],
+    /// Pairs started so far in the layer: part of each start's key label.
+    starts: usize,
+    noise_cpus: &'a [usize],
+    underlay_tcp: Option<f64>,
+    /// Every run's place in the measuring order.
+    sequence: &'a mut usize,
+}
+
+impl campaign::Units for Transforms<'_> {
+    type Unit = (Transform, Vec<Variant>);
+
+    fn done(&self, (transform, variants): &Self::Unit) -> bool {
+        variants.iter().all(|v| {
+            self.plan.protocols.iter().all(|protocol| {
+                self.results.points.iter().any(|p| {
+                    p.transform == transform.name()
+                        && p.variant == v.name()
+                        && p.protocol == *protocol
+                })
+            })
+        })
+    }
+
+    fn skip(&mut self, (_, variants): &Self::Unit) {
+        self.session
+            .progress
+            .skip(variants.len() * self.plan.protocols.len());
+    }
+
+    fn forget(&mut self, (transform, _): &Self::Unit) {
+        self.results
+            .points
+            .retain(|p| p.transform != transform.name());
+    }
+
+    fn measure(&mut self, (transform, variants): &Self::Unit) -> Result<()> {
+        let mut stand = OwnStand {
+            plan: self.plan,
+            lab: self.lab,
+            session: &mut *self.session,
+            results: &mut *self.results,
+            baseline: self.baseline,
+            program: self.program,
+            secret: self.secret,
+            starts: &mut self.starts,
+            noise_cpus: self.noise_cpus,
+            underlay_tcp: self.underlay_tcp,
+            transform: *transform,
+            variants,
+        };
+        rounds::interleaved(
+            self.plan,
+            variants.len(),
+            &mut stand,
+            self.underlay_tcp,
+            self.sequence,
+        )
+    }
 }
 
 /// One transform through cipherbench's own gateways, for [`rounds::interleaved`]:
@@ -718,18 +762,17 @@ fn transform_cipher(t: Transform) -> Option<&'static str> {
 
 /// After a stack's work: each provider variant's tally over it, and the variant
 /// judged on the transforms' own ciphers (a fallback on all of them: not taken).
-pub(crate) fn note_implementations(plan: &TunnelPlan, records: &mut [VariantRecord]) {
+pub(crate) fn note_implementations(
+    life: &campaign::Variants,
+    plan: &TunnelPlan,
+    records: &mut [VariantRecord],
+) {
     let ciphers: Vec<&str> = plan
         .transforms
         .iter()
         .filter_map(|&t| transform_cipher(t))
         .collect();
-    for v in &plan.variants {
-        if let Some(r) = records.iter_mut().find(|r| r.name == v.name()) {
-            v.note_counter(r);
-            crate::variant::judge_layer_fallback(r, &ciphers);
-        }
-    }
+    life.end(records, &ciphers);
 }
 
 /// Judges a gateway's variant by the probes it measured, the first time the variant
@@ -749,17 +792,7 @@ fn note_variant(
     if gateway.probes.is_none() {
         record.cpu_settings = gateway.cpu_settings.clone();
     }
-    if !record.took_effect {
-        session.record.warn(
-            "tunnel",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect in the gateway: {}",
-                variant.name(),
-                record.explanation()
-            ),
-        );
-    }
+    campaign::warn_not_effective(&mut session.record, "tunnel", &record, "in the gateway");
     known.push(record);
 }
 

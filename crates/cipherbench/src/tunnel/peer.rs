@@ -26,6 +26,7 @@
 
 use crate::agent::fleet::{Agent, Fleet, Launch};
 use crate::agent::{EndSpec, Reply, Request};
+use crate::campaign;
 use crate::results::Session;
 use crate::supervisor::{Child, Spawn};
 use crate::tunnel::gateway::stats::GatewayStats;
@@ -674,7 +675,7 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         plan,
         session,
         results: &mut results,
-        baseline: Baseline::measure(&plan.variants)?,
+        baseline: campaign::Variants::begin("tunnel", &plan.variants)?.baseline,
         tun,
         here,
         there,
@@ -818,17 +819,12 @@ impl PeerStand<'_> {
         if known.iter().any(|v| v.name == record.name) {
             return;
         }
-        if !record.took_effect {
-            self.session.record.warn(
-                "tunnel",
-                "variant_not_effective",
-                format!(
-                    "variant {} did not take effect in the gateway on {host}: {}",
-                    record.name,
-                    record.explanation()
-                ),
-            );
-        }
+        campaign::warn_not_effective(
+            &mut self.session.record,
+            "tunnel",
+            &record,
+            &format!("in the gateway on {host}"),
+        );
         known.push(record);
     }
 }

@@ -24,6 +24,7 @@ pub mod sys;
 
 use super::topology::{self, Names};
 use super::{analysis, iperf, Lab, TunnelPlan};
+use crate::campaign;
 use crate::interrupt;
 use crate::results::Session;
 use crate::supervisor::{Child, Spawn};
@@ -1081,9 +1082,7 @@ fn measure_into(
     // The variants reach charon's OpenSSL through the environment alone: judged
     // by effect in probe children given charon's environment, then checked against
     // the environment of the charons themselves.
-    for v in &plan.variants {
-        v.reset_counter();
-    }
+    let life = campaign::Variants::with_baseline("tunnel", &plan.variants, baseline.clone());
     let stand_ins = if plan.strongswan_backends.contains(&Backend::Openssl) {
         crate::variant::stand_in_records(&plan.variants, baseline, "charon")
     } else {
@@ -1141,7 +1140,7 @@ fn measure_into(
             &mut sequence,
         )?;
     }
-    super::note_implementations(plan, &mut stack.variants);
+    super::note_implementations(&life, plan, &mut stack.variants);
     Ok(())
 }
 
@@ -1168,17 +1167,12 @@ fn note_variant(
     }
     let check = crate::variant::check_environ("charon", &pids, mask.as_deref());
     let record = crate::variant::with_check(baseline, variant, stand_in, known, check);
-    if !record.took_effect {
-        session.record.warn(
-            "tunnel",
-            "variant_not_effective",
-            format!(
-                "variant {} did not take effect in strongSwan's charon: {}",
-                variant.name(),
-                record.explanation()
-            ),
-        );
-    }
+    campaign::warn_not_effective(
+        &mut session.record,
+        "tunnel",
+        &record,
+        "in strongSwan's charon",
+    );
     known.push(record);
 }
 
