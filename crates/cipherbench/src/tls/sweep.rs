@@ -37,6 +37,7 @@ use super::keystore::{cannot_serve, KeySource, KeyStore};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{ServerTarget, SweepPlan};
 use crate::agent::fleet::{AgentFailure, Fleet};
+use crate::campaign;
 use crate::interrupt;
 use crate::results::Session;
 use anyhow::{bail, Result};
@@ -215,134 +216,217 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             session
                 .progress
                 .layer("tls sweep", plan.total_points(), plan.estimate());
-            // The order of the variant x key-store slots turns from one point to the
-            // next (accel noaesni, noaesni accel, ...: the interleaving schedule with a
-            // point for a round), so a steady drift of the machine does not always
-            // favour the first. Key stores join the rotation: every slot starts its
-            // own nginx anyway, and the token is made once for the run.
-            let mut turn = 0usize;
-            for (cores, placed) in assignments {
-                let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
-                super::warn_agents_on_server_cpus(session, fleet.as_ref(), server_cpus);
-                let placement_cpus = placed.placement.all_cpus();
+            let mut units = Vec::new();
+            for (a, (cores, _)) in assignments.iter().enumerate() {
                 for &size in &plan.sizes {
-                    for (suite, client) in plan.suites.iter().zip(&clients) {
-                        let slots: Vec<(&crate::variant::Variant, &KeyStore, &KeySource)> = plan
-                            .variants
-                            .iter()
-                            .flat_map(|v| {
-                                sources
-                                    .iter()
-                                    .filter(|(k, _)| cannot_serve(k, suite, cores).is_none())
-                                    .map(move |(k, src)| (v, k, src))
-                            })
-                            .collect();
-                        let in_turn: Vec<_> =
-                            cipherbench_model::interleave::round_order(slots.len(), turn)
-                                .map(|k| slots[k])
-                                .collect();
-                        turn += 1;
-                        // The slots already measured (a resumed run) are kept; the
-                        // others are measured together, in turns.
-                        let todo: Vec<_> = in_turn
-                            .into_iter()
-                            .filter(|(variant, store, _)| {
-                                let done = find_point(
-                                    session,
-                                    suite.openssl,
-                                    size,
-                                    cores,
-                                    &variant.name(),
-                                    store.name(),
-                                )
-                                .is_some();
-                                if done {
-                                    session.progress.skip(1);
-                                }
-                                !done
-                            })
-                            .collect();
-                        if todo.is_empty() {
-                            continue;
-                        }
-                        let mut group: Vec<GroupSlot<'_>> = Vec::new();
-                        for (k, (variant, store, key_source)) in todo.into_iter().enumerate() {
-                            interrupt::check()?;
-                            let spec = ServerSpec {
-                                nginx: &binary,
-                                info: &info,
-                                workspace: &workspace,
-                                suite: *suite,
-                                cpus: server_cpus.clone(),
-                                variant,
-                                ia32cap: variants.mask(variant),
-                                // One port per slot: the group's nginx run side by side.
-                                port: port.map(|p| p + k as u16),
-                                resumption: plan.resumption,
-                                also_listen: also_listen.clone(),
-                                groups: None,
-                                key_source: key_source.clone(),
-                            };
-                            let (server, record, target) = super::start_nginx(
-                                session,
-                                &spec,
-                                client,
-                                &variants,
-                                super::SlotRecord {
-                                    key: plan.key,
-                                    store,
-                                    cores,
-                                    // With agents, the load is theirs (see tls.agents).
-                                    generator_cpus: if fleet.is_some() {
-                                        Vec::new()
-                                    } else {
-                                        generator_cpus.clone()
-                                    },
-                                    placement: &placed.placement,
-                                },
-                                size,
-                            )?;
-                            let start = start_concurrency(
-                                &chosen_so_far(
-                                    session,
-                                    suite.openssl,
-                                    size,
-                                    &variant.name(),
-                                    store.name(),
-                                ),
-                                cores,
-                            );
-                            let point_of = PointOf {
-                                suite,
-                                size,
-                                cores,
-                                cpus: &placement_cpus,
-                            };
-                            let mut slot = GroupSlot::new(variant, store, server, record, target);
-                            slot.search(plan, client, generator_cpus, fleet, start, point_of)?;
-                            group.push(slot);
-                        }
-                        let point_of = PointOf {
-                            suite,
+                    for suite in 0..plan.suites.len() {
+                        units.push(Point {
+                            assignment: a,
+                            cores: *cores,
                             size,
-                            cores,
-                            cpus: &placement_cpus,
-                        };
-                        let (done, measured) =
-                            run_group(plan, client, generator_cpus, fleet, group, point_of);
-                        for (variant, record, point) in done {
-                            if let Some(point) = point {
-                                record_point(session, &config, record, point)?;
-                            }
-                            super::NginxVariants::note_counter(session, variant);
-                        }
-                        measured?;
+                            suite,
+                            turn: units.len(),
+                        });
                     }
                 }
             }
+            campaign::each_unit(
+                &units,
+                &mut Points {
+                    plan,
+                    config: &config,
+                    session: &mut *session,
+                    fleet,
+                    binary: &binary,
+                    info: &info,
+                    port: *port,
+                    assignments: &assignments,
+                    clients: &clients,
+                    variants: &variants,
+                    workspace: &workspace,
+                    sources: &sources,
+                    also_listen: &also_listen,
+                },
+            )?;
             check_curve(session);
             Ok(())
         }
+    }
+}
+
+/// A point of the sweep: a core count (its CPUs), a size and a suite, measured by
+/// its variant x key-store slots side by side.
+struct Point {
+    /// Index into the sweep's core assignments.
+    assignment: usize,
+    cores: usize,
+    size: u64,
+    /// Index into the plan's suites.
+    suite: usize,
+    /// The point's place in the sweep: the order of its slots turns from one point
+    /// to the next (accel noaesni, noaesni accel, ...: the interleaving schedule
+    /// with a point for a round), so a steady drift of the machine does not always
+    /// favour the first. Key stores join the rotation: every slot starts its own
+    /// nginx anyway, and the token is made once for the run.
+    turn: usize,
+}
+
+/// The sweep's units: its points. A resumed run keeps the slots an earlier one
+/// measured and measures the others, together.
+struct Points<'a> {
+    plan: &'a SweepPlan,
+    config: &'a SweepConfig,
+    session: &'a mut Session,
+    fleet: &'a mut Option<Fleet>,
+    binary: &'a std::path::Path,
+    info: &'a nginx::NginxInfo,
+    port: Option<u16>,
+    assignments: &'a [(usize, cipherbench_model::topology::TlsCpus)],
+    clients: &'a [Client],
+    variants: &'a super::NginxVariants,
+    workspace: &'a Workspace,
+    sources: &'a [(KeyStore, KeySource)],
+    also_listen: &'a [std::net::IpAddr],
+}
+
+impl<'a> Points<'a> {
+    /// The point's slots in its turn's order: each variant with each key store that
+    /// can serve its suite on its cores.
+    fn slots(&self, p: &Point) -> Vec<(&'a crate::variant::Variant, &'a KeyStore, &'a KeySource)> {
+        let suite = &self.plan.suites[p.suite];
+        let slots: Vec<_> = self
+            .plan
+            .variants
+            .iter()
+            .flat_map(|v| {
+                self.sources
+                    .iter()
+                    .filter(|(k, _)| cannot_serve(k, suite, p.cores).is_none())
+                    .map(move |(k, src)| (v, k, src))
+            })
+            .collect();
+        cipherbench_model::interleave::round_order(slots.len(), p.turn)
+            .map(|k| slots[k])
+            .collect()
+    }
+
+    fn measured(&self, p: &Point, variant: &crate::variant::Variant, store: &KeyStore) -> bool {
+        find_point(
+            self.session,
+            self.plan.suites[p.suite].openssl,
+            p.size,
+            p.cores,
+            &variant.name(),
+            store.name(),
+        )
+        .is_some()
+    }
+}
+
+impl campaign::Units for Points<'_> {
+    type Unit = Point;
+
+    fn done(&self, p: &Point) -> bool {
+        self.slots(p)
+            .iter()
+            .all(|(variant, store, _)| self.measured(p, variant, store))
+    }
+
+    fn skip(&mut self, p: &Point) {
+        let n = self.slots(p).len();
+        self.session.progress.skip(n);
+    }
+
+    /// Nothing: a slot measured whole keeps its point (the slots of a point are
+    /// compared in their rounds only where they ran together, which the record says).
+    fn forget(&mut self, _: &Point) {}
+
+    fn measure(&mut self, p: &Point) -> Result<()> {
+        let plan = self.plan;
+        let (suite, client) = (&plan.suites[p.suite], &self.clients[p.suite]);
+        let placed = &self.assignments[p.assignment].1;
+        let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
+        super::warn_agents_on_server_cpus(self.session, self.fleet.as_ref(), server_cpus);
+        let placement_cpus = placed.placement.all_cpus();
+        let mut todo = Vec::new();
+        for slot in self.slots(p) {
+            if self.measured(p, slot.0, slot.1) {
+                self.session.progress.skip(1);
+            } else {
+                todo.push(slot);
+            }
+        }
+        let mut group: Vec<GroupSlot<'_>> = Vec::new();
+        for (k, (variant, store, key_source)) in todo.into_iter().enumerate() {
+            interrupt::check()?;
+            let spec = ServerSpec {
+                nginx: self.binary,
+                info: self.info,
+                workspace: self.workspace,
+                suite: *suite,
+                cpus: server_cpus.clone(),
+                variant,
+                ia32cap: self.variants.mask(variant),
+                // One port per slot: the group's nginx run side by side.
+                port: self.port.map(|port| port + k as u16),
+                resumption: plan.resumption,
+                also_listen: self.also_listen.to_vec(),
+                groups: None,
+                key_source: key_source.clone(),
+            };
+            let (server, record, target) = super::start_nginx(
+                self.session,
+                &spec,
+                client,
+                self.variants,
+                super::SlotRecord {
+                    key: plan.key,
+                    store,
+                    cores: p.cores,
+                    // With agents, the load is theirs (see tls.agents).
+                    generator_cpus: if self.fleet.is_some() {
+                        Vec::new()
+                    } else {
+                        generator_cpus.clone()
+                    },
+                    placement: &placed.placement,
+                },
+                p.size,
+            )?;
+            let start = start_concurrency(
+                &chosen_so_far(
+                    self.session,
+                    suite.openssl,
+                    p.size,
+                    &variant.name(),
+                    store.name(),
+                ),
+                p.cores,
+            );
+            let point_of = PointOf {
+                suite,
+                size: p.size,
+                cores: p.cores,
+                cpus: &placement_cpus,
+            };
+            let mut slot = GroupSlot::new(variant, store, server, record, target);
+            slot.search(plan, client, generator_cpus, self.fleet, start, point_of)?;
+            group.push(slot);
+        }
+        let point_of = PointOf {
+            suite,
+            size: p.size,
+            cores: p.cores,
+            cpus: &placement_cpus,
+        };
+        let (done, measured) = run_group(plan, client, generator_cpus, self.fleet, group, point_of);
+        for (variant, record, point) in done {
+            if let Some(point) = point {
+                record_point(self.session, self.config, record, point)?;
+            }
+            super::NginxVariants::note_counter(self.session, variant);
+        }
+        measured
     }
 }
 
