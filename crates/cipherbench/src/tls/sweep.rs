@@ -134,10 +134,6 @@ impl SweepPlan {
 }
 
 /// Runs the sweep, saving after every point.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the sweep's steps in order (start, measure each point, judge, save), each with its error path"
-)]
 pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     // A resumed run keeps an earlier sweep only if it was of this same plan.
@@ -157,39 +153,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
                 // A point's slots run side by side: --port and the ports after it.
                 nginx::check_ports(*p, plan.variants.len() * plan.key_stores.len())?;
             }
-            // Every core count's CPUs checked before anything starts. A count this
-            // machine cannot split (nginx's cores and at least one for the generator)
-            // is skipped and said; a bad --generator-cpus stops the command.
-            let topology = super::topology(session);
-            let allowed = &topology.allowed;
-            let mut assignments = Vec::new();
-            let mut skipped = Vec::new();
-            for &c in &plan.cores {
-                if c >= allowed.len() && c > 0 {
-                    skipped.push(SkippedCores {
-                        cores: c,
-                        reason: format!(
-                            "nginx on {c} core(s) leaves none of this machine's {} CPU(s) for the load generator (server and generator are pinned to disjoint CPUs); measured only where they fit",
-                            allowed.len()
-                        ),
-                    });
-                    continue;
-                }
-                let cpus = super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
-                assignments.push((c, cpus));
-            }
-            if assignments.is_empty() {
-                // The same one line as before, for the smallest count asked.
-                let c = plan.cores.iter().copied().min().unwrap_or(1);
-                super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
-            }
-            for s in &skipped {
-                session.record.warn(
-                    "tls",
-                    "cores_skipped",
-                    format!("--cores {}: not measured: {}", s.cores, s.reason),
-                );
-            }
+            let (assignments, skipped) = assign_cores(plan, session)?;
             let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
             let store_skipped =
                 super::keystore::skips(&plan.key_stores, &plan.suites, &measured_cores);
@@ -254,6 +218,49 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
     }
 }
 
+/// A core count with the CPUs of its nginx and its generator.
+type Assignment = (usize, cipherbench_model::topology::TlsCpus);
+
+/// Every core count's CPUs, checked before anything starts. A count this machine
+/// cannot split (nginx's cores and at least one for the generator) is skipped and
+/// said (a warning, and in the second list); a bad --generator-cpus stops the command.
+fn assign_cores(
+    plan: &SweepPlan,
+    session: &mut Session,
+) -> Result<(Vec<Assignment>, Vec<SkippedCores>)> {
+    let topology = super::topology(session);
+    let allowed = &topology.allowed;
+    let mut assignments = Vec::new();
+    let mut skipped = Vec::new();
+    for &c in &plan.cores {
+        if c >= allowed.len() && c > 0 {
+            skipped.push(SkippedCores {
+                cores: c,
+                reason: format!(
+                    "nginx on {c} core(s) leaves none of this machine's {} CPU(s) for the load generator (server and generator are pinned to disjoint CPUs); measured only where they fit",
+                    allowed.len()
+                ),
+            });
+            continue;
+        }
+        let cpus = super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
+        assignments.push((c, cpus));
+    }
+    if assignments.is_empty() {
+        // The same one line as before, for the smallest count asked.
+        let c = plan.cores.iter().copied().min().unwrap_or(1);
+        super::assign_cpus(&topology, c, plan.generator_cpus.as_deref())?;
+    }
+    for s in &skipped {
+        session.record.warn(
+            "tls",
+            "cores_skipped",
+            format!("--cores {}: not measured: {}", s.cores, s.reason),
+        );
+    }
+    Ok((assignments, skipped))
+}
+
 /// A point of the sweep: a core count (its CPUs), a size and a suite, measured by
 /// its variant x key-store slots side by side.
 struct Point {
@@ -281,7 +288,7 @@ struct Points<'a> {
     binary: &'a std::path::Path,
     info: &'a nginx::NginxInfo,
     port: Option<u16>,
-    assignments: &'a [(usize, cipherbench_model::topology::TlsCpus)],
+    assignments: &'a [Assignment],
     clients: &'a [Client],
     variants: &'a super::NginxVariants,
     workspace: &'a Workspace,
