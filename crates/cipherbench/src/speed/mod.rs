@@ -140,10 +140,6 @@ impl SpeedPlan {
 
 /// Runs the plan, saving into the session after every cipher and variant. Returns
 /// early (with what it has saved) if the user interrupts.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the layer's steps in order (place, run each worker, judge, save), each with its error path"
-)]
 pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
     let mut results = campaign::resume(
@@ -160,29 +156,8 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             placement: None,
         },
     );
-    // Where the worker's threads go: one per core before any sibling, CPU 0's core last.
-    let topology = session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
-    let cpus = match cipherbench_model::topology::spread_order(&topology) {
-        order if order.is_empty() => crate::host::allowed_cpus(),
-        order => order,
-    };
-    let most_threads = plan.threads.iter().copied().max().unwrap_or(1);
-    let mut used_unique: Vec<usize> = (0..most_threads)
-        .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
-        .collect();
-    used_unique.sort_unstable();
-    used_unique.dedup();
-    results.placement = Some(cipherbench_model::topology::placement_on(
-        &topology,
-        "speed worker",
-        cipherbench_model::topology::Side::Sut,
-        &used_unique,
-    ));
+    let (cpus, placement) = place(plan, session);
+    results.placement = Some(placement);
     let points = plan.points();
     let total = plan.total_points();
     let variants = campaign::Variants::begin("speed", &plan.variants)?;
@@ -402,6 +377,37 @@ struct Chunk<'a> {
     round: usize,
     /// Samples per point in this round.
     samples: usize,
+}
+
+/// Where the worker's threads go: one per core before any sibling, CPU 0's core
+/// last. The CPUs in that order, and the placement the record keeps.
+fn place(
+    plan: &SpeedPlan,
+    session: &Session,
+) -> (Vec<usize>, cipherbench_model::topology::Placement) {
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let cpus = match cipherbench_model::topology::spread_order(&topology) {
+        order if order.is_empty() => crate::host::allowed_cpus(),
+        order => order,
+    };
+    let most_threads = plan.threads.iter().copied().max().unwrap_or(1);
+    let mut used_unique: Vec<usize> = (0..most_threads)
+        .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
+        .collect();
+    used_unique.sort_unstable();
+    used_unique.dedup();
+    let placement = cipherbench_model::topology::placement_on(
+        &topology,
+        "speed worker",
+        cipherbench_model::topology::Side::Sut,
+        &used_unique,
+    );
+    (cpus, placement)
 }
 
 /// The layer's units: a cipher, with every round of every variant (a cipher whose
