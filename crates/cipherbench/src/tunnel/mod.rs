@@ -355,10 +355,6 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
     stopped
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the layer's steps in order (start, measure each run, check, save), each with its error path"
-)]
 fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     // iperf3 only moves the bytes (its OpenSSL is for authentication, unused here):
     // it runs on the system's library, recorded, not held to the one under test.
@@ -389,80 +385,17 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
             peer: None,
         },
     );
-    let topology = session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
-    results.placement = plan.placed(&topology).1;
-    if let Some(p) = results.placement.as_ref().filter(|p| !p.disjoint) {
-        for w in p
-            .warnings
-            .iter()
-            .filter(|w| !w.starts_with("the CPUs are virtual"))
-        {
-            note(session, "placement_shared", w.clone());
-        }
-    }
-    let pinning = results.config.pinning.clone();
-    if plan.stacks.contains(&Stack::Own) {
-        let cpus = |pinned: &[usize]| {
-            if pinned.is_empty() {
-                topology.allowed.clone()
-            } else {
-                pinned.to_vec()
-            }
-        };
-        if let Some(message) = threads_over_cpus(
-            plan.gateway_threads,
-            &[
-                ("sender", &cpus(&pinning.sender_gateway)),
-                ("receiver", &cpus(&pinning.receiver_gateway)),
-            ],
-        ) {
-            note(session, "gateway_threads_over_cpus", message);
-        }
-    }
-    if plan.stacks.contains(&Stack::Strongswan) && plan.gateway_threads_from == "--gateway-threads"
-    {
-        note(
-            session,
-            "gateway_threads_own_only",
-            strongswan_threads_note(plan.gateway_threads, &plan.stacks, &pinning.sender_gateway),
-        );
-    }
+    place(plan, &mut results, session);
     let noise_cpus = watched_cpus(results.placement.as_ref());
+    let pinning = &results.config.pinning;
     let affinity = pinning.iperf3_client.zip(pinning.iperf3_server);
     session
         .progress
         .layer("tunnel", plan.total_points(), plan.estimate());
-    let client = |server: &str, protocol: Protocol, seconds: u64, rate: Option<f64>| {
-        iperf_client(plan, lab, affinity, server, protocol, seconds, rate)
-    };
-
     if plan.underlay && results.underlay(Protocol::Tcp).is_some() {
         session.progress.skip(1);
     } else if plan.underlay {
-        interrupt::check()?;
-        let mut runs = Vec::new();
-        for _ in 0..plan.repeats {
-            runs.push(
-                client(
-                    topology::UNDERLAY_RECEIVER,
-                    Protocol::Tcp,
-                    plan.seconds,
-                    None,
-                )
-                .run()?,
-            );
-        }
-        record_underlay(
-            session,
-            &mut results,
-            "",
-            underlay_point(Protocol::Tcp, runs),
-        )?;
+        measure_underlay(plan, lab, affinity, &mut results, session)?;
     }
     let underlay_tcp = results
         .underlay(Protocol::Tcp)
@@ -542,6 +475,83 @@ pub(crate) fn next_sequence<'a>(points: impl Iterator<Item = &'a TunnelPoint>) -
         .filter_map(|r| r.sequence)
         .max()
         .map_or(0, |n| n + 1)
+}
+
+/// Where the tunnel's processes go (the record's placement), and a note for each
+/// thing about it that may set a figure: processes sharing CPUs, more gateway
+/// threads than CPUs, `--gateway-threads` that strongSwan does not take.
+fn place(plan: &TunnelPlan, results: &mut TunnelResults, session: &mut Session) {
+    let topology = session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    results.placement = plan.placed(&topology).1;
+    if let Some(p) = results.placement.as_ref().filter(|p| !p.disjoint) {
+        for w in p
+            .warnings
+            .iter()
+            .filter(|w| !w.starts_with("the CPUs are virtual"))
+        {
+            note(session, "placement_shared", w.clone());
+        }
+    }
+    let pinning = &results.config.pinning;
+    if plan.stacks.contains(&Stack::Own) {
+        let cpus = |pinned: &[usize]| {
+            if pinned.is_empty() {
+                topology.allowed.clone()
+            } else {
+                pinned.to_vec()
+            }
+        };
+        if let Some(message) = threads_over_cpus(
+            plan.gateway_threads,
+            &[
+                ("sender", &cpus(&pinning.sender_gateway)),
+                ("receiver", &cpus(&pinning.receiver_gateway)),
+            ],
+        ) {
+            note(session, "gateway_threads_over_cpus", message);
+        }
+    }
+    if plan.stacks.contains(&Stack::Strongswan) && plan.gateway_threads_from == "--gateway-threads"
+    {
+        note(
+            session,
+            "gateway_threads_own_only",
+            strongswan_threads_note(plan.gateway_threads, &plan.stacks, &pinning.sender_gateway),
+        );
+    }
+}
+
+/// The underlay alone over TCP, the plan's repeats: the figure every tunnel is
+/// read against.
+fn measure_underlay(
+    plan: &TunnelPlan,
+    lab: &Lab,
+    affinity: Option<(usize, usize)>,
+    results: &mut TunnelResults,
+    session: &mut Session,
+) -> Result<()> {
+    interrupt::check()?;
+    let mut runs = Vec::new();
+    for _ in 0..plan.repeats {
+        runs.push(
+            iperf_client(
+                plan,
+                lab,
+                affinity,
+                topology::UNDERLAY_RECEIVER,
+                Protocol::Tcp,
+                plan.seconds,
+                None,
+            )
+            .run()?,
+        );
+    }
+    record_underlay(session, results, "", underlay_point(Protocol::Tcp, runs))
 }
 
 /// The own stack's units: a transform with its variants, measured in interleaved
