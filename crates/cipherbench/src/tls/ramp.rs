@@ -15,7 +15,7 @@ use super::cpu::{self, Sampler};
 use super::engine::{self, Arrivals, Client, Schedule, Spec, Target};
 use super::nginx::{self, Server, ServerSpec, Workspace};
 use super::{RampPlan, ServerTarget};
-use crate::interrupt;
+use crate::campaign;
 use crate::results::Session;
 use anyhow::{bail, Result};
 use cipherbench_model::tls::{RampConfig, RampResults, RampRun, RampSecond, ServerRecord};
@@ -64,10 +64,6 @@ impl RampPlan {
 }
 
 /// Runs the ramps, saving after each.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the ramps' steps in order (start, measure, judge, save), each with its error path"
-)]
 pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     // A resumed run keeps earlier ramps only if they were of this same plan.
@@ -83,36 +79,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
     let mut fleet = super::connect_agents(plan.agents.as_ref(), session)?;
     let fleet = &mut fleet;
     match &plan.target {
-        ServerTarget::External(url) => {
-            let Some(suite) = plan.suites.first() else {
-                bail!("no suite to measure");
-            };
-            let client = Client::new(suite, false)?;
-            let target = super::external_target(&client, url)?;
-            let size = target.expected_len.unwrap_or(0);
-            let generator_cpus = plan
-                .generator_cpus
-                .clone()
-                .unwrap_or_else(crate::host::allowed_cpus);
-            session.progress.layer("tls ramp", 1, plan.estimate());
-            let run = one(
-                plan,
-                &client,
-                &target,
-                &generator_cpus,
-                None,
-                fleet,
-                schedule,
-                suite.openssl,
-                size,
-                "external",
-                "",
-                0,
-                &generator_cpus,
-            )?;
-            let record = super::external_record(suite, url, generator_cpus);
-            record_run(session, &config, record, run)
-        }
+        ServerTarget::External(url) => run_external(plan, url, &config, schedule, fleet, session),
         ServerTarget::Nginx { binary, port } => {
             let binary = nginx::resolve_nginx(binary.as_deref())?;
             let info = nginx::nginx_info(&binary)?;
@@ -124,8 +91,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 plan.cores,
                 plan.generator_cpus.as_deref(),
             )?;
-            let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
-            super::warn_agents_on_server_cpus(session, fleet.as_ref(), server_cpus);
+            super::warn_agents_on_server_cpus(session, fleet.as_ref(), &placed.server);
             let variants = super::NginxVariants::judge(&plan.variants)?;
             let workspace = Workspace::create(&plan.sizes, plan.key)?;
             let sources = super::key_sources(&plan.key_stores, &workspace)?;
@@ -155,98 +121,217 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             // order turning from one to the next (A B, B A, ...: the interleaving
             // schedule with a size for a round), so a drift of the machine does not
             // always favour the first.
-            let mut turn = 0usize;
-            for suite in &plan.suites {
-                let client = Client::new(suite, false)?;
-                for &size in &plan.sizes {
-                    let slots: Vec<_> = plan
-                        .variants
-                        .iter()
-                        .flat_map(|v| {
-                            sources
-                                .iter()
-                                .filter(|(k, _)| {
-                                    super::keystore::cannot_serve(k, suite, plan.cores).is_none()
-                                })
-                                .map(move |(k, src)| (v, k, src))
-                        })
-                        .collect();
-                    let order: Vec<_> =
-                        cipherbench_model::interleave::round_order(slots.len(), turn)
-                            .map(|k| slots[k])
-                            .collect();
-                    turn += 1;
-                    for (variant, store, key_source) in order {
-                        interrupt::check()?;
-                        let done = session
-                            .record
-                            .tls
-                            .as_ref()
-                            .and_then(|t| t.ramp.as_ref())
-                            .is_some_and(|r| {
-                                r.runs.iter().chain(&r.key_store_runs).any(|x| {
-                                    x.suite == suite.openssl
-                                        && x.size_bytes == size
-                                        && x.variant == variant.name()
-                                        && x.key_store == store.name()
-                                })
-                            });
-                        if done {
-                            // Measured by an earlier, interrupted run of this plan.
-                            session.progress.skip(1);
-                            continue;
-                        }
-                        let spec = ServerSpec {
-                            nginx: &binary,
-                            info: &info,
-                            workspace: &workspace,
-                            suite: *suite,
-                            cpus: server_cpus.clone(),
-                            variant,
-                            ia32cap: variants.mask(variant),
-                            port: *port,
-                            resumption: false,
-                            also_listen: also_listen.clone(),
-                            groups: None,
-                            key_source: key_source.clone(),
-                        };
-                        let (server, record, target) = super::start_nginx(
-                            session,
-                            &spec,
-                            &client,
-                            &variants,
-                            super::SlotRecord {
-                                key: plan.key,
-                                store,
-                                cores: plan.cores,
-                                generator_cpus: generator_cpus.clone(),
-                                placement: &placed.placement,
-                            },
-                            size,
-                        )?;
-                        let run = one(
-                            plan,
-                            &client,
-                            &target,
-                            generator_cpus,
-                            Some(&server),
-                            fleet,
-                            schedule,
-                            suite.openssl,
-                            size,
-                            &variant.name(),
-                            store.name(),
-                            plan.cores,
-                            &placed.placement.all_cpus(),
-                        )?;
-                        server.stop();
-                        record_run(session, &config, record, run)?;
-                        super::NginxVariants::note_counter(session, variant);
-                    }
-                }
-            }
+            let clients = plan
+                .suites
+                .iter()
+                .map(|s| Client::new(s, false))
+                .collect::<Result<Vec<_>>>()?;
+            let units = in_turns(plan, &sources);
+            campaign::each_unit(
+                &units,
+                &mut Ramps {
+                    plan,
+                    config: &config,
+                    session: &mut *session,
+                    fleet,
+                    schedule,
+                    binary: &binary,
+                    info: &info,
+                    port: *port,
+                    placed: &placed,
+                    clients: &clients,
+                    variants: &variants,
+                    workspace: &workspace,
+                    also_listen: &also_listen,
+                },
+            )?;
             Ok(())
         }
+    }
+}
+
+/// A ramp against the user's server (`--server URL`).
+fn run_external(
+    plan: &RampPlan,
+    url: &super::ExternalUrl,
+    config: &RampConfig,
+    schedule: Schedule,
+    fleet: &mut Option<crate::agent::fleet::Fleet>,
+    session: &mut Session,
+) -> Result<()> {
+    let Some(suite) = plan.suites.first() else {
+        bail!("no suite to measure");
+    };
+    let client = Client::new(suite, false)?;
+    let target = super::external_target(&client, url)?;
+    let size = target.expected_len.unwrap_or(0);
+    let generator_cpus = plan
+        .generator_cpus
+        .clone()
+        .unwrap_or_else(crate::host::allowed_cpus);
+    session.progress.layer("tls ramp", 1, plan.estimate());
+    let run = one(
+        plan,
+        &client,
+        &target,
+        &generator_cpus,
+        None,
+        fleet,
+        schedule,
+        suite.openssl,
+        size,
+        "external",
+        "",
+        0,
+        &generator_cpus,
+    )?;
+    let record = super::external_record(suite, url, generator_cpus);
+    record_run(session, config, record, run)
+}
+
+/// Every ramp of the plan in measuring order: per suite and size, its variant x
+/// key-store slots that can serve the suite, back to back, in the turn of that
+/// suite and size.
+fn in_turns<'a>(
+    plan: &'a RampPlan,
+    sources: &'a [(super::keystore::KeyStore, super::keystore::KeySource)],
+) -> Vec<Ramp<'a>> {
+    let mut units = Vec::new();
+    let mut turn = 0usize;
+    for (s, suite) in plan.suites.iter().enumerate() {
+        for &size in &plan.sizes {
+            let slots: Vec<_> = plan
+                .variants
+                .iter()
+                .flat_map(|v| {
+                    sources
+                        .iter()
+                        .filter(|(k, _)| {
+                            super::keystore::cannot_serve(k, suite, plan.cores).is_none()
+                        })
+                        .map(move |(k, src)| (v, k, src))
+                })
+                .collect();
+            units.extend(
+                cipherbench_model::interleave::round_order(slots.len(), turn).map(|k| Ramp {
+                    suite: s,
+                    size,
+                    variant: slots[k].0,
+                    store: slots[k].1,
+                    key_source: slots[k].2,
+                }),
+            );
+            turn += 1;
+        }
+    }
+    units
+}
+
+/// One ramp: a suite and a size through one variant x key-store slot's nginx.
+struct Ramp<'a> {
+    /// Index into the plan's suites.
+    suite: usize,
+    size: u64,
+    variant: &'a crate::variant::Variant,
+    store: &'a super::keystore::KeyStore,
+    key_source: &'a super::keystore::KeySource,
+}
+
+/// The ramps' units: each ramp, on a fresh nginx. A resumed run skips the ramps an
+/// earlier run of the plan measured.
+struct Ramps<'a> {
+    plan: &'a RampPlan,
+    config: &'a RampConfig,
+    session: &'a mut Session,
+    fleet: &'a mut Option<crate::agent::fleet::Fleet>,
+    schedule: Schedule,
+    binary: &'a std::path::Path,
+    info: &'a nginx::NginxInfo,
+    port: Option<u16>,
+    placed: &'a cipherbench_model::topology::TlsCpus,
+    clients: &'a [Client],
+    variants: &'a super::NginxVariants,
+    workspace: &'a Workspace,
+    also_listen: &'a [std::net::IpAddr],
+}
+
+impl<'a> campaign::Units for Ramps<'a> {
+    type Unit = Ramp<'a>;
+
+    fn done(&self, r: &Ramp<'a>) -> bool {
+        let suite = self.plan.suites[r.suite].openssl;
+        self.session
+            .record
+            .tls
+            .as_ref()
+            .and_then(|t| t.ramp.as_ref())
+            .is_some_and(|ramps| {
+                ramps.runs.iter().chain(&ramps.key_store_runs).any(|x| {
+                    x.suite == suite
+                        && x.size_bytes == r.size
+                        && x.variant == r.variant.name()
+                        && x.key_store == r.store.name()
+                })
+            })
+    }
+
+    fn skip(&mut self, _: &Ramp<'a>) {
+        self.session.progress.skip(1);
+    }
+
+    /// Nothing: a ramp is saved whole or not at all.
+    fn forget(&mut self, _: &Ramp<'a>) {}
+
+    fn measure(&mut self, r: &Ramp<'a>) -> Result<()> {
+        let plan = self.plan;
+        let (suite, client) = (&plan.suites[r.suite], &self.clients[r.suite]);
+        let spec = ServerSpec {
+            nginx: self.binary,
+            info: self.info,
+            workspace: self.workspace,
+            suite: *suite,
+            cpus: self.placed.server.clone(),
+            variant: r.variant,
+            ia32cap: self.variants.mask(r.variant),
+            port: self.port,
+            resumption: false,
+            also_listen: self.also_listen.to_vec(),
+            groups: None,
+            key_source: r.key_source.clone(),
+        };
+        let (server, record, target) = super::start_nginx(
+            self.session,
+            &spec,
+            client,
+            self.variants,
+            super::SlotRecord {
+                key: plan.key,
+                store: r.store,
+                cores: plan.cores,
+                generator_cpus: self.placed.generator.clone(),
+                placement: &self.placed.placement,
+            },
+            r.size,
+        )?;
+        let run = one(
+            plan,
+            client,
+            &target,
+            &self.placed.generator,
+            Some(&server),
+            self.fleet,
+            self.schedule,
+            suite.openssl,
+            r.size,
+            &r.variant.name(),
+            r.store.name(),
+            plan.cores,
+            &self.placed.placement.all_cpus(),
+        )?;
+        server.stop();
+        record_run(self.session, self.config, record, run)?;
+        super::NginxVariants::note_counter(self.session, r.variant);
+        Ok(())
     }
 }
 
