@@ -18,6 +18,7 @@ use super::keystore::KeyStore;
 use super::nginx::{self, ServerSpec, Workspace};
 use super::suite::{KeyType, Protocol, Suite};
 use super::SweepPlan;
+use crate::campaign;
 use crate::interrupt;
 use crate::results::Session;
 use crate::variant::Variant;
@@ -136,10 +137,6 @@ impl HandshakePlan {
 }
 
 /// Runs every point, saving after each.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the layer's steps in order (start, measure each point, judge, save), each with its error path"
-)]
 pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     let config = plan.config();
     if let Some(tls) = session.record.tls.as_mut() {
@@ -155,8 +152,6 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     }
     let topology = super::topology(session);
     let placed = super::assign_cpus(&topology, plan.cores, plan.sweep.generator_cpus.as_deref())?;
-    let (server_cpus, generator_cpus) = (&placed.server, &placed.generator);
-    let placement_cpus = placed.placement.all_cpus();
     let variants = super::NginxVariants::judge(&plan.variants)?;
     session.progress.layer(
         "tls handshake",
@@ -164,97 +159,182 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
         plan.sweep.estimate() * plan.total_points() as u32,
     );
     for &key in &plan.keys {
-        let suite = suite_for(plan.protocol, key);
-        suite.check_offered()?;
-        for store in &plan.key_stores {
-            let workspace = Workspace::create(&[plan.size], key)?;
-            let key_source = super::keystore::prepare(store, &workspace)?;
+        suite_for(plan.protocol, key).check_offered()?;
+    }
+    let mut units = Vec::new();
+    for k in 0..plan.keys.len() {
+        for st in 0..plan.key_stores.len() {
             for &group in &plan.groups {
                 for &resumed in &plan.sessions {
-                    let client = Client::with_groups(&suite, resumed, Some(group.openssl()))?;
-                    // The variants of a point up side by side, searched in turn, then
-                    // measured in rounds, taking turns (sweep::run_group).
-                    let labels = |variant| PointLabels {
-                        key,
+                    units.push(Point {
+                        key: k,
+                        store: st,
                         group,
                         resumed,
-                        store: store.name(),
-                        variant,
-                    };
-                    let mut group_slots = Vec::new();
-                    let todo: Vec<&Variant> = plan
-                        .variants
-                        .iter()
-                        .filter(|variant| {
-                            let done = measured(session, &labels(variant));
-                            if done {
-                                session.progress.skip(1);
-                            }
-                            !done
-                        })
-                        .collect();
-                    let point_of = super::sweep::PointOf {
-                        suite: &suite,
-                        size: plan.size,
-                        cores: plan.cores,
-                        cpus: &placement_cpus,
-                    };
-                    for (k, variant) in todo.into_iter().enumerate() {
-                        interrupt::check()?;
-                        let spec = ServerSpec {
-                            nginx: &binary,
-                            info: &info,
-                            workspace: &workspace,
-                            suite,
-                            cpus: server_cpus.clone(),
-                            variant,
-                            ia32cap: variants.mask(variant),
-                            // One port per variant: they run side by side.
-                            port: plan.port.map(|p| p + k as u16),
-                            resumption: resumed,
-                            groups: Some(group.openssl().into()),
-                            key_source: key_source.clone(),
-                            also_listen: Vec::new(),
-                        };
-                        let (server, record, target) = super::start_nginx(
-                            session,
-                            &spec,
-                            &client,
-                            &variants,
-                            super::SlotRecord {
-                                key,
-                                store,
-                                cores: plan.cores,
-                                generator_cpus: generator_cpus.clone(),
-                                placement: &placed.placement,
-                            },
-                            plan.size,
-                        )?;
-                        let mut slot =
-                            super::sweep::GroupSlot::new(variant, store, server, record, target);
-                        slot.search(&plan.sweep, &client, generator_cpus, &mut None, 1, point_of)?;
-                        group_slots.push(slot);
-                    }
-                    let (done, ran) = super::sweep::run_group(
-                        &plan.sweep,
-                        &client,
-                        generator_cpus,
-                        &mut None,
-                        group_slots,
-                        point_of,
-                    );
-                    for (variant, record, point) in done {
-                        if let Some(point) = point {
-                            let point = handshake_point(&labels(variant), point);
-                            record_point(session, &config, record, point)?;
-                        }
-                    }
-                    ran?;
+                    });
                 }
             }
         }
     }
-    Ok(())
+    campaign::each_unit(
+        &units,
+        &mut Points {
+            plan,
+            config: &config,
+            session: &mut *session,
+            binary: &binary,
+            info: &info,
+            placed: &placed,
+            variants: &variants,
+            prepared: Vec::new(),
+        },
+    )
+}
+
+/// A point of the handshakes: a key, a key store, a group and a session mode,
+/// measured by its variants side by side.
+struct Point {
+    /// Index into the plan's keys.
+    key: usize,
+    /// Index into the plan's key stores.
+    store: usize,
+    group: Group,
+    resumed: bool,
+}
+
+/// The handshakes' units: their points. A resumed run keeps the variants an
+/// earlier one measured and measures the others, together.
+struct Points<'a> {
+    plan: &'a HandshakePlan,
+    config: &'a HandshakeConfig,
+    session: &'a mut Session,
+    binary: &'a std::path::Path,
+    info: &'a nginx::NginxInfo,
+    placed: &'a cipherbench_model::topology::TlsCpus,
+    variants: &'a super::NginxVariants,
+    /// Per (key, key store), the workspace and key source its points share, made
+    /// when the first of them is measured.
+    prepared: Vec<((usize, usize), Workspace, super::keystore::KeySource)>,
+}
+
+impl Points<'_> {
+    fn labels<'v>(&self, p: &Point, variant: &'v Variant) -> PointLabels<'v> {
+        PointLabels {
+            key: self.plan.keys[p.key],
+            group: p.group,
+            resumed: p.resumed,
+            store: self.plan.key_stores[p.store].name(),
+            variant,
+        }
+    }
+
+    /// The workspace and key source of `p`'s key and key store, made once.
+    fn prepare(&mut self, p: &Point) -> Result<usize> {
+        if let Some(i) = self.prepared.iter().position(|x| x.0 == (p.key, p.store)) {
+            return Ok(i);
+        }
+        let workspace = Workspace::create(&[self.plan.size], self.plan.keys[p.key])?;
+        let key_source = super::keystore::prepare(&self.plan.key_stores[p.store], &workspace)?;
+        self.prepared
+            .push(((p.key, p.store), workspace, key_source));
+        Ok(self.prepared.len() - 1)
+    }
+}
+
+impl campaign::Units for Points<'_> {
+    type Unit = Point;
+
+    fn done(&self, p: &Point) -> bool {
+        self.plan
+            .variants
+            .iter()
+            .all(|v| measured(self.session, &self.labels(p, v)))
+    }
+
+    fn skip(&mut self, _: &Point) {
+        self.session.progress.skip(self.plan.variants.len());
+    }
+
+    /// Nothing: a variant measured whole keeps its point.
+    fn forget(&mut self, _: &Point) {}
+
+    /// The variants of a point up side by side, searched in turn, then measured in
+    /// rounds, taking turns (`sweep::run_group`).
+    fn measure(&mut self, p: &Point) -> Result<()> {
+        let plan = self.plan;
+        let (key, store) = (plan.keys[p.key], &plan.key_stores[p.store]);
+        let suite = suite_for(plan.protocol, key);
+        let prepared = self.prepare(p)?;
+        let client = Client::with_groups(&suite, p.resumed, Some(p.group.openssl()))?;
+        let (server_cpus, generator_cpus) = (&self.placed.server, &self.placed.generator);
+        let placement_cpus = self.placed.placement.all_cpus();
+        let mut todo = Vec::new();
+        for variant in &plan.variants {
+            if measured(self.session, &self.labels(p, variant)) {
+                self.session.progress.skip(1);
+            } else {
+                todo.push(variant);
+            }
+        }
+        let point_of = super::sweep::PointOf {
+            suite: &suite,
+            size: plan.size,
+            cores: plan.cores,
+            cpus: &placement_cpus,
+        };
+        let mut group_slots = Vec::new();
+        for (k, variant) in todo.into_iter().enumerate() {
+            interrupt::check()?;
+            let (_, workspace, key_source) = &self.prepared[prepared];
+            let spec = ServerSpec {
+                nginx: self.binary,
+                info: self.info,
+                workspace,
+                suite,
+                cpus: server_cpus.clone(),
+                variant,
+                ia32cap: self.variants.mask(variant),
+                // One port per variant: they run side by side.
+                port: plan.port.map(|port| port + k as u16),
+                resumption: p.resumed,
+                groups: Some(p.group.openssl().into()),
+                key_source: key_source.clone(),
+                also_listen: Vec::new(),
+            };
+            let (server, record, target) = super::start_nginx(
+                self.session,
+                &spec,
+                &client,
+                self.variants,
+                super::SlotRecord {
+                    key,
+                    store,
+                    cores: plan.cores,
+                    generator_cpus: generator_cpus.clone(),
+                    placement: &self.placed.placement,
+                },
+                plan.size,
+            )?;
+            let mut slot = super::sweep::GroupSlot::new(variant, store, server, record, target);
+            slot.search(&plan.sweep, &client, generator_cpus, &mut None, 1, point_of)?;
+            group_slots.push(slot);
+        }
+        let (done, ran) = super::sweep::run_group(
+            &plan.sweep,
+            &client,
+            generator_cpus,
+            &mut None,
+            group_slots,
+            point_of,
+        );
+        for (variant, record, point) in done {
+            if let Some(point) = point {
+                let point = handshake_point(&self.labels(p, variant), point);
+                record_point(self.session, self.config, record, point)?;
+            }
+        }
+        ran
+    }
 }
 
 struct PointLabels<'a> {
