@@ -489,68 +489,17 @@ fn base_dir(plan: &FilePlan, session: &Session) -> Option<PathBuf> {
 }
 
 /// Runs the plan, saving into the session after every round of repetitions.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the layer's steps in order (prepare, measure each round, judge, save), each with its error path"
-)]
 pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     let scratch = Scratch::create(base_dir(plan, session).as_deref(), &mut session.progress)?;
     let (kit, setup_failures) = Kit::prepare(&scratch.path, &plan.tools, plan.threads)?;
 
-    let mut statuses = Vec::new();
-    let mut tools_ok = Vec::new();
-    for &tool in &plan.tools {
-        let unavailable = tools::missing(tool).or_else(|| {
-            setup_failures
-                .iter()
-                .find(|(t, _)| *t == tool)
-                .map(|(_, e)| format!("setup failed: {e}"))
-        });
-        if let Some(reason) = &unavailable {
-            session
-                .progress
-                .note(&format!("file: {} skipped: {reason}", tool.name()));
-            session.record.warn(
-                "file",
-                "tool_unavailable",
-                format!("{}: {reason}", tool.name()),
-            );
-        } else {
-            tools_ok.push(tool);
-        }
-        statuses.push(ToolStatus {
-            tool: tool.name().into(),
-            version: if unavailable.is_none() {
-                tools::version(tool)
-            } else {
-                None
-            },
-            crypto: tool.crypto().into(),
-            variants_apply: tool.variants_apply(),
-            unavailable,
-        });
-    }
+    let (statuses, tools_ok) = tool_statuses(plan, &setup_failures, session);
     add_tool_versions(session, &statuses);
 
     // Before the input is made: a tool on the wrong library stops the layer at once.
     check_libraries(plan, &kit, &tools_ok, &scratch.path, session)?;
 
-    let (input, generated) = match &plan.input {
-        InputSpec::Generate(size) => {
-            session.progress.note(&format!(
-                "file: generating a {} incompressible input in {}",
-                ByteSize(*size),
-                scratch.path.display()
-            ));
-            (scratch.path.join("input.bin"), Some(*size))
-        }
-        InputSpec::Path(p) => (p.canonicalize()?, None),
-    };
-    let input_sha256 = match generated {
-        Some(size) => generate(&input, size)?,
-        None => hash_file(&input)?,
-    };
-    let size = std::fs::metadata(&input)?.len();
+    let (input, generated, input_sha256, size) = prepare_input(plan, &scratch.path, session)?;
 
     let (life, variants) = if tools_ok.iter().any(|t| t.variants_apply()) {
         let life = campaign::Variants::begin("file", &plan.variants)?;
@@ -637,6 +586,76 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     drop(bench);
     drop(scratch);
     outcome
+}
+
+/// The layer's input: the user's file, or an incompressible one generated in the
+/// scratch directory. Its path, the size generated (None: the user's), its SHA-256
+/// and its size.
+fn prepare_input(
+    plan: &FilePlan,
+    scratch: &Path,
+    session: &mut Session,
+) -> Result<(PathBuf, Option<u64>, String, u64)> {
+    let (input, generated) = match &plan.input {
+        InputSpec::Generate(size) => {
+            session.progress.note(&format!(
+                "file: generating a {} incompressible input in {}",
+                ByteSize(*size),
+                scratch.display()
+            ));
+            (scratch.join("input.bin"), Some(*size))
+        }
+        InputSpec::Path(p) => (p.canonicalize()?, None),
+    };
+    let input_sha256 = match generated {
+        Some(size) => generate(&input, size)?,
+        None => hash_file(&input)?,
+    };
+    let size = std::fs::metadata(&input)?.len();
+    Ok((input, generated, input_sha256, size))
+}
+
+/// Each tool of the plan: its version and crypto, or why it is unavailable here
+/// (missing, or its setup failed: said and warned); and the tools that can run.
+fn tool_statuses(
+    plan: &FilePlan,
+    setup_failures: &[(ToolId, String)],
+    session: &mut Session,
+) -> (Vec<ToolStatus>, Vec<ToolId>) {
+    let mut statuses = Vec::new();
+    let mut tools_ok = Vec::new();
+    for &tool in &plan.tools {
+        let unavailable = tools::missing(tool).or_else(|| {
+            setup_failures
+                .iter()
+                .find(|(t, _)| *t == tool)
+                .map(|(_, e)| format!("setup failed: {e}"))
+        });
+        if let Some(reason) = &unavailable {
+            session
+                .progress
+                .note(&format!("file: {} skipped: {reason}", tool.name()));
+            session.record.warn(
+                "file",
+                "tool_unavailable",
+                format!("{}: {reason}", tool.name()),
+            );
+        } else {
+            tools_ok.push(tool);
+        }
+        statuses.push(ToolStatus {
+            tool: tool.name().into(),
+            version: if unavailable.is_none() {
+                tools::version(tool)
+            } else {
+                None
+            },
+            crypto: tool.crypto().into(),
+            variants_apply: tool.variants_apply(),
+            unavailable,
+        });
+    }
+    (statuses, tools_ok)
 }
 
 /// Holds every tool whose crypto is OpenSSL's to the library its variants ask for,
@@ -752,21 +771,58 @@ fn measure(
     results: &mut FileResults,
     session: &mut Session,
 ) -> Result<()> {
-    let mut failed: Vec<ToolId> = Vec::new();
-    for &direction in &bench.plan.directions {
+    let directions = bench.plan.directions.clone();
+    campaign::each_unit(
+        &directions,
+        &mut Directions {
+            bench,
+            scenarios,
+            results,
+            session,
+            failed: Vec::new(),
+        },
+    )
+}
+
+/// The file layer's units: a direction, every repetition of every scenario, saved
+/// after each repetition. A run does not resume (its input and scratch are its
+/// own), so every direction is measured; a tool that failed is skipped from then on.
+struct Directions<'a, 'b> {
+    bench: &'a mut Bench<'b>,
+    scenarios: &'a [Scenario],
+    results: &'a mut FileResults,
+    session: &'a mut Session,
+    /// The tools that failed, skipped for the rest of the layer.
+    failed: Vec<ToolId>,
+}
+
+impl campaign::Units for Directions<'_, '_> {
+    type Unit = Direction;
+
+    fn done(&self, _: &Direction) -> bool {
+        false
+    }
+
+    fn skip(&mut self, _: &Direction) {}
+
+    fn forget(&mut self, _: &Direction) {}
+
+    fn measure(&mut self, &direction: &Direction) -> Result<()> {
+        let (bench, results, session) = (&mut *self.bench, &mut *self.results, &mut *self.session);
+        let failed = &mut self.failed;
         if direction == Direction::Decrypt {
-            for tool in scenarios.iter().map(|s| s.tool).collect::<Vec<_>>() {
+            for tool in self.scenarios.iter().map(|s| s.tool).collect::<Vec<_>>() {
                 if failed.contains(&tool) {
                     continue;
                 }
                 interrupt::check()?;
                 if let Err(e) = bench.ensure_ciphertext(tool, results) {
-                    fail_tool(tool, &e, &mut failed, results, session);
+                    fail_tool(tool, &e, failed, results, session);
                 }
             }
         }
         for rep in 0..bench.plan.repetitions {
-            for (i, sc) in scenarios.iter().enumerate() {
+            for (i, sc) in self.scenarios.iter().enumerate() {
                 interrupt::check()?;
                 if failed.contains(&sc.tool) {
                     session.progress.skip(1);
@@ -794,13 +850,13 @@ fn measure(
                     Ok(s) => s,
                     Err(e) => {
                         interrupt::check()?;
-                        fail_tool(sc.tool, &e, &mut failed, results, session);
+                        fail_tool(sc.tool, &e, failed, results, session);
                         session.progress.skip(1);
                         continue;
                     }
                 };
                 if let Err(e) = bench.after_run(sc, direction, results) {
-                    fail_tool(sc.tool, &e, &mut failed, results, session);
+                    fail_tool(sc.tool, &e, failed, results, session);
                 }
                 if let Some(check) = results
                     .checks
@@ -813,7 +869,7 @@ fn measure(
                         check.sha256,
                         bench.input_sha256
                     );
-                    fail_tool(sc.tool, &e, &mut failed, results, session);
+                    fail_tool(sc.tool, &e, failed, results, session);
                 }
                 session.progress.point(&format!(
                     "{} {} {} {} {} #{}: {:.2} s",
@@ -827,7 +883,7 @@ fn measure(
                 ));
                 bench.samples.entry(key).or_default().push(sample);
             }
-            results.points = points(bench, scenarios);
+            results.points = points(bench, self.scenarios);
             session.record.file = Some(results.clone());
             session.save()?;
         }
@@ -837,8 +893,8 @@ fn measure(
                 let _ = std::fs::remove_file(path);
             }
         }
+        Ok(())
     }
-    Ok(())
 }
 
 fn fail_tool(
