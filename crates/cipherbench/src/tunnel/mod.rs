@@ -577,15 +577,7 @@ impl campaign::Units for Transforms<'_> {
     type Unit = (Transform, Vec<Variant>);
 
     fn done(&self, (transform, variants): &Self::Unit) -> bool {
-        variants.iter().all(|v| {
-            self.plan.protocols.iter().all(|protocol| {
-                self.results.points.iter().any(|p| {
-                    p.transform == transform.name()
-                        && p.variant == v.name()
-                        && p.protocol == *protocol
-                })
-            })
-        })
+        transform_done(self.plan, &self.results.points, *transform, variants)
     }
 
     fn skip(&mut self, (_, variants): &Self::Unit) {
@@ -623,6 +615,23 @@ impl campaign::Units for Transforms<'_> {
             self.sequence,
         )
     }
+}
+
+/// Whether `points` hold a point of every one of `variants` and every protocol of
+/// the plan for `transform`: a transform a resumed run skips.
+pub(crate) fn transform_done(
+    plan: &TunnelPlan,
+    points: &[TunnelPoint],
+    transform: Transform,
+    variants: &[Variant],
+) -> bool {
+    variants.iter().all(|v| {
+        plan.protocols.iter().all(|protocol| {
+            points.iter().any(|p| {
+                p.transform == transform.name() && p.variant == v.name() && p.protocol == *protocol
+            })
+        })
+    })
 }
 
 /// One transform through cipherbench's own gateways, for [`rounds::interleaved`]:

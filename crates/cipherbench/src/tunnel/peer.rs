@@ -37,9 +37,10 @@ use crate::tunnel::rounds;
 use crate::variant::{Baseline, Variant};
 use anyhow::{anyhow, bail, Context, Result};
 use cipherbench_esp::Transform;
+use cipherbench_model::agents::AgentRecord;
 use cipherbench_model::topology::{place_tunnel_end, Topology};
 use cipherbench_model::tunnel::{
-    HostEnd, IperfRun, PeerRecord, Protocol, TunnelPoint, TunnelResults, TunnelRun, VariantSide,
+    HostEnd, IperfRun, PeerRecord, Protocol, TunnelResults, TunnelRun, VariantSide,
 };
 use cipherbench_model::variant::VariantRecord;
 use serde::{Deserialize, Serialize};
@@ -535,10 +536,6 @@ fn asked_threads(plan: &crate::tunnel::TunnelPlan) -> Option<usize> {
     (plan.gateway_threads_from == "--gateway-threads").then_some(plan.gateway_threads)
 }
 
-#[expect(
-    clippy::too_many_lines,
-    reason = "the two-host run's steps in order (start, measure each run, check, save), each with its error path"
-)]
 fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session) -> Result<()> {
     let plan = &peer.plan;
     let agent = &mut fleet.agents[0];
@@ -577,61 +574,8 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         other => bail!("agent {name}: answered {other:?} to placing its end"),
     };
     there_end.address = there.to_string();
-    for end in [&here_end, &there_end] {
-        if let Some(p) = end.placement.as_ref().filter(|p| !p.disjoint) {
-            for w in p
-                .warnings
-                .iter()
-                .filter(|w| !w.starts_with("the CPUs are virtual"))
-            {
-                crate::tunnel::note(
-                    session,
-                    "placement_shared",
-                    format!("on {} ({} gateway): {w}", end.hostname, end.gateway),
-                );
-            }
-        }
-        if let Some(message) = crate::tunnel::threads_over_cpus(
-            end.gateway_threads,
-            &[(
-                &format!("{} ({})", end.gateway, end.hostname),
-                &end.gateway_cpus,
-            )],
-        ) {
-            crate::tunnel::note(session, "gateway_threads_over_cpus", message);
-        }
-    }
-    let mut config = plan.config();
-    config.variant_side = VariantSide::Both;
-    config.underlay_rate = None;
-    config.gateway_threads = here_end.gateway_threads;
-    config.addresses = cipherbench_model::tunnel::Addresses {
-        underlay_sender: here.to_string(),
-        underlay_receiver: there.to_string(),
-        inner_sender: INNER_HERE.to_string(),
-        inner_receiver: INNER_PEER.to_string(),
-    };
-    config.pinning = cipherbench_model::tunnel::Pinning {
-        sender_gateway: here_end.gateway_cpus.clone(),
-        receiver_gateway: there_end.gateway_cpus.clone(),
-        iperf3_client: here_end.iperf3_cpu,
-        iperf3_server: there_end.iperf3_cpu,
-    };
-    let mut results = TunnelResults {
-        config,
-        underlay: Vec::new(),
-        points: Vec::new(),
-        variants: Vec::new(),
-        iperf3_version: crate::tunnel::iperf::version(),
-        placement: here_end.placement.clone(),
-        strongswan: None,
-        peer: Some(PeerRecord {
-            agent: agent.record(),
-            here: here_end.clone(),
-            there: there_end.clone(),
-            variants: Vec::new(),
-        }),
-    };
+    note_ends(session, &[&here_end, &there_end]);
+    let mut results = new_results(plan, (here, there), (&here_end, &there_end), agent.record());
     // A resumed run keeps what an earlier, interrupted run measured with the same
     // plan, to the same peer (host and build), with both ends placed the same way.
     if let Some(earlier) = session
@@ -685,36 +629,11 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
         noise_cpus,
         underlay_tcp,
         transform: Transform::Null,
+        sequence: 0,
     };
     // Every run's place in the measuring order, after any a resumed run kept.
-    let mut sequence = crate::tunnel::next_sequence(stand.results.points.iter());
-    for &transform in &plan.transforms {
-        stand.transform = transform;
-        // `null` has no crypto: only the first variant, as on one machine.
-        let variants = if transform == Transform::Null {
-            1
-        } else {
-            plan.variants.len()
-        };
-        let here = |p: &TunnelPoint| p.transform == transform.name();
-        let done = plan.variants[..variants].iter().all(|v| {
-            plan.protocols.iter().all(|protocol| {
-                stand
-                    .results
-                    .points
-                    .iter()
-                    .any(|p| here(p) && p.variant == v.name() && p.protocol == *protocol)
-            })
-        });
-        if done {
-            stand.session.progress.skip(variants * plan.protocols.len());
-            continue;
-        }
-        // A half-measured transform is measured again whole: its variants' rounds
-        // belong together.
-        stand.results.points.retain(|p| !here(p));
-        rounds::interleaved(plan, variants, &mut stand, underlay_tcp, &mut sequence)?;
-    }
+    stand.sequence = crate::tunnel::next_sequence(stand.results.points.iter());
+    campaign::each_unit(&plan.transforms, &mut stand)?;
     session.record.tunnel = Some(results);
     session.save()
 }
@@ -760,6 +679,120 @@ struct PeerStand<'a> {
     underlay_tcp: Option<f64>,
     /// The transform being measured.
     transform: Transform,
+    /// The next run's place in the measuring order.
+    sequence: usize,
+}
+
+impl PeerStand<'_> {
+    /// `transform`'s variants: `null` has no crypto, so only the first variant, as
+    /// on one machine.
+    fn variants_of(&self, transform: Transform) -> usize {
+        if transform == Transform::Null {
+            1
+        } else {
+            self.plan.variants.len()
+        }
+    }
+}
+
+/// A note for each end whose placement may set a figure: processes sharing CPUs,
+/// more gateway threads than CPUs.
+fn note_ends(session: &mut Session, ends: &[&HostEnd]) {
+    for end in ends {
+        if let Some(p) = end.placement.as_ref().filter(|p| !p.disjoint) {
+            for w in p
+                .warnings
+                .iter()
+                .filter(|w| !w.starts_with("the CPUs are virtual"))
+            {
+                crate::tunnel::note(
+                    session,
+                    "placement_shared",
+                    format!("on {} ({} gateway): {w}", end.hostname, end.gateway),
+                );
+            }
+        }
+        if let Some(message) = crate::tunnel::threads_over_cpus(
+            end.gateway_threads,
+            &[(
+                &format!("{} ({})", end.gateway, end.hostname),
+                &end.gateway_cpus,
+            )],
+        ) {
+            crate::tunnel::note(session, "gateway_threads_over_cpus", message);
+        }
+    }
+}
+
+/// The layer's results for a tunnel from `here` to `there`, with both ends as
+/// placed, before anything is measured.
+fn new_results(
+    plan: &crate::tunnel::TunnelPlan,
+    (here, there): (Ipv4Addr, Ipv4Addr),
+    (here_end, there_end): (&HostEnd, &HostEnd),
+    agent: AgentRecord,
+) -> TunnelResults {
+    let mut config = plan.config();
+    config.variant_side = VariantSide::Both;
+    config.underlay_rate = None;
+    config.gateway_threads = here_end.gateway_threads;
+    config.addresses = cipherbench_model::tunnel::Addresses {
+        underlay_sender: here.to_string(),
+        underlay_receiver: there.to_string(),
+        inner_sender: INNER_HERE.to_string(),
+        inner_receiver: INNER_PEER.to_string(),
+    };
+    config.pinning = cipherbench_model::tunnel::Pinning {
+        sender_gateway: here_end.gateway_cpus.clone(),
+        receiver_gateway: there_end.gateway_cpus.clone(),
+        iperf3_client: here_end.iperf3_cpu,
+        iperf3_server: there_end.iperf3_cpu,
+    };
+    TunnelResults {
+        config,
+        underlay: Vec::new(),
+        points: Vec::new(),
+        variants: Vec::new(),
+        iperf3_version: crate::tunnel::iperf::version(),
+        placement: here_end.placement.clone(),
+        strongswan: None,
+        peer: Some(PeerRecord {
+            agent,
+            here: here_end.clone(),
+            there: there_end.clone(),
+            variants: Vec::new(),
+        }),
+    }
+}
+
+/// The two-host tunnel's units: a transform with its variants, measured again
+/// whole if an earlier run measured part of it (its variants' rounds belong
+/// together).
+impl campaign::Units for PeerStand<'_> {
+    type Unit = Transform;
+
+    fn done(&self, &t: &Transform) -> bool {
+        let variants = &self.plan.variants[..self.variants_of(t)];
+        crate::tunnel::transform_done(self.plan, &self.results.points, t, variants)
+    }
+
+    fn skip(&mut self, &t: &Transform) {
+        let n = self.variants_of(t) * self.plan.protocols.len();
+        self.session.progress.skip(n);
+    }
+
+    fn forget(&mut self, &t: &Transform) {
+        self.results.points.retain(|p| p.transform != t.name());
+    }
+
+    fn measure(&mut self, &t: &Transform) -> Result<()> {
+        self.transform = t;
+        let (plan, variants, underlay_tcp) = (self.plan, self.variants_of(t), self.underlay_tcp);
+        let mut sequence = self.sequence;
+        let outcome = rounds::interleaved(plan, variants, self, underlay_tcp, &mut sequence);
+        self.sequence = sequence;
+        outcome
+    }
 }
 
 impl PeerStand<'_> {
