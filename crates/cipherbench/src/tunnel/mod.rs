@@ -577,7 +577,7 @@ impl campaign::Units for Transforms<'_> {
     type Unit = (Transform, Vec<Variant>);
 
     fn done(&self, (transform, variants): &Self::Unit) -> bool {
-        transform_done(self.plan, &self.results.points, *transform, variants)
+        transform_done(self.plan, self.results.points.iter(), *transform, variants)
     }
 
     fn skip(&mut self, (_, variants): &Self::Unit) {
@@ -619,15 +619,15 @@ impl campaign::Units for Transforms<'_> {
 
 /// Whether `points` hold a point of every one of `variants` and every protocol of
 /// the plan for `transform`: a transform a resumed run skips.
-pub(crate) fn transform_done(
+pub(crate) fn transform_done<'p>(
     plan: &TunnelPlan,
-    points: &[TunnelPoint],
+    points: impl Iterator<Item = &'p TunnelPoint> + Clone,
     transform: Transform,
     variants: &[Variant],
 ) -> bool {
     variants.iter().all(|v| {
         plan.protocols.iter().all(|protocol| {
-            points.iter().any(|p| {
+            points.clone().any(|p| {
                 p.transform == transform.name() && p.variant == v.name() && p.protocol == *protocol
             })
         })

@@ -773,7 +773,7 @@ impl campaign::Units for PeerStand<'_> {
 
     fn done(&self, &t: &Transform) -> bool {
         let variants = &self.plan.variants[..self.variants_of(t)];
-        crate::tunnel::transform_done(self.plan, &self.results.points, t, variants)
+        crate::tunnel::transform_done(self.plan, self.results.points.iter(), t, variants)
     }
 
     fn skip(&mut self, &t: &Transform) {

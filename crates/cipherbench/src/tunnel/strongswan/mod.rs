@@ -25,7 +25,6 @@ pub mod sys;
 use super::topology::{self, Names};
 use super::{analysis, iperf, Lab, TunnelPlan};
 use crate::campaign;
-use crate::interrupt;
 use crate::results::Session;
 use crate::supervisor::{Child, Spawn};
 use crate::variant::{Baseline, Variant};
@@ -833,6 +832,82 @@ fn groups(plan: &TunnelPlan) -> Vec<(Backend, Transform, Vec<Variant>)> {
 
 /// One backend and transform through a pair of charons, for
 /// [`super::rounds::interleaved`]: a fresh pair (and PSK) per variant change.
+/// strongSwan's units: a back end and a transform with their variants, measured in
+/// interleaved rounds through fresh charon pairs. As with the own gateways, a
+/// half-measured transform is measured again whole.
+struct Groups<'a> {
+    plan: &'a TunnelPlan,
+    lab: &'a Lab,
+    session: &'a mut Session,
+    results: &'a TunnelResults,
+    stack: &'a mut StrongswanResults,
+    baseline: &'a Baseline,
+    stand_ins: &'a std::collections::BTreeMap<String, VariantRecord>,
+    tools: &'a Tools,
+    program: &'a Path,
+    /// Pairs started so far: each gets its own directory.
+    starts: usize,
+    affinity: Option<(usize, usize)>,
+    underlay_rate: Option<u64>,
+    underlay_tcp: Option<f64>,
+    /// Every run's place in the measuring order.
+    sequence: &'a mut usize,
+}
+
+impl campaign::Units for Groups<'_> {
+    type Unit = (Backend, Transform, Vec<Variant>);
+
+    fn done(&self, (backend, transform, variants): &Self::Unit) -> bool {
+        let points = self
+            .stack
+            .points
+            .iter()
+            .filter(|p| p.backend == backend.name())
+            .map(|p| &p.point);
+        super::transform_done(self.plan, points, *transform, variants)
+    }
+
+    fn skip(&mut self, (_, _, variants): &Self::Unit) {
+        let n = variants.len() * self.plan.protocols.len();
+        self.session.progress.skip(n);
+    }
+
+    fn forget(&mut self, (backend, transform, _): &Self::Unit) {
+        self.stack
+            .points
+            .retain(|p| !(p.backend == backend.name() && p.point.transform == transform.name()));
+    }
+
+    fn measure(&mut self, (backend, transform, variants): &Self::Unit) -> Result<()> {
+        let mut stand = CharonStand {
+            plan: self.plan,
+            lab: self.lab,
+            session: &mut *self.session,
+            results: self.results,
+            stack: &mut *self.stack,
+            baseline: self.baseline,
+            stand_ins: self.stand_ins,
+            tools: self.tools,
+            program: self.program,
+            starts: &mut self.starts,
+            affinity: self.affinity,
+            underlay_rate: self.underlay_rate,
+            underlay_tcp: self.underlay_tcp,
+            backend: *backend,
+            transform: *transform,
+            variants,
+            negotiated: vec![None; variants.len()],
+        };
+        super::rounds::interleaved(
+            self.plan,
+            variants.len(),
+            &mut stand,
+            self.underlay_tcp,
+            self.sequence,
+        )
+    }
+}
+
 struct CharonStand<'a> {
     plan: &'a TunnelPlan,
     lab: &'a Lab,
@@ -1094,52 +1169,23 @@ fn measure_into(
             .iter()
             .chain(stack.points.iter().map(|p| &p.point)),
     );
-    let mut starts = 0;
-    for (backend, transform, variants) in groups(plan) {
-        interrupt::check()?;
-        let here = |p: &StrongswanPoint| {
-            p.backend == backend.name() && p.point.transform == transform.name()
-        };
-        let done = variants.iter().all(|v| {
-            plan.protocols.iter().all(|protocol| {
-                stack.points.iter().any(|p| {
-                    here(p) && p.point.variant == v.name() && p.point.protocol == *protocol
-                })
-            })
-        });
-        if done {
-            session.progress.skip(variants.len() * plan.protocols.len());
-            continue;
-        }
-        // As with the own gateways: a half-measured transform is measured again whole.
-        stack.points.retain(|p| !here(p));
-        let mut stand = CharonStand {
-            plan,
-            lab,
-            session: &mut *session,
-            results,
-            stack: &mut *stack,
-            baseline,
-            stand_ins: &stand_ins,
-            tools,
-            program,
-            starts: &mut starts,
-            affinity,
-            underlay_rate,
-            underlay_tcp,
-            backend,
-            transform,
-            variants: &variants,
-            negotiated: vec![None; variants.len()],
-        };
-        super::rounds::interleaved(
-            plan,
-            variants.len(),
-            &mut stand,
-            underlay_tcp,
-            &mut sequence,
-        )?;
-    }
+    let mut units = Groups {
+        plan,
+        lab,
+        session: &mut *session,
+        results,
+        stack: &mut *stack,
+        baseline,
+        stand_ins: &stand_ins,
+        tools,
+        program,
+        starts: 0,
+        affinity,
+        underlay_rate,
+        underlay_tcp,
+        sequence: &mut sequence,
+    };
+    campaign::each_unit(&groups(plan), &mut units)?;
     super::note_implementations(&life, plan, &mut stack.variants);
     Ok(())
 }
