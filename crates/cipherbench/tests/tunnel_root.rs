@@ -292,21 +292,26 @@ fn udp_datagrams_above_the_tunnel_mtu_cross_in_fragments_and_the_byte_check_coun
     let (r, i) = (&run.receiver, &run.iperf);
     let received = i.received_bytes_total / 8000;
     assert!(received > 5_000, "{i:?}");
-    assert_eq!(i.lost_packets, Some(0), "{i:?}");
+    // Nearly nothing lost at this rate; a busy 2-vCPU guest lost 24 of 6,248 once
+    // (0.38 %), so a lost datagram is allowed, and the bounds below take its
+    // fragments: some of them may have crossed the gateway before the rest were lost.
+    let lost = i.lost_packets.unwrap_or(0);
+    assert!(lost * 100 <= i.packets.unwrap_or(0), "{i:?}");
     assert!(run.byte_check.ok, "{:?}", run.byte_check);
     let per_datagram = analysis::udp_datagram_inner_bytes(8000, 1400);
     assert_eq!(per_datagram, 8008 + 6 * 20);
     // The kernel cut each datagram into 6 packets, as the check assumes; beyond
-    // them only the control connection's few packets crossed.
+    // them only the control connection's few packets (and a lost datagram's
+    // fragments) crossed.
     assert!(
-        r.opened_packets >= 6 * received && r.opened_packets <= 6 * received + 64,
-        "opened {} packets for {received} datagrams",
+        r.opened_packets >= 6 * received && r.opened_packets <= 6 * (received + lost) + 64,
+        "opened {} packets for {received} datagrams, {lost} lost",
         r.opened_packets
     );
     assert!(
         r.opened_bytes >= per_datagram * received
-            && r.opened_bytes <= per_datagram * received + 64 * 1024,
-        "opened {} bytes for {received} datagrams",
+            && r.opened_bytes <= per_datagram * (received + lost) + 64 * 1024,
+        "opened {} bytes for {received} datagrams, {lost} lost",
         r.opened_bytes
     );
     // With 28 bytes of headers per datagram (the old check) the bytes do not add

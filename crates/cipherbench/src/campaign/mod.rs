@@ -19,6 +19,7 @@
 //!    ([`Variants::warn_not_effective`]) or fell back ([`Variants::warn_fallbacks`]).
 
 use crate::interrupt;
+use crate::results::Session;
 use crate::variant::{Baseline, Variant};
 use anyhow::Result;
 use cipherbench_model::variant::VariantRecord;
@@ -35,6 +36,17 @@ pub fn resume<T>(
         Some(e) if same(&e) => e,
         _ => fresh(),
     }
+}
+
+/// The CPU layout a layer places its processes on: the one the run recorded, or
+/// this machine's.
+pub fn topology(session: &Session) -> cipherbench_model::topology::Topology {
+    session
+        .record
+        .environment
+        .topology
+        .clone()
+        .unwrap_or_else(|| crate::machine::topology::this_machine(None))
 }
 
 /// A layer's work as units, each measured whole: a cipher with its variants' rounds

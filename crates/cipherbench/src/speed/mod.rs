@@ -385,12 +385,7 @@ fn place(
     plan: &SpeedPlan,
     session: &Session,
 ) -> (Vec<usize>, cipherbench_model::topology::Placement) {
-    let topology = session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let topology = campaign::topology(session);
     let cpus = match cipherbench_model::topology::spread_order(&topology) {
         order if order.is_empty() => crate::host::allowed_cpus(),
         order => order,

@@ -150,7 +150,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
         // A point's variants run side by side: --port and the ports after it.
         nginx::check_ports(p, plan.variants.len())?;
     }
-    let topology = super::topology(session);
+    let topology = campaign::topology(session);
     let placed = super::assign_cpus(&topology, plan.cores, plan.sweep.generator_cpus.as_deref())?;
     let variants = super::NginxVariants::judge(&plan.variants)?;
     session.progress.layer(

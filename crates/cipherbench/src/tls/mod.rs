@@ -209,15 +209,6 @@ pub(crate) fn assign_cpus(
     cipherbench_model::topology::place_tls(topology, cores, generator).map_err(|e| anyhow!(e))
 }
 
-/// The machine's topology as the run recorded it (read again when it did not).
-pub(crate) fn topology(session: &Session) -> cipherbench_model::topology::Topology {
-    session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None))
-}
 
 /// Applies nginx's side of a placement to a started server: its master (and so
 /// anything it forks later) to the workers' CPUs, each worker already pinned to its

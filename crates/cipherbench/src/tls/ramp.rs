@@ -87,7 +87,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
                 nginx::check_port(*p)?;
             }
             let placed = super::assign_cpus(
-                &super::topology(session),
+                &campaign::topology(session),
                 plan.cores,
                 plan.generator_cpus.as_deref(),
             )?;

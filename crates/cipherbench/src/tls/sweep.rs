@@ -228,7 +228,7 @@ fn assign_cores(
     plan: &SweepPlan,
     session: &mut Session,
 ) -> Result<(Vec<Assignment>, Vec<SkippedCores>)> {
-    let topology = super::topology(session);
+    let topology = campaign::topology(session);
     let allowed = &topology.allowed;
     let mut assignments = Vec::new();
     let mut skipped = Vec::new();

@@ -407,7 +407,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     let mut secret = vec![0u8; 32];
     cipherbench_crypto::random_bytes(&mut secret).context("drawing the run's secret")?;
     // Every run's place in the measuring order, after any a resumed run kept.
-    let mut sequence = next_sequence(
+    let sequence = next_sequence(
         results.points.iter().chain(
             results
                 .strongswan
@@ -415,7 +415,7 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
                 .flat_map(|s| s.points.iter().map(|p| &p.point)),
         ),
     );
-    let mut transforms = Transforms {
+    let mut stand = OwnStand {
         plan,
         lab,
         session: &mut *session,
@@ -426,9 +426,11 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
         starts: 0,
         noise_cpus: &noise_cpus,
         underlay_tcp,
-        sequence: &mut sequence,
+        transform: Transform::Null,
+        variants: Vec::new(),
+        sequence,
     };
-    campaign::each_unit(&plan.transforms_and_variants(), &mut transforms)?;
+    campaign::each_unit(&plan.transforms_and_variants(), &mut stand)?;
     note_implementations(&life, plan, &mut results.variants);
     if plan.stacks.contains(&Stack::Strongswan) {
         strongswan::measure(plan, lab, session, &mut results, baseline, underlay_tcp)?;
@@ -481,12 +483,7 @@ pub(crate) fn next_sequence<'a>(points: impl Iterator<Item = &'a TunnelPoint>) -
 /// thing about it that may set a figure: processes sharing CPUs, more gateway
 /// threads than CPUs, `--gateway-threads` that strongSwan does not take.
 fn place(plan: &TunnelPlan, results: &mut TunnelResults, session: &mut Session) {
-    let topology = session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let topology = campaign::topology(session);
     results.placement = plan.placed(&topology).1;
     if let Some(p) = results.placement.as_ref().filter(|p| !p.disjoint) {
         for w in p
@@ -557,23 +554,7 @@ fn measure_underlay(
 /// The own stack's units: a transform with its variants, measured in interleaved
 /// rounds through fresh gateway pairs ([`rounds::interleaved`]). A half-measured
 /// transform is measured again whole: its variants' rounds belong together.
-struct Transforms<'a> {
-    plan: &'a TunnelPlan,
-    lab: &'a Lab,
-    session: &'a mut Session,
-    results: &'a mut TunnelResults,
-    baseline: &'a Baseline,
-    program: &'a std::path::Path,
-    secret: &'a [u8],
-    /// Pairs started so far in the layer: part of each start's key label.
-    starts: usize,
-    noise_cpus: &'a [usize],
-    underlay_tcp: Option<f64>,
-    /// Every run's place in the measuring order.
-    sequence: &'a mut usize,
-}
-
-impl campaign::Units for Transforms<'_> {
+impl campaign::Units for OwnStand<'_> {
     type Unit = (Transform, Vec<Variant>);
 
     fn done(&self, (transform, variants): &Self::Unit) -> bool {
@@ -593,27 +574,13 @@ impl campaign::Units for Transforms<'_> {
     }
 
     fn measure(&mut self, (transform, variants): &Self::Unit) -> Result<()> {
-        let mut stand = OwnStand {
-            plan: self.plan,
-            lab: self.lab,
-            session: &mut *self.session,
-            results: &mut *self.results,
-            baseline: self.baseline,
-            program: self.program,
-            secret: self.secret,
-            starts: &mut self.starts,
-            noise_cpus: self.noise_cpus,
-            underlay_tcp: self.underlay_tcp,
-            transform: *transform,
-            variants,
-        };
-        rounds::interleaved(
-            self.plan,
-            variants.len(),
-            &mut stand,
-            self.underlay_tcp,
-            self.sequence,
-        )
+        self.transform = *transform;
+        self.variants.clone_from(variants);
+        let (plan, underlay_tcp) = (self.plan, self.underlay_tcp);
+        let mut sequence = self.sequence;
+        let outcome = rounds::interleaved(plan, variants.len(), self, underlay_tcp, &mut sequence);
+        self.sequence = sequence;
+        outcome
     }
 }
 
@@ -645,11 +612,14 @@ struct OwnStand<'a> {
     program: &'a std::path::Path,
     secret: &'a [u8],
     /// Pairs started so far in the layer: part of each start's key label.
-    starts: &'a mut usize,
+    starts: usize,
     noise_cpus: &'a [usize],
     underlay_tcp: Option<f64>,
+    /// The transform being measured, and its variants.
     transform: Transform,
-    variants: &'a [Variant],
+    variants: Vec<Variant>,
+    /// The next run's place in the measuring order.
+    sequence: usize,
 }
 
 /// The sender's and the receiver's variant when `variant` runs on `side`: the
@@ -695,7 +665,7 @@ impl rounds::Stand for OwnStand<'_> {
             sender_peer: None,
             esp_keylog: plan.esp_keylog.clone(),
         };
-        *self.starts += 1;
+        self.starts += 1;
         let baseline = self.baseline;
         let pair = GatewayPair::start(names, &options, sender_variant, receiver_variant, |v| {
             baseline.mask(v)

@@ -555,12 +555,7 @@ fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session)
     let long = PEER_REQUEST_LIMIT;
 
     // Each host places its own end, from its own topology.
-    let topology = session
-        .record
-        .environment
-        .topology
-        .clone()
-        .unwrap_or_else(|| crate::machine::topology::this_machine(None));
+    let topology = campaign::topology(session);
     let mut here_end = place_here(&topology, plan.pin, asked_threads(plan), true);
     here_end.address = here.to_string();
     let mut there_end = match agent.ask(

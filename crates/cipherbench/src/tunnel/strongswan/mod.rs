@@ -830,31 +830,10 @@ fn groups(plan: &TunnelPlan) -> Vec<(Backend, Transform, Vec<Variant>)> {
     out
 }
 
-/// One backend and transform through a pair of charons, for
-/// [`super::rounds::interleaved`]: a fresh pair (and PSK) per variant change.
 /// strongSwan's units: a back end and a transform with their variants, measured in
 /// interleaved rounds through fresh charon pairs. As with the own gateways, a
 /// half-measured transform is measured again whole.
-struct Groups<'a> {
-    plan: &'a TunnelPlan,
-    lab: &'a Lab,
-    session: &'a mut Session,
-    results: &'a TunnelResults,
-    stack: &'a mut StrongswanResults,
-    baseline: &'a Baseline,
-    stand_ins: &'a std::collections::BTreeMap<String, VariantRecord>,
-    tools: &'a Tools,
-    program: &'a Path,
-    /// Pairs started so far: each gets its own directory.
-    starts: usize,
-    affinity: Option<(usize, usize)>,
-    underlay_rate: Option<u64>,
-    underlay_tcp: Option<f64>,
-    /// Every run's place in the measuring order.
-    sequence: &'a mut usize,
-}
-
-impl campaign::Units for Groups<'_> {
+impl campaign::Units for CharonStand<'_> {
     type Unit = (Backend, Transform, Vec<Variant>);
 
     fn done(&self, (backend, transform, variants): &Self::Unit) -> bool {
@@ -879,35 +858,21 @@ impl campaign::Units for Groups<'_> {
     }
 
     fn measure(&mut self, (backend, transform, variants): &Self::Unit) -> Result<()> {
-        let mut stand = CharonStand {
-            plan: self.plan,
-            lab: self.lab,
-            session: &mut *self.session,
-            results: self.results,
-            stack: &mut *self.stack,
-            baseline: self.baseline,
-            stand_ins: self.stand_ins,
-            tools: self.tools,
-            program: self.program,
-            starts: &mut self.starts,
-            affinity: self.affinity,
-            underlay_rate: self.underlay_rate,
-            underlay_tcp: self.underlay_tcp,
-            backend: *backend,
-            transform: *transform,
-            variants,
-            negotiated: vec![None; variants.len()],
-        };
-        super::rounds::interleaved(
-            self.plan,
-            variants.len(),
-            &mut stand,
-            self.underlay_tcp,
-            self.sequence,
-        )
+        self.backend = *backend;
+        self.transform = *transform;
+        self.variants.clone_from(variants);
+        self.negotiated = vec![None; variants.len()];
+        let (plan, underlay_tcp) = (self.plan, self.underlay_tcp);
+        let mut sequence = self.sequence;
+        let outcome =
+            super::rounds::interleaved(plan, variants.len(), self, underlay_tcp, &mut sequence);
+        self.sequence = sequence;
+        outcome
     }
 }
 
+/// One backend and transform through a pair of charons, for
+/// [`super::rounds::interleaved`]: a fresh pair (and PSK) per variant change.
 struct CharonStand<'a> {
     plan: &'a TunnelPlan,
     lab: &'a Lab,
@@ -919,16 +884,19 @@ struct CharonStand<'a> {
     tools: &'a Tools,
     program: &'a Path,
     /// Pairs started so far: each gets its own directory.
-    starts: &'a mut usize,
+    starts: usize,
     affinity: Option<(usize, usize)>,
     underlay_rate: Option<u64>,
     underlay_tcp: Option<f64>,
+    /// The back end and transform being measured, and their variants.
     backend: Backend,
     transform: Transform,
-    variants: &'a [Variant],
+    variants: Vec<Variant>,
     /// Per variant, what its latest pair negotiated: (algorithms, served by, IKE
     /// nanoseconds).
     negotiated: Vec<Option<(String, Vec<String>, u64)>>,
+    /// The next run's place in the measuring order.
+    sequence: usize,
 }
 
 impl super::rounds::Stand for CharonStand<'_> {
@@ -955,7 +923,7 @@ impl super::rounds::Stand for CharonStand<'_> {
             receiver_cpus: pinning.receiver_gateway.clone(),
             psk_hex: (psk.clone(), psk),
         };
-        *self.starts += 1;
+        self.starts += 1;
         let pair = CharonPair::start(
             names,
             &options,
@@ -1163,13 +1131,13 @@ fn measure_into(
     } else {
         Default::default()
     };
-    let mut sequence = super::next_sequence(
+    let sequence = super::next_sequence(
         results
             .points
             .iter()
             .chain(stack.points.iter().map(|p| &p.point)),
     );
-    let mut units = Groups {
+    let mut stand = CharonStand {
         plan,
         lab,
         session: &mut *session,
@@ -1183,9 +1151,13 @@ fn measure_into(
         affinity,
         underlay_rate,
         underlay_tcp,
-        sequence: &mut sequence,
+        backend: Backend::Openssl,
+        transform: Transform::Null,
+        variants: Vec::new(),
+        negotiated: Vec::new(),
+        sequence,
     };
-    campaign::each_unit(&groups(plan), &mut units)?;
+    campaign::each_unit(&groups(plan), &mut stand)?;
     super::note_implementations(&life, plan, &mut stack.variants);
     Ok(())
 }
