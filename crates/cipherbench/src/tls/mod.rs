@@ -209,7 +209,6 @@ pub(crate) fn assign_cpus(
     cipherbench_model::topology::place_tls(topology, cores, generator).map_err(|e| anyhow!(e))
 }
 
-
 /// Applies nginx's side of a placement to a started server: its master (and so
 /// anything it forks later) to the workers' CPUs, each worker already pinned to its
 /// own by `worker_cpu_affinity`; then checks by effect that every process is on the
