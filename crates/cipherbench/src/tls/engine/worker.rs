@@ -283,7 +283,12 @@ impl<'a> Worker<'a> {
         self.active += 1;
     }
 
-    pub(super) fn complete_without_conn(&mut self, scheduled: Instant, now: Instant, reason: FailureReason) {
+    pub(super) fn complete_without_conn(
+        &mut self,
+        scheduled: Instant,
+        now: Instant,
+        reason: FailureReason,
+    ) {
         let conn = Conn::new(Phase::Handshaking, scheduled, now);
         self.account(&conn, now, Step::Failed(reason));
     }
