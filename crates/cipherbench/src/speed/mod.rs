@@ -193,37 +193,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     for v in &results.variants {
         variants.warn_not_effective(&mut session.record, v, "");
     }
-    for c in results.controls.iter().filter(|c| !c.held) {
-        session.record.warn(
-            "speed",
-            "control_moved",
-            format!(
-                "control cipher {} ran at {:.2}x in noaesni{at} vs accel{at} ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
-                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads,
-                at = c.library.as_ref().map(|t| format!("@{t}")).unwrap_or_default()
-            ),
-        );
-    }
-    noise_warnings(&results, &mut session.record);
-    for p in results
-        .points
-        .iter()
-        .filter(|p| p.throughput_bytes_per_sec.high_spread())
-    {
-        session.record.warn(
-            "speed",
-            "high_spread",
-            format!(
-                "{} {} {} B {} x{}: spread ±{:.1} % across samples",
-                p.cipher,
-                p.variant,
-                p.size_bytes,
-                p.direction.as_str(),
-                p.threads,
-                p.throughput_bytes_per_sec.rel_spread * 100.0
-            ),
-        );
-    }
+    measurement_warnings(&results, &mut session.record);
     session.record.speed = Some(results.clone());
     session.save()?;
     if plan.check_openssl {
@@ -377,6 +347,42 @@ struct Chunk<'a> {
     round: usize,
     /// Samples per point in this round.
     samples: usize,
+}
+
+/// The warnings the layer's figures raise: a control cipher that moved between
+/// accel and noaesni, a noisy window, a point whose samples spread widely.
+fn measurement_warnings(results: &SpeedResults, record: &mut cipherbench_model::RunRecord) {
+    for c in results.controls.iter().filter(|c| !c.held) {
+        record.warn(
+            "speed",
+            "control_moved",
+            format!(
+                "control cipher {} ran at {:.2}x in noaesni{at} vs accel{at} ({} B, {}, {} thread(s)): the variant changed more than AES-NI, or the machine was noisy",
+                c.cipher, c.ratio.value, c.size_bytes, c.direction.as_str(), c.threads,
+                at = c.library.as_ref().map(|t| format!("@{t}")).unwrap_or_default()
+            ),
+        );
+    }
+    noise_warnings(results, record);
+    for p in results
+        .points
+        .iter()
+        .filter(|p| p.throughput_bytes_per_sec.high_spread())
+    {
+        record.warn(
+            "speed",
+            "high_spread",
+            format!(
+                "{} {} {} B {} x{}: spread ±{:.1} % across samples",
+                p.cipher,
+                p.variant,
+                p.size_bytes,
+                p.direction.as_str(),
+                p.threads,
+                p.throughput_bytes_per_sec.rel_spread * 100.0
+            ),
+        );
+    }
 }
 
 /// Where the worker's threads go: one per core before any sibling, CPU 0's core
