@@ -509,32 +509,9 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
         (None, Vec::new())
     };
 
+    let config = file_config(plan, &input, generated, size, &input_sha256, &scratch.path);
     let mut results = FileResults {
-        config: FileConfig {
-            input: FileInput {
-                path: match &plan.input {
-                    InputSpec::Path(_) => Some(input.display().to_string()),
-                    InputSpec::Generate(_) => None,
-                },
-                generated: generated.is_some(),
-                size_bytes: size,
-                sha256: input_sha256.clone(),
-            },
-            scratch_dir: scratch.path.display().to_string(),
-            scratch_filesystem: sys::filesystem_of(&scratch.path),
-            input_filesystem: sys::filesystem_of(&input),
-            tools: plan.tools.iter().map(|t| t.name().to_string()).collect(),
-            variants: plan.variants.iter().map(|v| v.name().clone()).collect(),
-            caches: plan.caches.clone(),
-            syncs: plan.syncs.clone(),
-            directions: plan.directions.clone(),
-            repetitions: plan.repetitions,
-            cold_method: match plan.cold_method {
-                ColdChoice::Fadvise => ColdMethod::FadviseDontneed,
-                ColdChoice::DropCaches => ColdMethod::DropCaches,
-            },
-            cipherbench_threads: plan.threads,
-        },
+        config,
         tools: statuses,
         variants,
         points: Vec::new(),
@@ -586,6 +563,43 @@ pub fn run(plan: &FilePlan, session: &mut Session) -> Result<()> {
     drop(bench);
     drop(scratch);
     outcome
+}
+
+/// The layer's configuration as the record keeps it: the input, where the outputs
+/// go (and on which file systems), and the plan's dimensions.
+fn file_config(
+    plan: &FilePlan,
+    input: &Path,
+    generated: Option<u64>,
+    size: u64,
+    input_sha256: &str,
+    scratch: &Path,
+) -> FileConfig {
+    FileConfig {
+        input: FileInput {
+            path: match &plan.input {
+                InputSpec::Path(_) => Some(input.display().to_string()),
+                InputSpec::Generate(_) => None,
+            },
+            generated: generated.is_some(),
+            size_bytes: size,
+            sha256: input_sha256.to_string(),
+        },
+        scratch_dir: scratch.display().to_string(),
+        scratch_filesystem: sys::filesystem_of(scratch),
+        input_filesystem: sys::filesystem_of(input),
+        tools: plan.tools.iter().map(|t| t.name().to_string()).collect(),
+        variants: plan.variants.iter().map(|v| v.name().clone()).collect(),
+        caches: plan.caches.clone(),
+        syncs: plan.syncs.clone(),
+        directions: plan.directions.clone(),
+        repetitions: plan.repetitions,
+        cold_method: match plan.cold_method {
+            ColdChoice::Fadvise => ColdMethod::FadviseDontneed,
+            ColdChoice::DropCaches => ColdMethod::DropCaches,
+        },
+        cipherbench_threads: plan.threads,
+    }
 }
 
 /// The layer's input: the user's file, or an incompressible one generated in the
