@@ -538,37 +538,11 @@ fn asked_threads(plan: &crate::tunnel::TunnelPlan) -> Option<usize> {
 
 fn measure(peer: &PeerPlan, fleet: &mut Fleet, tun: &str, session: &mut Session) -> Result<()> {
     let plan = &peer.plan;
-    let agent = &mut fleet.agents[0];
-    let name = agent.name.clone();
-    if !agent.hello.root {
-        bail!("agent {name}: runs without root there, and the tunnel needs root on the peer too (TUN devices): ssh to it as root");
-    }
-    let parse = |what: &str, v: &Option<String>| -> Result<Ipv4Addr> {
-        v.as_deref()
-            .and_then(|s| s.parse().ok())
-            .ok_or_else(|| anyhow!("agent {name}: no IPv4 {what} address in its SSH_CONNECTION (the two-host tunnel is IPv4)"))
-    };
-    let here = parse("client", &agent.hello.coordinator_addr)?;
-    let there = parse("server", &agent.hello.agent_addr)?;
-    udp_check(fleet, here, there)?;
+    let (here, there) = addresses(fleet)?;
     let agent = &mut fleet.agents[0];
     let long = PEER_REQUEST_LIMIT;
 
-    // Each host places its own end, from its own topology.
-    let topology = campaign::topology(session);
-    let mut here_end = place_here(&topology, plan.pin, asked_threads(plan), true);
-    here_end.address = here.to_string();
-    let mut there_end = match agent.ask(
-        &Request::PeerPlace {
-            pin: plan.pin,
-            gateway_threads: asked_threads(plan),
-        },
-        long,
-    )? {
-        Reply::Placed(p) => *p,
-        other => bail!("agent {name}: answered {other:?} to placing its end"),
-    };
-    there_end.address = there.to_string();
+    let (here_end, there_end) = place_ends(plan, agent, (here, there), session)?;
     note_ends(session, &[&here_end, &there_end]);
     let mut results = new_results(plan, (here, there), (&here_end, &there_end), agent.record());
     // A resumed run keeps what an earlier, interrupted run measured with the same
@@ -688,6 +662,53 @@ impl PeerStand<'_> {
             self.plan.variants.len()
         }
     }
+}
+
+/// This host's and the peer's addresses, as the agent's SSH connection says them,
+/// once the agent is known to run as root and UDP crosses between them.
+fn addresses(fleet: &mut Fleet) -> Result<(Ipv4Addr, Ipv4Addr)> {
+    let agent = &fleet.agents[0];
+    let name = &agent.name;
+    if !agent.hello.root {
+        bail!("agent {name}: runs without root there, and the tunnel needs root on the peer too (TUN devices): ssh to it as root");
+    }
+    let parse = |what: &str, v: &Option<String>| -> Result<Ipv4Addr> {
+        v.as_deref()
+            .and_then(|s| s.parse().ok())
+            .ok_or_else(|| anyhow!("agent {name}: no IPv4 {what} address in its SSH_CONNECTION (the two-host tunnel is IPv4)"))
+    };
+    let here = parse("client", &agent.hello.coordinator_addr)?;
+    let there = parse("server", &agent.hello.agent_addr)?;
+    udp_check(fleet, here, there)?;
+    Ok((here, there))
+}
+
+/// Each host places its own end, from its own topology: this host's end and the
+/// peer's, with their addresses.
+fn place_ends(
+    plan: &crate::tunnel::TunnelPlan,
+    agent: &mut Agent,
+    (here, there): (Ipv4Addr, Ipv4Addr),
+    session: &Session,
+) -> Result<(HostEnd, HostEnd)> {
+    let topology = campaign::topology(session);
+    let mut here_end = place_here(&topology, plan.pin, asked_threads(plan), true);
+    here_end.address = here.to_string();
+    let mut there_end = match agent.ask(
+        &Request::PeerPlace {
+            pin: plan.pin,
+            gateway_threads: asked_threads(plan),
+        },
+        PEER_REQUEST_LIMIT,
+    )? {
+        Reply::Placed(p) => *p,
+        other => bail!(
+            "agent {}: answered {other:?} to placing its end",
+            agent.name
+        ),
+    };
+    there_end.address = there.to_string();
+    Ok((here_end, there_end))
 }
 
 /// A note for each end whose placement may set a figure: processes sharing CPUs,
