@@ -80,74 +80,93 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
     let fleet = &mut fleet;
     match &plan.target {
         ServerTarget::External(url) => run_external(plan, url, &config, schedule, fleet, session),
-        ServerTarget::Nginx { binary, port } => {
-            let binary = nginx::resolve_nginx(binary.as_deref())?;
-            let info = nginx::nginx_info(&binary)?;
-            if let Some(p) = port {
-                nginx::check_port(*p)?;
-            }
-            let placed = super::assign_cpus(
-                &campaign::topology(session),
-                plan.cores,
-                plan.generator_cpus.as_deref(),
-            )?;
-            super::warn_agents_on_server_cpus(session, fleet.as_ref(), &placed.server);
-            let variants = super::NginxVariants::judge(&plan.variants)?;
-            let workspace = Workspace::create(&plan.sizes, plan.key)?;
-            let sources = super::key_sources(&plan.key_stores, &workspace)?;
-            let skipped = super::keystore::skips(&plan.key_stores, &plan.suites, &[plan.cores]);
-            for s in &skipped {
-                session
-                    .progress
-                    .note(&format!("{}: {}", s.what(), s.reason));
-                session.record.warn(
-                    "tls",
-                    "key_store_skipped",
-                    format!("{}: {}", s.what(), s.reason),
-                );
-            }
-            if !skipped.is_empty() {
-                ramp_results(session, &config).key_store_skipped = skipped;
-                session.save()?;
-            }
-            let also_listen = match fleet {
-                Some(f) => f.coordinator_addrs()?,
-                None => Vec::new(),
-            };
-            session
-                .progress
-                .layer("tls ramp", plan.total_runs(), plan.estimate());
-            // The variant x key-store slots of one suite and size back to back, the
-            // order turning from one to the next (A B, B A, ...: the interleaving
-            // schedule with a size for a round), so a drift of the machine does not
-            // always favour the first.
-            let clients = plan
-                .suites
-                .iter()
-                .map(|s| Client::new(s, false))
-                .collect::<Result<Vec<_>>>()?;
-            let units = in_turns(plan, &sources);
-            campaign::each_unit(
-                &units,
-                &mut Ramps {
-                    plan,
-                    config: &config,
-                    session: &mut *session,
-                    fleet,
-                    schedule,
-                    binary: &binary,
-                    info: &info,
-                    port: *port,
-                    placed: &placed,
-                    clients: &clients,
-                    variants: &variants,
-                    workspace: &workspace,
-                    also_listen: &also_listen,
-                },
-            )?;
-            Ok(())
-        }
+        ServerTarget::Nginx { binary, port } => run_nginx(
+            plan,
+            binary.as_deref(),
+            *port,
+            &config,
+            schedule,
+            session,
+            fleet,
+        ),
     }
+}
+
+/// The ramps against nginx started here, one per ramp.
+fn run_nginx(
+    plan: &RampPlan,
+    binary: Option<&std::path::Path>,
+    port: Option<u16>,
+    config: &RampConfig,
+    schedule: Schedule,
+    session: &mut Session,
+    fleet: &mut Option<crate::agent::fleet::Fleet>,
+) -> Result<()> {
+    let binary = nginx::resolve_nginx(binary)?;
+    let info = nginx::nginx_info(&binary)?;
+    if let Some(p) = port {
+        nginx::check_port(p)?;
+    }
+    let placed = super::assign_cpus(
+        &campaign::topology(session),
+        plan.cores,
+        plan.generator_cpus.as_deref(),
+    )?;
+    super::warn_agents_on_server_cpus(session, fleet.as_ref(), &placed.server);
+    let variants = super::NginxVariants::judge(&plan.variants)?;
+    let workspace = Workspace::create(&plan.sizes, plan.key)?;
+    let sources = super::key_sources(&plan.key_stores, &workspace)?;
+    let skipped = super::keystore::skips(&plan.key_stores, &plan.suites, &[plan.cores]);
+    for s in &skipped {
+        session
+            .progress
+            .note(&format!("{}: {}", s.what(), s.reason));
+        session.record.warn(
+            "tls",
+            "key_store_skipped",
+            format!("{}: {}", s.what(), s.reason),
+        );
+    }
+    if !skipped.is_empty() {
+        ramp_results(session, config).key_store_skipped = skipped;
+        session.save()?;
+    }
+    let also_listen = match fleet {
+        Some(f) => f.coordinator_addrs()?,
+        None => Vec::new(),
+    };
+    session
+        .progress
+        .layer("tls ramp", plan.total_runs(), plan.estimate());
+    // The variant x key-store slots of one suite and size back to back, the
+    // order turning from one to the next (A B, B A, ...: the interleaving
+    // schedule with a size for a round), so a drift of the machine does not
+    // always favour the first.
+    let clients = plan
+        .suites
+        .iter()
+        .map(|s| Client::new(s, false))
+        .collect::<Result<Vec<_>>>()?;
+    let units = in_turns(plan, &sources);
+    campaign::each_unit(
+        &units,
+        &mut Ramps {
+            plan,
+            config,
+            session: &mut *session,
+            fleet,
+            schedule,
+            binary: &binary,
+            info: &info,
+            port,
+            placed: &placed,
+            clients: &clients,
+            variants: &variants,
+            workspace: &workspace,
+            also_listen: &also_listen,
+        },
+    )?;
+    Ok(())
 }
 
 /// A ramp against the user's server (`--server URL`).

@@ -159,75 +159,86 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
     match &plan.target {
         ServerTarget::External(url) => run_external(plan, url, config, session, fleet),
         ServerTarget::Nginx { binary, port } => {
-            let binary = nginx::resolve_nginx(binary.as_deref())?;
-            let info = nginx::nginx_info(&binary)?;
-            if let Some(p) = port {
-                // A point's slots run side by side: --port and the ports after it.
-                nginx::check_ports(*p, plan.variants.len() * plan.key_stores.len())?;
-            }
-            let (assignments, skipped) = assign_cores(plan, session)?;
-            let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
-            let store_skipped =
-                super::keystore::skips(&plan.key_stores, &plan.suites, &measured_cores);
-            for s in &store_skipped {
-                session.record.warn(
-                    "tls",
-                    "key_store_skipped",
-                    format!("{}: {}", s.what(), s.reason),
-                );
-            }
-            note_skipped(session, &config, skipped, store_skipped)?;
-            let clients = plan
-                .suites
-                .iter()
-                .map(|s| Client::new(s, plan.resumption))
-                .collect::<Result<Vec<_>>>()?;
-            let variants = super::NginxVariants::judge(&plan.variants)?;
-            let workspace = Workspace::create(&plan.sizes, plan.key)?;
-            let sources = super::key_sources(&plan.key_stores, &workspace)?;
-            let also_listen = match fleet {
-                Some(f) => f.coordinator_addrs()?,
-                None => Vec::new(),
-            };
-            session
-                .progress
-                .layer("tls sweep", plan.total_points(), plan.estimate());
-            let mut units = Vec::new();
-            for (a, (cores, _)) in assignments.iter().enumerate() {
-                for &size in &plan.sizes {
-                    for suite in 0..plan.suites.len() {
-                        units.push(Point {
-                            assignment: a,
-                            cores: *cores,
-                            size,
-                            suite,
-                            turn: units.len(),
-                        });
-                    }
-                }
-            }
-            campaign::each_unit(
-                &units,
-                &mut Points {
-                    plan,
-                    config: &config,
-                    session: &mut *session,
-                    fleet,
-                    binary: &binary,
-                    info: &info,
-                    port: *port,
-                    assignments: &assignments,
-                    clients: &clients,
-                    variants: &variants,
-                    workspace: &workspace,
-                    sources: &sources,
-                    also_listen: &also_listen,
-                },
-            )?;
-            check_curve(session);
-            Ok(())
+            run_nginx(plan, binary.as_deref(), *port, &config, session, fleet)
         }
     }
+}
+
+/// The sweep against nginx started here, one per slot of each point.
+fn run_nginx(
+    plan: &SweepPlan,
+    binary: Option<&std::path::Path>,
+    port: Option<u16>,
+    config: &SweepConfig,
+    session: &mut Session,
+    fleet: &mut Option<Fleet>,
+) -> Result<()> {
+    let binary = nginx::resolve_nginx(binary)?;
+    let info = nginx::nginx_info(&binary)?;
+    if let Some(p) = port {
+        // A point's slots run side by side: --port and the ports after it.
+        nginx::check_ports(p, plan.variants.len() * plan.key_stores.len())?;
+    }
+    let (assignments, skipped) = assign_cores(plan, session)?;
+    let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
+    let store_skipped = super::keystore::skips(&plan.key_stores, &plan.suites, &measured_cores);
+    for s in &store_skipped {
+        session.record.warn(
+            "tls",
+            "key_store_skipped",
+            format!("{}: {}", s.what(), s.reason),
+        );
+    }
+    note_skipped(session, config, skipped, store_skipped)?;
+    let clients = plan
+        .suites
+        .iter()
+        .map(|s| Client::new(s, plan.resumption))
+        .collect::<Result<Vec<_>>>()?;
+    let variants = super::NginxVariants::judge(&plan.variants)?;
+    let workspace = Workspace::create(&plan.sizes, plan.key)?;
+    let sources = super::key_sources(&plan.key_stores, &workspace)?;
+    let also_listen = match fleet {
+        Some(f) => f.coordinator_addrs()?,
+        None => Vec::new(),
+    };
+    session
+        .progress
+        .layer("tls sweep", plan.total_points(), plan.estimate());
+    let mut units = Vec::new();
+    for (a, (cores, _)) in assignments.iter().enumerate() {
+        for &size in &plan.sizes {
+            for suite in 0..plan.suites.len() {
+                units.push(Point {
+                    assignment: a,
+                    cores: *cores,
+                    size,
+                    suite,
+                    turn: units.len(),
+                });
+            }
+        }
+    }
+    campaign::each_unit(
+        &units,
+        &mut Points {
+            plan,
+            config,
+            session: &mut *session,
+            fleet,
+            binary: &binary,
+            info: &info,
+            port,
+            assignments: &assignments,
+            clients: &clients,
+            variants: &variants,
+            workspace: &workspace,
+            sources: &sources,
+            also_listen: &also_listen,
+        },
+    )?;
+    check_curve(session);
+    Ok(())
 }
 
 /// A core count with the CPUs of its nginx and its generator.
