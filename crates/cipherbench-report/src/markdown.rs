@@ -6,12 +6,26 @@ use cipherbench_model::speed::Direction;
 use cipherbench_model::units::{format_bits_per_sec, format_bytes_per_sec, ByteSize};
 use cipherbench_model::RunRecord;
 
-/// Renders the summary.
-#[expect(
-    clippy::too_many_lines,
-    reason = "the whole summary.md in reading order, one block per table"
-)]
+/// Renders the summary: in reading order, one block per table.
 pub fn summary(record: &RunRecord) -> String {
+    let mut out = header(record);
+    out.push_str(&ladder_section(record));
+    out.push_str(&variants_section(record));
+    out.push_str("## Highlights\n\n");
+    for part in [
+        speed_highlights,
+        file_highlights,
+        tls_highlights,
+        tunnel_highlights,
+        closing,
+    ] {
+        out.push_str(&part(record));
+    }
+    out
+}
+
+/// The title, the machine and the run, and the AES verdict.
+fn header(record: &RunRecord) -> String {
     let env = &record.environment;
     let mut out = format!(
         "# cipherbench on {}\n\n{} ({} logical cores{}) · {} · kernel {} · preset `{}` · {}\n\n",
@@ -49,6 +63,12 @@ pub fn summary(record: &RunRecord) -> String {
             yn(v.used_by_kernel)
         ));
     }
+    out
+}
+
+/// The ladder, the library steps, and the rungs left out with their reasons.
+fn ladder_section(record: &RunRecord) -> String {
+    let mut out = String::new();
     let l = ladder::build(record);
     if !l.steps.is_empty() {
         out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain [95 % interval] | keeps |\n|---|---|---:|---:|---:|---:|\n");
@@ -98,6 +118,12 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!("- ladder, {layer}: **{why}**\n"));
         }
     }
+    out
+}
+
+/// Each layer's variants: which took effect, which did not and why, who served a provider's work.
+fn variants_section(record: &RunRecord) -> String {
+    let mut out = String::new();
     let layers = crate::variants::of_record(record);
     if !layers.is_empty() {
         out.push_str("## Variants (judged by effect)\n\n");
@@ -137,7 +163,12 @@ pub fn summary(record: &RunRecord) -> String {
         }
         out.push('\n');
     }
-    out.push_str("## Highlights\n\n");
+    out
+}
+
+/// The primitive's highlights: the AES ciphers with and without AES-NI, and the controls.
+fn speed_highlights(record: &RunRecord) -> String {
+    let mut out = String::new();
     if let Some(s) = &record.speed {
         let size = s.config.sizes_bytes.iter().copied().max().unwrap_or(16384);
         for cipher in ["aes-128-gcm", "aes-256-cbc", "des-ede3-cbc"] {
@@ -174,6 +205,12 @@ pub fn summary(record: &RunRecord) -> String {
             ));
         }
     }
+    out
+}
+
+/// The file layer's fastest encryption.
+fn file_highlights(record: &RunRecord) -> String {
+    let mut out = String::new();
     if let Some(f) = &record.file {
         if let Some(fastest) = f
             .points
@@ -196,6 +233,12 @@ pub fn summary(record: &RunRecord) -> String {
             ));
         }
     }
+    out
+}
+
+/// The TLS layer's highlights: the sweep's points and ratios, key stores, handshakes.
+fn tls_highlights(record: &RunRecord) -> String {
+    let mut out = String::new();
     if let Some(sweep) = record.tls.as_ref().and_then(|t| t.sweep.as_ref()) {
         for p in sweep.points.iter().filter(|p| p.variant == "accel") {
             out.push_str(&format!(
@@ -254,6 +297,12 @@ pub fn summary(record: &RunRecord) -> String {
             .unwrap_or_default();
         out.push_str(&crate::handshake::markdown(h, &records));
     }
+    out
+}
+
+/// The tunnel's highlights: the underlay, each point, the ratios, strongSwan beside them.
+fn tunnel_highlights(record: &RunRecord) -> String {
+    let mut out = String::new();
     if let Some(t) = &record.tunnel {
         if let Some(u) = t.underlay(cipherbench_model::tunnel::Protocol::Tcp) {
             out.push_str(&format!(
@@ -309,6 +358,13 @@ pub fn summary(record: &RunRecord) -> String {
             out.push_str(&format!("- tunnel strongSwan: {}\n", s.kernel_xfrm));
         }
     }
+    out
+}
+
+/// The libraries under test, the machine's conditions, and the warnings' count.
+fn closing(record: &RunRecord) -> String {
+    let mut out = String::new();
+    let env = &record.environment;
     if !env.libraries.is_empty() {
         out.push_str(&format!(
             "\n## OpenSSL under test\n\n```\n{}```\n",
