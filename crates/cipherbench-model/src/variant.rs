@@ -457,6 +457,25 @@ impl VariantRecord {
         Some(parts.join("; "))
     }
 
+    /// The warning a layer gives when this variant did not take effect, naming where
+    /// it was judged (`in the gateway`, `for nginx`; empty: the layer's own process);
+    /// None if it took effect.
+    pub fn not_effective_warning(&self, place: &str) -> Option<String> {
+        if self.took_effect {
+            return None;
+        }
+        let place = if place.is_empty() {
+            String::new()
+        } else {
+            format!(" {place}")
+        };
+        Some(format!(
+            "variant {} did not take effect{place}: {}",
+            self.name,
+            self.explanation()
+        ))
+    }
+
     /// The reason and, if known, the mask that would work: one line for a person.
     pub fn explanation(&self) -> String {
         let mut out = match &self.effect {
@@ -557,6 +576,23 @@ mod tests {
             "n/a: noaesni did not take effect"
         );
         assert!(ineffective(&records[..2], &["accel", "noaesni"]).is_none());
+    }
+
+    #[test]
+    fn a_variant_that_did_not_take_effect_is_one_warning_saying_where() {
+        let noaesni = record("noaesni", false);
+        assert_eq!(
+            record("accel", true).not_effective_warning("in the gateway"),
+            None
+        );
+        assert_eq!(
+            noaesni.not_effective_warning("in the gateway").as_deref(),
+            Some("variant noaesni did not take effect in the gateway: OpenSSL reported ")
+        );
+        assert_eq!(
+            noaesni.not_effective_warning("").as_deref(),
+            Some("variant noaesni did not take effect: OpenSSL reported ")
+        );
     }
 
     #[test]

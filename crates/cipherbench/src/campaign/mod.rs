@@ -156,26 +156,9 @@ impl Variants {
 /// naming where it was judged (empty: the layer's own process). For runners that
 /// judge outside a [`Variants`] (nginx's per-server records).
 pub fn warn_not_effective(run: &mut RunRecord, layer: &str, record: &VariantRecord, place: &str) {
-    if let Some(message) = not_effective(record, place) {
+    if let Some(message) = record.not_effective_warning(place) {
         run.warn(layer, "variant_not_effective", message);
     }
-}
-
-/// What the warning of a variant that did not take effect says; None if it did.
-fn not_effective(record: &VariantRecord, place: &str) -> Option<String> {
-    if record.took_effect {
-        return None;
-    }
-    let place = if place.is_empty() {
-        String::new()
-    } else {
-        format!(" {place}")
-    };
-    Some(format!(
-        "variant {} did not take effect{place}: {}",
-        record.name,
-        record.explanation()
-    ))
 }
 
 #[cfg(test)]
@@ -244,37 +227,5 @@ mod tests {
         let e = each_unit(&[0, 1, 2], &mut failing).unwrap_err();
         assert_eq!(e.to_string(), "unit 1 failed");
         assert_eq!(failing.calls, ["measure 0"]);
-    }
-
-    fn record(name: &str, took_effect: bool) -> VariantRecord {
-        VariantRecord {
-            name: name.into(),
-            ia32cap_env: None,
-            cpu_settings: String::new(),
-            aesni: !took_effect,
-            pclmulqdq: true,
-            took_effect,
-            probes: None,
-            effect: None,
-            process_check: None,
-            expected: None,
-            provider_calls: None,
-        }
-    }
-
-    #[test]
-    fn a_variant_that_did_not_take_effect_is_one_warning_saying_where() {
-        assert_eq!(
-            not_effective(&record("accel", true), "in the gateway"),
-            None
-        );
-        assert_eq!(
-            not_effective(&record("noaesni", false), "in the gateway").as_deref(),
-            Some("variant noaesni did not take effect in the gateway: OpenSSL reported ")
-        );
-        assert_eq!(
-            not_effective(&record("noaesni", false), "").as_deref(),
-            Some("variant noaesni did not take effect: OpenSSL reported ")
-        );
     }
 }

@@ -3,7 +3,7 @@
 use super::facts::*;
 use super::judge::*;
 use super::*;
-use cipherbench_model::variant::{ProbeFigure, ProbeRole, Probes, ProcessCheck, Verdict};
+use cipherbench_model::variant::{Effect, ProbeFigure, ProbeRole, Probes, ProcessCheck, Verdict};
 
 const ACCEL: &str = "OPENSSL_ia32cap=0xfffa32034f8bffff:0x1b415fdef1bf27eb";
 const NOAESNI: &str =
@@ -499,24 +499,30 @@ fn the_confirmation_judges_round_by_round_ratios_so_one_slow_round_is_outvoted()
     assert_eq!(des.rounds_bytes_per_cpu_sec.len(), 9);
 }
 
+/// accel and noaesni probed alternately, ChaCha's rate scaled per round by `spread`
+/// (the machine's swings, on both), and noaesni's ChaCha at `moved` of accel's in
+/// every round; judged as the confirmation judges.
+fn confirmed_with(spread: &[f64], accel_spread: &[f64], moved: f64) -> Effect {
+    let accel: Vec<Probes> = accel_spread
+        .iter()
+        .map(|k| probes(ACCEL, 10e9, 2e9 * k, 100e6))
+        .collect();
+    let mine: Vec<Probes> = spread
+        .iter()
+        .map(|k| probes(NOAESNI, 0.4e9, 2e9 * k * moved, 100e6))
+        .collect();
+    let (a, m) = combine_paired(&accel, &mine).unwrap();
+    judged(&Variant::noaesni(), None, &m, &a).effect.unwrap()
+}
+
 #[test]
 fn a_control_held_if_it_moved_no_more_than_accel_against_itself_up_to_the_limit() {
     // accel's five processes spread 0.70-1.30x around their median on ChaCha; the
     // variant's ChaCha ran at 0.72x of accel round by round: inside accel's own
     // spread, so no evidence the mask reached it.
     let spread = [1.0, 0.7, 1.3, 1.0, 1.0];
-    let accel: Vec<Probes> = spread
-        .iter()
-        .map(|k| probes(ACCEL, 10e9, 2e9 * k, 100e6))
-        .collect();
-    let mine: Vec<Probes> = spread
-        .iter()
-        .map(|k| probes(NOAESNI, 0.4e9, 2e9 * k * 0.72, 100e6))
-        .collect();
-    let (a, m) = combine_paired(&accel, &mine).unwrap();
-    let r = judged(&Variant::noaesni(), None, &m, &a);
-    assert!(r.took_effect, "{}", r.explanation());
-    let e = r.effect.unwrap();
+    let e = confirmed_with(&spread, &spread, 0.72);
+    assert_eq!(e.verdict, Verdict::TookEffect, "{}", e.reason);
     assert!(
         e.reason
             .contains("chacha20-poly1305 0.72x (accel against itself 0.70-1.30x)"),
@@ -525,24 +531,12 @@ fn a_control_held_if_it_moved_no_more_than_accel_against_itself_up_to_the_limit(
     );
     assert!(e.reason.contains("or as far as accel moved against itself"));
     // The same move with accel steady is a move.
-    let steady: Vec<Probes> = (0..5).map(|_| probes(ACCEL, 10e9, 2e9, 100e6)).collect();
-    let (a, m) = combine_paired(&steady, &mine).unwrap();
-    let r = judged(&Variant::noaesni(), None, &m, &a);
-    assert_eq!(r.effect.unwrap().verdict, Verdict::ControlMoved);
+    let e = confirmed_with(&spread, &[1.0; 5], 0.72);
+    assert_eq!(e.verdict, Verdict::ControlMoved, "{}", e.reason);
     // However noisy accel is, a control at 1/1.5 or beyond moved: the band stops
     // at CONTROL_BAND_LIMIT.
     let wild = [1.0, 0.4, 2.0, 1.0, 1.0];
-    let accel: Vec<Probes> = wild
-        .iter()
-        .map(|k| probes(ACCEL, 10e9, 2e9 * k, 100e6))
-        .collect();
-    let mine: Vec<Probes> = wild
-        .iter()
-        .map(|k| probes(NOAESNI, 0.4e9, 2e9 * k * 0.6, 100e6))
-        .collect();
-    let (a, m) = combine_paired(&accel, &mine).unwrap();
-    let r = judged(&Variant::noaesni(), None, &m, &a);
-    let e = r.effect.unwrap();
+    let e = confirmed_with(&wild, &wild, 0.6);
     assert_eq!(e.verdict, Verdict::ControlMoved, "{}", e.reason);
     assert!(
         e.reason
