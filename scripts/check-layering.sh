@@ -8,6 +8,9 @@
 # `cli/` (the layers get resolved plans, never flags). A `super::` path that climbs
 # out of a module's folder is refused too, so it cannot go around the rule.
 #
+# It also holds ARCHITECTURE.md's module map to the ranks: every ranked module is in
+# the map, each rank drawn above the ranks below it.
+#
 # Prints every offending line as file:line: why: code, and exits 1 if there is any.
 # Usage: scripts/check-layering.sh [SRC_DIR]  (default: crates/cipherbench/src)
 set -euo pipefail
@@ -111,9 +114,34 @@ while IFS= read -r file; do
   check_file "$file"
 done < <(find "$src" -name '*.rs' | sort)
 
+# ARCHITECTURE.md's module map must match the ranks: every ranked module named in
+# it (as `name/` or `name.rs`), each rank drawn above the ones below it.
+doc=ARCHITECTURE.md
+if [[ $src == crates/cipherbench/src && -f $doc ]]; then
+  map=$(awk '/^## Modules of the app/ {s = 1} s && /^```/ {n++; if (n == 2) exit; next} n == 1' "$doc")
+  previous_lowest=0
+  for ((r = ${#ranks[@]} - 1; r >= 0; r--)); do
+    highest=999999
+    lowest=0
+    for m in ${ranks[$r]}; do
+      line=$(grep -nE "(^|[[:space:]])$m(/|\.rs)([^A-Za-z0-9_]|$)" <<<"$map" | head -1 | cut -d: -f1 || true)
+      if [[ -z $line ]]; then
+        problems+=("$doc: module '$m' (rank $r) is missing from the module map")
+        continue
+      fi
+      ((line < highest)) && highest=$line
+      ((line > lowest)) && lowest=$line
+    done
+    if ((highest != 999999 && highest < previous_lowest)); then
+      problems+=("$doc: the module map draws rank $r (${ranks[$r]}) above a higher rank")
+    fi
+    ((lowest > previous_lowest)) && previous_lowest=$lowest
+  done
+fi
+
 if ((${#problems[@]})); then
   printf '%s\n' "${problems[@]}" >&2
-  echo "layering: ${#problems[@]} import(s) against the module ranks in $0" >&2
+  echo "layering: ${#problems[@]} problem(s) against the module ranks in $0" >&2
   exit 1
 fi
-echo "layering: ok (each module uses only modules of a lower rank)"
+echo "layering: ok (each module uses only modules of a lower rank; ARCHITECTURE.md's map draws the ranks in order)"
