@@ -439,7 +439,8 @@ pub fn needs_confirmation(record: &VariantRecord) -> bool {
     match effect.verdict {
         Verdict::ControlMoved => true,
         Verdict::TreatmentDidNotMove => treatment >= near,
-        Verdict::TookEffect => treatment < TREATMENT_FACTOR * 1.5,
+        // Near its own factor: AES's 3x (up to 4.5x), IFMA's 1.5x (up to 2.25x).
+        Verdict::TookEffect => treatment < effect.treatment_factor * 1.5,
         _ => false,
     }
 }

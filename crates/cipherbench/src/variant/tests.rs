@@ -443,6 +443,13 @@ fn a_moved_control_or_a_grey_treatment_is_measured_again_and_a_clear_one_is_not(
     assert!(needs_confirmation(&near));
     set(&mut near, 1.2);
     assert!(!needs_confirmation(&near));
+    // Took effect near its own factor (2.2x of 1.5x): measured again; well above it
+    // (2.4x), not, though both are under AES's 4.5x.
+    let mut took = judged_noaesni(&probes(NOAESNI, 0.33e9, 3.7e9, 31e6));
+    set(&mut took, 2.2);
+    assert!(needs_confirmation(&took));
+    set(&mut took, 2.4);
+    assert!(!needs_confirmation(&took));
 }
 
 #[test]
