@@ -7,15 +7,13 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::bin;
 use cipherbench_model::fitness::Fitness;
 use std::process::Command;
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
-}
-
 #[test]
 fn probe_shows_the_topology_in_text_and_json() {
+    let _turn = crate::turn!();
     let out = bin().arg("probe").output().unwrap();
     assert!(out.status.success());
     let text = String::from_utf8_lossy(&out.stdout);
@@ -38,6 +36,7 @@ fn probe_shows_the_topology_in_text_and_json() {
 
 #[test]
 fn probe_check_names_a_busy_process_and_exits_3() {
+    let _turn = crate::turn!();
     // A busy loop of its own, not a child of the cipherbench it watches; at nice -5
     // so that it stands out even while `make test` compiles beside it (seen: five
     // rustc at 0.2-0.26 CPU each pushed a nice-0 loop out of the busiest five).
@@ -79,6 +78,7 @@ fn probe_check_names_a_busy_process_and_exits_3() {
 
 #[test]
 fn probe_check_without_a_hog_gives_a_verdict_either_way() {
+    let _turn = crate::turn!();
     // The machine is shared: whether it is quiet is not this test's to decide, but the
     // verdict, its exit status and the advice agree.
     let out = bin().args(["probe", "--check"]).output().unwrap();
@@ -103,6 +103,7 @@ fn probe_check_without_a_hog_gives_a_verdict_either_way() {
 
 #[test]
 fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share() {
+    let _turn = crate::turn!();
     // The speed worker's first thread runs on the first CPU of the spread order (one
     // thread per core, CPU 0's core last): the busy loop is pinned there, and is no
     // child of the cipherbench it disturbs.
@@ -194,6 +195,7 @@ fn speed_marks_points_measured_beside_a_busy_loop_noisy_machine_with_its_share()
 
 #[test]
 fn speed_turns_the_variant_order_from_one_cipher_to_the_next() {
+    let _turn = crate::turn!();
     let dir = std::env::temp_dir().join(format!("cb-machine-order-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     let out = bin()

@@ -45,11 +45,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
 
 /// One tunnel test at a time: they share two cores with everything else, and the
 /// exact counts (no socket drops, no loss) must not depend on how busy they are.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    // A panicking test poisons the lock; the next one may still run.
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    crate::turns::alone()
 }
 const SECRET: [u8; 32] = [0x5a; 32];
 
@@ -167,6 +164,7 @@ fn udp_run(lab: &Lab, pair: &mut GatewayPair, seconds: u64, rate: f64) -> Tunnel
 
 #[test]
 fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab("every_transform_carries_tcp_and_udp", &[]) else {
         return;
@@ -275,6 +273,7 @@ fn every_transform_carries_tcp_and_udp_and_the_counters_match_iperf3() {
 
 #[test]
 fn udp_datagrams_above_the_tunnel_mtu_cross_in_fragments_and_the_byte_check_counts_them() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab("udp_fragments", &[]) else {
         return;
@@ -365,6 +364,7 @@ fn assert_has_threads(names: &[String], expected: &[&str], transform: Transform)
 
 #[test]
 fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab("gateways_run_the_workers_asked_for", &[]) else {
         return;
@@ -444,6 +444,7 @@ fn gateways_run_the_workers_asked_for_and_keep_one_flow_in_order() {
 
 #[test]
 fn a_gateway_on_one_core_takes_both_directions_on_one_thread_and_keeps_order() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab("a_gateway_on_one_core_takes_both_directions", &[]) else {
         return;
@@ -532,6 +533,7 @@ impl Drop for BusyLoop {
 
 #[test]
 fn a_one_core_gateway_that_waits_for_its_core_splits_and_the_run_records_when() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab(
         "a_one_core_gateway_that_waits_for_its_core_splits",
@@ -709,6 +711,7 @@ fn tshark_icv(
 
 #[test]
 fn tshark_verifies_the_icv_of_every_esp_frame() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = wire_lab(
         "tshark_verifies_the_icv_of_every_esp_frame",
@@ -801,6 +804,7 @@ fn pcap_udp_payloads(file: &Path) -> Vec<Vec<u8>> {
 
 #[test]
 fn chacha20_poly1305_frames_open_with_an_independent_implementation() {
+    let _turn = crate::turn!();
     let _serial = serial();
     // tshark here has no ChaCha20-Poly1305; RustCrypto's chacha20poly1305 (a pure
     // Rust implementation, not OpenSSL) opens the captured frames instead.
@@ -960,6 +964,7 @@ fn keylog_records(text: &str) -> Vec<(u32, Vec<u8>)> {
 
 #[test]
 fn tshark_decrypts_the_tunnel_with_nothing_but_the_esp_keylog() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = wire_lab(
         "tshark_decrypts_the_tunnel_with_nothing_but_the_esp_keylog",
@@ -1142,6 +1147,7 @@ fn nft(netns: &str, args: &[&str]) -> String {
 
 #[test]
 fn loss_on_the_underlay_is_counted_exactly_and_the_gateways_carry_on() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = wire_lab("loss_on_the_underlay", &["nft"]) else {
         return;
@@ -1350,6 +1356,7 @@ fn relay(
 
 #[test]
 fn every_datagram_sent_to_a_gateway_is_counted_once_by_outcome_and_none_delivered_twice() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let Some(lab) = lab("duplicated_replayed_and_forged_packets", &[]) else {
         return;
@@ -1532,6 +1539,7 @@ fn assert_nothing_left(pid: u32, gateways: &[u32], how: &str) {
 
 #[test]
 fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping the cleanup test: {e:#}");
@@ -1613,6 +1621,7 @@ fn nothing_is_left_after_a_normal_run_an_error_sigint_or_sigkill_and_cleanup() {
 
 #[test]
 fn more_gateway_workers_than_cpus_is_a_printed_note_and_a_long_pool_one_short_entry() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping the gateway workers note test: {e:#}");
@@ -1661,6 +1670,7 @@ fn more_gateway_workers_than_cpus_is_a_printed_note_and_a_long_pool_one_short_en
 
 #[test]
 fn the_esp_keylog_flag_logs_every_sa_privately_and_appends_across_runs() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping the key log flag test: {e:#}");
@@ -1738,6 +1748,7 @@ fn upstream_openssl() -> std::path::PathBuf {
 
 #[test]
 fn both_gateways_load_the_library_asked_for_and_iperf3_is_recorded() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping the --openssl tunnel test: {e:#}");
@@ -1862,6 +1873,7 @@ fn upstream_lib() -> std::path::PathBuf {
 
 #[test]
 fn the_gateways_measure_the_effect_probes_and_each_variant_is_judged_by_them() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if let Err(e) = check_prerequisites() {
         eprintln!("skipping the gateway probe test: {e:#}");
@@ -1936,6 +1948,7 @@ fn the_gateways_measure_the_effect_probes_and_each_variant_is_judged_by_them() {
 
 #[test]
 fn without_root_the_tunnel_says_why_and_run_skips_the_layer() {
+    let _turn = crate::turn!();
     let _serial = serial();
     let as_root = check_prerequisites().is_ok();
     // As root, drop to nobody with setpriv (util-linux) to see what a user sees.

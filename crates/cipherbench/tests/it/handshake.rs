@@ -12,11 +12,11 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::{bin_in as bin, scratch};
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
-use std::path::{Path, PathBuf};
-use std::process::Command;
-use std::sync::{Mutex, MutexGuard};
+use std::path::Path;
+use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
 /// The tests that measure take turns: a variant is judged by rates per CPU second,
@@ -24,23 +24,8 @@ use std::time::{Duration, Instant};
 /// probes beside another's move the other's figures (make test once saw the AES-GCM
 /// control at 0.79x of accel with two of these running at once). The tool measures
 /// alone on its CPUs; so do its tests.
-static MEASURING: Mutex<()> = Mutex::new(());
-
 fn measuring() -> MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
-}
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cb-hs-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    dir
-}
-
-fn bin(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
-    c.env("TMPDIR", dir.join("tmp"));
-    c
+    crate::turns::alone()
 }
 
 fn record(dir: &Path) -> RunRecord {
@@ -106,8 +91,9 @@ fn handshake(dir: &Path, results: &Path, args: &[&str]) -> std::process::Output 
 
 #[test]
 fn full_handshakes_do_not_resume_and_resumed_ones_do() {
+    let _turn = crate::turn!();
     let _turn = measuring();
-    let dir = scratch("sessions");
+    let dir = scratch("hs", "sessions");
     let results = dir.join("results");
     let out = handshake(
         &dir,
@@ -160,8 +146,9 @@ fn full_handshakes_do_not_resume_and_resumed_ones_do() {
 
 #[test]
 fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
+    let _turn = crate::turn!();
     let _turn = measuring();
-    let dir = scratch("pkcs11");
+    let dir = scratch("hs", "pkcs11");
     let results = dir.join("results");
     let out = handshake(
         &dir,
@@ -209,6 +196,7 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
 
 #[test]
 fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     let has_ifma = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap()
@@ -222,7 +210,7 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
     let mut attempt = 0;
     let (dir, noifma) = loop {
         attempt += 1;
-        let dir = scratch(&format!("noifma{attempt}"));
+        let dir = scratch("hs", &format!("noifma{attempt}"));
         let results = dir.join("results");
         handshake(
             &dir,
@@ -289,7 +277,8 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
 
 #[test]
 fn bad_handshake_flags_are_one_line() {
-    let dir = scratch("bad");
+    let _turn = crate::turn!();
+    let dir = scratch("hs", "bad");
     for (args, needle) in [
         (&["--groups", "ffdhe2048"][..], "x25519 or p-256"),
         (&["--sessions", "half"][..], "full, resumed"),

@@ -10,20 +10,19 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::stderr;
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::MutexGuard;
 
 /// The tests that measure take turns: each judges rates per CPU second, and on a
 /// 2-vCPU machine (whose vCPUs may be SMT siblings) one test's AVX-512 work beside
 /// another's lowers the other's figures. The tool measures alone on its CPUs; so do
 /// its tests.
-static MEASURING: Mutex<()> = Mutex::new(());
-
 fn measuring() -> MutexGuard<'static, ()> {
-    MEASURING.lock().unwrap_or_else(|p| p.into_inner())
+    crate::turns::alone()
 }
 
 const OLD_MASK: &str = "~0x200000200000000:~0x0";
@@ -61,10 +60,6 @@ fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cb-variants-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn record(dir: &Path) -> RunRecord {
@@ -110,6 +105,7 @@ fn per_cpu_second(r: &RunRecord, cipher: &str, variant: &str) -> f64 {
 
 #[test]
 fn noaesni_masks_the_vaes_path_of_upstream_3_6_and_the_control_holds() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     let dir = scratch("upstream-noaesni");
     // The control's CPU rate moves with the machine (seen at 0.86x once in `make
@@ -168,6 +164,7 @@ fn noaesni_masks_the_vaes_path_of_upstream_3_6_and_the_control_holds() {
 
 #[test]
 fn the_old_mask_on_upstream_3_6_is_said_not_to_take_effect_everywhere() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     let dir = scratch("upstream-old-mask");
     let variants = format!("accel,ia32cap:{OLD_MASK}");
@@ -210,6 +207,7 @@ fn the_old_mask_on_upstream_3_6_is_said_not_to_take_effect_everywhere() {
 
 #[test]
 fn noaesni_takes_effect_with_the_distribution_s_openssl_by_its_two_field_mask() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     let dir = scratch("system-noaesni");
     let out = speed(bin(), "accel,noaesni", &dir);
@@ -241,6 +239,7 @@ fn noaesni_takes_effect_with_the_distribution_s_openssl_by_its_two_field_mask() 
 
 #[test]
 fn masks_openssl_would_misread_are_refused_in_one_line_before_anything_starts() {
+    let _turn = crate::turn!();
     for mask in [
         "zz",
         "",
@@ -275,6 +274,7 @@ fn masks_openssl_would_misread_are_refused_in_one_line_before_anything_starts() 
 
 #[test]
 fn an_ia32cap_already_in_the_environment_is_noted_once_and_reaches_no_variant() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     // Empty: OpenSSL turns every capability off; malformed: the same, silently.
     for value in ["", "zz"] {
@@ -330,6 +330,7 @@ fn aes_gcm_family(cmd: &mut Command) -> String {
 
 #[test]
 fn probe_names_the_aes_gcm_path_each_library_takes() {
+    let _turn = crate::turn!();
     let _turn = measuring();
     let vaes = cpu_has(&[
         "vaes",

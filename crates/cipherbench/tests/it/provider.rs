@@ -156,6 +156,7 @@ fn nothing_left(dir: &Path) {
 
 #[test]
 fn the_counting_provider_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_back() {
+    let _turn = crate::turn!();
     let dir = scratch("ran");
     let results = dir.join("results");
     let variant = format!("provider:{}", conf());
@@ -250,6 +251,7 @@ fn the_counting_provider_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_ba
 
 #[test]
 fn a_provider_variant_asked_only_for_what_it_lacks_is_a_fallback_everywhere() {
+    let _turn = crate::turn!();
     let dir = scratch("fallback");
     let results = dir.join("results");
     let variant = format!("provider:{}", conf());
@@ -299,6 +301,7 @@ fn a_provider_variant_asked_only_for_what_it_lacks_is_a_fallback_everywhere() {
 
 #[test]
 fn a_provider_that_does_not_load_is_refused_in_one_line_before_anything_starts() {
+    let _turn = crate::turn!();
     let dir = scratch("noload");
     let results = dir.join("results");
     let mut cmd = bin(&dir);
@@ -422,6 +425,7 @@ fn nginx_runs_aes_gcm_under_and_chacha20_falls_back(name: &str, variant: &str, r
 
 #[test]
 fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() {
+    let _turn = crate::turn!();
     nginx_runs_aes_gcm_under_and_chacha20_falls_back(
         "nginx",
         &format!("provider:{}", conf()),
@@ -431,6 +435,7 @@ fn nginx_under_the_counting_provider_runs_aes_gcm_and_falls_back_for_chacha20() 
 
 #[test]
 fn seal_under_the_counting_provider_runs_aes_256_gcm_and_chacha20_falls_back() {
+    let _turn = crate::turn!();
     let dir = scratch("file");
     let results = dir.join("results");
     let variant = format!("provider:{}", conf());
@@ -490,6 +495,7 @@ fn seal_under_the_counting_provider_runs_aes_256_gcm_and_chacha20_falls_back() {
 
 #[test]
 fn the_counting_engine_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_back() {
+    let _turn = crate::turn!();
     let dir = scratch("engine");
     let results = dir.join("results");
     let variant = "engine:cbcount";
@@ -548,6 +554,7 @@ fn the_counting_engine_runs_aes_gcm_with_its_calls_counted_and_chacha_falls_back
 
 #[test]
 fn nginx_under_the_counting_engine_runs_aes_gcm_and_falls_back_for_chacha20() {
+    let _turn = crate::turn!();
     // libssl routes nginx's record cipher to the engine bound to its NID.
     nginx_runs_aes_gcm_under_and_chacha20_falls_back(
         "engine-nginx",
@@ -558,6 +565,7 @@ fn nginx_under_the_counting_engine_runs_aes_gcm_and_falls_back_for_chacha20() {
 
 #[test]
 fn what_the_engine_seals_opens_without_it_and_back_and_a_flipped_byte_fails_under_it() {
+    let _turn = crate::turn!();
     let dir = scratch("engine-seal");
     let plain = dir.join("plain");
     let data: Vec<u8> = (0..3_000_000u32)
@@ -635,6 +643,7 @@ fn what_the_engine_seals_opens_without_it_and_back_and_a_flipped_byte_fails_unde
 
 #[test]
 fn a_provider_variant_is_refused_for_the_two_host_tunnel_before_any_ssh() {
+    let _turn = crate::turn!();
     let dir = scratch("peer");
     let variant = format!("provider:{}", conf());
     let out = bin(&dir)

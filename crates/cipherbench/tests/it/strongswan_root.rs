@@ -32,10 +32,8 @@ const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
 
 /// One test at a time: they share the machine's cores, and the CLI tests look for
 /// the charons of their own run.
-static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
-
 fn serial() -> std::sync::MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    crate::turns::alone()
 }
 
 fn runnable(test: &str) -> bool {
@@ -119,6 +117,7 @@ fn processes_named(name: &str, ancestor: Option<u32>) -> Vec<u32> {
 
 #[test]
 fn every_backend_negotiates_its_transform_and_carries_iperf3_with_matching_counters() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if !runnable("the strongSwan backend test") {
         return;
@@ -204,6 +203,7 @@ fn every_backend_negotiates_its_transform_and_carries_iperf3_with_matching_count
 
 #[test]
 fn an_ike_failure_is_one_line_and_leaves_no_charon_and_no_files() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if !runnable("the IKE failure test") {
         return;
@@ -307,6 +307,7 @@ fn wait_for_charons(child: &mut std::process::Child) -> Vec<u32> {
 
 #[test]
 fn nothing_is_left_after_a_normal_run_ctrl_c_or_a_killed_charon() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if !runnable("the strongSwan cleanup test") {
         return;
@@ -369,6 +370,7 @@ fn nothing_is_left_after_a_normal_run_ctrl_c_or_a_killed_charon() {
 
 #[test]
 fn a_missing_strongswan_or_a_charon_that_does_not_come_up_is_one_line() {
+    let _turn = crate::turn!();
     let _serial = serial();
     if !runnable("the missing-charon test") {
         return;

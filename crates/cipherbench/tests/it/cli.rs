@@ -8,23 +8,16 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::{bin, stderr};
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
-}
-
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cb-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 /// One line, starting with "cipherbench:", for an error.
@@ -42,6 +35,7 @@ fn assert_one_line_error(out: &Output, needle: &str) {
 
 #[test]
 fn unknown_cipher_is_refused_with_the_known_ones() {
+    let _turn = crate::turn!();
     let dir = scratch("unknown-cipher");
     let out = bin()
         .args(["speed", "--cipher", "aes-128-gcm,rot13", "--results"])
@@ -58,6 +52,7 @@ fn unknown_cipher_is_refused_with_the_known_ones() {
 
 #[test]
 fn bad_size_is_refused() {
+    let _turn = crate::turn!();
     let dir = scratch("bad-size");
     for sizes in ["16,1K", "abc", "0", "16,,64"] {
         let out = bin()
@@ -72,6 +67,7 @@ fn bad_size_is_refused() {
 
 #[test]
 fn unknown_variant_and_flag_are_refused() {
+    let _turn = crate::turn!();
     let out = bin()
         .args(["speed", "--variants", "turbo"])
         .output()
@@ -84,6 +80,7 @@ fn unknown_variant_and_flag_are_refused() {
 
 #[test]
 fn unwritable_results_directory_is_refused_before_measuring() {
+    let _turn = crate::turn!();
     // A path under a regular file cannot be a directory, even for root.
     let file = scratch("not-a-dir");
     std::fs::write(&file, b"x").unwrap();
@@ -105,6 +102,7 @@ fn unwritable_results_directory_is_refused_before_measuring() {
 
 #[test]
 fn a_directory_holding_a_run_is_not_overwritten() {
+    let _turn = crate::turn!();
     let dir = scratch("held");
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::write(dir.join("run.json"), "precious").unwrap();
@@ -136,6 +134,7 @@ fn check_record(dir: &Path) -> RunRecord {
 
 #[test]
 fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
+    let _turn = crate::turn!();
     let dir = scratch("tiny");
     let out = bin()
         .args(["run", "--preset", "tiny", "--quiet", "--results"])
@@ -225,6 +224,7 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
 
 #[test]
 fn a_sweep_rate_must_be_positive_and_not_beside_a_concurrency() {
+    let _turn = crate::turn!();
     let dir = scratch("bad-rate");
     for rate in ["0", "-5", "nan", "2000000"] {
         let out = bin()
@@ -252,6 +252,7 @@ fn a_sweep_rate_must_be_positive_and_not_beside_a_concurrency() {
 
 #[test]
 fn a_sweep_rate_whose_window_holds_no_request_is_refused() {
+    let _turn = crate::turn!();
     let dir = scratch("rate-window");
     let out = bin()
         .args([
@@ -278,6 +279,7 @@ fn a_sweep_rate_whose_window_holds_no_request_is_refused() {
 
 #[test]
 fn generator_cpus_are_a_cpu_list_and_must_leave_nginx_a_cpu() {
+    let _turn = crate::turn!();
     let dir = scratch("generator-cpus");
     for (list, needle) in [
         (
@@ -331,6 +333,7 @@ fn generator_cpus_are_a_cpu_list_and_must_leave_nginx_a_cpu() {
 
 #[test]
 fn report_refuses_a_directory_without_a_run() {
+    let _turn = crate::turn!();
     let dir = scratch("empty");
     std::fs::create_dir_all(&dir).unwrap();
     let out = bin().arg("report").arg(&dir).output().unwrap();
@@ -354,6 +357,7 @@ fn report_refuses_a_directory_without_a_run() {
 
 #[test]
 fn ctrl_c_keeps_what_was_measured() {
+    let _turn = crate::turn!();
     let dir = scratch("sigint");
     let mut child = bin()
         .args([
@@ -415,6 +419,7 @@ fn ctrl_c_keeps_what_was_measured() {
 
 #[test]
 fn ctrl_c_inside_one_ciphers_run_keeps_its_finished_points() {
+    let _turn = crate::turn!();
     // One cipher and variant is one worker process streaming its points: Ctrl-C
     // after its first point must keep that point, not only whole workers' results.
     let dir = scratch("sigint-chunk");
@@ -488,6 +493,7 @@ fn children_of(parent: u32) -> Vec<u32> {
 
 #[test]
 fn bad_tunnel_flags_are_refused_before_anything_starts() {
+    let _turn = crate::turn!();
     let dir = scratch("bad-tunnel");
     for (args, needle) in [
         (
@@ -538,6 +544,7 @@ fn bad_tunnel_flags_are_refused_before_anything_starts() {
 
 #[test]
 fn an_unfinished_run_resumes_without_measuring_again() {
+    let _turn = crate::turn!();
     let dir = scratch("resume");
     let first = bin()
         .args(["run", "--preset", "tiny", "--quiet", "--results"])
@@ -604,6 +611,7 @@ fn an_unfinished_run_resumes_without_measuring_again() {
 
 #[test]
 fn an_esp_keylog_others_could_read_is_refused_before_anything_starts() {
+    let _turn = crate::turn!();
     use std::os::unix::fs::PermissionsExt;
     let dir = scratch("keylog");
     std::fs::create_dir_all(&dir).unwrap();
@@ -639,6 +647,7 @@ fn an_esp_keylog_others_could_read_is_refused_before_anything_starts() {
 
 #[test]
 fn a_speed_run_stopped_between_rounds_measures_the_cipher_again_whole_on_resume() {
+    let _turn = crate::turn!();
     let dir = scratch("rounds-resume");
     let args = [
         "speed",
@@ -702,6 +711,7 @@ fn a_speed_run_stopped_between_rounds_measures_the_cipher_again_whole_on_resume(
 
 #[test]
 fn namespace_only_tunnel_flags_are_refused_with_peer_before_any_ssh() {
+    let _turn = crate::turn!();
     let dir = scratch("peer-flags");
     for (flags, needle) in [
         (&["--underlay-rate", "1gbit"][..], "--underlay-rate shapes"),
@@ -729,6 +739,7 @@ fn namespace_only_tunnel_flags_are_refused_with_peer_before_any_ssh() {
 /// plan's length (from the steps' times measured here) must fit.
 #[test]
 fn the_many_cores_script_plans_a_big_machine_within_ten_minutes() {
+    let _turn = crate::turn!();
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../scripts/bench-many-cores.sh");
     let plan = |cpus: &str, extra: &[(&str, &str)]| {
         let mut c = Command::new("bash");

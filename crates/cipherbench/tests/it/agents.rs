@@ -18,9 +18,7 @@
     reason = "each end-to-end test reads top to bottom as one scenario, setup to teardown"
 )]
 
-mod hosts;
-
-use hosts::Hosts;
+use crate::hosts::{self, Hosts};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::sync::{Mutex, MutexGuard};
@@ -29,10 +27,8 @@ use std::time::{Duration, Instant};
 const BIN: &str = env!("CARGO_BIN_EXE_cipherbench");
 
 /// One test at a time: they share two cores and a bridge each.
-static SERIAL: Mutex<()> = Mutex::new(());
-
 fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|p| p.into_inner())
+    crate::turns::alone()
 }
 
 fn skip(test: &str) -> bool {
@@ -179,6 +175,7 @@ fn replace_arg<'a>(args: &mut [&'a str], old: &str, new: &'a str) {
 
 #[test]
 fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
+    let _turn = crate::turn!();
     let Some((_s, hosts, config)) =
         start_hosts("test_hosts_are_separate_ssh_hosts_and_leave_nothing", 2)
     else {
@@ -207,6 +204,7 @@ fn test_hosts_are_separate_ssh_hosts_and_leave_nothing() {
 
 #[test]
 fn test_hosts_are_removed_when_a_test_fails() {
+    let _turn = crate::turn!();
     if skip("test_hosts_are_removed_when_a_test_fails") {
         return;
     }
@@ -340,6 +338,7 @@ fn sweep_args<'a>(hosts: &'a str, config: &'a str, results: &'a str) -> Vec<&'a 
 
 #[test]
 fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
+    let _turn = crate::turn!();
     let test = "a_sweep_from_three_agents_records_each_and_merges_their_windows";
     let Some((_s, hosts, config)) = start_hosts(test, 3) else {
         return;
@@ -400,6 +399,7 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
 
 #[test]
 fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
+    let _turn = crate::turn!();
     let test = "an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts";
     let Some((_s, mut hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -431,6 +431,7 @@ fn an_unreachable_or_refusing_host_is_one_clear_line_and_nothing_starts() {
 
 #[test]
 fn a_missing_agent_binary_is_one_clear_line() {
+    let _turn = crate::turn!();
     let Some((_s, hosts, config)) = start_hosts("a_missing_agent_binary_is_one_clear_line", 1)
     else {
         return;
@@ -456,6 +457,7 @@ fn sha256_prefix(path: &Path) -> String {
 
 #[test]
 fn an_agent_of_another_build_is_refused_naming_both_builds() {
+    let _turn = crate::turn!();
     let test = "an_agent_of_another_build_is_refused_naming_both_builds";
     let Some((_s, hosts, config)) = start_hosts(test, 1) else {
         return;
@@ -517,6 +519,7 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
 
 #[test]
 fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
+    let _turn = crate::turn!();
     let test = "an_agent_killed_mid_window_fails_the_point_with_its_name";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -555,6 +558,7 @@ fn an_agent_killed_mid_window_fails_the_point_with_its_name() {
 
 #[test]
 fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
+    let _turn = crate::turn!();
     let test = "a_ramp_from_two_agents_attempts_the_whole_schedule";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -605,6 +609,7 @@ fn a_ramp_from_two_agents_attempts_the_whole_schedule() {
 
 #[test]
 fn ctrl_c_on_the_coordinator_ends_every_agent() {
+    let _turn = crate::turn!();
     let Some((_s, hosts, config)) = start_hosts("ctrl_c_on_the_coordinator_ends_every_agent", 2)
     else {
         return;
@@ -668,6 +673,7 @@ fn server_cpus(results: &Path) -> Vec<u64> {
 #[test]
 #[ignore]
 fn three_agents_measure_what_one_generator_of_the_same_cpus_does() {
+    let _turn = crate::turn!();
     let test = "three_agents_measure_what_one_generator_of_the_same_cpus_does";
     let Some((_s, hosts, config)) = start_hosts(test, 3) else {
         return;
@@ -916,6 +922,10 @@ fn peer_args<'a>(config: &'a str, results: &'a str) -> Vec<&'a str> {
         "tcp",
         "--seconds",
         "2",
+        // One round: what these tests check is in every run, and the tunnel command's
+        // default (the quick preset's two) would double its length.
+        "--repeats",
+        "1",
         "--results",
         results,
     ]
@@ -996,6 +1006,7 @@ impl Seen {
 
 #[test]
 fn a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing() {
+    let _turn = crate::turn!();
     let test = "a_tunnel_to_a_peer_host_carries_iperf3_records_both_hosts_and_leaves_nothing";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1251,6 +1262,7 @@ impl Drop for Hog {
 
 #[test]
 fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
+    let _turn = crate::turn!();
     let test = "a_busy_peer_marks_the_tunnel_s_points_naming_the_peer";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1260,7 +1272,7 @@ fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
     let results = dir.display().to_string();
     let mut args = peer_args(&config, &results);
     replace_arg(&mut args, "aes128-gcm,null", "null");
-    args.extend(["--no-underlay", "--repeats", "1"]);
+    args.push("--no-underlay");
     let out = {
         let _hog = Hog::start(&hosts, 1, "peerhog");
         from_host(&hosts, 0, &args)
@@ -1302,6 +1314,7 @@ fn a_busy_peer_marks_the_tunnel_s_points_naming_the_peer() {
 
 #[test]
 fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
+    let _turn = crate::turn!();
     let test = "udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1344,6 +1357,7 @@ fn udp_4500_dropped_by_the_peers_firewall_is_one_line_and_nothing_is_left() {
 
 #[test]
 fn a_peer_agent_without_root_is_one_line_and_nothing_is_left() {
+    let _turn = crate::turn!();
     let test = "a_peer_agent_without_root_is_one_line_and_nothing_is_left";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1410,6 +1424,7 @@ fn tunnel_until_the_peer_is_up(hosts: &Hosts, config: &str) -> std::process::Chi
 
 #[test]
 fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
+    let _turn = crate::turn!();
     let test = "a_killed_peer_agent_is_one_line_and_its_tun_is_removed";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1429,6 +1444,7 @@ fn a_killed_peer_agent_is_one_line_and_its_tun_is_removed() {
 
 #[test]
 fn ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host() {
+    let _turn = crate::turn!();
     let test = "ctrl_c_during_the_two_host_tunnel_leaves_nothing_on_either_host";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1457,6 +1473,7 @@ fn tunnel_points(run: &serde_json::Value, transform: &str) -> Vec<serde_json::Va
 
 #[test]
 fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
+    let _turn = crate::turn!();
     let test = "a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;
@@ -1535,6 +1552,7 @@ fn a_two_host_tunnel_stopped_with_ctrl_c_resumes_keeping_what_it_measured() {
 #[test]
 #[ignore]
 fn the_two_host_tunnel_measures_what_the_namespace_tunnel_does() {
+    let _turn = crate::turn!();
     let test = "the_two_host_tunnel_measures_what_the_namespace_tunnel_does";
     let Some((_s, hosts, config)) = start_hosts(test, 2) else {
         return;

@@ -18,6 +18,7 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::{bin_in as bin, scratch, stderr};
 use cipherbench_model::env::PartLibrary;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
@@ -43,24 +44,6 @@ fn upstream() -> PathBuf {
             base.display()
         ),
     }
-}
-
-/// A scratch directory with its own `tmp/` for cipherbench's `TMPDIR`.
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cb-lib-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    dir
-}
-
-fn bin(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
-    c.env("TMPDIR", dir.join("tmp"));
-    c
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
 }
 
 fn assert_one_line_error(out: &Output, needle: &str) {
@@ -123,8 +106,9 @@ fn version_of(upstream: &Path) -> String {
 
 #[test]
 fn every_speed_worker_loads_the_library_asked_for_and_says_so() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("speed");
+    let dir = scratch("lib", "speed");
     let results = dir.join("results");
     run_ok(
         bin(&dir)
@@ -173,8 +157,9 @@ fn every_speed_worker_loads_the_library_asked_for_and_says_so() {
 
 #[test]
 fn a_library_list_measures_both_side_by_side_with_the_library_step() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("list");
+    let dir = scratch("lib", "list");
     let results = dir.join("results");
     let out = run_ok(
         bin(&dir)
@@ -245,8 +230,9 @@ fn a_library_list_measures_both_side_by_side_with_the_library_step() {
 
 #[test]
 fn the_file_layers_openssl_tool_and_seal_and_open_load_the_library() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("file");
+    let dir = scratch("lib", "file");
     let results = dir.join("results");
     run_ok(
         bin(&dir)
@@ -357,8 +343,9 @@ fn assert_nothing_left(dir: &Path) {
 
 #[test]
 fn nginx_master_and_workers_map_the_library_asked_for() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("nginx");
+    let dir = scratch("lib", "nginx");
     let results = dir.join("results");
     let out = sweep(&dir, &up, None, Some(&results));
     assert!(out.status.success(), "{}", stderr(&out));
@@ -389,8 +376,9 @@ fn nginx_master_and_workers_map_the_library_asked_for() {
 
 #[test]
 fn an_nginx_that_drops_the_library_stops_the_layer_with_one_line() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("nginx-drops");
+    let dir = scratch("lib", "nginx-drops");
     let wrapper = dir.join("nginx");
     let real = ["/usr/sbin/nginx", "/usr/local/sbin/nginx"]
         .into_iter()
@@ -416,8 +404,9 @@ fn an_nginx_that_drops_the_library_stops_the_layer_with_one_line() {
 
 #[test]
 fn an_openssl_cli_on_another_library_stops_the_file_layer() {
+    let _turn = crate::turn!();
     let up = upstream();
-    let dir = scratch("cli-drops");
+    let dir = scratch("lib", "cli-drops");
     // A prefix whose libraries are the upstream ones (links), but whose bin/openssl
     // runs the system's CLI on the system's library.
     let prefix = dir.join("prefix");
@@ -484,7 +473,8 @@ fn fake_library(dir: &Path, source: &str, extra: &[&str]) {
 
 #[test]
 fn bad_openssl_directories_are_one_line_and_start_nothing() {
-    let dir = scratch("bad");
+    let _turn = crate::turn!();
+    let dir = scratch("lib", "bad");
     let file = dir.join("a-file");
     std::fs::write(&file, "not a directory").unwrap();
     let empty = dir.join("empty");
@@ -577,13 +567,14 @@ fn bad_openssl_directories_are_one_line_and_start_nothing() {
 
 #[test]
 fn the_handshake_mode_measures_rsa_under_both_libraries_with_each_ones_ifma_mask() {
+    let _turn = crate::turn!();
     let up = upstream();
     let tag = version_of(&up);
     let has_ifma = std::fs::read_to_string("/proc/cpuinfo")
         .unwrap()
         .lines()
         .any(|l| l.starts_with("flags") && l.split_whitespace().any(|f| f == "avx512ifma"));
-    let dir = scratch("handshake");
+    let dir = scratch("lib", "handshake");
     let results = dir.join("results");
     let out = run_ok(
         bin(&dir)

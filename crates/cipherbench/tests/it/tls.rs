@@ -13,29 +13,12 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::{bin_in as bin, scratch, stderr};
 use cipherbench_model::tls::SweepResults;
 use cipherbench_model::RunRecord;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-fn scratch(name: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!("cb-tls-{name}-{}", std::process::id()));
-    let _ = std::fs::remove_dir_all(&dir);
-    std::fs::create_dir_all(dir.join("tmp")).unwrap();
-    dir
-}
-
-/// cipherbench with `TMPDIR` inside `dir`.
-fn bin(dir: &Path) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_cipherbench"));
-    c.env("TMPDIR", dir.join("tmp"));
-    c
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
 
 /// Processes whose working directory is under `dir`.
 fn processes_in(dir: &Path) -> Vec<String> {
@@ -142,7 +125,8 @@ const SIZE: u64 = 256 * 1024;
 
 #[test]
 fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
-    let dir = scratch("sweep");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "sweep");
     let results = dir.join("results");
     let mut args = tls_args("sweep", "AES128-SHA,AES128-GCM-SHA256", "256KiB", "accel");
     args.extend(["--window", "600ms", "--probe", "250ms", "--warmup", "100ms"]);
@@ -216,7 +200,8 @@ fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
 
 #[test]
 fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
-    let dir = scratch("ramp");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "ramp");
     let results = dir.join("results");
     let mut args = tls_args(
         "ramp",
@@ -289,7 +274,8 @@ fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
 
 #[test]
 fn a_core_sweep_measures_the_counts_that_fit_and_says_why_the_others_were_not() {
-    let dir = scratch("cores");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "cores");
     let results = dir.join("results");
     // nginx on every CPU this process has leaves none for the generator: skipped,
     // said, and the command still measures --cores 1 against a real nginx.
@@ -345,7 +331,8 @@ fn a_core_sweep_measures_the_counts_that_fit_and_says_why_the_others_were_not() 
 
 #[test]
 fn bad_input_is_one_line_and_leaves_nothing_behind() {
-    let dir = scratch("bad");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "bad");
     let holder = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let busy = holder.local_addr().unwrap().port().to_string();
     let busy_message = format!("port {busy} on 127.0.0.1 is in use");
@@ -395,7 +382,8 @@ fn bad_input_is_one_line_and_leaves_nothing_behind() {
 
 #[test]
 fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
-    let dir = scratch("sigint");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "sigint");
     let results = dir.join("results");
     let mut args = tls_args(
         "sweep",
@@ -444,6 +432,7 @@ fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
 
 #[test]
 fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
+    let _turn = crate::turn!();
     /// Stops `tls serve` even when an assertion fails first.
     struct Serve(std::process::Child);
     impl Drop for Serve {
@@ -453,7 +442,7 @@ fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
             let _ = self.0.wait();
         }
     }
-    let dir = scratch("external-404");
+    let dir = scratch("tls", "external-404");
     let mut serve = bin(&dir)
         .args([
             "tls",
@@ -513,7 +502,8 @@ fn saved_points(results: &Path) -> usize {
 
 #[test]
 fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_share() {
-    let dir = scratch("busy");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "busy");
     let results = dir.join("results");
     // Where the sweep will put nginx's one worker.
     let topology = cipherbench::machine::topology::this_machine(None);
@@ -624,7 +614,8 @@ fn a_busy_loop_started_mid_sweep_marks_the_later_point_noisy_machine_with_its_sh
 /// round kept; the accel / noaesni ratio's interval pairs the rounds.
 #[test]
 fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
-    let dir = scratch("rounds");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "rounds");
     let results = dir.join("results");
     let mut args = tls_args("sweep", "AES128-GCM-SHA256", "256KiB", "accel,noaesni");
     args.extend(["--concurrency", "2"]);
@@ -688,7 +679,8 @@ fn a_sweep_point_s_variants_take_turns_in_rounds_and_their_ratio_pairs_them() {
 /// configs lived in the run's directory).
 #[test]
 fn a_sweep_measures_each_point_with_the_key_in_a_file_and_in_a_pkcs11_module() {
-    let dir = scratch("keystore-sweep");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "keystore-sweep");
     let results = dir.join("results");
     let mut args = tls_args(
         "sweep",
@@ -755,7 +747,8 @@ fn a_sweep_measures_each_point_with_the_key_in_a_file_and_in_a_pkcs11_module() {
 
 #[test]
 fn a_ramp_runs_with_the_key_in_a_file_and_in_a_pkcs11_module_and_compares_them() {
-    let dir = scratch("keystore-ramp");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "keystore-ramp");
     let results = dir.join("results");
     let mut args = tls_args("ramp", "ECDHE-RSA-AES128-GCM-SHA256", "1KiB", "accel");
     args.extend(["--key-store", "file,pkcs11"]);
@@ -799,7 +792,8 @@ fn a_ramp_runs_with_the_key_in_a_file_and_in_a_pkcs11_module_and_compares_them()
 
 #[test]
 fn key_store_mistakes_are_one_line_and_leave_nothing_behind() {
-    let dir = scratch("keystore-bad");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "keystore-bad");
     let ecdhe = ["--suites", "ECDHE-RSA-AES128-GCM-SHA256"];
     let cases: [(&str, Vec<&str>, &str); 6] = [
         (
@@ -877,7 +871,8 @@ fn key_store_mistakes_are_one_line_and_leave_nothing_behind() {
 
 #[test]
 fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
-    let dir = scratch("rate");
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "rate");
     let results = dir.join("results");
     let mut args = tls_args("sweep", "AES128-GCM-SHA256", "256KiB", "accel");
     args.extend(["--rate", "40", "--warmup", "1s", "--window", "3s"]);
@@ -935,10 +930,11 @@ fn a_sweep_at_a_fixed_rate_measures_open_loop_at_that_rate() {
 
 #[test]
 fn a_sweep_at_a_rate_over_capacity_reports_what_nginx_served_and_says_so() {
+    let _turn = crate::turn!();
     // nginx without AES-NI takes tens of milliseconds per 4 MiB response: 300 a second
     // for a second is several seconds of its work. Every request is served, late; the
     // point's rate is the one over the span they took, and its sentence says so.
-    let dir = scratch("rate-over");
+    let dir = scratch("tls", "rate-over");
     let results = dir.join("results");
     let mut args = tls_args("sweep", "AES128-GCM-SHA256", "4MiB", "noaesni");
     args.extend([

@@ -9,16 +9,13 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::{bin, stderr};
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
-}
 
 struct Scratch(PathBuf);
 
@@ -69,10 +66,6 @@ impl Drop for Scratch {
     }
 }
 
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{cmd:?} failed: {}", stderr(&out));
@@ -95,6 +88,7 @@ const C: usize = 64 * 1024;
 
 #[test]
 fn round_trips_every_boundary_size_with_both_ciphers_and_both_kinds_of_key() {
+    let _turn = crate::turn!();
     let s = Scratch::new("sizes");
     let key = s.key();
     let pass = s.passphrase();
@@ -156,6 +150,7 @@ fn round_trips_every_boundary_size_with_both_ciphers_and_both_kinds_of_key() {
 
 #[test]
 fn round_trips_through_pipes_with_small_chunks() {
+    let _turn = crate::turn!();
     let s = Scratch::new("pipes");
     let key = s.key();
     let input = data(300 * 1024 + 5);
@@ -253,6 +248,7 @@ impl Sample {
 
 #[test]
 fn every_kind_of_tampering_is_refused_with_no_output_left() {
+    let _turn = crate::turn!();
     let t = Sample::new("tamper");
     let flip = |at: usize| {
         let mut b = t.sealed.clone();
@@ -327,6 +323,7 @@ fn every_kind_of_tampering_is_refused_with_no_output_left() {
 
 #[test]
 fn a_failure_on_stdout_stops_after_the_verified_chunks() {
+    let _turn = crate::turn!();
     let t = Sample::new("stdout-tamper");
     let mut bad = t.sealed.clone();
     bad[HEADER + 3 * UNIT + 5] ^= 1;
@@ -355,6 +352,7 @@ fn a_failure_on_stdout_stops_after_the_verified_chunks() {
 
 #[test]
 fn existing_outputs_need_force_and_key_files_must_be_private() {
+    let _turn = crate::turn!();
     let t = Sample::new("force");
     std::fs::write(t.s.path("out"), b"precious").unwrap();
     let out = bin()
@@ -445,6 +443,7 @@ fn existing_outputs_need_force_and_key_files_must_be_private() {
 
 #[test]
 fn the_file_benchmark_runs_end_to_end_with_openssl_and_seal() {
+    let _turn = crate::turn!();
     let s = Scratch::new("bench");
     let results = s.path("results");
     let out = run_ok(

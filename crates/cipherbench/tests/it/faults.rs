@@ -407,6 +407,7 @@ fn has_speed_point(res: &Path) -> bool {
 
 #[test]
 fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resumes() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-kill");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
@@ -455,6 +456,7 @@ fn speed_sigkill_at_a_random_point_leaves_no_process_and_the_same_command_resume
 
 #[test]
 fn speed_ctrl_c_twice_exits_130_and_leaves_nothing() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-int2");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
@@ -469,6 +471,7 @@ fn speed_ctrl_c_twice_exits_130_and_leaves_nothing() {
 
 #[test]
 fn speed_three_quick_signals_exit_130_at_once_and_say_so() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-int3");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
@@ -501,6 +504,7 @@ fn speed_three_quick_signals_exit_130_at_once_and_say_so() {
 
 #[test]
 fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_panic() {
+    let _turn = crate::turn!();
     // `cipherbench ... 2>&1 | tee log`, and the same Ctrl-C ends tee first.
     let case = Case::new("speed-pipe");
     let res = case.res();
@@ -531,6 +535,7 @@ fn ctrl_c_with_stdout_and_stderr_into_a_pipe_that_closed_exits_130_without_a_pan
 
 #[test]
 fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-two");
     let res = case.res();
     // The first run lasts about 6 s of its own time (6 points of 6 samples), so
@@ -601,6 +606,7 @@ fn two_runs_on_one_results_directory_the_second_is_refused_naming_the_first() {
 
 #[test]
 fn sighup_stops_a_run_as_ctrl_c_does_unless_ignored_as_under_nohup() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-hup");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
@@ -636,6 +642,7 @@ fn sighup_stops_a_run_as_ctrl_c_does_unless_ignored_as_under_nohup() {
 
 #[test]
 fn after_an_interrupted_speed_the_advised_resume_command_works() {
+    let _turn = crate::turn!();
     let case = Case::new("speed-advice");
     let res = case.res();
     let mut run = Run::spawn(case.cmd().args(speed_args(&res)));
@@ -676,6 +683,7 @@ fn after_an_interrupted_speed_the_advised_resume_command_works() {
 
 #[test]
 fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() {
+    let _turn = crate::turn!();
     let case = Case::new("file-kill");
     let args = |res: &Path| {
         with_results(
@@ -743,6 +751,7 @@ fn a_file_run_killed_mid_measurement_leaves_its_scratch_only_until_it_resumes() 
 
 #[test]
 fn seal_from_a_pipe_killed_by_sigkill_leaves_no_file_and_no_temporary() {
+    let _turn = crate::turn!();
     let case = Case::new("seal-kill");
     let key = case.0.join("key");
     let out = case
@@ -860,6 +869,7 @@ fn wait_for_nginx(run: &mut Run, case: &Case) -> Vec<u16> {
 
 #[test]
 fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_workspace() {
+    let _turn = crate::turn!();
     if !nginx_possible() {
         return;
     }
@@ -899,6 +909,7 @@ fn tls_sweep_sigkill_takes_nginx_workers_along_and_the_next_run_removes_the_work
 
 #[test]
 fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
+    let _turn = crate::turn!();
     if !nginx_possible() {
         return;
     }
@@ -937,6 +948,7 @@ fn tls_sweep_killed_then_cipherbench_cleanup_removes_the_workspace() {
 
 #[test]
 fn tls_sweep_ctrl_c_twice_a_tenth_of_a_second_apart_exits_130_and_leaves_nothing() {
+    let _turn = crate::turn!();
     if !nginx_possible() {
         return;
     }
@@ -953,6 +965,7 @@ fn tls_sweep_ctrl_c_twice_a_tenth_of_a_second_apart_exits_130_and_leaves_nothing
 
 #[test]
 fn tls_ramp_sigterm_at_a_random_point_exits_130_and_leaves_nothing() {
+    let _turn = crate::turn!();
     if !nginx_possible() {
         return;
     }
@@ -1042,6 +1055,7 @@ fn wait_for_namespaces(run: &mut Run) {
 
 #[test]
 fn tunnel_sigkill_then_another_tunnel_removes_the_stale_namespaces_in_one_line() {
+    let _turn = crate::turn!();
     if !tunnel_possible() {
         return;
     }
@@ -1068,6 +1082,7 @@ fn tunnel_sigkill_then_another_tunnel_removes_the_stale_namespaces_in_one_line()
 
 #[test]
 fn tunnel_ctrl_c_twice_exits_130_and_leaves_no_namespace_or_process() {
+    let _turn = crate::turn!();
     if !tunnel_possible() {
         return;
     }
@@ -1080,6 +1095,7 @@ fn tunnel_ctrl_c_twice_exits_130_and_leaves_no_namespace_or_process() {
 
 #[test]
 fn tunnel_sigterm_exits_130_says_so_and_leaves_no_namespace_or_process() {
+    let _turn = crate::turn!();
     if !tunnel_possible() {
         return;
     }
@@ -1143,6 +1159,7 @@ fn wait_for_gpg_agent(run: &mut Run, case: &Case) {
 
 #[test]
 fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_along() {
+    let _turn = crate::turn!();
     if !gpg_possible() {
         return;
     }
@@ -1164,6 +1181,7 @@ fn a_file_run_of_every_tool_killed_by_sigkill_takes_gpgs_agent_and_every_tool_al
 
 #[test]
 fn a_file_run_of_gpg_ctrl_c_exits_130_and_stops_gpgs_agent() {
+    let _turn = crate::turn!();
     if !gpg_possible() {
         return;
     }
@@ -1200,6 +1218,7 @@ fn completed(res: &Path) -> (Vec<String>, String, String) {
 #[test]
 fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes_keeping_what_it_measured(
 ) {
+    let _turn = crate::turn!();
     if !tunnel_possible() || !nginx_possible() {
         return;
     }
@@ -1285,6 +1304,7 @@ fn run_sigkilled_in_the_file_then_the_tunnel_layer_leaves_no_process_and_resumes
 
 #[test]
 fn run_ctrl_c_twice_in_the_tls_layer_exits_130_keeps_what_it_measured_and_leaves_nothing() {
+    let _turn = crate::turn!();
     if !nginx_possible() {
         return;
     }

@@ -11,16 +11,13 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use crate::common::bin;
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
 use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
-
-fn bin() -> Command {
-    Command::new(env!("CARGO_BIN_EXE_cipherbench"))
-}
 
 /// How long a stopped command may take to exit: the reader asks every 100 ms.
 const PROMPT: Duration = Duration::from_secs(5);
@@ -176,21 +173,25 @@ fn seal_stopped_on_an_open_pipe(name: &str, sent: usize, signal: libc::c_int, wo
 
 #[test]
 fn sigint_after_8_mib_on_an_open_pipe_seals_nothing() {
+    let _turn = crate::turn!();
     seal_stopped_on_an_open_pipe("int-8mib", 8 * MIB, libc::SIGINT, "SIGINT");
 }
 
 #[test]
 fn sigterm_after_8_mib_on_an_open_pipe_seals_nothing() {
+    let _turn = crate::turn!();
     seal_stopped_on_an_open_pipe("term-8mib", 8 * MIB, libc::SIGTERM, "SIGTERM");
 }
 
 #[test]
 fn sigint_on_a_pipe_silent_from_the_start_seals_nothing() {
+    let _turn = crate::turn!();
     seal_stopped_on_an_open_pipe("int-silent", 0, libc::SIGINT, "SIGINT");
 }
 
 #[test]
 fn sigterm_on_a_pipe_silent_from_the_start_seals_nothing() {
+    let _turn = crate::turn!();
     seal_stopped_on_an_open_pipe("term-silent", 0, libc::SIGTERM, "SIGTERM");
 }
 
@@ -199,6 +200,7 @@ fn sigterm_on_a_pipe_silent_from_the_start_seals_nothing() {
 /// not take the producer's death for the end of the data.
 #[test]
 fn ctrl_c_to_producer_and_seal_together_seals_nothing() {
+    let _turn = crate::turn!();
     for round in 0..3 {
         let s = Scratch::new(&format!("ctrl-c-{round}"));
         let key = s.key();
@@ -242,6 +244,7 @@ fn ctrl_c_to_producer_and_seal_together_seals_nothing() {
 /// what the consumer got is refused.
 #[test]
 fn sigint_on_seal_to_stdout_leaves_a_stream_open_refuses() {
+    let _turn = crate::turn!();
     let s = Scratch::new("seal-stdout");
     let key = s.key();
     let mut seal = Running::spawn(
@@ -370,6 +373,7 @@ fn bytes_claimed(line: &str, chunk: usize) -> usize {
 /// chunk sizes (a batch holds 255 or 15 chunks) and one or three threads.
 #[test]
 fn a_damaged_chunk_20_of_201_to_stdout_reports_exactly_what_stdout_got() {
+    let _turn = crate::turn!();
     let s = Scratch::new("chunk-20");
     for chunk in [4096, 65536] {
         let (plain, mut bad) = sealed(&s, chunk, 201);
@@ -416,6 +420,7 @@ fn a_damaged_chunk_20_of_201_to_stdout_reports_exactly_what_stdout_got() {
 /// is blocked, and the bytes it reports are exactly those that reached the pipe.
 #[test]
 fn sigterm_on_open_to_a_stalled_stdout_reports_exactly_what_write_accepted() {
+    let _turn = crate::turn!();
     let s = Scratch::new("stalled");
     let (plain, sealed) = sealed(&s, 65536, 100);
     std::fs::write(s.path("f.cbs"), &sealed).unwrap();
@@ -457,6 +462,7 @@ fn open_from_pipe(s: &Scratch, output: &str, stdout: Stdio) -> Running {
 
 #[test]
 fn open_stops_on_a_silent_pipe_before_the_header_and_after_chunks() {
+    let _turn = crate::turn!();
     let s = Scratch::new("open-silent");
     let (_, sealed) = sealed(&s, 65536, 100);
     for (sent, signal, word) in [
@@ -485,6 +491,7 @@ fn open_stops_on_a_silent_pipe_before_the_header_and_after_chunks() {
 
 #[test]
 fn open_to_stdout_from_a_silent_pipe_reports_the_verified_prefix() {
+    let _turn = crate::turn!();
     let s = Scratch::new("open-silent-stdout");
     let (plain, sealed) = sealed(&s, 65536, 100);
     let mut open = open_from_pipe(&s, "-", Stdio::piped());
@@ -513,6 +520,7 @@ fn open_to_stdout_from_a_silent_pipe_reports_the_verified_prefix() {
 /// the header, before the passphrase is read or anything derived, in one line.
 #[test]
 fn an_rfc_7914_violating_scrypt_header_is_refused_once_before_deriving() {
+    let _turn = crate::turn!();
     let s = Scratch::new("scrypt");
     let pass = s.path("pass");
     std::fs::write(&pass, "correct horse\n").unwrap();
