@@ -54,7 +54,7 @@ root="$roots/$suite"
 
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || die "needs root (debootstrap, chroot, mounts): run it as root, or install sudo"
-  exec sudo --preserve-env=CARGO_TARGET_DIR,CARGO_HOME,RUSTUP_HOME "$0" --suite "$suite" "$action" "$@"
+  exec sudo --preserve-env=CARGO_TARGET_DIR,CARGO_HOME,RUSTUP_HOME,CARGO_INCREMENTAL,CI "$0" --suite "$suite" "$action" "$@"
 fi
 
 # The recipe: this script and the package lists. A root made from another recipe is
@@ -178,6 +178,7 @@ run() {
   enter "$root" "$here" "$cargo_home" "$rustup_home" -- \
     PATH="$cargo_home/bin:/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin" \
     CARGO_HOME="$cargo_home" RUSTUP_HOME="$rustup_home" ${CI:+CI="$CI"} \
+    ${CARGO_INCREMENTAL:+CARGO_INCREMENTAL="$CARGO_INCREMENTAL"} \
     CIPHERBENCH_PLATFORM="debian-$suite" \
     bash -c 'cd "$0" && exec "$@"' "$here" "$@"
 }
