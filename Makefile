@@ -53,7 +53,7 @@ build:
 # A current upstream OpenSSL 3.x (3.6.3, from the openssl-src crate), built once into
 # target/openssl-upstream/<version>/ for putting another library under test
 # (--openssl); about 3-5 minutes on 2 busy cores, nothing on a second run. `test` builds
-# it first: the --openssl tests and the variant tests (tests/variants.rs, the gateway
+# it first: the --openssl tests and the variant tests (tests/it/variants.rs, the gateway
 # probe test) run against it, as it takes the AVX-512 VAES AES-GCM path that Debian's
 # 3.0 does not.
 openssl-upstream:
