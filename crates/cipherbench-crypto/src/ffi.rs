@@ -61,8 +61,14 @@ pub(crate) const EVP_CTRL_AEAD_SET_MAC_KEY: c_int = 0x17;
 const OPENSSL_INFO_CPU_SETTINGS: c_int = 1008;
 /// `OPENSSL_VERSION` for `OpenSSL_version`.
 const OPENSSL_VERSION: c_int = 0;
+/// `SSL_CTRL_GET_NEGOTIATED_GROUP` (openssl/ssl.h, OpenSSL 3.0 and later): what the
+/// `SSL_get_negotiated_group` macro asks `SSL_ctrl`.
+const SSL_CTRL_GET_NEGOTIATED_GROUP: c_int = 134;
 
 extern "C" {
+    /// libssl, OpenSSL 3.0 and later: a group's TLS name from the id
+    /// `SSL_get_negotiated_group` gives (provider groups such as X25519MLKEM768 too).
+    fn SSL_group_to_name(s: *mut openssl_sys::SSL, id: c_int) -> *const c_char;
     fn EVP_CIPHER_fetch(
         libctx: *mut c_void,
         algorithm: *const c_char,
@@ -1084,4 +1090,30 @@ impl Drop for DigestCtx {
             EVP_MD_free(self.md);
         }
     }
+}
+
+/// The key-exchange group of the finished handshake on `ssl`, as the library names
+/// it (`x25519`, `secp256r1`, `X25519MLKEM768`); None where it cannot say.
+///
+/// # Safety
+/// `ssl` is a live `SSL *` whose handshake has finished, for the length of the call.
+pub unsafe fn negotiated_group(ssl: *mut c_void) -> Option<String> {
+    let ssl = ssl.cast::<openssl_sys::SSL>();
+    // SAFETY: the caller holds `ssl` live; this control reads the connection's state
+    // and takes no pointer.
+    let id = unsafe {
+        openssl_sys::SSL_ctrl(ssl, SSL_CTRL_GET_NEGOTIATED_GROUP, 0, std::ptr::null_mut())
+    };
+    let id = c_int::try_from(id).ok().filter(|&id| id > 0)?;
+    // SAFETY: as above; the id is the one the library just gave for this connection.
+    let name = unsafe { SSL_group_to_name(ssl, id) };
+    if name.is_null() {
+        return None;
+    }
+    // SAFETY: a NUL-terminated name the library owns (its group table), read at once.
+    Some(
+        unsafe { CStr::from_ptr(name) }
+            .to_string_lossy()
+            .into_owned(),
+    )
 }

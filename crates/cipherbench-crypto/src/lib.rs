@@ -28,7 +28,7 @@ pub mod kdf;
 pub mod secret;
 pub mod stitched;
 
-pub use ffi::{constant_time_eq, random_bytes};
+pub use ffi::{constant_time_eq, negotiated_group, random_bytes};
 
 /// What can go wrong in a crypto call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

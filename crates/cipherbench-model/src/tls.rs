@@ -359,6 +359,11 @@ pub struct SweepPoint {
     pub negotiated_suite: Option<String>,
     /// Protocol the client negotiated.
     pub negotiated_protocol: Option<String>,
+    /// Key-exchange group the client negotiated, as the library names it
+    /// (`x25519`, `secp256r1`, `X25519MLKEM768`); absent in records made before it
+    /// was read back, and where the library could not say.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub negotiated_group: Option<String>,
     /// File size.
     pub size_bytes: u64,
     /// Cores under test (nginx workers).

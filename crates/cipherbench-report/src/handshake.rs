@@ -308,6 +308,7 @@ mod tests {
                 protocol: "TLSv1.3".into(),
                 negotiated_suite: None,
                 negotiated_protocol: None,
+                negotiated_group: None,
                 size_bytes: 64,
                 cores: 1,
                 variant: variant.into(),

@@ -1333,6 +1333,7 @@ pub(crate) mod tests {
             protocol: "TLSv1.2".into(),
             negotiated_suite: Some(suite.into()),
             negotiated_protocol: Some("TLSv1.2".into()),
+            negotiated_group: None,
             size_bytes: 16 << 20,
             cores: 1,
             variant: variant.into(),

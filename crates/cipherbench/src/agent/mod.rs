@@ -409,8 +409,8 @@ pub struct WireReport {
     pub connect: WireHistogram,
     /// ns.
     pub max_first_byte_ns: u64,
-    /// Suite and protocol negotiated.
-    pub negotiated: Option<(String, String)>,
+    /// Suite, protocol and key-exchange group negotiated.
+    pub negotiated: Option<(String, String, Option<String>)>,
     /// Generator CPU time in the window, ns.
     pub cpu_ns: u64,
     /// Generator threads.

@@ -39,8 +39,8 @@ pub enum TlsCommand {
     /// printing its URLs (to compare other load generators against the same server).
     Serve(ServeArgs),
     /// Full TLS handshakes per second per nginx core (keep-alive off, a tiny body):
-    /// RSA-2048 against ECDSA P-256, X25519 against P-256, full against resumed, by
-    /// variant (the public-key masks among them).
+    /// RSA-2048 against ECDSA P-256, X25519 against P-256 or X25519MLKEM768, full
+    /// against resumed, by variant (the public-key masks among them).
     Handshake(HandshakeArgs),
 }
 
@@ -54,7 +54,9 @@ pub struct HandshakeArgs {
     /// Server keys: rsa2048, ecdsa-p256.
     #[arg(long, value_name = "LIST", default_value = "rsa2048,ecdsa-p256")]
     pub keys: String,
-    /// Key-exchange groups: x25519, p-256.
+    /// Key-exchange groups, as OpenSSL names them: x25519, p-256, p-384, x448, and
+    /// with OpenSSL 3.5 or later X25519MLKEM768, SecP256r1MLKEM768, MLKEM768, ...
+    /// (a group the load generator's library lacks is refused, naming those it has).
     #[arg(long, value_name = "LIST", default_value = "x25519,p-256")]
     pub groups: String,
     /// full (no session cache, no tickets) and/or resumed (tickets and cache on).
@@ -159,6 +161,7 @@ impl HandshakeArgs {
         let mut groups = Vec::new();
         for g in self.groups.split(',') {
             let g = Group::parse(g)?;
+            g.check_offered(protocol)?;
             if !groups.contains(&g) {
                 groups.push(g);
             }

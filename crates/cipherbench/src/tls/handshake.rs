@@ -24,34 +24,125 @@ use crate::results::Session;
 use crate::variant::Variant;
 use anyhow::{anyhow, bail, Result};
 use cipherbench_model::tls::{HandshakeConfig, HandshakePoint, HandshakeResults, ServerRecord};
+use openssl::ssl::{SslContext, SslMethod};
 use std::path::PathBuf;
 use std::time::Duration;
 
-/// A key-exchange group (RFC 8446 §4.2.7).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Group {
-    /// X25519 (RFC 7748).
-    X25519,
-    /// NIST P-256 (secp256r1).
-    P256,
-}
+/// A key-exchange group (RFC 8446 §4.2.7) by the name OpenSSL gives it: a classic
+/// curve (X25519, P-256), a hybrid post-quantum group (X25519MLKEM768, which OpenSSL
+/// 3.5 and later offer first in every handshake), or any other group the library
+/// offers. What the library offers is asked of it ([`Group::check_offered`]), not
+/// assumed from its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Group(String);
+
+/// The groups cipherbench knows by name, in OpenSSL's spelling, with the other
+/// spellings a user may type (OpenSSL's own `tlsname`s among them, as
+/// `SSL_group_to_name` returns them). Post-quantum first, as OpenSSL 3.5 orders them.
+const KNOWN: &[(&str, &[&str])] = &[
+    ("X25519MLKEM768", &[]),
+    ("SecP256r1MLKEM768", &[]),
+    ("SecP384r1MLKEM1024", &[]),
+    ("MLKEM512", &["ml-kem-512"]),
+    ("MLKEM768", &["ml-kem-768"]),
+    ("MLKEM1024", &["ml-kem-1024"]),
+    ("X25519", &[]),
+    ("X448", &[]),
+    ("P-256", &["p256", "secp256r1", "prime256v1"]),
+    ("P-384", &["p384", "secp384r1"]),
+    ("P-521", &["p521", "secp521r1"]),
+    ("ffdhe2048", &[]),
+    ("ffdhe3072", &[]),
+    ("ffdhe4096", &[]),
+];
 
 impl Group {
-    /// Parses `x25519` or `p-256` (`p256`, `secp256r1`, `prime256v1`).
+    /// Parses a group name: one of [`KNOWN`] in any spelling and case, or another
+    /// name as OpenSSL spells it (the library decides whether it offers it).
     pub fn parse(text: &str) -> Result<Group> {
-        match text.trim().to_ascii_lowercase().as_str() {
-            "x25519" => Ok(Group::X25519),
-            "p-256" | "p256" | "secp256r1" | "prime256v1" => Ok(Group::P256),
-            t => bail!("--groups: unknown group '{t}': use x25519 or p-256"),
+        let t = text.trim();
+        if let Some(name) = Group::canonical(t) {
+            return Ok(Group(name.to_string()));
         }
+        if t.is_empty()
+            || !t
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+        {
+            bail!(
+                "--groups: '{t}' is not a group name: use names such as x25519, p-256 or X25519MLKEM768"
+            );
+        }
+        Ok(Group(t.to_string()))
+    }
+
+    /// [`KNOWN`]'s spelling of `name`, in any of its spellings and cases.
+    fn canonical(name: &str) -> Option<&'static str> {
+        KNOWN.iter().find_map(|(canonical, aliases)| {
+            (canonical.eq_ignore_ascii_case(name)
+                || aliases.iter().any(|a| a.eq_ignore_ascii_case(name)))
+            .then_some(*canonical)
+        })
     }
 
     /// As OpenSSL's groups list and nginx's `ssl_ecdh_curve` spell it.
-    pub fn openssl(self) -> &'static str {
-        match self {
-            Group::X25519 => "X25519",
-            Group::P256 => "P-256",
+    pub fn openssl(&self) -> &str {
+        &self.0
+    }
+
+    /// A hybrid or pure ML-KEM group: TLS 1.3 only (RFC 8446 key shares).
+    pub fn post_quantum(&self) -> bool {
+        self.0.to_ascii_uppercase().contains("MLKEM")
+    }
+
+    /// The same group, whichever of its spellings the two names use (a negotiated
+    /// group read back as `secp256r1` is P-256).
+    pub fn is(&self, name: &str) -> bool {
+        Group::canonical(name)
+            .unwrap_or(name)
+            .eq_ignore_ascii_case(&self.0)
+    }
+
+    /// Whether the linked library takes the group as a client's only one.
+    fn offered(name: &str) -> bool {
+        SslContext::builder(SslMethod::tls_client())
+            .and_then(|mut b| b.set_groups_list(name))
+            .is_ok()
+    }
+
+    /// The groups of [`KNOWN`] the linked library offers, in [`KNOWN`]'s order.
+    pub fn offered_here() -> Vec<&'static str> {
+        KNOWN
+            .iter()
+            .map(|(name, _)| *name)
+            .filter(|name| Group::offered(name))
+            .collect()
+    }
+
+    /// Refuses, in one line naming what it has, a group the load generator's library
+    /// (the linked one: the generator runs in cipherbench's own process, also under
+    /// `--openssl`) does not offer, or a post-quantum group under TLS 1.2.
+    pub fn check_offered(&self, protocol: Protocol) -> Result<()> {
+        if !Group::offered(&self.0) {
+            let post_quantum = if self.post_quantum() {
+                " (ML-KEM groups need OpenSSL 3.5 or later)"
+            } else {
+                ""
+            };
+            bail!(
+                "--groups: {} is not offered by {}, the library the load generator runs on (also under --openssl){post_quantum}; it offers {}",
+                self.0,
+                cipherbench_crypto::info::library_version(),
+                Group::offered_here().join(", ")
+            );
         }
+        if self.post_quantum() && protocol == Protocol::Tls12 {
+            bail!(
+                "--groups: {} is a TLS 1.3 group: drop --protocol tls1.2, or pick x25519 or p-256",
+                self.0
+            );
+        }
+        Ok(())
     }
 }
 
@@ -156,7 +247,8 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     session.progress.layer(
         "tls handshake",
         plan.total_points(),
-        plan.sweep.estimate() * plan.total_points() as u32,
+        // The sweep plan inside has no suites or sizes: its points are these.
+        plan.sweep.estimate_per_point() * plan.total_points() as u32,
     );
     for &key in &plan.keys {
         suite_for(plan.protocol, key).check_offered()?;
@@ -164,12 +256,12 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
     let mut units = Vec::new();
     for k in 0..plan.keys.len() {
         for st in 0..plan.key_stores.len() {
-            for &group in &plan.groups {
+            for group in &plan.groups {
                 for &resumed in &plan.sessions {
                     units.push(Point {
                         key: k,
                         store: st,
-                        group,
+                        group: group.clone(),
                         resumed,
                     });
                 }
@@ -221,7 +313,7 @@ impl Points<'_> {
     fn labels<'v>(&self, p: &Point, variant: &'v Variant) -> PointLabels<'v> {
         PointLabels {
             key: self.plan.keys[p.key],
-            group: p.group,
+            group: p.group.clone(),
             resumed: p.resumed,
             store: self.plan.key_stores[p.store].name(),
             variant,
@@ -441,6 +533,20 @@ fn record_point(
             ),
         );
     }
+    // Both sides offered the one group, so another one read back means the label
+    // is wrong (a library that maps names differently, say): said, not assumed.
+    if let Some(read) = &point.point.negotiated_group {
+        if !Group(point.group.clone()).is(read) {
+            session.record.warn(
+                "tls",
+                "group_mismatch",
+                format!(
+                    "{what}: the client negotiated {read}, not {}: the point does not measure what its label says",
+                    point.group
+                ),
+            );
+        }
+    }
     if let Some(reason) = &point.point.invalid_reason {
         session.record.warn(
             "tls",
@@ -501,16 +607,67 @@ mod tests {
 
     #[test]
     fn groups_and_sessions_parse_and_refuse_in_one_line() {
-        assert_eq!(Group::parse("X25519").unwrap(), Group::X25519);
-        assert_eq!(Group::parse("prime256v1").unwrap(), Group::P256);
-        assert!(Group::parse("ffdhe2048")
+        assert_eq!(Group::parse("x25519").unwrap().openssl(), "X25519");
+        assert_eq!(Group::parse("prime256v1").unwrap().openssl(), "P-256");
+        assert_eq!(
+            Group::parse("x25519mlkem768").unwrap().openssl(),
+            "X25519MLKEM768"
+        );
+        assert!(Group::parse("X25519MLKEM768").unwrap().post_quantum());
+        assert!(!Group::parse("p-384").unwrap().post_quantum());
+        // A name cipherbench does not know is the library's to judge.
+        assert_eq!(
+            Group::parse("brainpoolP256r1tls13").unwrap().openssl(),
+            "brainpoolP256r1tls13"
+        );
+        assert!(Group::parse("p 256")
             .unwrap_err()
             .to_string()
-            .contains("x25519 or p-256"));
+            .contains("not a group name"));
+        assert!(Group::parse("").is_err());
+        // The names OpenSSL reads back are the same groups.
+        assert!(Group::parse("p-256").unwrap().is("secp256r1"));
+        assert!(Group::parse("X25519").unwrap().is("x25519"));
+        assert!(!Group::parse("X25519").unwrap().is("X25519MLKEM768"));
         assert_eq!(
             parse_sessions("full,resumed,full").unwrap(),
             vec![false, true]
         );
         assert!(parse_sessions("half").is_err());
+    }
+
+    /// Against the linked library: X25519 and P-256 are offered by every OpenSSL 3;
+    /// a group the library lacks is refused naming what it has; ML-KEM needs TLS 1.3.
+    #[test]
+    fn groups_are_checked_against_the_linked_library() {
+        let here = Group::offered_here();
+        assert!(
+            here.contains(&"X25519") && here.contains(&"P-256"),
+            "{here:?}"
+        );
+        Group::parse("x25519")
+            .unwrap()
+            .check_offered(Protocol::Tls12)
+            .unwrap();
+        let made_up = Group::parse("NoSuchGroup1").unwrap();
+        let e = made_up
+            .check_offered(Protocol::Tls13)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("not offered by") && e.contains("it offers X25519"),
+            "{e}"
+        );
+        let hybrid = Group::parse("X25519MLKEM768").unwrap();
+        let e = hybrid
+            .check_offered(Protocol::Tls12)
+            .unwrap_err()
+            .to_string();
+        if here.contains(&"X25519MLKEM768") {
+            assert!(e.contains("TLS 1.3 group"), "{e}");
+            hybrid.check_offered(Protocol::Tls13).unwrap();
+        } else {
+            assert!(e.contains("need OpenSSL 3.5 or later"), "{e}");
+        }
     }
 }

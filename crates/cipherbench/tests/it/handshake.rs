@@ -16,6 +16,7 @@ use crate::common::{bin_in as bin, scratch};
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::Path;
+use std::process::Command;
 use std::sync::MutexGuard;
 use std::time::{Duration, Instant};
 
@@ -126,6 +127,13 @@ fn full_handshakes_do_not_resume_and_resumed_ones_do() {
         );
         assert!(p.handshakes_per_sec > 0.0);
         assert!(p.handshakes_per_core_sec.is_some_and(|c| c > 0.0), "{p:?}");
+        // The group is read back from the client's connection: P-256 is secp256r1
+        // to the library.
+        assert_eq!(
+            p.point.negotiated_group.as_deref(),
+            Some("secp256r1"),
+            "{p:?}"
+        );
     }
     assert_eq!(full.point.requests_resumed_total, 0);
     assert_eq!(full.resumed_fraction, 0.0);
@@ -275,12 +283,29 @@ fn the_ifma_mask_slows_rsa_signing_in_nginxs_environment_where_the_cpu_has_ifma(
     std::fs::remove_dir_all(&dir).unwrap();
 }
 
+/// Whether the system's OpenSSL (the load generator's) is 3.5 or later, which
+/// offers X25519MLKEM768.
+fn hybrid_here() -> bool {
+    let out = Command::new("openssl").arg("version").output().unwrap();
+    let text = String::from_utf8_lossy(&out.stdout);
+    let version: Vec<u32> = text
+        .split_whitespace()
+        .nth(1)
+        .unwrap_or("0.0")
+        .split('.')
+        .take(2)
+        .map(|n| n.parse().unwrap_or(0))
+        .collect();
+    version >= vec![3, 5]
+}
+
 #[test]
 fn bad_handshake_flags_are_one_line() {
     let _turn = crate::turn!();
     let dir = scratch("hs", "bad");
     for (args, needle) in [
-        (&["--groups", "ffdhe2048"][..], "x25519 or p-256"),
+        (&["--groups", "NoSuchGroup"][..], "it offers X25519"),
+        (&["--groups", "p 256"][..], "not a group name"),
         (&["--sessions", "half"][..], "full, resumed"),
         (&["--key-store", "hsm"][..], "file, pkcs11"),
         (&["--key-store", "pkcs11", "--cores", "2"][..], "--cores 1"),
@@ -294,6 +319,14 @@ fn bad_handshake_flags_are_one_line() {
             "/nonexistent.so",
         ),
         (&["--variants", "nopk"][..], "nopkaccel"),
+        (
+            &["--groups", "X25519MLKEM768", "--protocol", "tls1.2"][..],
+            if hybrid_here() {
+                "a TLS 1.3 group"
+            } else {
+                "need OpenSSL 3.5 or later"
+            },
+        ),
     ] {
         let out = bin(&dir)
             .args(["tls", "handshake"])

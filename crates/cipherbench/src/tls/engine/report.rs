@@ -59,8 +59,9 @@ pub struct Report {
     /// Highest time to first byte of any request that overlapped the window,
     /// counting the wait of requests that never got one.
     pub max_first_byte: Duration,
-    /// Suite and protocol negotiated (read back from the session).
-    pub negotiated: Option<(String, String)>,
+    /// Suite, protocol and key-exchange group negotiated (read back from the
+    /// session; the group where the library says it).
+    pub negotiated: Option<(String, String, Option<String>)>,
     /// Generator CPU time within the window, all threads.
     pub cpu_ns: u64,
     /// The same per thread, in the order of the CPUs given.
@@ -191,7 +192,7 @@ pub(super) struct ThreadReport {
     pub(super) handshake: Histogram<u64>,
     pub(super) connect: Histogram<u64>,
     pub(super) max_first_byte: Duration,
-    pub(super) negotiated: Option<(String, String)>,
+    pub(super) negotiated: Option<(String, String, Option<String>)>,
     pub(super) cpu_ns: u64,
     pub(super) thread_cpu_ns: Vec<u64>,
     pub(super) paced: u64,

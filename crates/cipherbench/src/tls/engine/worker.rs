@@ -2,6 +2,7 @@
 //! the arrival policy says and reading every response whole.
 
 use super::*;
+use foreign_types::ForeignTypeRef;
 
 pub(super) struct Worker<'a> {
     pub(super) client: &'a Client,
@@ -423,7 +424,12 @@ impl<'a> Worker<'a> {
                         return Step::Failed(FailureReason::WrongSuite);
                     }
                     if self.report.negotiated.is_none() {
-                        self.report.negotiated = Some((suite.to_string(), version.to_string()));
+                        // SAFETY: `ssl` is this connection's, alive, its handshake
+                        // just finished.
+                        let group =
+                            unsafe { cipherbench_crypto::negotiated_group(ssl.as_ptr().cast()) };
+                        self.report.negotiated =
+                            Some((suite.to_string(), version.to_string(), group));
                     }
                     conn.resumed = ssl.session_reused();
                     if self.client.resumption && self.client.protocol != "TLSv1.3" {

@@ -105,6 +105,11 @@ impl SweepPlan {
 
     /// A rough duration: four probes and the window per point.
     pub fn estimate(&self) -> Duration {
+        self.estimate_per_point() * self.total_points() as u32
+    }
+
+    /// How long one point takes: its search, then its rounds.
+    pub fn estimate_per_point(&self) -> Duration {
         // Four probes, each with its warm-up and the drain of its last requests; the
         // window's rounds each add a warm-up and a drain.
         let rounds = if self.variants.len() * self.key_stores.len() > 1 {
@@ -118,10 +123,9 @@ impl SweepPlan {
         } else {
             4
         };
-        let per_point = (self.warmup + self.probe + Duration::from_secs(1)) * probes
+        (self.warmup + self.probe + Duration::from_secs(1)) * probes
             + (self.warmup + Duration::from_millis(500)) * rounds
-            + self.window;
-        per_point * self.total_points() as u32
+            + self.window
     }
 
     fn config(&self) -> SweepConfig {

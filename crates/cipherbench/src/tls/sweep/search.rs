@@ -433,6 +433,7 @@ pub(super) fn point(
         protocol: l.protocol.to_string(),
         negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
         negotiated_protocol: r.negotiated.as_ref().map(|n| n.1.clone()),
+        negotiated_group: r.negotiated.as_ref().and_then(|n| n.2.clone()),
         size_bytes: l.size,
         cores: l.cores,
         variant: l.variant.to_string(),
