@@ -9,7 +9,7 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin, stderr};
+use crate::common::{bin, data, stderr, Scratch};
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;
@@ -17,71 +17,10 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("cb-file-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Names in the directory, sorted (temporary files included: they start with '.').
-    fn entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn key(&self) -> PathBuf {
-        let k = self.path("key");
-        if !k.exists() {
-            run_ok(bin().arg("seal").arg("--gen-key").arg(&k));
-        }
-        k
-    }
-
-    fn passphrase(&self) -> PathBuf {
-        let p = self.path("passphrase");
-        if !p.exists() {
-            std::fs::write(&p, "correct horse battery staple\n").unwrap();
-            std::fs::set_permissions(&p, std::fs::Permissions::from_mode(0o600)).unwrap();
-        }
-        p
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
 fn run_ok(cmd: &mut Command) -> Output {
     let out = cmd.output().unwrap();
     assert!(out.status.success(), "{cmd:?} failed: {}", stderr(&out));
     out
-}
-
-fn data(n: usize) -> Vec<u8> {
-    let mut state = 0x2545_f491_4f6c_dd1du64;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
 }
 
 const C: usize = 64 * 1024;
@@ -89,7 +28,7 @@ const C: usize = 64 * 1024;
 #[test]
 fn round_trips_every_boundary_size_with_both_ciphers_and_both_kinds_of_key() {
     let _turn = crate::turn!();
-    let s = Scratch::new("sizes");
+    let s = Scratch::new("file", "sizes");
     let key = s.key();
     let pass = s.passphrase();
     for (size_index, n) in [0, 1, C - 1, C, C + 1, 37 * C + 11].into_iter().enumerate() {
@@ -151,7 +90,7 @@ fn round_trips_every_boundary_size_with_both_ciphers_and_both_kinds_of_key() {
 #[test]
 fn round_trips_through_pipes_with_small_chunks() {
     let _turn = crate::turn!();
-    let s = Scratch::new("pipes");
+    let s = Scratch::new("file", "pipes");
     let key = s.key();
     let input = data(300 * 1024 + 5);
     let mut seal = bin()
@@ -199,7 +138,7 @@ const HEADER: usize = 70;
 
 impl Sample {
     fn new(name: &str) -> Sample {
-        let s = Scratch::new(name);
+        let s = Scratch::new("file", name);
         let key = s.key();
         std::fs::write(s.path("plain"), data(5 * SMALL + 100)).unwrap();
         run_ok(
@@ -444,7 +383,7 @@ fn existing_outputs_need_force_and_key_files_must_be_private() {
 #[test]
 fn the_file_benchmark_runs_end_to_end_with_openssl_and_seal() {
     let _turn = crate::turn!();
-    let s = Scratch::new("bench");
+    let s = Scratch::new("file", "bench");
     let results = s.path("results");
     let out = run_ok(
         bin()

@@ -11,58 +11,16 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::bin;
+use crate::common::{bin, data, Scratch};
 use std::io::{Read, Write};
 use std::os::unix::fs::PermissionsExt;
 use std::os::unix::process::CommandExt;
-use std::path::PathBuf;
 use std::process::{Child, ChildStdin, Command, ExitStatus, Stdio};
 use std::time::{Duration, Instant};
 
 /// How long a stopped command may take to exit: the reader asks every 100 ms.
 const PROMPT: Duration = Duration::from_secs(5);
 const MIB: usize = 1 << 20;
-
-struct Scratch(PathBuf);
-
-impl Scratch {
-    fn new(name: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("cb-faults-{name}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-
-    /// Names in the directory, sorted; temporary files start with '.'.
-    fn entries(&self) -> Vec<String> {
-        let mut v: Vec<String> = std::fs::read_dir(&self.0)
-            .unwrap()
-            .flatten()
-            .map(|e| e.file_name().to_string_lossy().into_owned())
-            .collect();
-        v.sort();
-        v
-    }
-
-    fn key(&self) -> PathBuf {
-        let k = self.path("key");
-        if !k.exists() {
-            let out = bin().arg("seal").arg("--gen-key").arg(&k).output().unwrap();
-            assert!(out.status.success());
-        }
-        k
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 /// A child killed (SIGKILL) and reaped if the test fails before it exits.
 struct Running(Child);
@@ -115,18 +73,6 @@ impl Drop for Running {
     }
 }
 
-fn data(n: usize) -> Vec<u8> {
-    let mut state = 0x9e37_79b9_7f4a_7c15u64;
-    (0..n)
-        .map(|_| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            state as u8
-        })
-        .collect()
-}
-
 /// The one line on stderr; fails unless there is exactly one.
 fn one_line(stderr: &str) -> &str {
     let lines: Vec<&str> = stderr.lines().filter(|l| !l.trim().is_empty()).collect();
@@ -141,7 +87,7 @@ fn seal_from_pipe(s: &Scratch, output: &str) -> Running {
             .arg(s.key())
             .arg("-")
             .arg(output)
-            .current_dir(&s.0)
+            .current_dir(s.dir())
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(Stdio::piped()),
@@ -151,7 +97,7 @@ fn seal_from_pipe(s: &Scratch, output: &str) -> Running {
 /// `seal - out.cbs` gets `sent` bytes through a pipe that then stays open and
 /// silent, and `signal`: it must stop promptly, with nothing under out.cbs.
 fn seal_stopped_on_an_open_pipe(name: &str, sent: usize, signal: libc::c_int, word: &str) {
-    let s = Scratch::new(name);
+    let s = Scratch::new("faults", name);
     let mut seal = seal_from_pipe(&s, "out.cbs");
     let mut stdin = seal.stdin();
     stdin.write_all(&data(sent)).unwrap();
@@ -202,7 +148,7 @@ fn sigterm_on_a_pipe_silent_from_the_start_seals_nothing() {
 fn ctrl_c_to_producer_and_seal_together_seals_nothing() {
     let _turn = crate::turn!();
     for round in 0..3 {
-        let s = Scratch::new(&format!("ctrl-c-{round}"));
+        let s = Scratch::new("faults", &format!("ctrl-c-{round}"));
         let key = s.key();
         let mut producer = Running::spawn(
             Command::new("sh")
@@ -217,7 +163,7 @@ fn ctrl_c_to_producer_and_seal_together_seals_nothing() {
                 .args(["seal", "-k"])
                 .arg(&key)
                 .args(["-", "out.cbs"])
-                .current_dir(&s.0)
+                .current_dir(s.dir())
                 .stdin(pipe)
                 .stderr(Stdio::piped())
                 .process_group(job),
@@ -245,7 +191,7 @@ fn ctrl_c_to_producer_and_seal_together_seals_nothing() {
 #[test]
 fn sigint_on_seal_to_stdout_leaves_a_stream_open_refuses() {
     let _turn = crate::turn!();
-    let s = Scratch::new("seal-stdout");
+    let s = Scratch::new("faults", "seal-stdout");
     let key = s.key();
     let mut seal = Running::spawn(
         bin()
@@ -374,7 +320,7 @@ fn bytes_claimed(line: &str, chunk: usize) -> usize {
 #[test]
 fn a_damaged_chunk_20_of_201_to_stdout_reports_exactly_what_stdout_got() {
     let _turn = crate::turn!();
-    let s = Scratch::new("chunk-20");
+    let s = Scratch::new("faults", "chunk-20");
     for chunk in [4096, 65536] {
         let (plain, mut bad) = sealed(&s, chunk, 201);
         bad[70 + 20 * (chunk + 16) + 5] ^= 1;
@@ -421,7 +367,7 @@ fn a_damaged_chunk_20_of_201_to_stdout_reports_exactly_what_stdout_got() {
 #[test]
 fn sigterm_on_open_to_a_stalled_stdout_reports_exactly_what_write_accepted() {
     let _turn = crate::turn!();
-    let s = Scratch::new("stalled");
+    let s = Scratch::new("faults", "stalled");
     let (plain, sealed) = sealed(&s, 65536, 100);
     std::fs::write(s.path("f.cbs"), &sealed).unwrap();
     let mut open = Running::spawn(
@@ -453,7 +399,7 @@ fn open_from_pipe(s: &Scratch, output: &str, stdout: Stdio) -> Running {
             .arg(s.key())
             .arg("-")
             .arg(output)
-            .current_dir(&s.0)
+            .current_dir(s.dir())
             .stdin(Stdio::piped())
             .stdout(stdout)
             .stderr(Stdio::piped()),
@@ -463,7 +409,7 @@ fn open_from_pipe(s: &Scratch, output: &str, stdout: Stdio) -> Running {
 #[test]
 fn open_stops_on_a_silent_pipe_before_the_header_and_after_chunks() {
     let _turn = crate::turn!();
-    let s = Scratch::new("open-silent");
+    let s = Scratch::new("faults", "open-silent");
     let (_, sealed) = sealed(&s, 65536, 100);
     for (sent, signal, word) in [
         (0, libc::SIGINT, "SIGINT"),
@@ -492,7 +438,7 @@ fn open_stops_on_a_silent_pipe_before_the_header_and_after_chunks() {
 #[test]
 fn open_to_stdout_from_a_silent_pipe_reports_the_verified_prefix() {
     let _turn = crate::turn!();
-    let s = Scratch::new("open-silent-stdout");
+    let s = Scratch::new("faults", "open-silent-stdout");
     let (plain, sealed) = sealed(&s, 65536, 100);
     let mut open = open_from_pipe(&s, "-", Stdio::piped());
     let mut stdout = open.0.stdout.take().unwrap();
@@ -521,7 +467,7 @@ fn open_to_stdout_from_a_silent_pipe_reports_the_verified_prefix() {
 #[test]
 fn an_rfc_7914_violating_scrypt_header_is_refused_once_before_deriving() {
     let _turn = crate::turn!();
-    let s = Scratch::new("scrypt");
+    let s = Scratch::new("faults", "scrypt");
     let pass = s.path("pass");
     std::fs::write(&pass, "correct horse\n").unwrap();
     std::fs::set_permissions(&pass, std::fs::Permissions::from_mode(0o600)).unwrap();
