@@ -25,7 +25,8 @@ use std::time::Duration;
 /// The presets of `cipherbench run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
-    /// A few minutes: every layer, short windows.
+    /// A few minutes: every layer, short windows (in `run`, the tunnel over TCP
+    /// only).
     Quick,
     /// The seeds' methodology at full length.
     Full,
