@@ -401,6 +401,10 @@ fn every_tunnel_transform_carries_tcp_checked_byte_for_byte_and_no_run_stalls() 
             "tcp",
             "--seconds",
             "2",
+            // A stall lasts the whole run (issue 27: 366, 348, 369 Mbit/s per
+            // interval); the first second need not be left out to see it.
+            "--omit",
+            "0",
             "--repeats",
             "3",
             "--no-underlay",
