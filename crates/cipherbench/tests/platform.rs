@@ -26,6 +26,7 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
+use cipherbench::tls::handshake::Group;
 use cipherbench_model::speed::Direction;
 use cipherbench_model::tunnel::Protocol;
 use cipherbench_model::tunnel::{TunnelPoint, STALLED_SHARE};
@@ -285,14 +286,11 @@ fn a_tls_sweep_and_handshakes_run_on_this_library() {
     assert!(!hs.points.is_empty());
     for p in &hs.points {
         assert!(p.handshakes_per_sec > 0.0, "{p:?}");
-        // The group is read back from the connections, in the library's spelling.
+        // The group is read back from the connections, in the library's spelling
+        // (P-256 as secp256r1).
         let read = p.point.negotiated_group.as_deref().unwrap_or_default();
-        let expected = match p.group.as_str() {
-            "P-256" => "secp256r1",
-            g => g,
-        };
         assert!(
-            read.eq_ignore_ascii_case(expected),
+            Group::parse(&p.group).unwrap().is(read),
             "{} read back as {read:?}",
             p.group
         );
