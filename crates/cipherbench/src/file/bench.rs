@@ -769,7 +769,7 @@ fn judge_variants(
         };
         if cli {
             let check = crate::variant::check_openssl_cli(v, baseline.mask(v).as_deref(), &record);
-            record = crate::variant::with_check(baseline, v, &record, &variants, check);
+            record = crate::variant::with_check(&record, check);
         }
         life.warn_not_effective(&mut session.record, &record, "for the file tools");
         variants.push(record);

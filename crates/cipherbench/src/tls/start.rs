@@ -242,8 +242,8 @@ impl NginxVariants {
         self.life.baseline.mask(variant)
     }
 
-    /// The record of one running nginx: the variant's, judged again with the check of
-    /// that nginx's own processes.
+    /// The record of one running nginx: its stand-in's judgement (measured once per
+    /// command), with the check of that nginx's own processes.
     /// A provider or engine variant is judged on the suite's cipher: the record
     /// keeps who served it, and a fallback there is a fallback of this server.
     pub(crate) fn record(
@@ -261,8 +261,7 @@ impl NginxVariants {
         let mask = self.mask(variant);
         let check =
             crate::variant::check_environ("nginx's master and workers", &pids, mask.as_deref());
-        let mut record =
-            crate::variant::with_check(&self.life.baseline, variant, record, &known, check);
+        let mut record = crate::variant::with_check(record, check);
         if let Some(cipher) = suite.catalogue_cipher() {
             crate::variant::judge_layer_fallback(&mut record, &[cipher]);
         }

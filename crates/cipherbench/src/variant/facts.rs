@@ -346,15 +346,10 @@ pub fn stand_in_records(
     out
 }
 
-/// A stand-in record checked against the real process: judged again with `check`.
-pub fn with_check(
-    baseline: &Baseline,
-    variant: &Variant,
-    record: &VariantRecord,
-    known: &[VariantRecord],
-    check: ProcessCheck,
-) -> VariantRecord {
-    baseline.judge(variant, record.probes.as_ref(), known, Some(&check))
+/// A stand-in record checked against the real process
+/// ([`super::judge::with_process_check`]): nothing is measured again.
+pub fn with_check(record: &VariantRecord, check: ProcessCheck) -> VariantRecord {
+    super::judge::with_process_check(record, check)
 }
 
 /// Checks that `openssl info -cpusettings`, run with the variant's environment (its

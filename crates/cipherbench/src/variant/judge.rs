@@ -76,15 +76,33 @@ fn verdict(verdict: Verdict, reason: String) -> Effect {
     }
 }
 
+/// A stand-in's judgement checked against the real process: the verdict stands (its
+/// confirmation, if it had one, is not measured again for every process started
+/// with the same environment), unless the real process does not run under that
+/// environment, which leaves it unjudged. Pure.
+pub fn with_process_check(record: &VariantRecord, check: ProcessCheck) -> VariantRecord {
+    let mut record = record.clone();
+    if !check.passed {
+        record.effect = Some(failed_check(&check));
+        record.took_effect = false;
+    }
+    record.process_check = Some(check);
+    record
+}
+
+fn failed_check(check: &ProcessCheck) -> Effect {
+    verdict(
+        Verdict::Unjudged,
+        format!(
+            "the probes ran in a stand-in process, and the real one does not run under the same environment ({}: {})",
+            check.what, check.detail
+        ),
+    )
+}
+
 fn effect_of(variant: &Variant, facts: &Facts, cap: Option<Ia32Cap>, aesni: bool) -> Effect {
     if let Some(check) = facts.process_check.filter(|c| !c.passed) {
-        return verdict(
-            Verdict::Unjudged,
-            format!(
-                "the probes ran in a stand-in process, and the real one does not run under the same environment ({}: {})",
-                check.what, check.detail
-            ),
-        );
+        return failed_check(check);
     }
     if variant.is_accel() {
         return match cap {

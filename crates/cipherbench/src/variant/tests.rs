@@ -618,3 +618,34 @@ fn a_variant_without_probes_or_with_a_failed_process_check_is_not_taken() {
         r.explanation()
     );
 }
+
+#[test]
+fn a_process_check_keeps_the_stand_ins_verdict_or_leaves_it_unjudged() {
+    let accel = accel_probes();
+    // A stand-in judged after a confirmation: what it said first is kept.
+    let mut stand_in = judged(
+        &Variant::noaesni(),
+        None,
+        &probes(NOAESNI, 0.33e9, 3.7e9, 31e6),
+        &accel,
+    );
+    stand_in.effect.as_mut().unwrap().first_judgement = Some("3DES moved".into());
+    let passed = ProcessCheck {
+        what: "OPENSSL_ia32cap in /proc/<pid>/environ of nginx's workers".into(),
+        passed: true,
+        detail: "as given".into(),
+    };
+    let r = with_process_check(&stand_in, passed.clone());
+    assert!(r.took_effect);
+    assert_eq!(r.effect, stand_in.effect);
+    assert_eq!(r.process_check, Some(passed));
+    let failed = ProcessCheck {
+        passed: false,
+        detail: "expected ~0; found 12: unset".into(),
+        ..r.process_check.clone().unwrap()
+    };
+    let r = with_process_check(&stand_in, failed);
+    assert!(!r.took_effect);
+    assert_eq!(r.effect.as_ref().unwrap().verdict, Verdict::Unjudged);
+    assert!(r.explanation().contains("found 12: unset"));
+}

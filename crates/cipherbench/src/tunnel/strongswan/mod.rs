@@ -1184,7 +1184,7 @@ fn note_variant(
         pids.push(pair.receiver.pid());
     }
     let check = crate::variant::check_environ("charon", &pids, mask.as_deref());
-    let record = crate::variant::with_check(baseline, variant, stand_in, known, check);
+    let record = crate::variant::with_check(stand_in, check);
     campaign::warn_not_effective(
         &mut session.record,
         "tunnel",
