@@ -138,128 +138,152 @@ pub fn interleaved<S: Stand>(
     underlay_tcp: Option<f64>,
     sequence: &mut usize,
 ) -> Result<()> {
-    let mut running: Option<Running<S::Pair>> = None;
-    let outcome = measure(plan, variants, stand, underlay_tcp, sequence, &mut running);
+    let mut driver = Driver {
+        plan,
+        variants,
+        stand,
+        sequence,
+        running: None,
+        tcp_rate: vec![None; variants],
+    };
+    let outcome = plan
+        .protocols
+        .iter()
+        .try_for_each(|&protocol| driver.protocol(protocol, underlay_tcp));
     // On success the last pair is stopped cleanly; on an error it is dropped, which
     // stops it too (the error is the one worth reporting).
-    if let (Ok(()), Some(r)) = (&outcome, running) {
-        stand.stop(r.pair)?;
+    if let (Ok(()), Some(r)) = (&outcome, driver.running) {
+        driver.stand.stop(r.pair)?;
     }
     outcome
 }
 
-fn measure<S: Stand>(
-    plan: &TunnelPlan,
+/// One transform's measuring: the stand, the pair running, the runs' numbering.
+struct Driver<'a, S: Stand> {
+    plan: &'a TunnelPlan,
     variants: usize,
-    stand: &mut S,
-    underlay_tcp: Option<f64>,
-    sequence: &mut usize,
-    running: &mut Option<Running<S::Pair>>,
-) -> Result<()> {
-    // The pair for variant `v`, started if another runs.
-    fn pair_for<'a, S: Stand>(
-        stand: &mut S,
-        running: &'a mut Option<Running<S::Pair>>,
-        v: usize,
-    ) -> Result<&'a mut S::Pair> {
-        if let Some(old) = running.take_if(|r| r.variant != v) {
-            stand.stop(old.pair)?;
-        }
-        if running.is_none() {
-            *running = Some(Running {
-                variant: v,
-                pair: stand.start(v)?,
-            });
-        }
-        // Set just above.
-        Ok(&mut running.as_mut().expect("a running pair").pair)
-    }
-    let mut one_run = |stand: &mut S,
-                       running: &mut Option<Running<S::Pair>>,
-                       v: usize,
-                       protocol: Protocol,
-                       seconds: u64,
-                       rate: Option<f64>|
-     -> Result<S::Run> {
-        interrupt::check()?;
-        let pair = pair_for(stand, running, v)?;
-        let mut run = stand.run(pair, protocol, seconds, rate)?;
-        run.set_sequence(*sequence);
-        *sequence += 1;
-        Ok(run)
-    };
-    let mut tcp_rate: Vec<Option<f64>> = vec![None; variants];
-    for &protocol in &plan.protocols {
-        let mut runs: Vec<Vec<S::Run>> = (0..variants).map(|_| Vec::new()).collect();
-        let mut searches: Vec<Option<UdpSearch>> = vec![None; variants];
-        let mut rates: Vec<Option<f64>> = vec![None; variants];
+    stand: &'a mut S,
+    sequence: &'a mut usize,
+    running: Option<Running<S::Pair>>,
+    /// Each variant's median TCP rate, once measured: where its UDP search starts.
+    tcp_rate: Vec<Option<f64>>,
+}
+
+/// What one variant's runs of one protocol gathered before its point is recorded.
+struct Gathered<R> {
+    runs: Vec<R>,
+    search: Option<UdpSearch>,
+    rate: Option<f64>,
+}
+
+impl<S: Stand> Driver<'_, S> {
+    /// Every variant's point of `protocol`: for UDP each variant's rate searched
+    /// first, then the rounds interleaved; each point recorded with its runs in
+    /// round order.
+    fn protocol(&mut self, protocol: Protocol, underlay_tcp: Option<f64>) -> Result<()> {
+        let mut gathered: Vec<Gathered<S::Run>> = (0..self.variants)
+            .map(|_| Gathered {
+                runs: Vec::new(),
+                search: None,
+                rate: None,
+            })
+            .collect();
         if protocol == Protocol::Udp {
             // The searches, from the variant whose pair runs.
-            let first = running.as_ref().map_or(0, |r| r.variant);
-            for k in 0..variants {
-                let v = (first + k) % variants;
-                let start = tcp_rate[v].or(underlay_tcp).unwrap_or(1e9) * 1.05;
-                let mut probes = Vec::new();
-                let search = udp_search(plan, start, |rate| {
-                    let run = one_run(
-                        stand,
-                        running,
-                        v,
-                        Protocol::Udp,
-                        plan.probe_seconds,
-                        Some(rate),
-                    )?;
-                    let iperf = run.iperf().clone();
-                    probes.push(run);
-                    Ok(iperf)
-                })?;
-                let chosen = search.chosen_bits_per_sec;
-                // A probe as long as a measured run at the chosen rate is a measured
-                // run: it is this variant's round 0.
-                if plan.probe_seconds == plan.seconds {
-                    if let Some(mut run) = probes
-                        .into_iter()
-                        .rev()
-                        .find(|r| r.iperf().target_bits_per_sec == Some(chosen.round()))
-                    {
-                        run.set_round(0);
-                        runs[v].push(run);
-                    }
-                }
-                searches[v] = Some(search);
-                rates[v] = Some(chosen);
+            let first = self.running.as_ref().map_or(0, |r| r.variant);
+            for k in 0..self.variants {
+                let v = (first + k) % self.variants;
+                self.search(v, underlay_tcp, &mut gathered[v])?;
             }
         }
-        let measured: Vec<(usize, usize)> = runs
+        let measured: Vec<(usize, usize)> = gathered
             .iter()
             .enumerate()
-            .flat_map(|(v, rs)| rs.iter().filter_map(move |r| Some((r.round()?, v))))
+            .flat_map(|(v, g)| g.runs.iter().filter_map(move |r| Some((r.round()?, v))))
             .collect();
-        let slots = order(
-            variants,
-            plan.repeats,
-            &measured,
-            running.as_ref().map(|r| r.variant),
-        );
-        for slot in slots {
+        let running = self.running.as_ref().map(|r| r.variant);
+        for slot in order(self.variants, self.plan.repeats, &measured, running) {
             let v = slot.variant;
-            let mut run = one_run(stand, running, v, protocol, plan.seconds, rates[v])?;
+            let rate = gathered[v].rate;
+            let mut run = self.one_run(v, protocol, self.plan.seconds, rate)?;
             run.set_round(slot.round);
-            runs[v].push(run);
+            gathered[v].runs.push(run);
         }
-        for (v, mut runs) in runs.into_iter().enumerate() {
-            runs.sort_by_key(|r| r.round());
+        for (v, mut g) in gathered.into_iter().enumerate() {
+            g.runs.sort_by_key(|r| r.round());
             if protocol == Protocol::Tcp {
-                let totals: Vec<f64> = runs
+                let totals: Vec<f64> = g
+                    .runs
                     .iter()
                     .map(|r| r.iperf().receiver_bits_per_sec)
                     .collect();
-                tcp_rate[v] = Some(Summary::of_or_empty(&totals).median);
+                self.tcp_rate[v] = Some(Summary::of_or_empty(&totals).median);
             }
-            stand.point(v, protocol, searches[v].take(), runs)?;
+            self.stand.point(v, protocol, g.search, g.runs)?;
         }
+        Ok(())
     }
-    Ok(())
+
+    /// Variant `v`'s UDP rate at the target loss, searched through its pair from its
+    /// TCP rate (or the underlay's). A probe as long as a measured run at the chosen
+    /// rate is a measured run: it is this variant's round 0.
+    fn search(
+        &mut self,
+        v: usize,
+        underlay_tcp: Option<f64>,
+        into: &mut Gathered<S::Run>,
+    ) -> Result<()> {
+        let plan = self.plan;
+        let start = self.tcp_rate[v].or(underlay_tcp).unwrap_or(1e9) * 1.05;
+        let mut probes = Vec::new();
+        let search = udp_search(plan, start, |rate| {
+            let run = self.one_run(v, Protocol::Udp, plan.probe_seconds, Some(rate))?;
+            let iperf = run.iperf().clone();
+            probes.push(run);
+            Ok(iperf)
+        })?;
+        let chosen = search.chosen_bits_per_sec;
+        if plan.probe_seconds == plan.seconds {
+            if let Some(mut run) = probes
+                .into_iter()
+                .rev()
+                .find(|r| r.iperf().target_bits_per_sec == Some(chosen.round()))
+            {
+                run.set_round(0);
+                into.runs.push(run);
+            }
+        }
+        into.search = Some(search);
+        into.rate = Some(chosen);
+        Ok(())
+    }
+
+    /// One run of variant `v` (its pair started if another's runs), numbered in
+    /// measuring order; Ctrl-C is checked first.
+    fn one_run(
+        &mut self,
+        v: usize,
+        protocol: Protocol,
+        seconds: u64,
+        rate: Option<f64>,
+    ) -> Result<S::Run> {
+        interrupt::check()?;
+        if let Some(old) = self.running.take_if(|r| r.variant != v) {
+            self.stand.stop(old.pair)?;
+        }
+        if self.running.is_none() {
+            self.running = Some(Running {
+                variant: v,
+                pair: self.stand.start(v)?,
+            });
+        }
+        // Set just above.
+        let pair = &mut self.running.as_mut().expect("a running pair").pair;
+        let mut run = self.stand.run(pair, protocol, seconds, rate)?;
+        run.set_sequence(*self.sequence);
+        *self.sequence += 1;
+        Ok(run)
+    }
 }
 
 /// Runs the UDP search with `probe` running one iperf3 probe at a rate (each
