@@ -423,25 +423,42 @@ fn one(
         let (samples, _) = s.finish();
         cpu::server_cpu(&samples, r.window_start, r.window_end, interval)
     });
-    let after = server.and_then(Server::requests);
-    let generator_cpu = r.generator_cpu();
-    let generator_cpu_per_thread = r.generator_cpu_per_thread();
-    let generator_saturated = super::sweep::saturated(generator_cpu, &generator_cpu_per_thread);
+    let server_requests = match (before, server.and_then(Server::requests)) {
+        (Some(b), Some(a)) => Some(a.saturating_sub(b).saturating_sub(1)),
+        _ => None,
+    };
     Ok(RampRun {
         suite: suite.to_string(),
-        negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
         size_bytes: size,
         variant: variant.to_string(),
         key_store: key_store.to_string(),
         cores,
+        server_requests,
+        server_cpu,
+        noise: Some(Box::new(noise)),
+        agents,
+        ..from_report(&r)
+    })
+}
+
+/// What the generator's report says of a ramp: its counts, latencies and
+/// second-by-second series, the generator's CPU; the point's own fields empty.
+fn from_report(r: &engine::Report) -> RampRun {
+    let generator_cpu = r.generator_cpu();
+    let generator_cpu_per_thread = r.generator_cpu_per_thread();
+    let generator_saturated = super::sweep::saturated(generator_cpu, &generator_cpu_per_thread);
+    RampRun {
+        suite: String::new(),
+        negotiated_suite: r.negotiated.as_ref().map(|n| n.0.clone()),
+        size_bytes: 0,
+        variant: String::new(),
+        key_store: String::new(),
+        cores: 0,
         attempted: r.attempted,
         successful: r.ok,
         unsuccessful: r.failed,
         unsuccessful_by_reason: r.failures.clone(),
-        server_requests: match (before, after) {
-            (Some(b), Some(a)) => Some(a.saturating_sub(b).saturating_sub(1)),
-            _ => None,
-        },
+        server_requests: None,
         requests_sent: r.requests_sent,
         body_bytes: r.body_bytes,
         latency: engine::latency(&r.latency),
@@ -458,13 +475,13 @@ fn one(
                 max_latency_ns: b.max_latency_ns,
             })
             .collect(),
-        server_cpu,
+        server_cpu: None,
         generator_cpu,
         generator_cpu_per_thread,
         generator_saturated,
-        noise: Some(Box::new(noise)),
-        agents,
-    })
+        noise: None,
+        agents: Vec::new(),
+    }
 }
 
 fn record_run(
