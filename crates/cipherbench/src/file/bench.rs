@@ -822,92 +822,115 @@ impl campaign::Units for Directions<'_, '_> {
     fn forget(&mut self, _: &Direction) {}
 
     fn measure(&mut self, &direction: &Direction) -> Result<()> {
-        let (bench, results, session) = (&mut *self.bench, &mut *self.results, &mut *self.session);
-        let failed = &mut self.failed;
+        let scenarios = self.scenarios;
         if direction == Direction::Decrypt {
-            for tool in self.scenarios.iter().map(|s| s.tool).collect::<Vec<_>>() {
-                if failed.contains(&tool) {
-                    continue;
-                }
-                interrupt::check()?;
-                if let Err(e) = bench.ensure_ciphertext(tool, results) {
-                    fail_tool(tool, &e, failed, results, session);
-                }
-            }
+            self.ciphertexts()?;
         }
-        for rep in 0..bench.plan.repetitions {
-            for (i, sc) in self.scenarios.iter().enumerate() {
+        for rep in 0..self.bench.plan.repetitions {
+            for (i, sc) in scenarios.iter().enumerate() {
                 interrupt::check()?;
-                if failed.contains(&sc.tool) {
-                    session.progress.skip(1);
+                if self.failed.contains(&sc.tool) {
+                    self.session.progress.skip(1);
                     continue;
                 }
-                let key = (i, direction);
-                // The tool runs under this process; the window closes once it exited,
-                // which is why its ticks are counted through its parent (waited-for
-                // children's time is the parent's cutime in /proc, and the run's).
-                let window = crate::machine::noise::Window::open(
-                    &crate::host::allowed_cpus(),
-                    &[std::process::id()],
-                );
-                let sample = bench.run_one(sc, direction, key);
-                let noise = window.close();
-                let busier = |n: &cipherbench_model::noise::Noise| n.foreign_share + n.steal_share;
-                if bench
-                    .noise
-                    .get(&key)
-                    .is_none_or(|old| busier(&noise) > busier(old))
-                {
-                    bench.noise.insert(key, noise);
-                }
-                let sample = match sample {
-                    Ok(s) => s,
-                    Err(e) => {
-                        interrupt::check()?;
-                        fail_tool(sc.tool, &e, failed, results, session);
-                        session.progress.skip(1);
-                        continue;
-                    }
-                };
-                if let Err(e) = bench.after_run(sc, direction, results) {
-                    fail_tool(sc.tool, &e, failed, results, session);
-                }
-                if let Some(check) = results
-                    .checks
-                    .last()
-                    .filter(|c| c.tool == sc.tool.name() && !c.matches)
-                {
-                    let e = anyhow::anyhow!(
-                        "its {} output does not match the input (SHA-256 {} instead of {})",
-                        direction.as_str(),
-                        check.sha256,
-                        bench.input_sha256
-                    );
-                    fail_tool(sc.tool, &e, failed, results, session);
-                }
-                session.progress.point(&format!(
-                    "{} {} {} {} {} #{}: {:.2} s",
-                    sc.tool.name(),
-                    sc.variant.name(),
-                    direction.as_str(),
-                    sc.cache.as_str(),
-                    sc.sync.as_str(),
-                    rep + 1,
-                    sample.elapsed_ns as f64 / 1e9
-                ));
-                bench.samples.entry(key).or_default().push(sample);
+                self.sample(sc, (i, direction), rep)?;
             }
-            results.points = points(bench, self.scenarios);
-            session.record.file = Some(results.clone());
-            session.save()?;
+            self.results.points = points(self.bench, scenarios);
+            self.session.record.file = Some(self.results.clone());
+            self.session.save()?;
         }
         // Decryption inputs are not needed once decryption is done.
         if direction == Direction::Decrypt {
-            for (_, path) in std::mem::take(&mut bench.ciphertexts) {
+            for (_, path) in std::mem::take(&mut self.bench.ciphertexts) {
                 let _ = std::fs::remove_file(path);
             }
         }
         Ok(())
+    }
+}
+
+impl Directions<'_, '_> {
+    /// Each tool's ciphertext, made once before decryption is measured.
+    fn ciphertexts(&mut self) -> Result<()> {
+        let mut tools: Vec<ToolId> = self.scenarios.iter().map(|s| s.tool).collect();
+        tools.dedup();
+        for tool in tools {
+            if self.failed.contains(&tool) {
+                continue;
+            }
+            interrupt::check()?;
+            if let Err(e) = self.bench.ensure_ciphertext(tool, self.results) {
+                self.fail(tool, &e);
+            }
+        }
+        Ok(())
+    }
+
+    /// One run of scenario `sc` in repetition `rep`: its sample, the noise of its
+    /// window (the busiest of its repetitions is kept), the output's check; a tool
+    /// that fails is stopped for the rest of the layer.
+    fn sample(&mut self, sc: &Scenario, key: Key, rep: usize) -> Result<()> {
+        let direction = key.1;
+        // The tool runs under this process; the window closes once it exited, which
+        // is why its ticks are counted through its parent (waited-for children's time
+        // is the parent's cutime in /proc, and the run's).
+        let window = crate::machine::noise::Window::open(
+            &crate::host::allowed_cpus(),
+            &[std::process::id()],
+        );
+        let sample = self.bench.run_one(sc, direction, key);
+        let noise = window.close();
+        let busier = |n: &cipherbench_model::noise::Noise| n.foreign_share + n.steal_share;
+        if self
+            .bench
+            .noise
+            .get(&key)
+            .is_none_or(|old| busier(&noise) > busier(old))
+        {
+            self.bench.noise.insert(key, noise);
+        }
+        let sample = match sample {
+            Ok(s) => s,
+            Err(e) => {
+                interrupt::check()?;
+                self.fail(sc.tool, &e);
+                self.session.progress.skip(1);
+                return Ok(());
+            }
+        };
+        if let Err(e) = self.bench.after_run(sc, direction, self.results) {
+            self.fail(sc.tool, &e);
+        }
+        if let Some(check) = self
+            .results
+            .checks
+            .last()
+            .filter(|c| c.tool == sc.tool.name() && !c.matches)
+        {
+            let e = anyhow::anyhow!(
+                "its {} output does not match the input (SHA-256 {} instead of {})",
+                direction.as_str(),
+                check.sha256,
+                self.bench.input_sha256
+            );
+            self.fail(sc.tool, &e);
+        }
+        self.session.progress.point(&format!(
+            "{} {} {} {} {} #{}: {:.2} s",
+            sc.tool.name(),
+            sc.variant.name(),
+            direction.as_str(),
+            sc.cache.as_str(),
+            sc.sync.as_str(),
+            rep + 1,
+            sample.elapsed_ns as f64 / 1e9
+        ));
+        self.bench.samples.entry(key).or_default().push(sample);
+        Ok(())
+    }
+
+    fn fail(&mut self, tool: ToolId, e: &anyhow::Error) {
+        fail_tool(tool, e, &mut self.failed, self.results, self.session);
     }
 }
 
