@@ -357,6 +357,75 @@ impl<'a> Points<'a> {
     }
 }
 
+impl<'a> Points<'a> {
+    /// Slot `k` of point `p` started: its nginx (on its own port, as the point's
+    /// slots run side by side) and its concurrency searched from the one chosen for
+    /// the nearest point measured so far.
+    fn start_slot(
+        &mut self,
+        p: &Point,
+        k: usize,
+        (variant, store, key_source): (&'a crate::variant::Variant, &'a KeyStore, &'a KeySource),
+    ) -> Result<GroupSlot<'a>> {
+        let plan = self.plan;
+        let (suite, client) = (&plan.suites[p.suite], &self.clients[p.suite]);
+        let placed = &self.assignments[p.assignment].1;
+        let spec = ServerSpec {
+            nginx: self.binary,
+            info: self.info,
+            workspace: self.workspace,
+            suite: *suite,
+            cpus: placed.server.clone(),
+            variant,
+            ia32cap: self.variants.mask(variant),
+            port: self.port.map(|port| port + k as u16),
+            resumption: plan.resumption,
+            also_listen: self.also_listen.to_vec(),
+            groups: None,
+            key_source: key_source.clone(),
+        };
+        let (server, record, target) = super::start_nginx(
+            self.session,
+            &spec,
+            client,
+            self.variants,
+            super::SlotRecord {
+                key: plan.key,
+                store,
+                cores: p.cores,
+                // With agents, the load is theirs (see tls.agents).
+                generator_cpus: if self.fleet.is_some() {
+                    Vec::new()
+                } else {
+                    placed.generator.clone()
+                },
+                placement: &placed.placement,
+            },
+            p.size,
+        )?;
+        let start = start_concurrency(
+            &chosen_so_far(
+                self.session,
+                suite.openssl,
+                p.size,
+                &variant.name(),
+                store.name(),
+            ),
+            p.cores,
+        );
+        let cpus = placed.placement.all_cpus();
+        let point_of = PointOf {
+            suite,
+            size: p.size,
+            cores: p.cores,
+            cpus: &cpus,
+        };
+        let mut slot = GroupSlot::new(variant, store, server, record, target);
+        slot.search(plan, client, &placed.generator, self.fleet, start, point_of)?;
+        Ok(slot)
+    }
+}
+
 impl campaign::Units for Points<'_> {
     type Unit = Point;
 
@@ -391,61 +460,9 @@ impl campaign::Units for Points<'_> {
             }
         }
         let mut group: Vec<GroupSlot<'_>> = Vec::new();
-        for (k, (variant, store, key_source)) in todo.into_iter().enumerate() {
+        for (k, slot) in todo.into_iter().enumerate() {
             interrupt::check()?;
-            let spec = ServerSpec {
-                nginx: self.binary,
-                info: self.info,
-                workspace: self.workspace,
-                suite: *suite,
-                cpus: server_cpus.clone(),
-                variant,
-                ia32cap: self.variants.mask(variant),
-                // One port per slot: the group's nginx run side by side.
-                port: self.port.map(|port| port + k as u16),
-                resumption: plan.resumption,
-                also_listen: self.also_listen.to_vec(),
-                groups: None,
-                key_source: key_source.clone(),
-            };
-            let (server, record, target) = super::start_nginx(
-                self.session,
-                &spec,
-                client,
-                self.variants,
-                super::SlotRecord {
-                    key: plan.key,
-                    store,
-                    cores: p.cores,
-                    // With agents, the load is theirs (see tls.agents).
-                    generator_cpus: if self.fleet.is_some() {
-                        Vec::new()
-                    } else {
-                        generator_cpus.clone()
-                    },
-                    placement: &placed.placement,
-                },
-                p.size,
-            )?;
-            let start = start_concurrency(
-                &chosen_so_far(
-                    self.session,
-                    suite.openssl,
-                    p.size,
-                    &variant.name(),
-                    store.name(),
-                ),
-                p.cores,
-            );
-            let point_of = PointOf {
-                suite,
-                size: p.size,
-                cores: p.cores,
-                cpus: &placement_cpus,
-            };
-            let mut slot = GroupSlot::new(variant, store, server, record, target);
-            slot.search(plan, client, generator_cpus, self.fleet, start, point_of)?;
-            group.push(slot);
+            group.push(self.start_slot(p, k, slot)?);
         }
         let point_of = PointOf {
             suite,
