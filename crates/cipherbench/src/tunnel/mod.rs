@@ -291,34 +291,12 @@ pub fn run(plan: &TunnelPlan, session: &mut Session) -> Result<()> {
 }
 
 fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
-    // iperf3 only moves the bytes (its OpenSSL is for authentication, unused here):
-    // it runs on the system's library, recorded, not held to the one under test.
-    if let Ok(loaded) = crate::library::of_process(lab.server_pid()) {
-        crate::library::note(
-            &mut session.record.environment,
-            crate::library::Library::system().part(
-                "tunnel",
-                "iperf3 server (not swapped)",
-                &loaded,
-                "/proc/<pid>/maps",
-                false,
-            ),
-        );
-    }
+    note_iperf3_library(lab, session);
     // A resumed run keeps what an earlier, interrupted run of the same plan measured.
     let mut results = campaign::resume(
         session.record.tunnel.take(),
         |earlier| earlier.config == plan.config(),
-        || TunnelResults {
-            config: plan.config(),
-            underlay: Vec::new(),
-            points: Vec::new(),
-            variants: Vec::new(),
-            iperf3_version: iperf::version(),
-            strongswan: None,
-            placement: None,
-            peer: None,
-        },
+        || fresh_results(plan),
     );
     place(plan, &mut results, session);
     let noise_cpus = watched_cpus(results.placement.as_ref());
@@ -372,6 +350,37 @@ fn measure(plan: &TunnelPlan, lab: &Lab, session: &mut Session) -> Result<()> {
     }
     session.record.tunnel = Some(results);
     session.save()
+}
+
+/// iperf3 only moves the bytes (its OpenSSL is for authentication, unused here): it
+/// runs on the system's library, recorded, not held to the one under test.
+fn note_iperf3_library(lab: &Lab, session: &mut Session) {
+    if let Ok(loaded) = crate::library::of_process(lab.server_pid()) {
+        crate::library::note(
+            &mut session.record.environment,
+            crate::library::Library::system().part(
+                "tunnel",
+                "iperf3 server (not swapped)",
+                &loaded,
+                "/proc/<pid>/maps",
+                false,
+            ),
+        );
+    }
+}
+
+/// The layer's record before anything is measured.
+fn fresh_results(plan: &TunnelPlan) -> TunnelResults {
+    TunnelResults {
+        config: plan.config(),
+        underlay: Vec::new(),
+        points: Vec::new(),
+        variants: Vec::new(),
+        iperf3_version: iperf::version(),
+        strongswan: None,
+        placement: None,
+        peer: None,
+    }
 }
 
 /// Where the tunnel's processes go (the record's placement), and a note for each
