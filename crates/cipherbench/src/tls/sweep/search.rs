@@ -388,6 +388,41 @@ pub(super) fn finish(plan: &SweepPlan, labels: Labels<'_>, s: Searched, m: Measu
     p
 }
 
+/// Why a measured point is not valid (None: it is): an agent failed, the generator
+/// was the limit, requests failed, or the first byte was over the limit even at
+/// this concurrency. Failed requests are said whatever else made it invalid.
+fn invalid_reason(
+    plan: &SweepPlan,
+    concurrency: usize,
+    m: &Measured,
+    within_limit: bool,
+) -> Option<String> {
+    let r = &m.report;
+    let generator_cpu = r.generator_cpu();
+    let generator_cpu_per_thread = r.generator_cpu_per_thread();
+    let failures = cipherbench_model::tls::failures_note(r.failed, &r.failures);
+    let why = if let Some(failure) = &m.agent_failure {
+        Some(format!("failed: {failure}"))
+    } else if saturated(generator_cpu, &generator_cpu_per_thread) {
+        Some(format!(
+            "the load generator used {:.0} % of its cores (threads {}): the point measures the generator, not nginx",
+            generator_cpu * 100.0,
+            per_thread(&generator_cpu_per_thread)
+        ))
+    } else if let Some(f) = &failures {
+        Some(format!("{f} in the window"))
+    } else if !within_limit {
+        Some(format!(
+            "even at {concurrency} client(s) the first byte took up to {:.2} s, over the {:.2} s limit",
+            r.max_first_byte.as_secs_f64(),
+            plan.limit.as_secs_f64()
+        ))
+    } else {
+        None
+    };
+    why.map(|why| with_failures(why, failures.as_deref()))
+}
+
 pub(super) fn point(
     plan: &SweepPlan,
     l: Labels<'_>,
@@ -406,28 +441,7 @@ pub(super) fn point(
     let generator_cpu_per_thread = r.generator_cpu_per_thread();
     let generator_saturated = saturated(generator_cpu, &generator_cpu_per_thread);
     let within_limit = m.within(plan.limit);
-    let failures = cipherbench_model::tls::failures_note(r.failed, &r.failures);
-    let invalid_reason = if let Some(failure) = &m.agent_failure {
-        Some(format!("failed: {failure}"))
-    } else if generator_saturated {
-        Some(format!(
-            "the load generator used {:.0} % of its cores (threads {}): the point measures the generator, not nginx",
-            generator_cpu * 100.0,
-            per_thread(&generator_cpu_per_thread)
-        ))
-    } else if let Some(f) = &failures {
-        Some(format!("{f} in the window"))
-    } else if !within_limit {
-        Some(format!(
-            "even at {concurrency} client(s) the first byte took up to {:.2} s, over the {:.2} s limit",
-            r.max_first_byte.as_secs_f64(),
-            plan.limit.as_secs_f64()
-        ))
-    } else {
-        None
-    };
-    // Failed requests are said whatever else made the point invalid.
-    let invalid_reason = invalid_reason.map(|why| with_failures(why, failures.as_deref()));
+    let invalid_reason = invalid_reason(plan, concurrency, &m, within_limit);
     SweepPoint {
         suite: l.suite.to_string(),
         protocol: l.protocol.to_string(),
