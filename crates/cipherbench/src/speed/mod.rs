@@ -504,10 +504,6 @@ impl campaign::Units for Ciphers<'_> {
 
 /// One worker: one cipher in one variant, every point. The worker's own report of
 /// its library is checked against the variant's before any of its points counts.
-#[expect(
-    clippy::too_many_lines,
-    reason = "one worker's steps in order (start, check its library, read every point), each with its error path"
-)]
 fn run_worker(
     chunk: &Chunk,
     plan: &SpeedPlan,
@@ -521,31 +517,10 @@ fn run_worker(
         variant,
         points,
         cpus,
-        round,
         samples,
+        ..
     } = *chunk;
-    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let request = WorkerRequest {
-        cipher: cipher.name().into(),
-        variant: variant.name().clone(),
-        points: points.to_vec(),
-        warmup_ns: plan.warmup.as_nanos() as u64,
-        sample_ns: plan.sample.as_nanos() as u64,
-        samples,
-        cpus: cpus.to_vec(),
-        // The first round's worker measures the effect probes; a later one runs the
-        // same library under the same environment.
-        probe: round == 0,
-    };
-    let mut child = Spawn::new(&exe)
-        .args(["__speed-worker"])
-        .ia32cap(baseline.mask(variant).as_deref())
-        .envs(variant.environment())
-        .loader(variant.library.loader())
-        .piped_stdin()
-        .piped_stdout()
-        .start()?;
-    child.send_stdin(&serde_json::to_vec(&request)?)?;
+    let mut child = start_worker(chunk, plan, baseline)?;
     // Generous: a point takes warm-up plus samples; allow 10x for a loaded machine.
     let per_point = (plan.warmup + plan.sample * samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
@@ -566,112 +541,59 @@ fn run_worker(
             child.stop();
             return Err(interrupt::Interrupted.into());
         }
-        match child.next_line(Duration::from_millis(100)) {
-            Line::Text(line) => {
-                let message: WorkerMessage = serde_json::from_str(&line)
-                    .with_context(|| format!("reading the speed worker's answer: {line}"))?;
-                match message {
-                    WorkerMessage::Library(loaded) => {
-                        variant.library.check_and_note(
-                            environment,
-                            "speed",
-                            "speed worker",
-                            &loaded,
-                            "its own report",
-                        )?;
-                    }
-                    // The first worker of a variant judges it: every worker of the
-                    // variant runs the same library under the same environment.
-                    WorkerMessage::Probed(probes) => {
-                        if !results.variants.iter().any(|v| v.name == variant.name()) {
-                            let record =
-                                baseline.judge(variant, Some(&probes), &results.variants, None);
-                            results.variants.push(record);
-                        }
-                    }
-                    WorkerMessage::Settings(settings) => {
-                        if !results.variants.iter().any(|v| v.name == variant.name()) {
-                            let mut record = baseline.judge(variant, None, &results.variants, None);
-                            record.cpu_settings = settings;
-                            results.variants.push(record);
-                        }
-                    }
-                    WorkerMessage::Point(mut p) => {
-                        p.noise = window.take().map(|w| Box::new(w.close()));
-                        received += 1;
-                        window = Some(crate::machine::noise::Window::open(
-                            &cpus_of(received),
-                            &own,
-                        ));
-                        progress.point(&format!(
-                            "{} {} {} {} B x{}{}: {}",
-                            p.cipher,
-                            p.variant,
-                            p.direction.as_str(),
-                            p.size_bytes,
-                            p.threads,
-                            if plan.rounds() > 1 {
-                                format!(" (round {}/{})", round + 1, plan.rounds())
-                            } else {
-                                String::new()
-                            },
-                            cipherbench_model::units::format_bytes_per_sec(
-                                p.throughput_bytes_per_sec.median
-                            )
-                        ));
-                        // A later round adds its samples to the point.
-                        match results.points.iter_mut().find(|q| {
-                            q.cipher == p.cipher
-                                && q.variant == p.variant
-                                && q.direction == p.direction
-                                && q.size_bytes == p.size_bytes
-                                && q.threads == p.threads
-                        }) {
-                            Some(q) if round > 0 => q.absorb(p, round as u32),
-                            _ => results.points.push(p),
-                        }
-                    }
-                    WorkerMessage::Unavailable(reason) => {
-                        progress.skip(points.len() - received);
-                        progress.note(&format!(
-                            "{} is not available in the {} variant: {reason}",
-                            cipher.name(),
-                            variant.name()
-                        ));
-                        results.unavailable.push(Unavailable {
-                            cipher: cipher.name().into(),
-                            variant: variant.name().clone(),
-                            reason,
-                        });
-                    }
-                    WorkerMessage::Failed(reason) => {
-                        bail!(
-                            "measuring {} ({}) failed: {reason}",
-                            cipher.name(),
-                            variant.name()
-                        )
-                    }
-                }
-            }
+        let line = match child.next_line(Duration::from_millis(100)) {
+            Line::Text(line) => line,
             Line::Timeout => {
-                if let Some(status) = child.try_wait()? {
-                    if !status.success() {
-                        bail!(
-                            "the speed worker exited with {status}: {}",
-                            child.stderr_tail()
-                        );
-                    }
-                }
-                if std::time::Instant::now() > deadline {
-                    child.stop();
-                    bail!(
-                        "the speed worker for {} ({}) did not finish in time; it was stopped",
-                        cipher.name(),
-                        variant.name()
-                    );
-                }
+                still_working(&mut child, deadline, chunk)?;
+                continue;
             }
             Line::Closed => break,
+        };
+        let message: WorkerMessage = serde_json::from_str(&line)
+            .with_context(|| format!("reading the speed worker's answer: {line}"))?;
+        match message {
+            WorkerMessage::Library(loaded) => {
+                variant.library.check_and_note(
+                    environment,
+                    "speed",
+                    "speed worker",
+                    &loaded,
+                    "its own report",
+                )?;
+            }
+            // The first worker of a variant judges it: every worker of the variant
+            // runs the same library under the same environment.
+            WorkerMessage::Probed(probes) => judge_once(results, baseline, variant, Ok(probes)),
+            WorkerMessage::Settings(s) => judge_once(results, baseline, variant, Err(s)),
+            WorkerMessage::Point(mut p) => {
+                p.noise = window.take().map(|w| Box::new(w.close()));
+                received += 1;
+                window = Some(crate::machine::noise::Window::open(
+                    &cpus_of(received),
+                    &own,
+                ));
+                add_point(plan, chunk.round, results, progress, p);
+            }
+            WorkerMessage::Unavailable(reason) => {
+                progress.skip(points.len() - received);
+                progress.note(&format!(
+                    "{} is not available in the {} variant: {reason}",
+                    cipher.name(),
+                    variant.name()
+                ));
+                results.unavailable.push(Unavailable {
+                    cipher: cipher.name().into(),
+                    variant: variant.name().clone(),
+                    reason,
+                });
+            }
+            WorkerMessage::Failed(reason) => {
+                bail!(
+                    "measuring {} ({}) failed: {reason}",
+                    cipher.name(),
+                    variant.name()
+                )
+            }
         }
     }
     let status = child.wait(per_point)?;
@@ -682,6 +604,122 @@ fn run_worker(
         );
     }
     Ok(())
+}
+
+/// Between a worker's lines: an error if it exited with a failure or ran past its
+/// `deadline` (it is stopped then).
+fn still_working(
+    child: &mut crate::supervisor::Child,
+    deadline: std::time::Instant,
+    chunk: &Chunk,
+) -> Result<()> {
+    if let Some(status) = child.try_wait()? {
+        if !status.success() {
+            bail!(
+                "the speed worker exited with {status}: {}",
+                child.stderr_tail()
+            );
+        }
+    }
+    if std::time::Instant::now() > deadline {
+        child.stop();
+        bail!(
+            "the speed worker for {} ({}) did not finish in time; it was stopped",
+            chunk.cipher.name(),
+            chunk.variant.name()
+        );
+    }
+    Ok(())
+}
+
+/// A `__speed-worker` child for `chunk`, under its variant's mask, environment and
+/// library, with its request sent.
+fn start_worker(
+    chunk: &Chunk,
+    plan: &SpeedPlan,
+    baseline: &Baseline,
+) -> Result<crate::supervisor::Child> {
+    let variant = chunk.variant;
+    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let request = WorkerRequest {
+        cipher: chunk.cipher.name().into(),
+        variant: variant.name().clone(),
+        points: chunk.points.to_vec(),
+        warmup_ns: plan.warmup.as_nanos() as u64,
+        sample_ns: plan.sample.as_nanos() as u64,
+        samples: chunk.samples,
+        cpus: chunk.cpus.to_vec(),
+        // The first round's worker measures the effect probes; a later one runs the
+        // same library under the same environment.
+        probe: chunk.round == 0,
+    };
+    let mut child = Spawn::new(&exe)
+        .args(["__speed-worker"])
+        .ia32cap(baseline.mask(variant).as_deref())
+        .envs(variant.environment())
+        .loader(variant.library.loader())
+        .piped_stdin()
+        .piped_stdout()
+        .start()?;
+    child.send_stdin(&serde_json::to_vec(&request)?)?;
+    Ok(child)
+}
+
+/// The variant judged from its first worker's probes (or, where it ran none, from
+/// the vector it reported), unless a worker before this one judged it.
+fn judge_once(
+    results: &mut SpeedResults,
+    baseline: &Baseline,
+    variant: &Variant,
+    reported: std::result::Result<cipherbench_model::variant::Probes, String>,
+) {
+    if results.variants.iter().any(|v| v.name == variant.name()) {
+        return;
+    }
+    let record = match reported {
+        Ok(probes) => baseline.judge(variant, Some(&probes), &results.variants, None),
+        Err(settings) => {
+            let mut record = baseline.judge(variant, None, &results.variants, None);
+            record.cpu_settings = settings;
+            record
+        }
+    };
+    results.variants.push(record);
+}
+
+/// A point a worker measured, said on the progress line and kept: a later round
+/// adds its samples to the point the first round made.
+fn add_point(
+    plan: &SpeedPlan,
+    round: usize,
+    results: &mut SpeedResults,
+    progress: &mut Progress,
+    p: cipherbench_model::speed::SpeedPoint,
+) {
+    progress.point(&format!(
+        "{} {} {} {} B x{}{}: {}",
+        p.cipher,
+        p.variant,
+        p.direction.as_str(),
+        p.size_bytes,
+        p.threads,
+        if plan.rounds() > 1 {
+            format!(" (round {}/{})", round + 1, plan.rounds())
+        } else {
+            String::new()
+        },
+        cipherbench_model::units::format_bytes_per_sec(p.throughput_bytes_per_sec.median)
+    ));
+    match results.points.iter_mut().find(|q| {
+        q.cipher == p.cipher
+            && q.variant == p.variant
+            && q.direction == p.direction
+            && q.size_bytes == p.size_bytes
+            && q.threads == p.threads
+    }) {
+        Some(q) if round > 0 => q.absorb(p, round as u32),
+        _ => results.points.push(p),
+    }
 }
 
 fn check_openssl(
