@@ -8,29 +8,16 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin, stderr};
+use crate::common::{assert_one_line_error, bin, stderr};
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("cb-cli-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     dir
-}
-
-/// One line, starting with "cipherbench:", for an error.
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure");
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
-    assert!(
-        lines[0].contains(needle),
-        "{needle:?} not in {:?}",
-        lines[0]
-    );
 }
 
 #[test]

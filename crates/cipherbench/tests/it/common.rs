@@ -1,4 +1,8 @@
 //! Helpers every module would otherwise write again.
+#![allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
+)]
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
@@ -107,4 +111,65 @@ pub fn data(n: usize) -> Vec<u8> {
             state as u8
         })
         .collect()
+}
+
+/// Processes whose working directory is under `dir` (nginx runs in its temporary
+/// directory, inside cipherbench's `TMPDIR`), each as its pid and command line.
+pub fn processes_in(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
+        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
+            continue;
+        }
+        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
+            if cwd.starts_with(dir) {
+                let cmd = std::fs::read_to_string(entry.path().join("cmdline")).unwrap_or_default();
+                out.push(format!(
+                    "{} {}",
+                    entry.file_name().to_string_lossy(),
+                    cmd.replace('\0', " ")
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Nothing left of a run in scratch directory `dir`: no process working under it
+/// (given 10 s to exit), an empty TMPDIR (`dir/tmp`).
+pub fn assert_nothing_left(dir: &Path) {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let procs = processes_in(dir);
+        if procs.is_empty() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "left running: {procs:?}"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
+        .unwrap()
+        .flatten()
+        .map(|e| e.path())
+        .collect();
+    assert!(left.is_empty(), "left behind: {left:?}");
+}
+
+/// A refusal: a failure other than Ctrl-C's 130, and one stderr line, starting with
+/// "cipherbench: ", that holds `needle`.
+pub fn assert_one_line_error(out: &Output, needle: &str) {
+    assert!(!out.status.success(), "expected failure: {}", stderr(out));
+    assert_ne!(out.status.code(), Some(130));
+    let err = stderr(out);
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
+    assert!(lines[0].starts_with("cipherbench: "), "{:?}", lines[0]);
+    assert!(
+        lines[0].contains(needle),
+        "{needle:?} not in {:?}",
+        lines[0]
+    );
 }

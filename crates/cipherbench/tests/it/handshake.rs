@@ -12,13 +12,12 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin_in as bin, scratch};
+use crate::common::{assert_nothing_left, bin_in as bin, scratch};
 use cipherbench::tls::handshake::Group;
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
 use std::path::Path;
 use std::sync::MutexGuard;
-use std::time::{Duration, Instant};
 
 /// The tests that measure take turns: a variant is judged by rates per CPU second,
 /// and on a 2-vCPU machine (whose vCPUs may be SMT siblings) one test's nginx and
@@ -32,32 +31,6 @@ fn measuring() -> MutexGuard<'static, ()> {
 fn record(dir: &Path) -> RunRecord {
     let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
     RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
-
-/// Nothing left: no process working under `dir`, an empty TMPDIR.
-fn assert_nothing_left(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let mut procs = Vec::new();
-        for e in std::fs::read_dir("/proc").unwrap().flatten() {
-            if let Ok(cwd) = std::fs::read_link(e.path().join("cwd")) {
-                if cwd.starts_with(dir) {
-                    procs.push(e.file_name());
-                }
-            }
-        }
-        if procs.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "left running: {procs:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 const SHORT: &[&str] = &[

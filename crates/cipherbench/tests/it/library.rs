@@ -18,7 +18,7 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin_in as bin, scratch, stderr};
+use crate::common::{assert_nothing_left, assert_one_line_error, bin_in as bin, scratch, stderr};
 use cipherbench_model::env::PartLibrary;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
@@ -44,19 +44,6 @@ fn upstream() -> PathBuf {
             base.display()
         ),
     }
-}
-
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure: {}", stderr(out));
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
-    assert!(lines[0].starts_with("cipherbench: "), "{:?}", lines[0]);
-    assert!(
-        lines[0].contains(needle),
-        "{needle:?} not in {:?}",
-        lines[0]
-    );
 }
 
 fn record(results: &Path) -> RunRecord {
@@ -312,33 +299,6 @@ fn sweep(dir: &Path, openssl: &Path, nginx: Option<&Path>, results: Option<&Path
         None => c.arg("--no-save"),
     };
     c.output().unwrap()
-}
-
-/// Processes whose working directory is under `dir` (nginx runs in its temporary
-/// directory, inside cipherbench's `TMPDIR`).
-fn processes_in(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
-            if cwd.starts_with(dir) {
-                out.push(entry.file_name().to_string_lossy().into_owned());
-            }
-        }
-    }
-    out
-}
-
-fn assert_nothing_left(dir: &Path) {
-    assert!(processes_in(dir).is_empty(), "{:?}", processes_in(dir));
-    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
 }
 
 #[test]

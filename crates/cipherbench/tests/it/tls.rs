@@ -13,66 +13,14 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin_in as bin, scratch, stderr};
+use crate::common::{
+    assert_nothing_left, assert_one_line_error, bin_in as bin, processes_in, scratch, stderr,
+};
 use cipherbench_model::tls::SweepResults;
 use cipherbench_model::RunRecord;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-/// Processes whose working directory is under `dir`.
-fn processes_in(dir: &Path) -> Vec<String> {
-    let mut out = Vec::new();
-    for entry in std::fs::read_dir("/proc").unwrap().flatten() {
-        if entry.file_name().to_string_lossy().parse::<u32>().is_err() {
-            continue;
-        }
-        if let Ok(cwd) = std::fs::read_link(entry.path().join("cwd")) {
-            if cwd.starts_with(dir) {
-                let cmd = std::fs::read_to_string(entry.path().join("cmdline")).unwrap_or_default();
-                out.push(format!(
-                    "{} {}",
-                    entry.file_name().to_string_lossy(),
-                    cmd.replace('\0', " ")
-                ));
-            }
-        }
-    }
-    out
-}
-
-/// Nothing left: no process in the scratch tree, an empty TMPDIR.
-fn assert_nothing_left(dir: &Path) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let procs = processes_in(dir);
-        if procs.is_empty() {
-            break;
-        }
-        assert!(Instant::now() < deadline, "left running: {procs:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-    let left: Vec<_> = std::fs::read_dir(dir.join("tmp"))
-        .unwrap()
-        .flatten()
-        .map(|e| e.path())
-        .collect();
-    assert!(left.is_empty(), "left behind: {left:?}");
-}
-
-fn assert_one_line_error(out: &Output, needle: &str) {
-    assert!(!out.status.success(), "expected failure");
-    assert_ne!(out.status.code(), Some(130));
-    let err = stderr(out);
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "expected one line, got:\n{err}");
-    assert!(lines[0].starts_with("cipherbench: "), "{:?}", lines[0]);
-    assert!(
-        lines[0].contains(needle),
-        "{needle:?} not in {:?}",
-        lines[0]
-    );
-}
 
 fn record(dir: &Path) -> RunRecord {
     let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
