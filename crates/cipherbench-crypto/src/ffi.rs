@@ -64,6 +64,9 @@ const OPENSSL_VERSION: c_int = 0;
 /// `SSL_CTRL_GET_NEGOTIATED_GROUP` (openssl/ssl.h, OpenSSL 3.0 and later): what the
 /// `SSL_get_negotiated_group` macro asks `SSL_ctrl`.
 const SSL_CTRL_GET_NEGOTIATED_GROUP: c_int = 134;
+/// `TLSEXT_nid_unknown` (openssl/tls1.h): set on a group id that has no NID, the
+/// IANA id in its low 16 bits; what `SSL_group_to_name` reads such an id as.
+const TLSEXT_NID_UNKNOWN: c_int = 0x0100_0000;
 
 extern "C" {
     /// libssl, OpenSSL 3.0 and later: a group's TLS name from the id
@@ -1106,6 +1109,25 @@ pub unsafe fn negotiated_group(ssl: *mut c_void) -> Option<String> {
     };
     let id = c_int::try_from(id).ok().filter(|&id| id > 0)?;
     // SAFETY: as above; the id is the one the library just gave for this connection.
+    unsafe { name_of_group(ssl, id) }
+}
+
+/// A TLS group's name from its IANA id (`0x001d`: `x25519`; `0x11ec`:
+/// `X25519MLKEM768`), as the library of `ssl` names it; None where it does not know
+/// the group.
+///
+/// # Safety
+/// `ssl` is a live `SSL *` for the length of the call.
+pub unsafe fn group_name(ssl: *mut c_void, iana: u16) -> Option<String> {
+    // SAFETY: the caller holds `ssl` live; an unknown-NID id names the group by its
+    // IANA id, which `SSL_group_to_name` looks up in the context's group table.
+    unsafe { name_of_group(ssl.cast(), TLSEXT_NID_UNKNOWN | c_int::from(iana)) }
+}
+
+/// # Safety
+/// `ssl` is a live `SSL *` for the length of the call.
+unsafe fn name_of_group(ssl: *mut openssl_sys::SSL, id: c_int) -> Option<String> {
+    // SAFETY: the caller holds `ssl` live; the call reads the context's group table.
     let name = unsafe { SSL_group_to_name(ssl, id) };
     if name.is_null() {
         return None;
@@ -1116,4 +1138,25 @@ pub unsafe fn negotiated_group(ssl: *mut c_void) -> Option<String> {
             .to_string_lossy()
             .into_owned(),
     )
+}
+
+/// The body of extension `ext` (IANA number: 10 supported groups, 51 key share) of
+/// the ClientHello `ssl` is handling; None if the client did not send it.
+///
+/// # Safety
+/// `ssl` is a live server `SSL *` inside its client hello callback, for the length
+/// of the call.
+pub unsafe fn client_hello_extension(ssl: *mut c_void, ext: u32) -> Option<Vec<u8>> {
+    let mut out: *const u8 = std::ptr::null();
+    let mut len: usize = 0;
+    // SAFETY: the caller is in the client hello callback of a live `ssl`; the call
+    // writes a pointer into the ClientHello the library holds, and its length.
+    let found =
+        unsafe { openssl_sys::SSL_client_hello_get0_ext(ssl.cast(), ext, &mut out, &mut len) };
+    if found != 1 || out.is_null() {
+        return None;
+    }
+    // SAFETY: the library's buffer holds `len` bytes while the callback runs; they
+    // are copied at once.
+    Some(unsafe { std::slice::from_raw_parts(out, len) }.to_vec())
 }

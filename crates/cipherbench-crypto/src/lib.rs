@@ -28,7 +28,9 @@ pub mod kdf;
 pub mod secret;
 pub mod stitched;
 
-pub use ffi::{constant_time_eq, negotiated_group, random_bytes};
+pub use ffi::{
+    client_hello_extension, constant_time_eq, group_name, negotiated_group, random_bytes,
+};
 
 /// What can go wrong in a crypto call.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

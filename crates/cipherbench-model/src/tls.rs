@@ -49,6 +49,56 @@ pub struct TlsResults {
     /// `tls handshake`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub handshake: Option<HandshakeResults>,
+    /// The key-exchange groups each side's library uses at its defaults: nginx's
+    /// under each library of the run, and the load generator's.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub default_groups: Vec<SideGroups>,
+}
+
+/// One side's library at its defaults ([`DefaultGroups`]).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SideGroups {
+    /// `nginx` or `load generator`.
+    pub side: String,
+    /// The library, as it names itself (`OpenSSL 3.6.3 ...`).
+    pub library: String,
+    /// What it does at its defaults.
+    pub groups: DefaultGroups,
+}
+
+/// A library's key-exchange groups as its defaults have them, read from one TLS 1.3
+/// handshake between a client and a server both left at the library's defaults
+/// (nginx's `ssl_ecdh_curve auto` leaves them): what the client offered and sent
+/// key shares for (its ClientHello), and what the two agreed on.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DefaultGroups {
+    /// The groups the client offered (`supported_groups`), in its order of
+    /// preference, as the library names them (`X25519MLKEM768`, `x25519`,
+    /// `secp256r1`).
+    pub offered: Vec<String>,
+    /// The groups it sent a key share for, in order: the ones a server that supports
+    /// them picks without a second round trip.
+    pub key_shares: Vec<String>,
+    /// The group the handshake used.
+    pub negotiated: Option<String>,
+}
+
+impl SideGroups {
+    /// One line: the side, its library, what a default handshake negotiates and
+    /// what the client offers.
+    pub fn line(&self) -> String {
+        let g = &self.groups;
+        format!(
+            "{} on {}: a default handshake negotiates {}; its client offers {} (key shares: {})",
+            self.side,
+            self.library,
+            g.negotiated
+                .as_deref()
+                .unwrap_or("a group it could not name"),
+            g.offered.join(", "),
+            g.key_shares.join(", ")
+        )
+    }
 }
 
 /// One server under test: which nginx, which suite, which variant, and whether the

@@ -706,6 +706,9 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
             }
         }
     }
+    for side in &t.default_groups {
+        out.push_str(&format!("groups: {}\n", side.line()));
+    }
     out
 }
 
@@ -839,6 +842,28 @@ pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
         }
         out.push_str("</table></div>");
     }
+    out.push_str(&groups_html(&t.default_groups));
+    out
+}
+
+/// Each side's key-exchange groups at its library's defaults, as a short table.
+fn groups_html(sides: &[cipherbench_model::tls::SideGroups]) -> String {
+    if sides.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h3>Key-exchange groups at each library's defaults</h3><p>One TLS 1.3 handshake between the library's own client and server, both at their defaults: what the client offered and sent key shares for, and what they agreed on. Each point's own group is in its row.</p><div class=\"scroll\"><table><tr><th class=\"l\">side</th><th class=\"l\">library</th><th class=\"l\">negotiated</th><th class=\"l\">key shares</th><th class=\"l\">offered, in order</th></tr>");
+    for s in sides {
+        let g = &s.groups;
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td></tr>",
+            escape(&s.side),
+            escape(&s.library),
+            escape(g.negotiated.as_deref().unwrap_or("-")),
+            escape(&g.key_shares.join(", ")),
+            escape(&g.offered.join(", "))
+        ));
+    }
+    out.push_str("</table></div>");
     out
 }
 
@@ -1473,7 +1498,33 @@ pub(crate) mod tests {
             }),
             agents: Vec::new(),
             handshake: None,
+            default_groups: Vec::new(),
         }
+    }
+
+    #[test]
+    fn each_sides_default_groups_are_a_line_and_a_row() {
+        let mut t = results();
+        t.default_groups.push(cipherbench_model::tls::SideGroups {
+            side: "nginx".into(),
+            library: "OpenSSL 3.6.3 7 Apr 2026".into(),
+            groups: cipherbench_model::tls::DefaultGroups {
+                offered: vec!["X25519MLKEM768".into(), "x25519".into()],
+                key_shares: vec!["X25519MLKEM768".into(), "x25519".into()],
+                negotiated: Some("X25519MLKEM768".into()),
+            },
+        });
+        let text = text(&t, None);
+        assert!(
+            text.contains("groups: nginx on OpenSSL 3.6.3 7 Apr 2026: a default handshake negotiates X25519MLKEM768; its client offers X25519MLKEM768, x25519 (key shares: X25519MLKEM768, x25519)"),
+            "{text}"
+        );
+        let html = section(&t, None);
+        assert!(
+            html.contains("<td class=\"l\">X25519MLKEM768</td>"),
+            "{html}"
+        );
+        assert!(!section(&results(), None).contains("Key-exchange groups"));
     }
 
     #[test]

@@ -282,7 +282,9 @@ fn a_tls_sweep_and_handshakes_run_on_this_library() {
         args.extend(["--groups", "X25519MLKEM768,x25519", "--keys", "ecdsa-p256"]);
     }
     let (_, r) = measure(&dir, &args);
-    let hs = r.tls.expect("tls results").handshake.expect("handshakes");
+    let tls = r.tls.expect("tls results");
+    check_default_groups(&tls);
+    let hs = tls.handshake.expect("handshakes");
     assert!(!hs.points.is_empty());
     for p in &hs.points {
         assert!(p.handshakes_per_sec > 0.0, "{p:?}");
@@ -303,6 +305,46 @@ fn a_tls_sweep_and_handshakes_run_on_this_library() {
         );
     }
     finish(&dir);
+}
+
+/// nginx's library at its defaults, read by a handshake of its own: OpenSSL 3.5 and
+/// later agree on the hybrid X25519MLKEM768, with key shares for it and x25519;
+/// earlier ones on x25519 with one share. The load generator's side is recorded too.
+fn check_default_groups(tls: &cipherbench_model::tls::TlsResults) {
+    let version = expected_version().expect("a platform run names its OpenSSL");
+    let nginx = tls
+        .default_groups
+        .iter()
+        .find(|s| s.side == "nginx")
+        .unwrap_or_else(|| panic!("no nginx side in {:?}", tls.default_groups));
+    assert!(nginx.library.contains(&version), "{nginx:?}");
+    let minor: Vec<u32> = version
+        .split('.')
+        .take(2)
+        .map(|n| n.parse().unwrap())
+        .collect();
+    let (negotiated, shares): (&str, &[&str]) = if minor[0] > 3 || minor[1] >= 5 {
+        ("X25519MLKEM768", &["X25519MLKEM768", "x25519"])
+    } else {
+        ("x25519", &["x25519"])
+    };
+    assert_eq!(
+        nginx.groups.negotiated.as_deref(),
+        Some(negotiated),
+        "{nginx:?}"
+    );
+    assert_eq!(nginx.groups.key_shares, shares, "{nginx:?}");
+    assert_eq!(
+        nginx.groups.offered.first().map(String::as_str),
+        Some(negotiated)
+    );
+    assert!(
+        tls.default_groups
+            .iter()
+            .any(|s| s.side == "load generator"),
+        "{:?}",
+        tls.default_groups
+    );
 }
 
 /// A short sweep of AES128-GCM-SHA256 over 1 MiB in both variants; its results are

@@ -108,6 +108,10 @@ pub enum Command {
         #[arg(long, value_name = "FILE")]
         open: Option<PathBuf>,
     },
+    /// Internal: one TLS handshake with the library's defaults, as JSON: what its
+    /// client offered and which group the two sides agreed on.
+    #[command(name = "__tls-defaults", hide = true)]
+    TlsDefaults,
     /// Internal: between `ip netns exec` and strongSwan's charon: a private /run
     /// (charon's pid file) and the CPUs, then exec.
     #[command(name = "__charon", hide = true)]
@@ -142,6 +146,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Library { open } => {
             crate::library::child_main(open.as_deref()).map(|()| ExitCode::SUCCESS)
         }
+        Command::TlsDefaults => crate::tls::defaults::child_main().map(|()| ExitCode::SUCCESS),
         Command::Agent => crate::agent_server::main().map(|()| ExitCode::SUCCESS),
         Command::SpeedWorker => crate::speed::worker::main().map(|()| ExitCode::SUCCESS),
         Command::Gateway => crate::tunnel::gateway::main().map(|()| ExitCode::SUCCESS),

@@ -235,6 +235,7 @@ pub fn run(plan: &HandshakePlan, session: &mut Session) -> Result<()> {
             tls.handshake = None;
         }
     }
+    super::defaults::note(session, &crate::variant::libraries_of(&plan.variants));
     let binary = nginx::resolve_nginx(plan.nginx.as_deref())?;
     let info = nginx::nginx_info(&binary)?;
     if let Some(p) = plan.port {

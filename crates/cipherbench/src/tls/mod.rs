@@ -19,6 +19,7 @@
 pub mod agents;
 pub mod cert;
 pub mod cpu;
+pub mod defaults;
 pub mod engine;
 pub mod handshake;
 pub mod http;

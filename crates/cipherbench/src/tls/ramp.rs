@@ -72,6 +72,7 @@ pub fn run(plan: &RampPlan, session: &mut Session) -> Result<()> {
             tls.ramp = None;
         }
     }
+    super::defaults::note(session, &crate::variant::libraries_of(&plan.variants));
     let schedule = Schedule::Ramp {
         target_rate: plan.target_rate,
         duration: plan.duration,

@@ -158,6 +158,7 @@ pub fn run(plan: &SweepPlan, session: &mut Session) -> Result<()> {
             tls.sweep = None;
         }
     }
+    crate::tls::defaults::note(session, &crate::variant::libraries_of(&plan.variants));
     let mut fleet = super::connect_agents(plan.agents.as_ref(), session)?;
     let fleet = &mut fleet;
     match &plan.target {
