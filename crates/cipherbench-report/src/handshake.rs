@@ -120,8 +120,16 @@ pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
         .chain([9])
         .max()
         .unwrap_or(9);
+    // The group's column fits the longest (X25519MLKEM768, SecP256r1MLKEM768).
+    let g = h
+        .points
+        .iter()
+        .map(|p| p.group.len())
+        .chain([7])
+        .max()
+        .unwrap_or(7);
     out.push_str(&format!(
-        "{:<10} {:<7} {:<8} {:<7} {:<w$} {:>11} {:>9} {:>8} {:>7} {:>9} {:>10} {:>8}\n",
+        "{:<10} {:<g$} {:<8} {:<7} {:<w$} {:>11} {:>9} {:>8} {:>7} {:>9} {:>10} {:>8}\n",
         "key",
         "group",
         "session",
@@ -137,7 +145,7 @@ pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
     ));
     for p in &h.points {
         out.push_str(&format!(
-            "{:<10} {:<7} {:<8} {:<7} {:<w$} {:>10.0}{} {:>9} {:>7.0}% {:>7} {:>9.2} {:>10} {:>7.0}%{}\n",
+            "{:<10} {:<g$} {:<8} {:<7} {:<w$} {:>10.0}{} {:>9} {:>7.0}% {:>7} {:>9.2} {:>10} {:>7.0}%{}\n",
             p.key,
             p.group,
             p.session,

@@ -156,6 +156,61 @@ pub fn parse_report(stderr: &str) -> Option<Loaded> {
         .and_then(|json| serde_json::from_str(json).ok())
 }
 
+/// Set in a cipherbench started again under a library ([`run_under`]): the
+/// directory, as given.
+pub const UNDER_ENV: &str = "CIPHERBENCH_UNDER_LIBRARY";
+
+/// Whether this process is cipherbench started again under `library`
+/// ([`run_under`]): what it does in its own process (the TLS load generator) runs on
+/// that library.
+pub fn runs_under(library: &Library) -> bool {
+    library.dir.as_ref().is_some_and(|d| {
+        std::env::var_os(UNDER_ENV).is_some_and(|u| Path::new(&u) == d.given.as_path())
+    })
+}
+
+/// Starts this very command again, in place (`exec`: the same process, so Ctrl-C,
+/// the exit code and everything cleaned up at exit are unchanged), with `library`'s
+/// directory first on `LD_LIBRARY_PATH`, so that what cipherbench does in its own
+/// process (the TLS load generator) runs on that library too. In the process so
+/// started, it checks that the library is the one mapped, and returns. For the
+/// system's library, nothing. Children still start on the library their variant
+/// names ([`crate::supervisor::OUTER_LD_LIBRARY_PATH`]).
+pub fn run_under(library: &Library) -> Result<()> {
+    let Some(dir) = &library.dir else {
+        return Ok(());
+    };
+    if runs_under(library) {
+        return library.check(
+            "cipherbench's own process (the load generator), started again under it",
+            &this_process(),
+        );
+    }
+    let outer = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
+    let mut path = dir.loader.lib_dir.clone().into_os_string();
+    if !outer.is_empty() {
+        path.push(":");
+        path.push(&outer);
+    }
+    let mut args = std::env::args_os();
+    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let mut command = std::process::Command::new(exe);
+    if let Some(name) = args.next() {
+        std::os::unix::process::CommandExt::arg0(&mut command, name);
+    }
+    let error = std::os::unix::process::CommandExt::exec(
+        command
+            .args(args)
+            .env("LD_LIBRARY_PATH", path)
+            .env(crate::supervisor::OUTER_LD_LIBRARY_PATH, outer)
+            .env(UNDER_ENV, &dir.given),
+    );
+    Err(anyhow!(
+        "--openssl {}: starting cipherbench again under it for its load generator: {error}",
+        dir.given.display()
+    ))
+}
+
 /// A directory given with `--openssl`, resolved and checked.
 #[derive(Debug, PartialEq, Eq)]
 pub struct LibraryDir {

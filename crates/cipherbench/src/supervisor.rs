@@ -73,6 +73,11 @@ pub fn use_keeper(exe: impl Into<PathBuf>) {
     let _ = KEEPER.set(exe.into());
 }
 
+/// Set in a cipherbench started again under a library (`crate::library::run_under`):
+/// the `LD_LIBRARY_PATH` it was first started with (empty: none), which a child
+/// started under the system's library gets back.
+pub const OUTER_LD_LIBRARY_PATH: &str = "CIPHERBENCH_OUTER_LD_LIBRARY_PATH";
+
 /// The OpenSSL a child is started under, when it is not the system's (see
 /// `crate::library`): the library's directory goes first on `LD_LIBRARY_PATH`, so the
 /// loader finds its `libcrypto.so.3` and `libssl.so.3` before the system's, and
@@ -99,8 +104,11 @@ pub struct Spawn {
 
 impl Spawn {
     /// A program with no arguments yet.
+    /// In a cipherbench started again under a library, the child starts from the
+    /// `LD_LIBRARY_PATH` the first one had ([`OUTER_LD_LIBRARY_PATH`]): a program
+    /// runs on the system's library unless [`Spawn::loader`] says otherwise.
     pub fn new(program: impl AsRef<OsStr>) -> Spawn {
-        Spawn {
+        let spawn = Spawn {
             program: program.as_ref().to_owned(),
             args: Vec::new(),
             env: Vec::new(),
@@ -108,7 +116,21 @@ impl Spawn {
             stdin: false,
             stdout: false,
             direct: false,
+        };
+        match std::env::var_os(OUTER_LD_LIBRARY_PATH) {
+            Some(o) if o.is_empty() => spawn.env_remove("LD_LIBRARY_PATH"),
+            Some(o) => spawn.env("LD_LIBRARY_PATH", o),
+            None => spawn,
         }
+    }
+
+    /// Sets (`Some`) or removes (`None`) a variable, in place of what an earlier call
+    /// said of it: the keeper applies its sets before its removals, so a key must be
+    /// in one list only.
+    fn put(mut self, key: &OsStr, value: Option<&OsStr>) -> Spawn {
+        self.env.retain(|(k, _)| k != key);
+        self.env.push((key.to_owned(), value.map(OsStr::to_owned)));
+        self
     }
 
     /// Appends arguments.
@@ -123,10 +145,8 @@ impl Spawn {
     }
 
     /// Sets an environment variable.
-    pub fn env(mut self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Spawn {
-        self.env
-            .push((key.as_ref().to_owned(), Some(value.as_ref().to_owned())));
-        self
+    pub fn env(self, key: impl AsRef<OsStr>, value: impl AsRef<OsStr>) -> Spawn {
+        self.put(key.as_ref(), Some(value.as_ref()))
     }
 
     /// Sets each of `vars` (a variant's `OPENSSL_CONF` and the like).
@@ -141,9 +161,8 @@ impl Spawn {
     }
 
     /// Removes an environment variable.
-    pub fn env_remove(mut self, key: impl AsRef<OsStr>) -> Spawn {
-        self.env.push((key.as_ref().to_owned(), None));
-        self
+    pub fn env_remove(self, key: impl AsRef<OsStr>) -> Spawn {
+        self.put(key.as_ref(), None)
     }
 
     /// Sets `OPENSSL_ia32cap` to `mask`, or removes it for `None`: how an acceleration
@@ -159,12 +178,17 @@ impl Spawn {
     /// left as it is): `LD_LIBRARY_PATH` gets the library's directory first (what it
     /// held in this process's environment follows), and a program named `openssl`
     /// becomes the library's own CLI when it has one.
+    /// In a cipherbench started again under a library (see
+    /// `crate::library::run_under`), what follows is the `LD_LIBRARY_PATH` it was
+    /// first started with ([`OUTER_LD_LIBRARY_PATH`]), as for [`Spawn::new`].
     pub fn loader(mut self, loader: Option<&Loader>) -> Spawn {
         let Some(loader) = loader else {
             return self;
         };
         let mut path = loader.lib_dir.clone().into_os_string();
-        if let Some(old) = std::env::var_os("LD_LIBRARY_PATH").filter(|v| !v.is_empty()) {
+        let old =
+            std::env::var_os(OUTER_LD_LIBRARY_PATH).or_else(|| std::env::var_os("LD_LIBRARY_PATH"));
+        if let Some(old) = old.filter(|v| !v.is_empty()) {
             path.push(":");
             path.push(old);
         }

@@ -758,6 +758,18 @@ impl RampArgs {
 /// `cipherbench tls sweep|ramp|serve`: resolves the plan first (bad input fails
 /// before anything starts), then measures or serves.
 pub fn command(args: &TlsArgs, quiet: bool) -> Result<ExitCode> {
+    // The load generator runs in this process: with one library named, on it.
+    let library = match &args.command {
+        TlsCommand::Sweep(a) => Some(&a.common.library),
+        TlsCommand::Ramp(a) => Some(&a.common.library),
+        TlsCommand::Handshake(a) => Some(&a.library),
+        TlsCommand::Serve(_) => None,
+    };
+    if let Some(library) = library {
+        if let [only] = library.libraries()?.as_slice() {
+            crate::library::run_under(only)?;
+        }
+    }
     match &args.command {
         TlsCommand::Sweep(a) => {
             let plan = a.plan()?;

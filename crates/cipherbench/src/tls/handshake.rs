@@ -120,8 +120,9 @@ impl Group {
     }
 
     /// Refuses, in one line naming what it has, a group the load generator's library
-    /// (the linked one: the generator runs in cipherbench's own process, also under
-    /// `--openssl`) does not offer, or a post-quantum group under TLS 1.2.
+    /// does not offer (the one this process runs on: the generator runs in it, on the
+    /// one `--openssl` library named, else on the system's), or a post-quantum group
+    /// under TLS 1.2.
     pub fn check_offered(&self, protocol: Protocol) -> Result<()> {
         if !Group::offered(&self.0) {
             let post_quantum = if self.post_quantum() {
@@ -130,7 +131,7 @@ impl Group {
                 ""
             };
             bail!(
-                "--groups: {} is not offered by {}, the library the load generator runs on (also under --openssl){post_quantum}; it offers {}",
+                "--groups: {} is not offered by {}, the library the load generator runs on{post_quantum}; it offers {}",
                 self.0,
                 cipherbench_crypto::info::library_version(),
                 Group::offered_here().join(", ")

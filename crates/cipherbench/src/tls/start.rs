@@ -144,8 +144,9 @@ pub(crate) fn start_nginx(
 
 /// Records which library a started nginx's master and workers mapped (checked by
 /// [`nginx::Server::start`]), and, once, the load generator's own: it runs in this
-/// process, on the system's library whatever `--openssl` says (the variant and the
-/// library are the server's).
+/// process, on the library `--openssl` names when it names one alone (cipherbench
+/// started itself again under it, [`crate::library::run_under`]), else on the
+/// system's.
 pub(crate) fn note_libraries(session: &mut Session, variant: &Variant, server: &nginx::Server) {
     let env = &mut session.record.environment;
     for (part, loaded) in server.loaded() {
@@ -156,13 +157,23 @@ pub(crate) fn note_libraries(session: &mut Session, variant: &Variant, server: &
                 .part("tls", part, loaded, "/proc/<pid>/maps", true),
         );
     }
-    let generator = crate::library::Library::system().part(
-        "tls",
-        "load generator (cipherbench, not swapped)",
-        &crate::library::this_process(),
-        "its own report",
-        false,
-    );
+    let generator = if crate::library::runs_under(&variant.library) {
+        variant.library.part(
+            "tls",
+            "load generator (cipherbench, started again under it)",
+            &crate::library::this_process(),
+            "its own report",
+            true,
+        )
+    } else {
+        crate::library::Library::system().part(
+            "tls",
+            "load generator (cipherbench, not swapped)",
+            &crate::library::this_process(),
+            "its own report",
+            false,
+        )
+    };
     crate::library::note(env, generator);
 }
 

@@ -301,6 +301,76 @@ fn sweep(dir: &Path, openssl: &Path, nginx: Option<&Path>, results: Option<&Path
     c.output().unwrap()
 }
 
+/// With one `--openssl` library, `tls handshake` runs its load generator on it too:
+/// the upstream build's hybrid group is measured on a host whose own library may
+/// lack it, read back from the connections, and both sides' defaults are recorded
+/// under the upstream library.
+#[test]
+fn one_openssl_library_carries_the_load_generator_and_its_groups() {
+    let _turn = crate::turn!();
+    let up = upstream();
+    let dir = scratch("lib", "generator");
+    let results = dir.join("results");
+    let out = bin(&dir)
+        .args(["--quiet", "tls", "handshake", "--openssl"])
+        .arg(&up)
+        .args([
+            "--groups",
+            "X25519MLKEM768",
+            "--keys",
+            "ecdsa-p256",
+            "--sessions",
+            "full",
+            "--variants",
+            "accel",
+            "--window",
+            "300ms",
+            "--probe",
+            "100ms",
+            "--warmup",
+            "50ms",
+            "--concurrency",
+            "2",
+            "--results",
+        ])
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let r = record(&results);
+    let version = &r.environment.libraries[0].version;
+    let tls = r.tls.as_ref().unwrap();
+    let hs = tls.handshake.as_ref().unwrap();
+    assert_eq!(hs.points.len(), 1, "{:?}", hs.points);
+    assert_eq!(
+        hs.points[0].point.negotiated_group.as_deref(),
+        Some("X25519MLKEM768")
+    );
+    for side in ["nginx", "load generator"] {
+        let s = tls
+            .default_groups
+            .iter()
+            .find(|s| s.side == side)
+            .unwrap_or_else(|| panic!("no {side} side in {:?}", tls.default_groups));
+        assert_eq!(&s.library, version, "{s:?}");
+        assert_eq!(
+            s.groups.negotiated.as_deref(),
+            Some("X25519MLKEM768"),
+            "{s:?}"
+        );
+    }
+    let generator = r
+        .environment
+        .loaded
+        .iter()
+        .find(|p| p.part.starts_with("load generator"))
+        .expect("the load generator's library is recorded");
+    assert!(generator.checked, "{generator:?}");
+    assert_inside(generator, &up);
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn nginx_master_and_workers_map_the_library_asked_for() {
     let _turn = crate::turn!();
@@ -312,7 +382,14 @@ fn nginx_master_and_workers_map_the_library_asked_for() {
     let r = record(&results);
     let found = parts(&r, "tls", &up);
     let names: Vec<&str> = found.iter().map(|p| p.part.as_str()).collect();
-    assert_eq!(names, ["nginx master", "nginx worker"]);
+    assert_eq!(
+        names,
+        [
+            "nginx master",
+            "nginx worker",
+            "load generator (cipherbench, started again under it)"
+        ]
+    );
     for p in &found {
         assert_inside(p, &up);
         assert!(p
@@ -321,15 +398,20 @@ fn nginx_master_and_workers_map_the_library_asked_for() {
             .is_some_and(|s| Path::new(s).starts_with(&up)));
     }
     // The server record names the library nginx ran with; the load generator (this
-    // side) is recorded as not swapped.
+    // side: cipherbench started itself again under the one library named) mapped
+    // the same files, and was held to them.
     let lib = &r.environment.libraries[0];
     let server = &r.tls.as_ref().unwrap().servers[0];
     assert_eq!(server.library.as_deref(), Some(lib.version.as_str()));
-    assert!(r
+    let generator = r
         .environment
         .loaded
         .iter()
-        .any(|p| p.part.starts_with("load generator") && !p.checked));
+        .find(|p| p.part.starts_with("load generator"))
+        .expect("the load generator's library is recorded");
+    assert!(generator.checked, "{generator:?}");
+    assert_inside(generator, &up);
+    assert_eq!(generator.version.as_deref(), Some(lib.version.as_str()));
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
