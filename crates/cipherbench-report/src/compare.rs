@@ -399,7 +399,7 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
         }),
         ("preset", |r| r.preset.clone()),
     ];
-    fields
+    let mut out: Vec<EnvDifference> = fields
         .iter()
         .filter_map(|(name, get)| {
             let values: Vec<String> = records.iter().map(get).collect();
@@ -408,7 +408,37 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
                 values,
             })
         })
-        .collect()
+        .collect();
+    // TLS figures of two runs whose handshakes used different groups compare
+    // different key exchanges (3.0's x25519 against 3.5's X25519MLKEM768).
+    let groups: Option<Vec<String>> = records.iter().map(negotiated_groups).collect();
+    if let Some(values) = groups.filter(|v| v.iter().any(|g| g != &v[0])) {
+        out.push(EnvDifference {
+            field: "TLS key exchange (groups negotiated)".into(),
+            values,
+        });
+    }
+    out
+}
+
+/// The groups a record's TLS points negotiated, read back, sorted and joined; None
+/// where it has no TLS point that read one back.
+fn negotiated_groups(r: &RunRecord) -> Option<String> {
+    let tls = r.tls.as_ref()?;
+    let mut groups: Vec<&str> = tls
+        .sweep
+        .iter()
+        .flat_map(|s| s.points.iter())
+        .chain(
+            tls.handshake
+                .iter()
+                .flat_map(|h| h.points.iter().map(|p| &p.point)),
+        )
+        .filter_map(|p| p.negotiated_group.as_deref())
+        .collect();
+    groups.sort_unstable();
+    groups.dedup();
+    (!groups.is_empty()).then(|| groups.join(", "))
 }
 
 /// accel's median for a point (None if accel itself did not take effect there).

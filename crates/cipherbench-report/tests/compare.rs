@@ -315,3 +315,38 @@ fn every_machine_to_machine_ratio_carries_its_interval() {
     assert!(i.is_clear() && i.high < 0.5, "{i:?}");
     assert!((i.point - row.values[1].unwrap() / row.values[0].unwrap()).abs() < 1e-12);
 }
+
+#[test]
+fn tls_runs_whose_handshakes_used_other_groups_say_so() {
+    let path = format!(
+        "{}/tests/fixtures/run-quick.json",
+        env!("CARGO_MANIFEST_DIR")
+    );
+    let mut classic = RunRecord::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let set = |r: &mut RunRecord, group: &str| {
+        for p in &mut r.tls.as_mut().unwrap().sweep.as_mut().unwrap().points {
+            p.negotiated_group = Some(group.into());
+        }
+    };
+    set(&mut classic, "x25519");
+    let mut hybrid = classic.clone();
+    let labels = ["3.0".to_string(), "3.6".to_string()];
+    // The same group on both sides: no difference.
+    let c = compare::analyze(&[classic.clone(), hybrid.clone()], &labels);
+    assert!(c.differences.is_empty(), "{:?}", c.differences);
+    set(&mut hybrid, "X25519MLKEM768");
+    let c = compare::analyze(&[classic.clone(), hybrid], &labels);
+    let d = c
+        .differences
+        .iter()
+        .find(|d| d.field.starts_with("TLS key exchange"))
+        .expect("the groups differ");
+    assert_eq!(d.values, ["x25519", "X25519MLKEM768"]);
+    // A record with no group read back (older, or no TLS) says nothing either way.
+    let mut unread = classic.clone();
+    for p in &mut unread.tls.as_mut().unwrap().sweep.as_mut().unwrap().points {
+        p.negotiated_group = None;
+    }
+    let c = compare::analyze(&[classic, unread], &labels);
+    assert!(c.differences.is_empty(), "{:?}", c.differences);
+}
