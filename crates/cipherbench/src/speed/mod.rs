@@ -516,7 +516,6 @@ fn run_worker(
         cipher,
         variant,
         points,
-        cpus,
         samples,
         ..
     } = *chunk;
@@ -525,17 +524,13 @@ fn run_worker(
     let per_point = (plan.warmup + plan.sample * samples as u32) * 10 + Duration::from_secs(10);
     let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
     let mut received = 0;
-    // The worker measures the points in order, thread i of a point on `cpus[i]`: each
-    // point's noise window runs from the previous message to its own, on the CPUs its
-    // threads use. This process and its descendants (the worker) are the run.
-    let cpus_of = |k: usize| -> Vec<usize> {
-        let threads = points.get(k).map_or(1, |p| p.2);
-        (0..threads)
-            .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
-            .collect()
-    };
+    // Each point's noise window runs from the previous message to its own, on the
+    // CPUs its threads use. This process and its descendants (the worker) are the run.
     let own = [std::process::id()];
-    let mut window = Some(crate::machine::noise::Window::open(&cpus_of(0), &own));
+    let mut window = Some(crate::machine::noise::Window::open(
+        &cpus_of(chunk, 0),
+        &own,
+    ));
     loop {
         if interrupt::requested() {
             child.stop();
@@ -569,23 +564,14 @@ fn run_worker(
                 p.noise = window.take().map(|w| Box::new(w.close()));
                 received += 1;
                 window = Some(crate::machine::noise::Window::open(
-                    &cpus_of(received),
+                    &cpus_of(chunk, received),
                     &own,
                 ));
                 add_point(plan, chunk.round, results, progress, p);
             }
             WorkerMessage::Unavailable(reason) => {
                 progress.skip(points.len() - received);
-                progress.note(&format!(
-                    "{} is not available in the {} variant: {reason}",
-                    cipher.name(),
-                    variant.name()
-                ));
-                results.unavailable.push(Unavailable {
-                    cipher: cipher.name().into(),
-                    variant: variant.name().clone(),
-                    reason,
-                });
+                unavailable(chunk, results, progress, reason);
             }
             WorkerMessage::Failed(reason) => {
                 bail!(
@@ -604,6 +590,32 @@ fn run_worker(
         );
     }
     Ok(())
+}
+
+/// The CPUs point `k` of `chunk` runs on: the worker measures the points in order,
+/// thread i of a point on `cpus[i]`.
+fn cpus_of(chunk: &Chunk, k: usize) -> Vec<usize> {
+    let cpus = chunk.cpus;
+    let threads = chunk.points.get(k).map_or(1, |p| p.2);
+    (0..threads)
+        .filter_map(|i| cpus.get(i % cpus.len().max(1)).copied())
+        .collect()
+}
+
+/// A cipher the worker's library does not have in this variant: said, and kept in
+/// the results with the worker's reason.
+fn unavailable(chunk: &Chunk, results: &mut SpeedResults, progress: &mut Progress, reason: String) {
+    let (cipher, variant) = (chunk.cipher, chunk.variant);
+    progress.note(&format!(
+        "{} is not available in the {} variant: {reason}",
+        cipher.name(),
+        variant.name()
+    ));
+    results.unavailable.push(Unavailable {
+        cipher: cipher.name().into(),
+        variant: variant.name().clone(),
+        reason,
+    });
 }
 
 /// Between a worker's lines: an error if it exited with a failure or ran past its
