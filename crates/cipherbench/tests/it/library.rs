@@ -301,6 +301,19 @@ fn sweep(dir: &Path, openssl: &Path, nginx: Option<&Path>, results: Option<&Path
     c.output().unwrap()
 }
 
+/// The load generator's library in `r`: held to `up` (checked) and mapped from it.
+fn assert_generator_under<'a>(r: &'a RunRecord, up: &Path) -> &'a PartLibrary {
+    let generator = r
+        .environment
+        .loaded
+        .iter()
+        .find(|p| p.part.starts_with("load generator"))
+        .expect("the load generator's library is recorded");
+    assert!(generator.checked, "{generator:?}");
+    assert_inside(generator, up);
+    generator
+}
+
 /// With one `--openssl` library, `tls handshake` runs its load generator on it too:
 /// the upstream build's hybrid group is measured on a host whose own library may
 /// lack it, read back from the connections, and both sides' defaults are recorded
@@ -359,14 +372,7 @@ fn one_openssl_library_carries_the_load_generator_and_its_groups() {
             "{s:?}"
         );
     }
-    let generator = r
-        .environment
-        .loaded
-        .iter()
-        .find(|p| p.part.starts_with("load generator"))
-        .expect("the load generator's library is recorded");
-    assert!(generator.checked, "{generator:?}");
-    assert_inside(generator, &up);
+    assert_generator_under(&r, &up);
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
@@ -403,14 +409,7 @@ fn nginx_master_and_workers_map_the_library_asked_for() {
     let lib = &r.environment.libraries[0];
     let server = &r.tls.as_ref().unwrap().servers[0];
     assert_eq!(server.library.as_deref(), Some(lib.version.as_str()));
-    let generator = r
-        .environment
-        .loaded
-        .iter()
-        .find(|p| p.part.starts_with("load generator"))
-        .expect("the load generator's library is recorded");
-    assert!(generator.checked, "{generator:?}");
-    assert_inside(generator, &up);
+    let generator = assert_generator_under(&r, &up);
     assert_eq!(generator.version.as_deref(), Some(lib.version.as_str()));
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
