@@ -83,6 +83,18 @@ pub struct DefaultGroups {
     pub negotiated: Option<String>,
 }
 
+impl TlsResults {
+    /// Whether anything was measured or started: a record holding only the
+    /// libraries' default groups (read before the first server) is not a run's data.
+    pub fn has_data(&self) -> bool {
+        !self.servers.is_empty()
+            || self.sweep.is_some()
+            || self.ramp.is_some()
+            || !self.agents.is_empty()
+            || self.handshake.is_some()
+    }
+}
+
 impl SideGroups {
     /// One line: the side, its library, what a default handshake negotiates and
     /// what the client offers.

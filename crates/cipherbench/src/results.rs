@@ -245,7 +245,11 @@ impl Session {
     pub fn has_measurements(&self) -> bool {
         self.record.speed.is_some()
             || self.record.file.is_some()
-            || self.record.tls.is_some()
+            || self
+                .record
+                .tls
+                .as_ref()
+                .is_some_and(cipherbench_model::tls::TlsResults::has_data)
             || self.record.tunnel.is_some()
     }
 
