@@ -78,6 +78,124 @@ pub fn ratios(h: &HandshakeResults, records: &[VariantRecord]) -> Vec<HandshakeR
     out
 }
 
+/// One key, group, key store and variant measured both full and resumed: nginx's
+/// CPU per handshake in each, and the difference. A resumed TLS 1.3 handshake
+/// (OpenSSL's default `psk_dhe_ke`) repeats the key exchange but sends no
+/// certificate and signs nothing, so full minus resumed is what the server's
+/// signature and certificate cost, and resumed is the key exchange with everything
+/// else a connection costs.
+#[derive(Debug, Clone, PartialEq)]
+pub struct CostSplit {
+    /// Server key.
+    pub key: String,
+    /// Key-exchange group.
+    pub group: String,
+    /// Key store.
+    pub key_store: String,
+    /// Variant.
+    pub variant: String,
+    /// nginx CPU microseconds per full handshake (1e6 / handshakes per core-second).
+    pub full_us: f64,
+    /// The same per resumed handshake.
+    pub resumed_us: f64,
+}
+
+impl CostSplit {
+    /// Full minus resumed: the signature and certificate.
+    pub fn signature_us(&self) -> f64 {
+        self.full_us - self.resumed_us
+    }
+}
+
+/// Every pair of full and resumed points of the same key, group, key store and
+/// variant, the resumed one having resumed (90 % or more) and both with nginx's CPU.
+pub fn cost_split(h: &HandshakeResults) -> Vec<CostSplit> {
+    let us = |p: &HandshakePoint| {
+        p.handshakes_per_core_sec
+            .filter(|c| *c > 0.0)
+            .map(|c| 1e6 / c)
+    };
+    h.points
+        .iter()
+        .filter(|p| p.session == "full")
+        .filter_map(|f| {
+            let r = h
+                .points
+                .iter()
+                .find(|r| {
+                    r.session == "resumed"
+                        && r.key == f.key
+                        && r.group == f.group
+                        && r.key_store == f.key_store
+                        && r.point.variant == f.point.variant
+                })
+                .filter(|r| r.resumed_fraction >= 0.9)?;
+            Some(CostSplit {
+                key: f.key.clone(),
+                group: f.group.clone(),
+                key_store: f.key_store.clone(),
+                variant: f.point.variant.clone(),
+                full_us: us(f)?,
+                resumed_us: us(r)?,
+            })
+        })
+        .collect()
+}
+
+/// The cost split as terminal lines (nothing where no pair was measured).
+fn cost_split_text(h: &HandshakeResults) -> String {
+    let rows = cost_split(h);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let g = rows
+        .iter()
+        .map(|r| r.group.len())
+        .chain([7])
+        .max()
+        .unwrap_or(7);
+    let mut out = format!(
+        "nginx CPU per handshake (µs = 1e6 / per core; full - resumed = the signature and certificate, as a resumed TLS 1.3 handshake repeats the key exchange):\n  {:<10} {:<g$} {:<7} {:<10} {:>8} {:>10} {:>12}\n",
+        "key", "group", "store", "variant", "full", "resumed", "signature"
+    );
+    for r in &rows {
+        out.push_str(&format!(
+            "  {:<10} {:<g$} {:<7} {:<10} {:>8.0} {:>10.0} {:>12.0}\n",
+            r.key,
+            r.group,
+            r.key_store,
+            r.variant,
+            r.full_us,
+            r.resumed_us,
+            r.signature_us()
+        ));
+    }
+    out
+}
+
+/// The cost split as an HTML table (nothing where no pair was measured).
+fn cost_split_html(h: &HandshakeResults) -> String {
+    let rows = cost_split(h);
+    if rows.is_empty() {
+        return String::new();
+    }
+    let mut out = String::from("<h4>Key exchange and signature</h4><p>nginx's CPU per handshake (microseconds: one million divided by handshakes per core-second). A resumed TLS 1.3 handshake repeats the key exchange but signs nothing, so <b>full minus resumed</b> is what the signature and certificate cost; each figure is a difference of two points, each with its own spread above.</p><table id=\"table-tls-handshake-split\"><tr><th class=\"l\">key</th><th class=\"l\">group</th><th class=\"l\">key store</th><th class=\"l\">variant</th><th>full µs</th><th>resumed µs</th><th>signature µs</th></tr>");
+    for r in &rows {
+        out.push_str(&format!(
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td><b>{:.0}</b></td></tr>",
+            escape(&r.key),
+            escape(&r.group),
+            escape(&r.key_store),
+            escape(&r.variant),
+            r.full_us,
+            r.resumed_us,
+            r.signature_us()
+        ));
+    }
+    out.push_str("</table>");
+    out
+}
+
 /// accel of a variant's library: `accel` or `accel@TAG`.
 fn accel_of(variant: &str) -> String {
     match variant.split_once('@') {
@@ -185,6 +303,7 @@ pub fn text(h: &HandshakeResults, records: &[VariantRecord]) -> String {
             out.push_str(&format!("  {:<52} {}\n", r.label, ratio_text(r)));
         }
     }
+    out.push_str(&cost_split_text(h));
     out
 }
 
@@ -272,6 +391,7 @@ pub fn html(
         }
         out.push_str("</table>");
     }
+    out.push_str(&cost_split_html(h));
     if let Some(s) = sweep {
         let bulk = crate::tls::capacity(s, target_gbps);
         if !bulk.is_empty() {
@@ -386,6 +506,40 @@ mod tests {
                 point("rsa2048", "pkcs11", "accel", 1000.0),
             ],
         }
+    }
+
+    #[test]
+    fn full_minus_resumed_is_the_signature_where_both_were_measured() {
+        let mut h = results();
+        // rsa2048 full at 1000 per core (1000 µs), resumed at 2500 (400 µs): 600 µs
+        // of signature and certificate.
+        h.points = vec![
+            point("rsa2048", "file", "accel", 1000.0),
+            HandshakePoint {
+                session: "resumed".into(),
+                resumed_fraction: 0.99,
+                ..point("rsa2048", "file", "accel", 2500.0)
+            },
+            // No resumed partner: no row.
+            point("rsa2048", "file", "nopkaccel", 800.0),
+            // A "resumed" point that did not resume is no partner either.
+            point("rsa2048", "pkcs11", "accel", 900.0),
+            HandshakePoint {
+                session: "resumed".into(),
+                resumed_fraction: 0.2,
+                ..point("rsa2048", "pkcs11", "accel", 2000.0)
+            },
+        ];
+        let rows = cost_split(&h);
+        assert_eq!(rows.len(), 1, "{rows:?}");
+        assert_eq!((rows[0].full_us, rows[0].resumed_us), (1000.0, 400.0));
+        assert_eq!(rows[0].signature_us(), 600.0);
+        let t = text(&h, &[]);
+        assert!(t.contains("full - resumed = the signature"), "{t}");
+        assert!(t.contains("      1000        400          600"), "{t}");
+        assert!(html(&h, None, &[], 10.0).contains("table-tls-handshake-split"));
+        // Full points only: nothing to split, nothing said.
+        assert!(!text(&results(), &[]).contains("signature"));
     }
 
     #[test]
