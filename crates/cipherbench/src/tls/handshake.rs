@@ -126,7 +126,7 @@ impl Group {
     pub fn check_offered(&self, protocol: Protocol) -> Result<()> {
         if !Group::offered(&self.0) {
             let post_quantum = if self.post_quantum() {
-                " (ML-KEM groups need OpenSSL 3.5 or later)"
+                " (ML-KEM groups need OpenSSL 3.5 or later: give such a build with --openssl DIR)"
             } else {
                 ""
             };
