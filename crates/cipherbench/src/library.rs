@@ -169,6 +169,17 @@ pub fn runs_under(library: &Library) -> bool {
     })
 }
 
+impl Library {
+    /// Whether this process runs on this library: the system's, unless cipherbench
+    /// started itself again under a directory ([`run_under`]), which then is the one.
+    pub fn runs_here(&self) -> bool {
+        match &self.dir {
+            None => std::env::var_os(UNDER_ENV).is_none(),
+            Some(_) => runs_under(self),
+        }
+    }
+}
+
 /// Starts this very command again, in place (`exec`: the same process, so Ctrl-C,
 /// the exit code and everything cleaned up at exit are unchanged), with `library`'s
 /// directory first on `LD_LIBRARY_PATH`, so that what cipherbench does in its own
@@ -187,11 +198,7 @@ pub fn run_under(library: &Library) -> Result<()> {
         );
     }
     let outer = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
-    let mut path = dir.loader.lib_dir.clone().into_os_string();
-    if !outer.is_empty() {
-        path.push(":");
-        path.push(&outer);
-    }
+    let path = dir.loader.library_path();
     let mut args = std::env::args_os();
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let mut command = std::process::Command::new(exe);

@@ -90,6 +90,22 @@ pub struct Loader {
     pub openssl: Option<std::path::PathBuf>,
 }
 
+impl Loader {
+    /// `LD_LIBRARY_PATH` for a program under this library: its directory first, then
+    /// what this cipherbench was first started with ([`OUTER_LD_LIBRARY_PATH`], else
+    /// its own).
+    pub fn library_path(&self) -> OsString {
+        let mut path = self.lib_dir.clone().into_os_string();
+        let old =
+            std::env::var_os(OUTER_LD_LIBRARY_PATH).or_else(|| std::env::var_os("LD_LIBRARY_PATH"));
+        if let Some(old) = old.filter(|v| !v.is_empty()) {
+            path.push(":");
+            path.push(old);
+        }
+        path
+    }
+}
+
 /// How to start a program.
 #[derive(Debug, Clone)]
 pub struct Spawn {
@@ -185,17 +201,10 @@ impl Spawn {
         let Some(loader) = loader else {
             return self;
         };
-        let mut path = loader.lib_dir.clone().into_os_string();
-        let old =
-            std::env::var_os(OUTER_LD_LIBRARY_PATH).or_else(|| std::env::var_os("LD_LIBRARY_PATH"));
-        if let Some(old) = old.filter(|v| !v.is_empty()) {
-            path.push(":");
-            path.push(old);
-        }
         if let (Some(cli), true) = (&loader.openssl, self.program == "openssl") {
             self.program = cli.clone().into_os_string();
         }
-        self.env("LD_LIBRARY_PATH", path)
+        self.env("LD_LIBRARY_PATH", loader.library_path())
     }
 
     /// Working directory.

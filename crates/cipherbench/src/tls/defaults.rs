@@ -10,8 +10,10 @@
 //! offers x25519 first with one key share; 3.5 puts X25519MLKEM768 first with key
 //! shares for it and x25519.
 //!
-//! The system's library (cipherbench's own) is asked in this process; a build given
-//! with `--openssl` in a `cipherbench __tls-defaults` child started under it.
+//! The library this process runs on (the system's, or the one `--openssl` named
+//! alone, see [`crate::library::run_under`]) is asked in this process, once for
+//! nginx's side and the generator's; any other in a `cipherbench __tls-defaults` child
+//! started under it.
 
 use crate::library::Library;
 use crate::results::Session;
@@ -157,16 +159,16 @@ pub fn child_main() -> Result<()> {
     Ok(())
 }
 
-/// `library`'s defaults: in this process for the system's library, else in a child
-/// started under it.
+/// `library`'s defaults: in this process if it runs on it ([`Library::runs_here`]),
+/// else in a child started under it.
 pub fn of(library: &Library) -> Result<DefaultGroups> {
-    let Some(loader) = library.loader() else {
+    if library.runs_here() {
         return here();
-    };
+    }
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let out = Spawn::new(&exe)
         .args(["__tls-defaults"])
-        .loader(Some(loader))
+        .loader(library.loader())
         .output(TIMEOUT)?;
     let line = out.stdout.trim();
     if let Ok(d) = serde_json::from_str::<DefaultGroups>(line) {
@@ -185,23 +187,31 @@ pub fn of(library: &Library) -> Result<DefaultGroups> {
 }
 
 /// The defaults of nginx's side under each of `libraries` and of the load
-/// generator's (this process's library), into the TLS record once per run; one that
-/// cannot be read is a warning in `run.json`, not a failed layer.
+/// generator's (this process's library), into the TLS record once per run (a resumed
+/// run reads none again); one that cannot be read is a warning in `run.json`, not a
+/// failed layer. The library this process runs on is read once, for both sides.
 pub fn note(session: &mut Session, libraries: &[Library]) {
-    let mut sides: Vec<(&str, String, Result<DefaultGroups>)> = libraries
+    let mut sides: Vec<(&str, String, Option<&Library>)> = libraries
         .iter()
-        .map(|l| ("nginx", l.version(), of(l)))
+        .map(|l| ("nginx", l.version(), Some(l)))
         .collect();
     sides.push((
         "load generator",
         cipherbench_crypto::info::library_version(),
-        here(),
+        None,
     ));
-    for (side, library, groups) in sides {
+    let mut own: Option<std::result::Result<DefaultGroups, String>> = None;
+    for (side, library, lib) in sides {
         let known = &super::results(session).default_groups;
         if known.iter().any(|s| s.side == side && s.library == library) {
             continue;
         }
+        let groups = match lib {
+            Some(l) if !l.runs_here() => of(l).map_err(|e| crate::progress::one_line(&e)),
+            _ => own
+                .get_or_insert_with(|| here().map_err(|e| crate::progress::one_line(&e)))
+                .clone(),
+        };
         match groups {
             Ok(groups) => super::results(session).default_groups.push(SideGroups {
                 side: side.into(),
@@ -212,8 +222,7 @@ pub fn note(session: &mut Session, libraries: &[Library]) {
                 "tls",
                 "default_groups_unknown",
                 format!(
-                    "the default TLS groups of {side}'s library ({library}) could not be read: {}",
-                    crate::progress::one_line(&e)
+                    "the default TLS groups of {side}'s library ({library}) could not be read: {e}"
                 ),
             ),
         }

@@ -263,8 +263,8 @@ impl NginxVariants {
         server: &nginx::Server,
         suite: &Suite,
     ) -> cipherbench_model::variant::VariantRecord {
-        let known: Vec<_> = self.records.values().cloned().collect();
         let Some(record) = self.records.get(&variant.name()) else {
+            let known: Vec<_> = self.records.values().cloned().collect();
             return self.life.baseline.judge(variant, None, &known, None);
         };
         let mut pids = vec![server.pid()];

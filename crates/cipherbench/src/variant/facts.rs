@@ -346,12 +346,6 @@ pub fn stand_in_records(
     out
 }
 
-/// A stand-in record checked against the real process
-/// ([`super::judge::with_process_check`]): nothing is measured again.
-pub fn with_check(record: &VariantRecord, check: ProcessCheck) -> VariantRecord {
-    super::judge::with_process_check(record, check)
-}
-
 /// Checks that `openssl info -cpusettings`, run with the variant's environment (its
 /// mask, its library's CLI), reports what the probe child reported: the CLI loads
 /// the same library and reads the same variable.

@@ -76,11 +76,12 @@ fn verdict(verdict: Verdict, reason: String) -> Effect {
     }
 }
 
-/// A stand-in's judgement checked against the real process: the verdict stands (its
+/// A stand-in's judgement (a `__variant-probe` child with the environment of nginx,
+/// charon or the `openssl` CLI) checked against the real process: the verdict stands (its
 /// confirmation, if it had one, is not measured again for every process started
 /// with the same environment), unless the real process does not run under that
 /// environment, which leaves it unjudged. Pure.
-pub fn with_process_check(record: &VariantRecord, check: ProcessCheck) -> VariantRecord {
+pub fn with_check(record: &VariantRecord, check: ProcessCheck) -> VariantRecord {
     let mut record = record.clone();
     if !check.passed {
         record.effect = Some(failed_check(&check));

@@ -24,10 +24,10 @@ pub mod mask;
 mod tests;
 
 pub use facts::{
-    check_environ, check_openssl_cli, cpu_flags, cpu_has_aes, stand_in_records, with_check,
-    Baseline, CONFIRMATIONS, CONFIRMATION_ROUNDS,
+    check_environ, check_openssl_cli, cpu_flags, cpu_has_aes, stand_in_records, Baseline,
+    CONFIRMATIONS, CONFIRMATION_ROUNDS,
 };
-pub use judge::{judge, judge_layer_fallback, needs_confirmation, Facts};
+pub use judge::{judge, judge_layer_fallback, needs_confirmation, with_check, Facts};
 
 use crate::library::Library;
 use anyhow::{bail, Result};

@@ -635,7 +635,7 @@ fn a_process_check_keeps_the_stand_ins_verdict_or_leaves_it_unjudged() {
         passed: true,
         detail: "as given".into(),
     };
-    let r = with_process_check(&stand_in, passed.clone());
+    let r = with_check(&stand_in, passed.clone());
     assert!(r.took_effect);
     assert_eq!(r.effect, stand_in.effect);
     assert_eq!(r.process_check, Some(passed));
@@ -644,7 +644,7 @@ fn a_process_check_keeps_the_stand_ins_verdict_or_leaves_it_unjudged() {
         detail: "expected ~0; found 12: unset".into(),
         ..r.process_check.clone().unwrap()
     };
-    let r = with_process_check(&stand_in, failed);
+    let r = with_check(&stand_in, failed);
     assert!(!r.took_effect);
     assert_eq!(r.effect.as_ref().unwrap().verdict, Verdict::Unjudged);
     assert!(r.explanation().contains("found 12: unset"));
