@@ -1,5 +1,6 @@
 //! The raw libcrypto calls cipherbench makes, and the two owning wrappers around them
-//! (`CipherCtx`, `MacCtx`). All `unsafe` of this crate lives in this file.
+//! (`CipherCtx`, `MacCtx`). All `unsafe` of this crate lives in this file and in
+//! `ffi/pkey.rs` (the public-key operations).
 //!
 //! We declare the functions ourselves (OpenSSL 3.0 API) rather than take them from
 //! `openssl-sys`, which some lack; `openssl-sys` is still the crate that finds and
@@ -10,6 +11,9 @@ use crate::CryptoError;
 use libc::{c_char, c_int, c_uchar, c_uint, c_ulong, c_void, size_t};
 use std::ffi::{CStr, CString};
 use std::ptr;
+
+mod pkey;
+pub(crate) use pkey::{KeySpec, Pkey, PkeyCtx, Purpose};
 
 #[repr(C)]
 pub(crate) struct EvpCipher {

@@ -12,6 +12,8 @@
 //! - [`kdf`]: scrypt (RFC 7914) for passphrases;
 //! - [`digest`]: SHA-256 (streaming);
 //! - [`catalogue`]: the ciphers layer 1 measures and one benchmark operation for each;
+//! - [`pk`]: the public-key operations layer 1 measures (ML-KEM, ML-DSA, X25519,
+//!   P-256, RSA), one benchmark operation each;
 //! - [`info`]: the library's version and the capability vector it uses.
 //!
 //! It does not measure time, spawn processes or print: callers do.
@@ -25,6 +27,7 @@ pub mod hkdf;
 pub mod hmac;
 pub mod info;
 pub mod kdf;
+pub mod pk;
 pub mod secret;
 pub mod stitched;
 

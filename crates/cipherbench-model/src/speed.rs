@@ -3,6 +3,9 @@
 use crate::stats::{Ratio, Summary};
 use serde::{Deserialize, Serialize};
 
+pub mod pk;
+pub use pk::{PkCheck, PkPoint};
+
 /// Encrypt or decrypt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -46,6 +49,10 @@ pub struct SpeedConfig {
     /// round to round (`speed --rounds`); 1 in records written before.
     #[serde(default = "one_round")]
     pub rounds: usize,
+    /// Public-key algorithms (`speed --pk`), in catalogue spelling; empty in records
+    /// written before, and when only ciphers were asked.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub public_key: Vec<String>,
 }
 
 fn one_round() -> usize {
@@ -138,13 +145,7 @@ impl SpeedPoint {
             .map(SpeedSample::throughput_bytes_per_sec)
             .collect();
         self.throughput_bytes_per_sec = Summary::of_or_empty(&rates);
-        let elapsed: u64 = self.samples.iter().map(|s| s.elapsed_ns).sum();
-        let cpu: u64 = self.samples.iter().map(|s| s.cpu_ns).sum();
-        self.cpu_cores_used = if elapsed > 0 {
-            cpu as f64 / elapsed as f64
-        } else {
-            0.0
-        };
+        self.cpu_cores_used = cores_used(&self.samples);
         match (&mut self.noise, later.noise) {
             (Some(n), Some(m)) => n.merge(&m),
             (n @ None, m) => *n = m,
@@ -158,7 +159,18 @@ impl SpeedPoint {
     }
 }
 
-/// A cipher that could not run in a variant, and why.
+/// CPU seconds per wall second over `samples` (their sums), 0 without time.
+pub fn cores_used(samples: &[SpeedSample]) -> f64 {
+    let elapsed: u64 = samples.iter().map(|s| s.elapsed_ns).sum();
+    let cpu: u64 = samples.iter().map(|s| s.cpu_ns).sum();
+    if elapsed > 0 {
+        cpu as f64 / elapsed as f64
+    } else {
+        0.0
+    }
+}
+
+/// A cipher (or public-key algorithm) that could not run in a variant, and why.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Unavailable {
     /// Cipher name.
@@ -265,6 +277,12 @@ pub struct SpeedResults {
     /// (one thread per core before any sibling; `topology::spread_order`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub placement: Option<crate::topology::Placement>,
+    /// Public-key points (`speed --pk`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pk_points: Vec<PkPoint>,
+    /// Cross-checks of the public-key points against `openssl speed`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub pk_checks: Vec<PkCheck>,
 }
 
 /// Ratio tolerance within which a control cipher is said to run at the same speed in
@@ -444,6 +462,7 @@ mod tests {
                 sample_ns: 0,
                 samples: 2,
                 rounds: 1,
+                public_key: Vec::new(),
             },
             variants: Vec::new(),
             points: vec![
@@ -459,6 +478,8 @@ mod tests {
             openssl_checks: Vec::new(),
             async_points: Vec::new(),
             placement: None,
+            pk_points: Vec::new(),
+            pk_checks: Vec::new(),
         };
         r.compute_controls(&["des-ede3-cbc"]);
         assert_eq!(r.controls.len(), 2);

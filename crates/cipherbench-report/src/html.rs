@@ -65,7 +65,13 @@ pub fn render(record: &RunRecord) -> String {
     }
     body.push_str(&summary(record));
     if let Some(speed) = &record.speed {
-        body.push_str(&speed_section(speed));
+        if speed.points.is_empty() && !speed.pk_points.is_empty() {
+            body.push_str("<h2 id=\"speed\">Layer 1: the primitive <a class=\"how\" href=\"#m-speed\">how measured</a></h2>");
+            body.push_str(&crate::variants::html_table(&speed.variants));
+        } else {
+            body.push_str(&speed_section(speed));
+        }
+        body.push_str(&crate::pk::html(speed));
         body.push_str(&layer_warnings(record, "speed"));
     }
     if let Some(file) = &record.file {

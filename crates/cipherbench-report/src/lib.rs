@@ -14,6 +14,7 @@ pub mod keystore;
 pub mod ladder;
 pub mod machine;
 pub mod markdown;
+pub mod pk;
 pub mod strongswan;
 pub mod svg;
 pub mod text;

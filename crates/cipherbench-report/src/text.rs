@@ -273,6 +273,18 @@ pub fn speed(results: &SpeedResults) -> String {
             }
         }
     }
+    if results.points.is_empty() && !results.pk_points.is_empty() {
+        out.push_str(&crate::pk::text(results));
+        out.push_str(&variants::text_legend(
+            &results.variants,
+            &results.config.variants,
+        ));
+        for v in &results.variants {
+            out.push_str(&variants::line(v));
+        }
+        return out;
+    }
+    out.push_str(&crate::pk::text(results));
     let libraries = results
         .config
         .variants

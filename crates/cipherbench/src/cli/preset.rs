@@ -69,6 +69,8 @@ impl Preset {
                 check_openssl: false,
                 async_jobs: Vec::new(),
                 check_seconds: 1,
+                public_key: Vec::new(),
+                pk_unavailable: Vec::new(),
             },
             Preset::Quick => SpeedPlan {
                 ciphers: all,
@@ -89,6 +91,8 @@ impl Preset {
                 check_openssl: false,
                 async_jobs: Vec::new(),
                 check_seconds: 1,
+                public_key: Vec::new(),
+                pk_unavailable: Vec::new(),
             },
             Preset::Full => SpeedPlan {
                 ciphers: all,
@@ -109,6 +113,8 @@ impl Preset {
                 check_openssl: true,
                 async_jobs: Vec::new(),
                 check_seconds: 3,
+                public_key: Vec::new(),
+                pk_unavailable: Vec::new(),
             },
         }
     }

@@ -8,6 +8,7 @@ use crate::speed::SpeedPlan;
 use crate::variant;
 use anyhow::{anyhow, bail, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_crypto::pk::{self, PkAlgorithm};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::units::parse_size_list;
 use clap::Args;
@@ -17,15 +18,19 @@ use std::time::Duration;
 /// `cipherbench speed`.
 #[derive(Debug, Args)]
 pub struct SpeedArgs {
-    /// Ciphers, comma-separated (default: all seven).
+    /// Ciphers, comma-separated (default: all seven, or none with --pk).
     #[arg(long, value_name = "LIST")]
     pub cipher: Option<String>,
+    /// Public-key algorithms, comma-separated, or 'all' (alone: all the library has):
+    /// ml-kem-512/768/1024, ml-dsa-44/65/87, x25519, p-256, rsa-2048, rsa-3072.
+    #[arg(long, value_name = "LIST", num_args = 0..=1, default_missing_value = "all")]
+    pub pk: Option<String>,
     /// Buffer sizes, comma-separated, such as 16,1KiB,16KiB (default: 16,64,256,1KiB,8KiB,16KiB).
     #[arg(long, value_name = "LIST")]
     pub sizes: Option<String>,
-    /// Variants: accel, noaesni, ia32cap:MASK, provider:CONF (an openssl.cnf loading a provider) or engine:ID (default: accel,noaesni).
-    #[arg(long, value_name = "LIST", default_value = "accel,noaesni")]
-    pub variants: String,
+    /// Variants: accel, noaesni, noifma, noadx, nopkaccel, ia32cap:MASK, provider:CONF (an openssl.cnf loading a provider) or engine:ID (default: accel,noaesni; accel,nopkaccel with --pk alone; all three with both).
+    #[arg(long, value_name = "LIST")]
+    pub variants: Option<String>,
     /// Thread counts: numbers or 'all' (default: 1,all).
     #[arg(long, value_name = "LIST", default_value = "1,all")]
     pub threads: String,
@@ -73,9 +78,14 @@ pub struct SpeedArgs {
 impl SpeedArgs {
     /// Resolves the flags into a plan, refusing bad input with one clear line.
     pub fn plan(&self) -> Result<SpeedPlan> {
-        let ciphers = match &self.cipher {
-            Some(list) => parse_ciphers(list)?,
-            None => cipherbench_crypto::catalogue::ALL.to_vec(),
+        let ciphers = match (&self.cipher, &self.pk) {
+            (Some(list), _) => parse_ciphers(list)?,
+            (None, Some(_)) => Vec::new(),
+            (None, None) => cipherbench_crypto::catalogue::ALL.to_vec(),
+        };
+        let public_key = match &self.pk {
+            Some(list) => parse_public_key(list)?,
+            None => Vec::new(),
         };
         let sizes: Vec<u64> = match &self.sizes {
             Some(list) => parse_size_list(list)
@@ -102,13 +112,27 @@ impl SpeedArgs {
             bail!("--sample-ms must be between 1 and 60000");
         }
         let directions = dedup(self.direction.iter().map(|&d| Direction::from(d)));
-        let variants = variant::parse_variants(&self.variants)?;
+        let default_variants = match (ciphers.is_empty(), public_key.is_empty()) {
+            (true, false) => "accel,nopkaccel",
+            (false, false) => "accel,noaesni,nopkaccel",
+            _ => "accel,noaesni",
+        };
+        let variants =
+            variant::parse_variants(self.variants.as_deref().unwrap_or(default_variants))?;
         let threads = parse_threads(&self.threads, cores())?;
+        // Last: resolving a library starts a child under it, and the preflight one
+        // under each variant.
+        let variants = variant::cross(&variants, &self.library.libraries()?);
+        let explicit = self.pk.as_deref().is_some_and(|l| l.trim() != "all");
+        let (public_key, pk_unavailable) = if public_key.is_empty() {
+            (Vec::new(), Vec::new())
+        } else {
+            crate::speed::pk::preflight(&public_key, &variants, explicit)?
+        };
         Ok(SpeedPlan {
             ciphers,
             sizes,
-            // Last: resolving a library starts a child under it.
-            variants: variant::cross(&variants, &self.library.libraries()?),
+            variants,
             threads,
             multi_thread_sizes: Vec::new(),
             directions,
@@ -122,6 +146,8 @@ impl SpeedArgs {
                 None => Vec::new(),
             },
             check_seconds: 1,
+            public_key,
+            pk_unavailable,
         })
     }
 }
@@ -159,6 +185,28 @@ pub fn parse_ciphers(text: &str) -> Result<Vec<CipherId>> {
             })
         })
         .collect()
+}
+
+/// Parses `--pk`: `all`, or algorithm names (each once, in the order given),
+/// refusing an unknown one with the known ones.
+pub fn parse_public_key(text: &str) -> Result<Vec<PkAlgorithm>> {
+    if text.trim() == "all" {
+        return Ok(pk::ALL.to_vec());
+    }
+    let mut out = Vec::new();
+    for name in text.split(',') {
+        let a = PkAlgorithm::from_name(name).ok_or_else(|| {
+            anyhow!(
+                "--pk: unknown public-key algorithm '{}': known ones are {} (or all)",
+                name.trim(),
+                pk::known_names()
+            )
+        })?;
+        if !out.contains(&a) {
+            out.push(a);
+        }
+    }
+    Ok(out)
 }
 
 /// Parses `1,2` or `all` (every online CPU).
@@ -227,6 +275,21 @@ mod tests {
         assert_eq!(
             parse_ciphers("AES-128-GCM").unwrap(),
             vec![CipherId::Aes128Gcm]
+        );
+    }
+
+    #[test]
+    fn public_key_lists_are_names_or_all() {
+        assert_eq!(
+            parse_public_key("ML-KEM-768, x25519,mlkem768").unwrap(),
+            [PkAlgorithm::MlKem768, PkAlgorithm::X25519]
+        );
+        assert_eq!(parse_public_key("all").unwrap().len(), pk::ALL.len());
+        let err = parse_public_key("x25519,rsa-1024").unwrap_err().to_string();
+        assert!(
+            err.starts_with("--pk: unknown public-key algorithm 'rsa-1024'")
+                && err.contains("ml-dsa-65"),
+            "{err}"
         );
     }
 

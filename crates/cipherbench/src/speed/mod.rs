@@ -10,6 +10,7 @@
 //! the observer.
 
 pub mod openssl_speed;
+pub mod pk;
 pub mod worker;
 
 use crate::campaign;
@@ -20,6 +21,7 @@ use crate::supervisor::{Line, Spawn};
 use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_crypto::pk::PkAlgorithm;
 use cipherbench_model::env::Environment;
 use cipherbench_model::interleave::{schedule, Order, Slot};
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
@@ -58,6 +60,11 @@ pub struct SpeedPlan {
     pub async_jobs: Vec<u32>,
     /// Seconds per `openssl speed` run.
     pub check_seconds: u32,
+    /// Public-key algorithms (`--pk`), each with every operation it has.
+    pub public_key: Vec<PkAlgorithm>,
+    /// What the preflight found missing: an algorithm in a variant whose library
+    /// lacks it.
+    pub pk_unavailable: Vec<Unavailable>,
 }
 
 impl SpeedPlan {
@@ -84,7 +91,12 @@ impl SpeedPlan {
 
     /// Number of points to measure.
     pub fn total_points(&self) -> usize {
-        self.points().len() * self.ciphers.len() * self.variants.len()
+        (self.points().len() * self.ciphers.len() + self.pk_points()) * self.variants.len()
+    }
+
+    /// Public-key points per variant: every operation at every thread count.
+    fn pk_points(&self) -> usize {
+        self.public_key.iter().map(|a| a.ops().len()).sum::<usize>() * self.threads.len()
     }
 
     /// A rough duration, for the estimate printed before a run.
@@ -109,7 +121,16 @@ impl SpeedPlan {
         // measured once more at the start.
         let probes =
             Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
-        per_point * self.total_points() as u32 + checks + probes
+        // One `openssl speed` per public-key algorithm and variant, a run of
+        // check_seconds per operation.
+        let pk_checks = if self.check_openssl {
+            Duration::from_secs(u64::from(self.check_seconds))
+                * (self.public_key.iter().map(|a| a.ops().len()).sum::<usize>()
+                    * self.variants.len()) as u32
+        } else {
+            Duration::ZERO
+        };
+        per_point * self.total_points() as u32 + checks + probes + pk_checks
     }
 
     fn config(&self) -> SpeedConfig {
@@ -123,16 +144,21 @@ impl SpeedPlan {
             sample_ns: self.sample.as_nanos() as u64,
             samples: self.samples,
             rounds: self.rounds(),
+            public_key: self
+                .public_key
+                .iter()
+                .map(|a| a.name().to_string())
+                .collect(),
         }
     }
 
     /// Rounds, at least 1 and at most one per sample.
-    fn rounds(&self) -> usize {
+    pub(crate) fn rounds(&self) -> usize {
         self.rounds.clamp(1, self.samples.max(1))
     }
 
     /// Samples taken in round `round` (the earlier rounds take the remainder).
-    fn samples_in(&self, round: usize) -> usize {
+    pub(crate) fn samples_in(&self, round: usize) -> usize {
         let rounds = self.rounds();
         self.samples / rounds + usize::from(round < self.samples % rounds)
     }
@@ -154,6 +180,8 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             openssl_checks: Vec::new(),
             async_points: Vec::new(),
             placement: None,
+            pk_points: Vec::new(),
+            pk_checks: Vec::new(),
         },
     );
     let (cpus, placement) = place(plan, session);
@@ -186,6 +214,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             session: &mut *session,
         },
     )?;
+    pk::run(plan, &cpus, baseline, &mut results, session)?;
     // A provider's tally covers every worker of its variant.
     let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
     variants.end(&mut results.variants, &ciphers);
@@ -198,6 +227,7 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     session.save()?;
     if plan.check_openssl {
         check_openssl(plan, baseline, &mut results, session)?;
+        pk::check_openssl(plan, baseline, &mut results, session)?;
     }
     if !plan.async_jobs.is_empty() {
         async_jobs(plan, baseline, &mut results, session)?;
@@ -519,77 +549,152 @@ fn run_worker(
         samples,
         ..
     } = *chunk;
-    let mut child = start_worker(chunk, plan, baseline)?;
-    // Generous: a point takes warm-up plus samples; allow 10x for a loaded machine.
-    let per_point = (plan.warmup + plan.sample * samples as u32) * 10 + Duration::from_secs(10);
-    let deadline = std::time::Instant::now() + per_point * (points.len() as u32 + 1);
+    let child = spawn_worker(variant, baseline, &request_for(chunk, plan))?;
     let mut received = 0;
-    // Each point's noise window runs from the previous message to its own, on the
-    // CPUs its threads use. This process and its descendants (the worker) are the run.
-    let own = [std::process::id()];
-    let mut window = Some(crate::machine::noise::Window::open(
-        &cpus_of(chunk, 0),
-        &own,
-    ));
-    loop {
-        if interrupt::requested() {
-            child.stop();
-            return Err(interrupt::Interrupted.into());
-        }
-        let line = match child.next_line(Duration::from_millis(100)) {
-            Line::Text(line) => line,
-            Line::Timeout => {
-                still_working(&mut child, deadline, chunk)?;
-                continue;
+    let mut worker = Worker {
+        child,
+        deadline: deadline(plan, samples, points.len()),
+        what: format!("{} ({})", cipher.name(), variant.name()),
+        variant,
+        baseline,
+    };
+    worker.drive(
+        results,
+        environment,
+        |k| cpus_of(chunk, k),
+        |message, results| {
+            match message {
+                WorkerMessage::Point(p) => {
+                    received += 1;
+                    add_point(plan, chunk.round, results, progress, p);
+                }
+                WorkerMessage::Unavailable(reason) => {
+                    progress.skip(points.len() - received);
+                    unavailable(chunk, results, progress, reason);
+                }
+                _ => {}
             }
-            Line::Closed => break,
-        };
-        let message: WorkerMessage = serde_json::from_str(&line)
-            .with_context(|| format!("reading the speed worker's answer: {line}"))?;
-        match message {
-            WorkerMessage::Library(loaded) => {
-                variant.library.check_and_note(
-                    environment,
-                    "speed",
-                    "speed worker",
-                    &loaded,
-                    "its own report",
-                )?;
+            Ok(())
+        },
+    )
+}
+
+/// When a worker of `points` points of `samples` samples is overdue: a point takes
+/// warm-up plus samples; 10x that for a loaded machine, and 10 s more each.
+pub(crate) fn deadline(plan: &SpeedPlan, samples: usize, points: usize) -> std::time::Instant {
+    let per_point = (plan.warmup + plan.sample * samples as u32) * 10 + Duration::from_secs(10);
+    std::time::Instant::now() + per_point * (points as u32 + 1)
+}
+
+/// A running `__speed-worker` and what its lines are checked against.
+pub(crate) struct Worker<'a> {
+    pub child: crate::supervisor::Child,
+    pub deadline: std::time::Instant,
+    /// What it measures, for messages (`aes-128-gcm (noaesni)`).
+    pub what: String,
+    pub variant: &'a Variant,
+    pub baseline: &'a Baseline,
+}
+
+impl Worker<'_> {
+    /// Reads the worker's lines to its end: its library is checked against the
+    /// variant's, its probes judge the variant (once), a failure is an error, and
+    /// every measurement (a point, with its noise window: from the previous line to
+    /// its own, on the CPUs `cpus(k)` of the k-th point) goes to `measured`.
+    pub(crate) fn drive(
+        &mut self,
+        results: &mut SpeedResults,
+        environment: &mut Environment,
+        cpus: impl Fn(usize) -> Vec<usize>,
+        mut measured: impl FnMut(WorkerMessage, &mut SpeedResults) -> Result<()>,
+    ) -> Result<()> {
+        let mut received = 0;
+        // This process and its descendants (the worker) are the run.
+        let own = [std::process::id()];
+        let mut window = Some(crate::machine::noise::Window::open(&cpus(0), &own));
+        loop {
+            if interrupt::requested() {
+                self.child.stop();
+                return Err(interrupt::Interrupted.into());
             }
-            // The first worker of a variant judges it: every worker of the variant
-            // runs the same library under the same environment.
-            WorkerMessage::Probed(probes) => judge_once(results, baseline, variant, Ok(probes)),
-            WorkerMessage::Settings(s) => judge_once(results, baseline, variant, Err(s)),
-            WorkerMessage::Point(mut p) => {
-                p.noise = window.take().map(|w| Box::new(w.close()));
+            let line = match self.child.next_line(Duration::from_millis(100)) {
+                Line::Text(line) => line,
+                Line::Timeout => {
+                    self.still_working()?;
+                    continue;
+                }
+                Line::Closed => break,
+            };
+            let message: WorkerMessage = serde_json::from_str(&line)
+                .with_context(|| format!("reading the speed worker's answer: {line}"))?;
+            let mut noise = || {
                 received += 1;
-                window = Some(crate::machine::noise::Window::open(
-                    &cpus_of(chunk, received),
-                    &own,
-                ));
-                add_point(plan, chunk.round, results, progress, p);
-            }
-            WorkerMessage::Unavailable(reason) => {
-                progress.skip(points.len() - received);
-                unavailable(chunk, results, progress, reason);
-            }
-            WorkerMessage::Failed(reason) => {
-                bail!(
-                    "measuring {} ({}) failed: {reason}",
-                    cipher.name(),
-                    variant.name()
-                )
+                let closed = window.take().map(|w| Box::new(w.close()));
+                window = Some(crate::machine::noise::Window::open(&cpus(received), &own));
+                closed
+            };
+            match message {
+                WorkerMessage::Library(loaded) => {
+                    self.variant.library.check_and_note(
+                        environment,
+                        "speed",
+                        "speed worker",
+                        &loaded,
+                        "its own report",
+                    )?;
+                }
+                // The first worker of a variant judges it: every worker of the
+                // variant runs the same library under the same environment.
+                WorkerMessage::Probed(probes) => {
+                    judge_once(results, self.baseline, self.variant, Ok(probes))
+                }
+                WorkerMessage::Settings(s) => {
+                    judge_once(results, self.baseline, self.variant, Err(s))
+                }
+                WorkerMessage::Failed(reason) => {
+                    bail!("measuring {} failed: {reason}", self.what)
+                }
+                WorkerMessage::Point(mut p) => {
+                    p.noise = noise();
+                    measured(WorkerMessage::Point(p), results)?;
+                }
+                WorkerMessage::PkPoint(mut p) => {
+                    p.noise = noise();
+                    measured(WorkerMessage::PkPoint(p), results)?;
+                }
+                other => measured(other, results)?,
             }
         }
+        let status = self.child.wait(Duration::from_secs(10))?;
+        if !status.success() {
+            bail!(
+                "the speed worker exited with {status}: {}",
+                self.child.stderr_tail()
+            );
+        }
+        Ok(())
     }
-    let status = child.wait(per_point)?;
-    if !status.success() {
-        bail!(
-            "the speed worker exited with {status}: {}",
-            child.stderr_tail()
-        );
+
+    /// Between the worker's lines: an error if it exited with a failure or ran past
+    /// its deadline (it is stopped then).
+    fn still_working(&mut self) -> Result<()> {
+        if let Some(status) = self.child.try_wait()? {
+            if !status.success() {
+                bail!(
+                    "the speed worker exited with {status}: {}",
+                    self.child.stderr_tail()
+                );
+            }
+        }
+        if std::time::Instant::now() > self.deadline {
+            self.child.stop();
+            bail!(
+                "the speed worker for {} did not finish in time; it was stopped",
+                self.what
+            );
+        }
+        Ok(())
     }
-    Ok(())
 }
 
 /// The CPUs point `k` of `chunk` runs on: the worker measures the points in order,
@@ -618,44 +723,11 @@ fn unavailable(chunk: &Chunk, results: &mut SpeedResults, progress: &mut Progres
     });
 }
 
-/// Between a worker's lines: an error if it exited with a failure or ran past its
-/// `deadline` (it is stopped then).
-fn still_working(
-    child: &mut crate::supervisor::Child,
-    deadline: std::time::Instant,
-    chunk: &Chunk,
-) -> Result<()> {
-    if let Some(status) = child.try_wait()? {
-        if !status.success() {
-            bail!(
-                "the speed worker exited with {status}: {}",
-                child.stderr_tail()
-            );
-        }
-    }
-    if std::time::Instant::now() > deadline {
-        child.stop();
-        bail!(
-            "the speed worker for {} ({}) did not finish in time; it was stopped",
-            chunk.cipher.name(),
-            chunk.variant.name()
-        );
-    }
-    Ok(())
-}
-
-/// A `__speed-worker` child for `chunk`, under its variant's mask, environment and
-/// library, with its request sent.
-fn start_worker(
-    chunk: &Chunk,
-    plan: &SpeedPlan,
-    baseline: &Baseline,
-) -> Result<crate::supervisor::Child> {
-    let variant = chunk.variant;
-    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let request = WorkerRequest {
+/// The request of a worker for `chunk`.
+fn request_for(chunk: &Chunk, plan: &SpeedPlan) -> WorkerRequest {
+    WorkerRequest {
         cipher: chunk.cipher.name().into(),
-        variant: variant.name().clone(),
+        variant: chunk.variant.name().clone(),
         points: chunk.points.to_vec(),
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: plan.sample.as_nanos() as u64,
@@ -664,7 +736,18 @@ fn start_worker(
         // The first round's worker measures the effect probes; a later one runs the
         // same library under the same environment.
         probe: chunk.round == 0,
-    };
+        public_key: None,
+    }
+}
+
+/// A `__speed-worker` child under `variant`'s mask, environment and library, with
+/// `request` sent.
+pub(crate) fn spawn_worker(
+    variant: &Variant,
+    baseline: &Baseline,
+    request: &WorkerRequest,
+) -> Result<crate::supervisor::Child> {
+    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
         .ia32cap(baseline.mask(variant).as_deref())
@@ -673,7 +756,7 @@ fn start_worker(
         .piped_stdin()
         .piped_stdout()
         .start()?;
-    child.send_stdin(&serde_json::to_vec(&request)?)?;
+    child.send_stdin(&serde_json::to_vec(request)?)?;
     Ok(child)
 }
 
@@ -835,6 +918,8 @@ mod tests {
             check_openssl: false,
             async_jobs: Vec::new(),
             check_seconds: 3,
+            public_key: Vec::new(),
+            pk_unavailable: Vec::new(),
         };
         let without = plan.estimate();
         plan.check_openssl = true;

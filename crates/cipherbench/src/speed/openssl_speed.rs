@@ -23,6 +23,19 @@ pub fn parse_mr(output: &str) -> Option<Vec<f64>> {
         .collect()
 }
 
+/// One figure of `openssl speed -mr`'s public-key lines: field `at` (the tag being
+/// field 0) of the line tagged `tag`. `+F9:13:15800.0:43408.0:28395.0` (a KEM's
+/// keygen, encaps and decaps per second) has encaps at field 3.
+pub fn parse_mr_field(output: &str, tag: &str, at: usize) -> Option<f64> {
+    let line = output.lines().find(|l| l.split(':').next() == Some(tag))?;
+    line.split(':')
+        .nth(at)?
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|r| r.is_finite() && *r > 0.0)
+}
+
 /// The command for one point. Without `-elapsed`, openssl divides by its user CPU
 /// time, and the check divides ours by our measuring thread's CPU time: a busy
 /// machine then moves neither figure much. `-seconds` bounds it.
@@ -129,6 +142,43 @@ mod tests {
         let des = include_str!("../../tests/fixtures/openssl-speed-mr-des.txt");
         assert_eq!(parse_mr(des), Some(vec![22_708_224.0]));
         assert_eq!(parse_mr("+F:1:x:1.0:2.5\n"), Some(vec![1.0, 2.5]));
+    }
+
+    /// Each public-key operation reads its own column of openssl's line (captured
+    /// from OpenSSL 3.6.3's `openssl speed -mr ML-KEM-768 ML-DSA-65 rsa2048
+    /// ecdhx25519 ecdhp256 ecdsap256`, and 3.0.19's `rsa2048`).
+    #[test]
+    fn public_key_figures_come_from_their_own_columns() {
+        use cipherbench_crypto::pk::{PkAlgorithm, PkOp};
+        let out = "+DTP:ML-KEM-768:keygen:1\n+R15:15800:ML-KEM-768:1.00\n\
++F9:13:15800.000000:43408.080808:28395.000000\n\
++F10:10:5124.000000:1004.000000:4672.000000\n\
++F2:2:2048:2570.707071:43227.000000:35616.000000:2421.000000\n\
++F5:22:253:23753.000000:0.000042\n+F4:3:256:37726.262626:12480.000000\n";
+        let read = |a: PkAlgorithm, op: PkOp| {
+            let (tag, at) = (a.openssl_speed().1)(op).unwrap();
+            parse_mr_field(out, tag, at)
+        };
+        assert_eq!(read(PkAlgorithm::MlKem768, PkOp::Keygen), Some(15800.0));
+        assert_eq!(
+            read(PkAlgorithm::MlKem768, PkOp::Encaps),
+            Some(43408.080808)
+        );
+        assert_eq!(read(PkAlgorithm::MlKem768, PkOp::Decaps), Some(28395.0));
+        assert_eq!(read(PkAlgorithm::MlDsa65, PkOp::Sign), Some(1004.0));
+        assert_eq!(read(PkAlgorithm::MlDsa65, PkOp::Verify), Some(4672.0));
+        assert_eq!(read(PkAlgorithm::Rsa2048, PkOp::Sign), Some(2570.707071));
+        assert_eq!(read(PkAlgorithm::Rsa2048, PkOp::Verify), Some(43227.0));
+        assert_eq!(read(PkAlgorithm::X25519, PkOp::Derive), Some(23753.0));
+        assert_eq!(read(PkAlgorithm::P256, PkOp::Sign), Some(37726.262626));
+        assert_eq!(read(PkAlgorithm::P256, PkOp::Verify), Some(12480.0));
+        // 3.0.19's RSA line has no encryption columns; a missing line is None.
+        assert_eq!(
+            parse_mr_field("+F2:2:2048:2684.0:47783.0\n", "+F2", 4),
+            Some(47783.0)
+        );
+        assert_eq!(parse_mr_field(out, "+F3", 3), None);
+        assert_eq!(parse_mr_field("+F9:1:nan:x\n", "+F9", 2), None);
     }
 
     #[test]

@@ -10,9 +10,10 @@
 //! library cannot do the cipher here, or `failed`.
 
 use anyhow::{Context, Result};
-use cipherbench_crypto::catalogue::{self, CipherId};
+use cipherbench_crypto::catalogue::{self, BenchOp, CipherId};
+use cipherbench_crypto::pk::{self, PkAlgorithm};
 use cipherbench_crypto::CryptoError;
-use cipherbench_model::speed::{Direction, SpeedPoint, SpeedSample};
+use cipherbench_model::speed::{Direction, PkPoint, SpeedPoint, SpeedSample};
 use cipherbench_model::variant::Probes;
 use cipherbench_model::Summary;
 use serde::{Deserialize, Serialize};
@@ -43,6 +44,21 @@ pub struct WorkerRequest {
     /// a later round's runs the same library under the same environment).
     #[serde(default = "yes")]
     pub probe: bool,
+    /// Public-key work instead of the cipher's points (`cipher` and `points` are
+    /// then empty).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub public_key: Option<PkWork>,
+}
+
+/// What a worker does for `speed --pk`: every operation of each algorithm at each
+/// thread count, or, with no thread counts, only whether the library has each.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct PkWork {
+    /// Catalogue names.
+    pub algorithms: Vec<String>,
+    /// Thread counts; empty: answer `pk_unavailable` for those the library lacks,
+    /// and measure nothing.
+    pub threads: Vec<usize>,
 }
 
 fn yes() -> bool {
@@ -64,6 +80,10 @@ pub enum WorkerMessage {
     Point(SpeedPoint),
     /// The library cannot do this cipher in this process.
     Unavailable(String),
+    /// A measured public-key point.
+    PkPoint(PkPoint),
+    /// The library lacks a public-key algorithm: its name, and why.
+    PkUnavailable(String, String),
     /// Something else went wrong.
     Failed(String),
 }
@@ -90,6 +110,9 @@ pub fn main() -> Result<()> {
             cipherbench_crypto::info::cpu_settings().unwrap_or_default(),
         ))?,
     }
+    if let Some(work) = &request.public_key {
+        return public_key(&request, work, &mut send);
+    }
     let Some(cipher) = CipherId::from_name(&request.cipher) else {
         send(&WorkerMessage::Failed(format!(
             "unknown cipher {}",
@@ -115,6 +138,58 @@ pub fn main() -> Result<()> {
     Ok(())
 }
 
+/// `speed --pk` in the worker: each algorithm's operations at each thread count
+/// (the keys generated once per operation), or only whether the library has it.
+fn public_key(
+    request: &WorkerRequest,
+    work: &PkWork,
+    send: &mut impl FnMut(&WorkerMessage) -> Result<()>,
+) -> Result<()> {
+    for name in &work.algorithms {
+        let Some(algorithm) = PkAlgorithm::from_name(name) else {
+            return send(&WorkerMessage::Failed(format!(
+                "unknown public-key algorithm {name}"
+            )));
+        };
+        if let Err(reason) = pk::available(algorithm) {
+            send(&WorkerMessage::PkUnavailable(name.clone(), reason))?;
+            continue;
+        }
+        if work.threads.is_empty() {
+            continue;
+        }
+        for &op in algorithm.ops() {
+            let measured = pk::Bench::new(algorithm, op).and_then(|bench| {
+                work.threads
+                    .iter()
+                    .map(|&threads| {
+                        let samples = measure_ops(|| bench.op(), threads, request)?;
+                        Ok(PkPoint::of(
+                            algorithm.name(),
+                            op.name(),
+                            &request.variant,
+                            threads,
+                            samples,
+                        ))
+                    })
+                    .try_for_each(|p: Result<PkPoint, CryptoError>| {
+                        send(&WorkerMessage::PkPoint(p?))
+                            .map_err(|e| CryptoError::Library(format!("{e:#}")))
+                    })
+            });
+            match measured {
+                Ok(()) => {}
+                Err(CryptoError::Unavailable { reason, .. }) => {
+                    send(&WorkerMessage::PkUnavailable(name.clone(), reason))?;
+                    break;
+                }
+                Err(e) => return send(&WorkerMessage::Failed(e.to_string())),
+            }
+        }
+    }
+    Ok(())
+}
+
 fn point(
     request: &WorkerRequest,
     cipher: CipherId,
@@ -127,8 +202,6 @@ fn point(
         .iter()
         .map(SpeedSample::throughput_bytes_per_sec)
         .collect();
-    let elapsed: u64 = samples.iter().map(|s| s.elapsed_ns).sum();
-    let cpu: u64 = samples.iter().map(|s| s.cpu_ns).sum();
     SpeedPoint {
         cipher: cipher.name().to_string(),
         variant: request.variant.clone(),
@@ -137,11 +210,7 @@ fn point(
         threads,
         // At least one sample is always taken (samples >= 1 is checked by the plan).
         throughput_bytes_per_sec: Summary::of_or_empty(&rates),
-        cpu_cores_used: if elapsed > 0 {
-            cpu as f64 / elapsed as f64
-        } else {
-            0.0
-        },
+        cpu_cores_used: cipherbench_model::speed::cores_used(&samples),
         samples,
         // The parent, which watches the machine, fills it in.
         noise: None,
@@ -168,9 +237,23 @@ pub fn measure(
     request: &WorkerRequest,
 ) -> Result<Vec<SpeedSample>, CryptoError> {
     let encrypt = direction == Direction::Encrypt;
+    measure_ops(
+        || catalogue::bench_op(cipher, encrypt, size),
+        threads,
+        request,
+    )
+}
+
+/// Measures one point of any operation: `threads` threads, each with its own
+/// operation from `make`, pinned, warmed up, then `samples` synchronised samples.
+pub fn measure_ops(
+    make: impl Fn() -> Result<Box<dyn BenchOp>, CryptoError>,
+    threads: usize,
+    request: &WorkerRequest,
+) -> Result<Vec<SpeedSample>, CryptoError> {
     let mut ops = Vec::with_capacity(threads);
     for _ in 0..threads {
-        ops.push(catalogue::bench_op(cipher, encrypt, size)?);
+        ops.push(make()?);
     }
     let payload = ops[0].payload_len() as u64;
     // The parent's order (one thread per core before any sibling), else the CPUs this
@@ -274,6 +357,7 @@ mod tests {
             sample_ns: 5_000_000,
             samples: 3,
             cpus: vec![],
+            public_key: None,
         };
         let samples = measure(CipherId::Aes128Gcm, Direction::Decrypt, 1024, 2, &request).unwrap();
         assert_eq!(samples.len(), 3);

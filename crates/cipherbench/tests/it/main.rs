@@ -22,6 +22,7 @@ mod handshake;
 mod hosts;
 mod library;
 mod machine;
+mod pk;
 mod provider;
 mod seal_faults;
 mod strongswan_root;

@@ -1,0 +1,260 @@
+//! Layer 1's public-key results (`speed --pk`): operations per second of ML-KEM,
+//! ML-DSA, X25519, P-256 and RSA, per variant and thread count, and what each
+//! variant's mask did to them.
+
+use super::SpeedSample;
+use crate::interval::{Pairing, RatioInterval, DEFAULT_SEED};
+use crate::stats::Summary;
+use serde::{Deserialize, Serialize};
+
+/// A ratio further from 1.0 than this, with an interval that excludes 1.0, is a mask
+/// moving an operation; anything closer is the same code (5 %: the spread of a
+/// public-key operation's samples on a shared VM is 1-3 %).
+pub const MOVED_AT: f64 = 0.05;
+
+/// One measured public-key point: an operation of an algorithm in a variant, on some
+/// threads.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PkPoint {
+    /// Algorithm (`ml-kem-768`, `p-256`, ...).
+    pub algorithm: String,
+    /// Operation (`keygen`, `encaps`, `decaps`, `sign`, `verify`, `derive`).
+    pub operation: String,
+    /// Variant name.
+    pub variant: String,
+    /// Threads used.
+    pub threads: usize,
+    /// Raw samples; each operation counts one byte, so `bytes` equals `ops`.
+    pub samples: Vec<SpeedSample>,
+    /// Operations per second of wall time, over the samples.
+    pub ops_per_sec: Summary,
+    /// Operations per second of the measuring threads' CPU time (what `openssl
+    /// speed` reports), over the samples.
+    pub ops_per_cpu_sec: Summary,
+    /// CPU seconds used per second of wall time.
+    pub cpu_cores_used: f64,
+    /// How quiet the point's CPUs were while it was measured.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub noise: Option<Box<crate::noise::Noise>>,
+    /// The round each sample was measured in (empty with one round).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub sample_rounds: Vec<u32>,
+}
+
+impl PkPoint {
+    /// A point from its samples.
+    pub fn of(
+        algorithm: &str,
+        operation: &str,
+        variant: &str,
+        threads: usize,
+        samples: Vec<SpeedSample>,
+    ) -> PkPoint {
+        let mut point = PkPoint {
+            algorithm: algorithm.into(),
+            operation: operation.into(),
+            variant: variant.into(),
+            threads,
+            samples,
+            ops_per_sec: Summary::of_or_empty(&[]),
+            ops_per_cpu_sec: Summary::of_or_empty(&[]),
+            cpu_cores_used: 0.0,
+            noise: None,
+            sample_rounds: Vec::new(),
+        };
+        point.summarise();
+        point
+    }
+
+    fn summarise(&mut self) {
+        let wall: Vec<f64> = self
+            .samples
+            .iter()
+            .map(SpeedSample::throughput_bytes_per_sec)
+            .collect();
+        let cpu: Vec<f64> = self
+            .samples
+            .iter()
+            .map(SpeedSample::bytes_per_cpu_sec)
+            .collect();
+        self.ops_per_sec = Summary::of_or_empty(&wall);
+        self.ops_per_cpu_sec = Summary::of_or_empty(&cpu);
+        self.cpu_cores_used = super::cores_used(&self.samples);
+    }
+
+    /// Adds the samples of a later round of the same point and recomputes the
+    /// figures over all of them (as [`super::SpeedPoint::absorb`]).
+    pub fn absorb(&mut self, later: PkPoint, round: u32) {
+        if self.sample_rounds.len() < self.samples.len() {
+            self.sample_rounds.resize(self.samples.len(), 0);
+        }
+        self.sample_rounds
+            .extend(std::iter::repeat_n(round, later.samples.len()));
+        self.samples.extend(later.samples);
+        self.summarise();
+        match (&mut self.noise, later.noise) {
+            (Some(n), Some(m)) => n.merge(&m),
+            (n @ None, m) => *n = m,
+            (Some(_), None) => {}
+        }
+    }
+
+    /// Whether this is the same point as `other` (algorithm, operation, variant,
+    /// threads).
+    pub fn same_point(&self, other: &PkPoint) -> bool {
+        self.algorithm == other.algorithm
+            && self.operation == other.operation
+            && self.variant == other.variant
+            && self.threads == other.threads
+    }
+}
+
+/// What a variant did to an operation, against the baseline of the same library.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum MaskEffect {
+    /// The interval excludes 1.0 and the ratio is more than [`MOVED_AT`] from it.
+    Moved(RatioInterval),
+    /// The same code ran: the interval holds 1.0 or the ratio is within
+    /// [`MOVED_AT`] of it.
+    Unmoved(RatioInterval),
+}
+
+impl MaskEffect {
+    /// The effect of a ratio (variant over baseline).
+    pub fn of(ratio: RatioInterval) -> MaskEffect {
+        let outside = ratio.low > 1.0 || ratio.high < 1.0;
+        if outside && (ratio.point - 1.0).abs() > MOVED_AT {
+            MaskEffect::Moved(ratio)
+        } else {
+            MaskEffect::Unmoved(ratio)
+        }
+    }
+}
+
+/// `openssl speed` of the same library and variant, for a cross-check.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct PkCheck {
+    /// Algorithm.
+    pub algorithm: String,
+    /// Operation.
+    pub operation: String,
+    /// Variant.
+    pub variant: String,
+    /// The command that ran (the variant's environment is the record's).
+    pub command: Vec<String>,
+    /// Its operations per second (of its user CPU time).
+    pub openssl_ops_per_sec: f64,
+    /// Ours, per CPU second of the measuring thread (the median over the samples).
+    pub ours_ops_per_cpu_sec: f64,
+    /// Ours over openssl's.
+    pub ratio: f64,
+}
+
+/// Finds a point.
+pub fn point<'a>(
+    points: &'a [PkPoint],
+    algorithm: &str,
+    operation: &str,
+    variant: &str,
+    threads: usize,
+) -> Option<&'a PkPoint> {
+    points.iter().find(|p| {
+        p.algorithm == algorithm
+            && p.operation == operation
+            && p.variant == variant
+            && p.threads == threads
+    })
+}
+
+/// What `variant` did to an operation against `baseline` at `threads`, from the
+/// samples of both (None: a point missing or with fewer than 3 samples).
+pub fn effect(
+    points: &[PkPoint],
+    algorithm: &str,
+    operation: &str,
+    (variant, baseline): (&str, &str),
+    threads: usize,
+) -> Option<MaskEffect> {
+    let rates = |v: &str| -> Option<Vec<f64>> {
+        let p = point(points, algorithm, operation, v, threads)?;
+        Some(
+            p.samples
+                .iter()
+                .map(SpeedSample::throughput_bytes_per_sec)
+                .collect(),
+        )
+    };
+    RatioInterval::bootstrap(
+        &rates(variant)?,
+        &rates(baseline)?,
+        Pairing::Independent,
+        DEFAULT_SEED,
+    )
+    .map(MaskEffect::of)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn samples(rates: &[u64]) -> Vec<SpeedSample> {
+        rates
+            .iter()
+            .map(|&ops| SpeedSample {
+                ops,
+                bytes: ops,
+                elapsed_ns: 100_000_000,
+                cpu_ns: 50_000_000,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_point_counts_operations_per_wall_and_cpu_second() {
+        let p = PkPoint::of("x25519", "derive", "accel", 1, samples(&[100, 110, 90]));
+        assert_eq!(p.ops_per_sec.median, 1000.0);
+        assert_eq!(p.ops_per_cpu_sec.median, 2000.0);
+        assert!((p.cpu_cores_used - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_later_round_adds_its_samples() {
+        let mut p = PkPoint::of("x25519", "derive", "accel", 1, samples(&[100, 100]));
+        p.absorb(
+            PkPoint::of("x25519", "derive", "accel", 1, samples(&[300])),
+            1,
+        );
+        assert_eq!(p.samples.len(), 3);
+        assert_eq!(p.sample_rounds, vec![0, 0, 1]);
+        assert_eq!(p.ops_per_sec.median, 1000.0);
+    }
+
+    #[test]
+    fn a_mask_moves_an_operation_only_clearly_and_by_more_than_five_percent() {
+        let pts = vec![
+            PkPoint::of(
+                "rsa-2048",
+                "sign",
+                "accel",
+                1,
+                samples(&[100, 101, 99, 100]),
+            ),
+            PkPoint::of(
+                "rsa-2048",
+                "sign",
+                "nopkaccel",
+                1,
+                samples(&[60, 61, 59, 60]),
+            ),
+            PkPoint::of("rsa-2048", "sign", "noaesni", 1, samples(&[98, 99, 97, 98])),
+            PkPoint::of("rsa-2048", "sign", "other", 1, samples(&[90, 110, 100, 95])),
+        ];
+        let of = |v| effect(&pts, "rsa-2048", "sign", (v, "accel"), 1).unwrap();
+        assert!(matches!(of("nopkaccel"), MaskEffect::Moved(r) if (r.point - 0.6).abs() < 0.01));
+        // Clearly lower, but by 2 %: the same code.
+        assert!(matches!(of("noaesni"), MaskEffect::Unmoved(_)));
+        // Spread over 1.0.
+        assert!(matches!(of("other"), MaskEffect::Unmoved(_)));
+        assert!(effect(&pts, "rsa-2048", "verify", ("nopkaccel", "accel"), 1).is_none());
+    }
+}
