@@ -224,6 +224,58 @@ fn speed_judges_noaesni_by_effect_on_this_library() {
     finish(&dir);
 }
 
+/// `speed --pk` on this stack's library: on 3.5 and later, ML-KEM-768's three
+/// operations and ML-DSA-65's two measured beside X25519 from the library itself.
+#[test]
+fn public_key_operations_run_on_this_library() {
+    let Some(_turn) = on_a_stack("the public-key platform test") else {
+        return;
+    };
+    assert!(
+        at_least_3_5(),
+        "the stacks beyond the host's have OpenSSL 3.5 or later"
+    );
+    let dir = scratch("pk");
+    let (_, r) = measure(
+        &dir,
+        &[
+            "speed",
+            "--pk",
+            "ml-kem-768,ml-dsa-65,x25519",
+            "--variants",
+            "accel",
+            "--threads",
+            "1",
+            "--samples",
+            "3",
+            "--sample-ms",
+            "40",
+            "--warmup-ms",
+            "10",
+        ],
+    );
+    let speed = r.speed.expect("speed results");
+    for (algorithm, operation) in [
+        ("ml-kem-768", "keygen"),
+        ("ml-kem-768", "encaps"),
+        ("ml-kem-768", "decaps"),
+        ("ml-dsa-65", "sign"),
+        ("ml-dsa-65", "verify"),
+        ("x25519", "derive"),
+    ] {
+        let p =
+            cipherbench_model::speed::pk::point(&speed.pk_points, algorithm, operation, "accel", 1)
+                .unwrap_or_else(|| panic!("no {algorithm} {operation} point"));
+        assert!(
+            p.samples.len() == 3 && p.ops_per_sec.median > 100.0,
+            "{algorithm} {operation}: {:?}",
+            p.ops_per_sec
+        );
+    }
+    assert!(speed.unavailable.is_empty(), "{:?}", speed.unavailable);
+    finish(&dir);
+}
+
 /// noaesni took effect, and AES-128-GCM at 16 KiB, one thread, encrypt gains more
 /// than 2x from AES-NI.
 fn check_speed(r: &RunRecord) {
