@@ -173,3 +173,36 @@ pub fn assert_one_line_error(out: &Output, needle: &str) {
         lines[0]
     );
 }
+
+/// Runs `cmd`, asserting it succeeded (its stdout and stderr in the failure).
+pub fn run_ok(cmd: &mut Command) -> Output {
+    let out = cmd.output().expect("the command starts");
+    assert!(
+        out.status.success(),
+        "{cmd:?} failed:\n{}\n{}",
+        String::from_utf8_lossy(&out.stdout),
+        stderr(&out)
+    );
+    out
+}
+
+/// The newest upstream OpenSSL build under `target/openssl-upstream/`, or a failure
+/// saying how to make it.
+pub fn upstream_build() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let base = target.join("openssl-upstream");
+    let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file() && p.join("bin/openssl").is_file());
+    builds.sort();
+    match builds.pop() {
+        Some(p) => p.canonicalize().expect("the build's directory"),
+        None => panic!(
+            "no upstream OpenSSL build in {}: run `make openssl-upstream` (scripts/build-openssl.sh) first; `make test` does",
+            base.display()
+        ),
+    }
+}

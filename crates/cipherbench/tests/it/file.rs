@@ -9,19 +9,13 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{bin, data, stderr, Scratch};
+use crate::common::{bin, data, run_ok, stderr, Scratch};
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output, Stdio};
-
-fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    assert!(out.status.success(), "{cmd:?} failed: {}", stderr(&out));
-    out
-}
+use std::process::Stdio;
 
 const C: usize = 64 * 1024;
 

@@ -18,48 +18,22 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{assert_nothing_left, assert_one_line_error, bin_in as bin, scratch, stderr};
+use crate::common::{
+    assert_nothing_left, assert_one_line_error, bin_in as bin, run_ok, scratch, stderr,
+};
 use cipherbench_model::env::PartLibrary;
 use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-/// The upstream OpenSSL build under `target/openssl-upstream/` (the newest), or a
-/// failure saying how to make it.
 fn upstream() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let base = target.join("openssl-upstream");
-    let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file() && p.join("bin/openssl").is_file());
-    builds.sort();
-    match builds.pop() {
-        Some(p) => p.canonicalize().unwrap(),
-        None => panic!(
-            "no upstream OpenSSL build in {}: run `make openssl-upstream` (scripts/build-openssl.sh) first; `make test` does",
-            base.display()
-        ),
-    }
+    crate::common::upstream_build()
 }
 
 fn record(results: &Path) -> RunRecord {
     let text = std::fs::read_to_string(results.join("run.json")).unwrap();
     RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
-
-fn run_ok(cmd: &mut Command) -> Output {
-    let out = cmd.output().unwrap();
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(&out)
-    );
-    out
 }
 
 /// The parts of a record that ran under `asked`, by part name.

@@ -9,14 +9,15 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{assert_nothing_left, assert_one_line_error, bin_in, scratch, stderr};
+use crate::common::{
+    assert_nothing_left, assert_one_line_error, bin_in, run_ok, scratch, stderr, upstream_build,
+};
 use cipherbench_crypto::pk::{self, PkAlgorithm};
 use cipherbench_model::speed::pk::{effect, MaskEffect};
 use cipherbench_model::speed::SpeedResults;
 use cipherbench_model::variant::Verdict;
 use cipherbench_model::RunRecord;
-use std::path::{Path, PathBuf};
-use std::process::Output;
+use std::path::Path;
 
 fn speed(record: &Path) -> SpeedResults {
     let text = std::fs::read_to_string(record.join("run.json")).unwrap();
@@ -24,31 +25,6 @@ fn speed(record: &Path) -> SpeedResults {
         .expect("run.json reads under the schema")
         .speed
         .expect("a speed section")
-}
-
-fn ok(out: Output) -> Output {
-    assert!(
-        out.status.success(),
-        "{}\n{}",
-        String::from_utf8_lossy(&out.stdout),
-        stderr(&out)
-    );
-    out
-}
-
-/// The newest upstream build under `target/openssl-upstream/`.
-fn upstream() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let mut builds: Vec<PathBuf> = std::fs::read_dir(target.join("openssl-upstream"))
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file() && p.join("bin/openssl").is_file());
-    builds.sort();
-    builds
-        .pop()
-        .expect("an upstream OpenSSL build: run `make openssl-upstream` (make test does)")
 }
 
 const QUICK: [&str; 8] = [
@@ -71,13 +47,13 @@ fn every_operation_is_measured_in_each_variant_and_the_mask_s_effect_is_said() {
     let _alone = crate::turns::alone();
     let dir = scratch("pk", "all");
     let results = dir.join("results");
-    let out = ok(bin_in(&dir)
-        .args(["-q", "speed", "--pk", "--variants", "accel,noifma"])
-        .args(QUICK)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap());
+    let out = run_ok(
+        bin_in(&dir)
+            .args(["-q", "speed", "--pk", "--variants", "accel,noifma"])
+            .args(QUICK)
+            .arg("--results")
+            .arg(&results),
+    );
     let s = speed(&results);
     let lacks_ml_kem = pk::available(PkAlgorithm::MlKem768).is_err();
     for a in pk::ALL {
@@ -175,21 +151,21 @@ fn ml_kem_and_ml_dsa_on_upstream_agree_with_openssl_speed() {
     let _alone = crate::turns::alone();
     let dir = scratch("pk", "upstream");
     let results = dir.join("results");
-    ok(bin_in(&dir)
-        .args([
-            "-q",
-            "speed",
-            "--pk",
-            "ml-kem-768,ml-dsa-65",
-            "--check-openssl",
-        ])
-        .arg("--openssl")
-        .arg(upstream())
-        .args(QUICK)
-        .arg("--results")
-        .arg(&results)
-        .output()
-        .unwrap());
+    run_ok(
+        bin_in(&dir)
+            .args([
+                "-q",
+                "speed",
+                "--pk",
+                "ml-kem-768,ml-dsa-65",
+                "--check-openssl",
+            ])
+            .arg("--openssl")
+            .arg(upstream_build())
+            .args(QUICK)
+            .arg("--results")
+            .arg(&results),
+    );
     let s = speed(&results);
     for (a, ops) in [
         ("ml-kem-768", ["keygen", "encaps", "decaps"].as_slice()),
