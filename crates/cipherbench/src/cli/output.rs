@@ -74,6 +74,10 @@ pub fn measure(
     finish(&mut session, outcome, show)
 }
 
+/// Set once a command printed its results as JSON: stdout then holds that document
+/// alone, and where the results went is said on stderr.
+static JSON_ON_STDOUT: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
 /// Prints one layer's results: pretty JSON with `--json`, else the text table;
 /// nothing if the layer has none.
 pub fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T) -> String) {
@@ -85,6 +89,7 @@ pub fn summary<T: Serialize>(json: bool, value: Option<&T>, text: impl FnOnce(&T
             "{}",
             serde_json::to_string_pretty(value).unwrap_or_default()
         );
+        JSON_ON_STDOUT.store(true, std::sync::atomic::Ordering::Relaxed);
     } else {
         out!("{}", text(value));
     }
@@ -111,8 +116,14 @@ pub fn finish(
     if session.has_measurements() {
         summary(session);
         if let Some(dir) = session.dir() {
-            outln!("\nresults: {}", dir.display());
-            outln!("report:  {}", dir.join("report.html").display());
+            let report = dir.join("report.html");
+            if JSON_ON_STDOUT.load(std::sync::atomic::Ordering::Relaxed) {
+                errln!("results: {}", dir.display());
+                errln!("report:  {}", report.display());
+            } else {
+                outln!("\nresults: {}", dir.display());
+                outln!("report:  {}", report.display());
+            }
         }
     }
     outcome.map(|()| ExitCode::SUCCESS)

@@ -795,3 +795,36 @@ fn the_many_cores_script_plans_a_big_machine_within_ten_minutes() {
         assert!(out.stdout.is_empty());
     }
 }
+
+/// With `--json`, stdout is the results document alone (a script can parse it);
+/// where the results went is said on stderr.
+#[test]
+fn with_json_stdout_holds_the_document_alone() {
+    let dir = scratch("json-alone");
+    let results = dir.join("results");
+    let out = bin()
+        .args(["-q", "speed", "--cipher", "aes-128-gcm", "--sizes", "1KiB"])
+        .args([
+            "--threads",
+            "1",
+            "--samples",
+            "1",
+            "--sample-ms",
+            "20",
+            "--json",
+        ])
+        .arg("--results")
+        .arg(&results)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let doc: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap_or_else(|e| {
+        panic!(
+            "stdout is not one JSON document ({e}): {}",
+            String::from_utf8_lossy(&out.stdout)
+        )
+    });
+    assert!(doc["points"].as_array().is_some_and(|p| !p.is_empty()));
+    assert!(stderr(&out).contains(&format!("results: {}", results.display())));
+    let _ = std::fs::remove_dir_all(&dir);
+}
