@@ -101,11 +101,14 @@ fn effect_text(e: Option<MaskEffect>) -> String {
     match e {
         Some(MaskEffect::Moved(r)) => format!("{:.2}x [{:.2}-{:.2}]", r.point, r.low, r.high),
         Some(MaskEffect::Unmoved(_)) => "unmoved".into(),
+        Some(MaskEffect::Unclear(r)) => {
+            format!("unclear {:.2}x [{:.2}-{:.2}]", r.point, r.low, r.high)
+        }
         None => "-".into(),
     }
 }
 
-/// The algorithms no masked variant moved at all: named in words under the table.
+/// The algorithms every masked variant left unmoved: named in words under the table.
 fn unmoved_algorithms(results: &SpeedResults, rows: &[Row]) -> Vec<String> {
     if masked(results).is_empty() {
         return Vec::new();
@@ -113,13 +116,12 @@ fn unmoved_algorithms(results: &SpeedResults, rows: &[Row]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for algorithm in &results.config.public_key {
         let mine: Vec<&Row> = rows.iter().filter(|r| &r.algorithm == algorithm).collect();
-        let judged = mine.iter().all(|r| r.effects.iter().all(Option::is_some));
-        let moved = mine.iter().any(|r| {
+        let unmoved = mine.iter().all(|r| {
             r.effects
                 .iter()
-                .any(|e| matches!(e, Some(MaskEffect::Moved(_))))
+                .all(|e| matches!(e, Some(MaskEffect::Unmoved(_))))
         });
-        if !mine.is_empty() && judged && !moved {
+        if !mine.is_empty() && unmoved {
             out.push(algorithm.clone());
         }
     }
@@ -194,7 +196,7 @@ pub fn text(results: &SpeedResults) -> String {
     if !masked.is_empty() {
         out.push_str(&format!(
             "(a mask's column: the variant over accel of the same library at 1 thread, with its 95 % interval; \
-'unmoved' where the interval holds 1.0 or the ratio is within ±{:.0} % of it: the same code ran)\n",
+'unmoved' where the ratio is within ±{:.0} % of 1.0: the same code ran; 'unclear' where the interval holds 1.0 but the ratio is further: too spread to say)\n",
             MOVED_AT * 100.0
         ));
     }
@@ -235,7 +237,7 @@ pub fn html(results: &SpeedResults) -> String {
 ML-KEM's key generation, encapsulation and decapsulation (the post-quantum half of X25519MLKEM768), \
 ML-DSA, ECDSA and RSA signing and verification, X25519 and P-256 key agreement. \
 A mask's column is the variant over accel of the same library at one thread, with its 95 % interval; \
-<i>unmoved</i> where the same code ran.</p><table><tr><th>algorithm</th><th>operation</th>",
+<i>unmoved</i> where the same code ran, <i>unclear</i> where the samples spread too widely to say.</p><table><tr><th>algorithm</th><th>operation</th>",
     );
     for v in &results.config.variants {
         for t in &results.config.threads {

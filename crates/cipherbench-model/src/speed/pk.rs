@@ -114,19 +114,22 @@ impl PkPoint {
 pub enum MaskEffect {
     /// The interval excludes 1.0 and the ratio is more than [`MOVED_AT`] from it.
     Moved(RatioInterval),
-    /// The same code ran: the interval holds 1.0 or the ratio is within
-    /// [`MOVED_AT`] of it.
+    /// The same code ran: the ratio is within [`MOVED_AT`] of 1.0.
     Unmoved(RatioInterval),
+    /// The samples spread too widely to say: the interval holds 1.0 but the ratio is
+    /// more than [`MOVED_AT`] from it.
+    Unclear(RatioInterval),
 }
 
 impl MaskEffect {
     /// The effect of a ratio (variant over baseline).
     pub fn of(ratio: RatioInterval) -> MaskEffect {
         let outside = ratio.low > 1.0 || ratio.high < 1.0;
-        if outside && (ratio.point - 1.0).abs() > MOVED_AT {
-            MaskEffect::Moved(ratio)
-        } else {
-            MaskEffect::Unmoved(ratio)
+        let far = (ratio.point - 1.0).abs() > MOVED_AT;
+        match (outside, far) {
+            (true, true) => MaskEffect::Moved(ratio),
+            (false, true) => MaskEffect::Unclear(ratio),
+            (_, false) => MaskEffect::Unmoved(ratio),
         }
     }
 }
@@ -248,13 +251,16 @@ mod tests {
             ),
             PkPoint::of("rsa-2048", "sign", "noaesni", 1, samples(&[98, 99, 97, 98])),
             PkPoint::of("rsa-2048", "sign", "other", 1, samples(&[90, 110, 100, 95])),
+            PkPoint::of("rsa-2048", "sign", "wide", 1, samples(&[40, 130, 60, 120])),
         ];
         let of = |v| effect(&pts, "rsa-2048", "sign", (v, "accel"), 1).unwrap();
         assert!(matches!(of("nopkaccel"), MaskEffect::Moved(r) if (r.point - 0.6).abs() < 0.01));
         // Clearly lower, but by 2 %: the same code.
         assert!(matches!(of("noaesni"), MaskEffect::Unmoved(_)));
-        // Spread over 1.0.
+        // Spread over 1.0, the ratio near it.
         assert!(matches!(of("other"), MaskEffect::Unmoved(_)));
+        // Far from 1.0, but too spread to say.
+        assert!(matches!(of("wide"), MaskEffect::Unclear(_)));
         assert!(effect(&pts, "rsa-2048", "verify", ("nopkaccel", "accel"), 1).is_none());
     }
 }
