@@ -28,6 +28,11 @@ packages=(
   # tunnel is compared with (wireguard-go itself is built from its Go module).
   wireguard-tools
 )
+# `tls --key-store pkcs11` without engines: pkcs11-provider, packaged from Debian 13
+# (Debian 12 has only the engine, which cipherbench uses there).
+if [[ -r /etc/os-release ]] && . /etc/os-release && [[ "${ID:-}" == debian && "${VERSION_ID:-0}" -ge 13 ]]; then
+  packages+=(pkcs11-provider)
+fi
 if [[ "$mode" == test ]]; then
   # tshark: the tunnel's independent wire check; chromium: the report's browser test.
   # openssh-server: the tests' own SSH hosts (sshd in network namespaces, started

@@ -160,8 +160,13 @@ pub struct ServerRecord {
 pub struct KeyStoreCheck {
     /// The PKCS#11 module (`--pkcs11-module`, or SoftHSM2's).
     pub module: String,
-    /// OpenSSL's pkcs11 engine (libp11).
+    /// What loaded the module: OpenSSL's pkcs11 engine (libp11), or pkcs11-provider's
+    /// module (see `through`).
     pub engine: String,
+    /// `provider` (pkcs11-provider) or `engine` (libp11's engine); `engine` in records
+    /// written before the provider was used.
+    #[serde(default = "engine_name")]
+    pub through: String,
     /// The processes checked (nginx's one serving process).
     pub pids: Vec<u32>,
     /// Every one of them had the module and the engine mapped, and the config named
@@ -169,6 +174,10 @@ pub struct KeyStoreCheck {
     pub served: bool,
     /// One sentence: what was seen.
     pub explanation: String,
+}
+
+fn engine_name() -> String {
+    "engine".into()
 }
 
 /// A latency distribution, from an HDR histogram with microsecond resolution and

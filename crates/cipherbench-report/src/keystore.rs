@@ -56,8 +56,9 @@ impl SweepRow {
 /// What the check by effect said of a module's nginx.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Served {
-    /// The module and engine were mapped in the serving process.
-    Yes,
+    /// The module and the engine or provider (named) were mapped in the serving
+    /// process.
+    Yes(String),
     /// They were not; the explanation.
     No(String),
     /// No check recorded (an older record).
@@ -76,7 +77,7 @@ impl Served {
             })
             .and_then(|s| s.key_store_check.as_ref())
         {
-            Some(c) if c.served => Served::Yes,
+            Some(c) if c.served => Served::Yes(c.through.clone()),
             Some(c) => Served::No(c.explanation.clone()),
             None => Served::Unknown,
         }
@@ -84,7 +85,7 @@ impl Served {
 
     fn text(&self) -> String {
         match self {
-            Served::Yes => "module served the key".into(),
+            Served::Yes(through) => format!("module served the key, through the {through}"),
             Served::No(why) => format!("NOT SHOWN TO SERVE THE KEY: {why}"),
             Served::Unknown => "module not checked".into(),
         }
@@ -92,7 +93,10 @@ impl Served {
 
     fn html(&self) -> String {
         match self {
-            Served::Yes => "<span class=\"ok\">yes</span>".into(),
+            Served::Yes(through) => format!(
+                "<span class=\"ok\">yes</span>, through the {}",
+                escape(through)
+            ),
             Served::No(why) => format!("<span class=\"bad\">no</span>: {}", escape(why)),
             Served::Unknown => "not checked".into(),
         }
@@ -410,6 +414,7 @@ mod tests {
             rec.key_store_check = Some(KeyStoreCheck {
                 module: "/m.so".into(),
                 engine: "/e.so".into(),
+                through: "engine".into(),
                 pids: vec![7],
                 served,
                 explanation: if served {
@@ -430,7 +435,7 @@ mod tests {
         let rows = sweep_rows(t.sweep.as_ref().unwrap(), &t.servers);
         assert_eq!(rows.len(), 1);
         assert!((rows[0].ratio.unwrap() - 0.8).abs() < 1e-9);
-        assert_eq!(rows[0].served, Served::Yes);
+        assert_eq!(rows[0].served, Served::Yes("engine".into()));
         let text = text_sweep(&t) + &text_ramp(&t);
         assert!(text.contains("pkcs11/file 0.80x"), "{text}");
         assert!(text.contains("module served the key"), "{text}");

@@ -276,6 +276,72 @@ fn public_key_operations_run_on_this_library() {
     finish(&dir);
 }
 
+/// `--key-store pkcs11` on this stack: the key in a SoftHSM2 token served nginx's
+/// handshakes, checked by effect, through pkcs11-provider where it is installed (the
+/// Debian 13 root) and the engine elsewhere (Debian 12, upstream builds on it).
+#[test]
+fn a_key_in_a_pkcs11_token_serves_through_the_provider_where_installed() {
+    let Some(_turn) = on_a_stack("the PKCS#11 platform test") else {
+        return;
+    };
+    if !can_run("the PKCS#11 platform test", &["nginx", "softhsm2-util"]) {
+        return;
+    }
+    let dir = scratch("pkcs11");
+    let (_, r) = measure(
+        &dir,
+        &[
+            "tls",
+            "handshake",
+            "--keys",
+            "rsa2048",
+            "--groups",
+            "x25519",
+            "--sessions",
+            "full",
+            "--key-store",
+            "pkcs11",
+            "--variants",
+            "accel",
+            "--window",
+            "500ms",
+            "--probe",
+            "200ms",
+            "--warmup",
+            "100ms",
+        ],
+    );
+    let tls = r.tls.expect("tls results");
+    let server = tls
+        .servers
+        .iter()
+        .find(|s| s.key_store == "pkcs11")
+        .expect("an nginx with its key in the token");
+    let check = server.key_store_check.as_ref().expect("checked by effect");
+    assert!(check.served, "{}", check.explanation);
+    let provider = cipherbench::tls::keystore::PKCS11_PROVIDERS
+        .iter()
+        .any(|p| Path::new(p).is_file());
+    if platform().is_some() {
+        assert!(
+            provider,
+            "the Debian 13 root has pkcs11-provider (install-deps.sh)"
+        );
+    }
+    let expected = if provider { "provider" } else { "engine" };
+    assert_eq!(check.through, expected, "{}", check.explanation);
+    let h = tls.handshake.expect("handshakes");
+    let p = h
+        .point("rsa2048", "X25519", "full", "pkcs11", "accel")
+        .expect("the pkcs11 point");
+    assert!(
+        p.handshakes_per_sec > 0.0 && p.point.errors == 0,
+        "{:?}",
+        p.point.errors_by_reason
+    );
+    finish(&dir);
+}
+
 /// noaesni took effect, and AES-128-GCM at 16 KiB, one thread, encrypt gains more
 /// than 2x from AES-NI.
 fn check_speed(r: &RunRecord) {

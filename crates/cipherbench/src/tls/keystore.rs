@@ -185,6 +185,12 @@ pub const PKCS11_ENGINES: &[&str] = &[
     "/usr/lib64/engines-3/pkcs11.so",
     "/usr/lib/engines-3/pkcs11.so",
 ];
+/// pkcs11-provider's module (Debian 13 and later), in OpenSSL's modules directory.
+pub const PKCS11_PROVIDERS: &[&str] = &[
+    "/usr/lib/x86_64-linux-gnu/ossl-modules/pkcs11.so",
+    "/usr/lib/aarch64-linux-gnu/ossl-modules/pkcs11.so",
+    "/usr/lib64/ossl-modules/pkcs11.so",
+];
 /// The token's label.
 const TOKEN: &str = "cipherbench";
 /// The key object's label.
@@ -195,21 +201,51 @@ const PIN: &str = "1234";
 /// The security officer's PIN of the same token.
 const SO_PIN: &str = "12345678";
 
+/// How OpenSSL reaches the PKCS#11 module.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Through {
+    /// pkcs11-provider (the path of its module): OpenSSL 3's provider interface,
+    /// what OpenSSL 4.0 and RHEL 10 leave; nginx is given a PEM file holding only the
+    /// key's PKCS#11 URI, which the provider's decoder turns into its key.
+    Provider(PathBuf),
+    /// libp11's pkcs11 engine (the path of the engine): OpenSSL's ENGINE API, where
+    /// the provider is not installed (Debian 12); nginx is given `engine:pkcs11:URI`.
+    Engine(PathBuf),
+}
+
+impl Through {
+    /// `provider` or `engine`, as records say.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Through::Provider(_) => "provider",
+            Through::Engine(_) => "engine",
+        }
+    }
+
+    /// The provider's or engine's shared object.
+    pub fn path(&self) -> &Path {
+        match self {
+            Through::Provider(p) | Through::Engine(p) => p,
+        }
+    }
+}
+
 /// What nginx is given for `ssl_certificate_key`, and the environment it needs.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum KeySource {
     /// A PEM file.
     File(PathBuf),
-    /// A key inside a PKCS#11 token, through the `pkcs11` engine.
-    Engine {
-        /// `engine:pkcs11:pkcs11:token=...;object=...;type=private;pin-value=...`.
+    /// A key inside a PKCS#11 token.
+    Pkcs11 {
+        /// `engine:pkcs11:pkcs11:token=...;object=...;type=private;pin-value=...`,
+        /// or the path of the PEM file holding the URI (provider).
         directive: String,
         /// Environment nginx runs with (`OPENSSL_CONF`, `SOFTHSM2_CONF`).
         env: Vec<(String, String)>,
         /// The module, for the record.
         module: PathBuf,
-        /// OpenSSL's pkcs11 engine loading it.
-        engine: PathBuf,
+        /// The provider or engine loading it.
+        through: Through,
     },
 }
 
@@ -218,20 +254,20 @@ impl KeySource {
     pub fn directive(&self) -> String {
         match self {
             KeySource::File(p) => p.display().to_string(),
-            KeySource::Engine { directive, .. } => format!("\"{directive}\""),
+            KeySource::Pkcs11 { directive, .. } => format!("\"{directive}\""),
         }
     }
 
     /// Whether nginx must run as one process (key handles break across `fork`).
     pub fn single_process(&self) -> bool {
-        matches!(self, KeySource::Engine { .. })
+        matches!(self, KeySource::Pkcs11 { .. })
     }
 
     /// Environment for nginx.
     pub fn env(&self) -> &[(String, String)] {
         match self {
             KeySource::File(_) => &[],
-            KeySource::Engine { env, .. } => env,
+            KeySource::Pkcs11 { env, .. } => env,
         }
     }
 }
@@ -245,17 +281,28 @@ fn first_existing(candidates: &[&str]) -> Option<PathBuf> {
 /// PKCS#11, the engine, the module and `softhsm2-util` (which writes the token).
 pub fn check(store: &KeyStore) -> Result<()> {
     if let KeyStore::Pkcs11 { module } = store {
-        engine_path()?;
+        through()?;
         module_path(module.as_deref())?;
         softhsm2_util()?;
     }
     Ok(())
 }
 
-fn engine_path() -> Result<PathBuf> {
-    first_existing(PKCS11_ENGINES).ok_or_else(|| {
-        anyhow::anyhow!("--key-store pkcs11 needs OpenSSL's pkcs11 engine: install libengine-pkcs11-openssl (scripts/install-deps.sh does)")
-    })
+/// pkcs11-provider where it is installed, else the pkcs11 engine.
+pub fn through() -> Result<Through> {
+    through_of(
+        first_existing(PKCS11_PROVIDERS),
+        first_existing(PKCS11_ENGINES),
+    )
+}
+
+/// The choice of [`through`], from what is installed. Pure.
+fn through_of(provider: Option<PathBuf>, engine: Option<PathBuf>) -> Result<Through> {
+    match (provider, engine) {
+        (Some(p), _) => Ok(Through::Provider(p)),
+        (None, Some(e)) => Ok(Through::Engine(e)),
+        (None, None) => bail!("--key-store pkcs11 needs pkcs11-provider (Debian 13 and later) or OpenSSL's pkcs11 engine (libengine-pkcs11-openssl): scripts/install-deps.sh installs the one the system has"),
+    }
 }
 
 fn module_path(flag: Option<&Path>) -> Result<PathBuf> {
@@ -289,7 +336,7 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
         KeyStore::File => return Ok(KeySource::File(workspace.dir().join("key.pem"))),
         KeyStore::Pkcs11 { module } => module_path(module.as_deref())?,
     };
-    let engine = engine_path()?;
+    let through = through()?;
     let util = softhsm2_util()?;
     let dir = workspace.dir().join("pkcs11");
     let tokens = dir.join("tokens");
@@ -298,7 +345,11 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
     std::fs::write(&softhsm_conf, softhsm2_conf(&tokens))
         .with_context(|| format!("writing {}", softhsm_conf.display()))?;
     let openssl_conf = dir.join("openssl.cnf");
-    std::fs::write(&openssl_conf, openssl_conf_text(&engine, &module))
+    let conf = match &through {
+        Through::Engine(engine) => openssl_conf_text(engine, &module),
+        Through::Provider(provider) => provider_conf_text(provider, &module),
+    };
+    std::fs::write(&openssl_conf, conf)
         .with_context(|| format!("writing {}", openssl_conf.display()))?;
     let module_arg = module.display().to_string();
     let run = |args: &[&str], what: &str| -> Result<()> {
@@ -344,16 +395,30 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
         ],
         "import the server key into the token",
     )?;
-    Ok(KeySource::Engine {
-        directive: format!(
+    let directive = match &through {
+        Through::Engine(_) => format!(
             "engine:pkcs11:pkcs11:token={TOKEN};object={OBJECT};type=private;pin-value={PIN}"
         ),
+        Through::Provider(_) => {
+            let uri_pem = dir.join("key-uri.pem");
+            std::fs::write(
+                &uri_pem,
+                uri_pem_text(&format!(
+                    "pkcs11:token={TOKEN};object={OBJECT};type=private"
+                )),
+            )
+            .with_context(|| format!("writing {}", uri_pem.display()))?;
+            uri_pem.display().to_string()
+        }
+    };
+    Ok(KeySource::Pkcs11 {
+        directive,
         env: vec![
             ("OPENSSL_CONF".into(), openssl_conf.display().to_string()),
             ("SOFTHSM2_CONF".into(), softhsm_conf.display().to_string()),
         ],
         module,
-        engine,
+        through,
     })
 }
 
@@ -363,7 +428,13 @@ pub fn prepare(store: &KeyStore, workspace: &Workspace) -> Result<KeySource> {
 /// [`Server::start`] completed was signed (or decrypted) by the module's key. None
 /// for a key in a file.
 pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck> {
-    let KeySource::Engine { module, engine, .. } = source else {
+    let KeySource::Pkcs11 {
+        module,
+        through,
+        directive,
+        ..
+    } = source
+    else {
         return None;
     };
     let mut pids = vec![server.pid()];
@@ -372,12 +443,16 @@ pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck
             pids.push(w);
         }
     }
-    let config_ok =
-        !server.config().contains("key.pem") && server.config().contains("engine:pkcs11:");
+    // The key named only by its URI: `engine:pkcs11:URI`, or the provider's PEM
+    // file, which holds the URI and no key.
+    let config_ok = !server.config().contains("/key.pem") && server.config().contains(directive);
     let mut missing = Vec::new();
     for &pid in &pids {
         let maps = std::fs::read_to_string(format!("/proc/{pid}/maps")).unwrap_or_default();
-        for (what, path) in [("module", module), ("engine", engine)] {
+        for (what, path) in [
+            ("module", module.as_path()),
+            (through.name(), through.path()),
+        ] {
             if !maps_contain(&maps, path) {
                 missing.push(format!("pid {pid} has no {what} {} mapped", path.display()));
             }
@@ -386,10 +461,11 @@ pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck
     let served = config_ok && missing.is_empty();
     let explanation = if served {
         format!(
-            "nginx (pid {}) served handshakes with the module {} and the engine {} mapped, its config naming the key only by its PKCS#11 URI",
+            "nginx (pid {}) served handshakes with the module {} and the {} {} mapped, its config naming the key only by its PKCS#11 URI",
             pids.iter().map(u32::to_string).collect::<Vec<_>>().join(", "),
             module.display(),
-            engine.display()
+            through.name(),
+            through.path().display()
         )
     } else if !config_ok {
         "nginx's config names a key file, not the module's key".to_string()
@@ -401,7 +477,8 @@ pub fn check_served(source: &KeySource, server: &Server) -> Option<KeyStoreCheck
     };
     Some(KeyStoreCheck {
         module: module.display().to_string(),
-        engine: engine.display().to_string(),
+        engine: through.path().display().to_string(),
+        through: through.name().to_string(),
         pids,
         served,
         explanation,
@@ -434,6 +511,67 @@ pub fn openssl_conf_text(engine: &Path, module: &Path) -> String {
     )
 }
 
+/// An OpenSSL config that loads pkcs11-provider beside the default provider, with
+/// `module` and the token's PIN, so that the PEM file holding the key's URI decodes
+/// to the token's key in nginx. Pure.
+pub fn provider_conf_text(provider: &Path, module: &Path) -> String {
+    format!(
+        "# Generated by cipherbench for one run; removed with it.\nopenssl_conf = openssl_init\n\n[openssl_init]\nproviders = provider_section\n\n[provider_section]\ndefault = default_section\npkcs11 = pkcs11_section\n\n[default_section]\nactivate = 1\n\n[pkcs11_section]\nmodule = {}\npkcs11-module-path = {}\npkcs11-module-token-pin = {PIN}\nactivate = 1\n",
+        provider.display(),
+        module.display()
+    )
+}
+
+/// pkcs11-provider's PEM form of a key's URI (`-----BEGIN PKCS#11 PROVIDER
+/// URI-----`), for programs that load keys from files, as nginx before 1.27 does: the
+/// DER of `SEQUENCE { desc VisibleString, uri UTF8String }` (the provider's
+/// `uri2pem.py`). Pure.
+pub fn uri_pem_text(uri: &str) -> String {
+    fn tlv(tag: u8, body: &[u8]) -> Vec<u8> {
+        let mut out = vec![tag];
+        match body.len() {
+            n @ 0..=127 => out.push(n as u8),
+            n @ 128..=255 => out.extend([0x81, n as u8]),
+            n => out.extend([0x82, (n >> 8) as u8, n as u8]),
+        }
+        out.extend_from_slice(body);
+        out
+    }
+    let mut inner = tlv(0x1a, b"PKCS#11 Provider URI v1.0");
+    inner.extend(tlv(0x0c, uri.as_bytes()));
+    let der = tlv(0x30, &inner);
+    let b64 = base64_encode(&der);
+    let mut pem = String::from("-----BEGIN PKCS#11 PROVIDER URI-----\n");
+    for line in b64.as_bytes().chunks(64) {
+        pem.push_str(std::str::from_utf8(line).unwrap_or_default());
+        pem.push('\n');
+    }
+    pem.push_str("-----END PKCS#11 PROVIDER URI-----\n");
+    pem
+}
+
+/// Standard base64 with padding. Pure.
+fn base64_encode(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(bytes.len().div_ceil(3) * 4);
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -452,13 +590,56 @@ mod tests {
         assert!(o.contains("MODULE_PATH = /usr/lib/softhsm/libsofthsm2.so"));
     }
 
+    /// The PEM is byte for byte what pkcs11-provider's uri2pem.py writes for the
+    /// run's URI (and what the provider decoded in Debian 13's nginx 1.26.3).
+    #[test]
+    fn the_uri_pem_is_the_provider_s_format() {
+        assert_eq!(
+            uri_pem_text("pkcs11:token=cipherbench;object=server;type=private"),
+            "-----BEGIN PKCS#11 PROVIDER URI-----\n\
+MFAaGVBLQ1MjMTEgUHJvdmlkZXIgVVJJIHYxLjAMM3BrY3MxMTp0b2tlbj1jaXBo\n\
+ZXJiZW5jaDtvYmplY3Q9c2VydmVyO3R5cGU9cHJpdmF0ZQ==\n\
+-----END PKCS#11 PROVIDER URI-----\n"
+        );
+        assert_eq!(base64_encode(b"ab"), "YWI=");
+        assert_eq!(base64_encode(b"abc"), "YWJj");
+        assert_eq!(base64_encode(b"a"), "YQ==");
+        // A long URI takes the two-byte length form.
+        let long = uri_pem_text(&format!("pkcs11:object={}", "x".repeat(300)));
+        assert!(long.lines().nth(1).unwrap().starts_with("MIIB"), "{long}");
+    }
+
+    #[test]
+    fn the_provider_wins_where_both_are_installed_and_none_is_one_line() {
+        let (p, e) = (PathBuf::from("/p.so"), PathBuf::from("/e.so"));
+        assert_eq!(
+            through_of(Some(p.clone()), Some(e.clone())).unwrap(),
+            Through::Provider(p)
+        );
+        assert_eq!(
+            through_of(None, Some(e.clone())).unwrap(),
+            Through::Engine(e)
+        );
+        let err = through_of(None, None).unwrap_err().to_string();
+        assert!(
+            err.contains("pkcs11-provider") && err.contains("libengine-pkcs11-openssl"),
+            "{err}"
+        );
+        let conf = provider_conf_text(Path::new("/p.so"), Path::new("/m.so"));
+        assert!(
+            conf.contains("module = /p.so\npkcs11-module-path = /m.so\n"),
+            "{conf}"
+        );
+        assert!(conf.contains("[default_section]\nactivate = 1"), "{conf}");
+    }
+
     #[test]
     fn an_engine_key_needs_one_process_and_a_quoted_directive() {
-        let k = KeySource::Engine {
+        let k = KeySource::Pkcs11 {
             directive: "engine:pkcs11:pkcs11:token=t;object=o".into(),
             env: vec![("OPENSSL_CONF".into(), "/x".into())],
             module: PathBuf::from("/m.so"),
-            engine: PathBuf::from("/e.so"),
+            through: Through::Engine(PathBuf::from("/e.so")),
         };
         assert!(k.single_process());
         assert_eq!(k.directive(), "\"engine:pkcs11:pkcs11:token=t;object=o\"");

@@ -634,7 +634,7 @@ fn classify_failure(stderr: &str, spec: &ServerSpec<'_>, port: u16) -> StartErro
             spec.info.library.as_deref().unwrap_or("nginx's OpenSSL")
         ));
     }
-    if let KeySource::Engine { module, .. } = &spec.key_source {
+    if let KeySource::Pkcs11 { module, .. } = &spec.key_source {
         if stderr.contains("ENGINE") || stderr.contains("certificate key") {
             // nginx's emerg line names what failed; the rest is OpenSSL's error stack.
             let said = stderr

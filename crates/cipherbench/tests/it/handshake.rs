@@ -156,16 +156,27 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
         assert_eq!(p.point.errors, 0, "{store}: {:?}", p.point.errors_by_reason);
         assert!(p.handshakes_per_sec > 0.0, "{store}");
     }
-    // The PKCS#11 nginx ran as one process, its key named by the engine, with the
-    // run's own OpenSSL and SoftHSM2 configs (nothing system-wide).
+    // The PKCS#11 nginx ran as one process, its key named by its URI (through the
+    // engine on Debian 12, which has no pkcs11-provider), with the run's own OpenSSL
+    // and SoftHSM2 configs (nothing system-wide).
     let engine = tls
         .servers
         .iter()
-        .find(|s| s.config.contains("engine:pkcs11:"))
+        .find(|s| s.key_store == "pkcs11")
         .expect("an nginx with the key in the token");
     assert!(engine.config.contains("master_process off;"));
     let check = engine.key_store_check.as_ref().expect("checked by effect");
     assert!(check.served, "{}", check.explanation);
+    let provider = cipherbench::tls::keystore::PKCS11_PROVIDERS
+        .iter()
+        .any(|p| Path::new(p).is_file());
+    if provider {
+        assert_eq!(check.through, "provider", "{}", check.explanation);
+        assert!(engine.config.contains("key-uri.pem"));
+    } else {
+        assert_eq!(check.through, "engine", "{}", check.explanation);
+        assert!(engine.config.contains("engine:pkcs11:"));
+    }
     assert!(engine.config.contains("env SOFTHSM2_CONF;"));
     assert!(engine.config.contains("env OPENSSL_CONF;"));
     assert!(!engine.config.contains("key.pem"));
