@@ -140,10 +140,48 @@ fn ramp_ratio(f: &RampRun, o: &RampRun) -> Option<f64> {
     (f.successful > 0).then(|| o.successful as f64 / f.successful as f64)
 }
 
-const HOW: &str = "the key in a PKCS#11 module through OpenSSL's pkcs11 engine, nginx one process (master_process off), against the key in a PEM file, same run, the two taking turns in the point's rounds";
+const HOW: &str = "the key in a PKCS#11 module through pkcs11-provider or OpenSSL's pkcs11 engine, nginx one process (master_process off), against the key in a PEM file, same run, the two taking turns in the point's rounds";
 
 fn first_store(stores: &[String]) -> &str {
     stores.first().map(String::as_str).unwrap_or("file")
+}
+
+/// One line per way the module's key was reached and judged, for the handshake
+/// table: which module, through the provider or the engine, in how many of the
+/// servers started with it; a server not shown to serve its key from the module is
+/// said with what was seen. Empty without a key in a module.
+pub fn text_served(tls: &cipherbench_model::tls::TlsResults) -> String {
+    let mut lines: Vec<(String, usize)> = Vec::new();
+    for c in tls
+        .servers
+        .iter()
+        .filter_map(|s| s.key_store_check.as_ref())
+    {
+        let line = if c.served {
+            format!(
+                "key store pkcs11: the module {} served nginx's key, through the {} {}",
+                c.module, c.through, c.engine
+            )
+        } else {
+            format!(
+                "key store pkcs11: NOT SHOWN TO SERVE THE KEY: {}",
+                c.explanation
+            )
+        };
+        match lines.iter_mut().find(|(l, _)| *l == line) {
+            Some((_, n)) => *n += 1,
+            None => lines.push((line, 1)),
+        }
+    }
+    lines
+        .into_iter()
+        .map(|(l, n)| {
+            format!(
+                "{l} ({n} nginx start{} checked)\n",
+                if n == 1 { "" } else { "s" }
+            )
+        })
+        .collect()
 }
 
 /// The sweep's terminal lines (empty when the run had one key store).

@@ -678,6 +678,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
     }
     if let Some(h) = &t.handshake {
         out.push_str(&crate::handshake::text(h, &records));
+        out.push_str(&crate::keystore::text_served(t));
     }
     let mut names: Vec<String> = records.iter().map(|r| r.name.clone()).collect();
     names.dedup();

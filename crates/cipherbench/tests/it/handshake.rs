@@ -182,6 +182,8 @@ fn a_key_in_a_pkcs11_token_serves_beside_the_key_in_a_file() {
     assert!(!engine.config.contains("key.pem"));
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(stdout.contains("file / pkcs11"), "{stdout}");
+    let through = format!("served nginx's key, through the {}", check.through);
+    assert!(stdout.contains(&through), "{stdout}");
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
