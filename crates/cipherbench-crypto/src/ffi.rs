@@ -13,6 +13,7 @@ use std::ffi::{CStr, CString};
 use std::ptr;
 
 mod pkey;
+pub use pkey::sign_certificate;
 pub(crate) use pkey::{KeySpec, Pkey, PkeyCtx, Purpose};
 
 #[repr(C)]

@@ -33,6 +33,7 @@ pub mod stitched;
 
 pub use ffi::{
     client_hello_extension, constant_time_eq, group_name, negotiated_group, random_bytes,
+    sign_certificate,
 };
 
 /// What can go wrong in a crypto call.

@@ -261,6 +261,13 @@ pub fn available(algorithm: PkAlgorithm) -> Result<(), String> {
     }
 }
 
+/// A fresh key of `algorithm` as PKCS #8 DER: how a caller that works with another
+/// API (the `openssl` crate's `PKey`) gets keys of algorithms that API cannot
+/// generate, ML-DSA among them. `Unavailable` where the library lacks it.
+pub fn private_key_pkcs8(algorithm: PkAlgorithm) -> Result<Vec<u8>, CryptoError> {
+    PkeyCtx::keygen(&algorithm.spec())?.generate()?.pkcs8_der()
+}
+
 /// What is signed: a digest-sized message, as a TLS 1.3 CertificateVerify signs a
 /// transcript hash and `openssl speed` signs a zero SHA-256-sized buffer.
 const TBS: [u8; 32] = [0x5a; 32];
@@ -522,6 +529,20 @@ mod tests {
             }
         }
         assert!(Bench::new(PkAlgorithm::X25519, PkOp::Sign).is_err());
+    }
+
+    #[test]
+    fn a_key_exports_as_pkcs8() {
+        let der = private_key_pkcs8(PkAlgorithm::P256).unwrap();
+        // SEQUENCE, then version 0 and the id-ecPublicKey AlgorithmIdentifier.
+        assert_eq!(der[0], 0x30);
+        assert!(der
+            .windows(7)
+            .any(|w| w == [0x06, 0x07, 0x2a, 0x86, 0x48, 0xce, 0x3d]));
+        match private_key_pkcs8(PkAlgorithm::MlDsa65) {
+            Ok(der) => assert!(der.len() > 32),
+            Err(e) => assert!(matches!(e, CryptoError::Unavailable { .. }), "{e}"),
+        }
     }
 
     /// ML-KEM where the library has it (OpenSSL 3.5 and later); where it does not,

@@ -398,7 +398,13 @@ fn a_tls_sweep_and_handshakes_run_on_this_library() {
     ];
     let hybrid = at_least_3_5();
     if hybrid {
-        args.extend(["--groups", "X25519MLKEM768,x25519", "--keys", "ecdsa-p256"]);
+        // And an ML-DSA certificate beside ECDSA: post-quantum signatures too.
+        args.extend([
+            "--groups",
+            "X25519MLKEM768,x25519",
+            "--keys",
+            "ecdsa-p256,ml-dsa-65",
+        ]);
     }
     let (_, r) = measure(&dir, &args);
     let tls = r.tls.expect("tls results");
@@ -420,6 +426,13 @@ fn a_tls_sweep_and_handshakes_run_on_this_library() {
         assert!(
             hs.points.iter().any(|p| p.group == "X25519MLKEM768"),
             "{:?}",
+            hs.points
+        );
+        assert!(
+            hs.points
+                .iter()
+                .any(|p| p.key == "ml-dsa-65" && p.handshakes_per_sec > 0.0 && p.point.errors == 0),
+            "no ML-DSA-65 handshakes: {:?}",
             hs.points
         );
     }

@@ -72,6 +72,11 @@ extern "C" {
     fn EVP_PKEY_derive_init(ctx: *mut EvpPkeyCtx) -> c_int;
     fn EVP_PKEY_derive_set_peer(ctx: *mut EvpPkeyCtx, peer: *mut EvpPkey) -> c_int;
     fn EVP_PKEY_derive(ctx: *mut EvpPkeyCtx, key: *mut c_uchar, key_len: *mut size_t) -> c_int;
+    fn EVP_PKEY2PKCS8(pkey: *const EvpPkey) -> *mut c_void;
+    fn i2d_PKCS8_PRIV_KEY_INFO(p8: *const c_void, out: *mut *mut c_uchar) -> c_int;
+    fn PKCS8_PRIV_KEY_INFO_free(p8: *mut c_void);
+    fn X509_sign(x: *mut c_void, pkey: *mut c_void, md: *const c_void) -> c_int;
+    fn CRYPTO_free(ptr: *mut c_void, file: *const c_char, line: c_int);
     fn ERR_set_mark() -> c_int;
     fn ERR_pop_to_mark() -> c_int;
 }
@@ -104,6 +109,45 @@ impl Drop for Pkey {
         // SAFETY: we own the key; EVP_PKEY_free accepts it once.
         unsafe { EVP_PKEY_free(self.0) }
     }
+}
+
+impl Pkey {
+    /// The key as PKCS #8 DER (`PrivateKeyInfo`), for a program that takes keys in
+    /// a standard form; the provider's encoder writes it where the key is one.
+    pub(crate) fn pkcs8_der(&self) -> Result<Vec<u8>, CryptoError> {
+        // SAFETY: the key is valid; a NULL result is checked and the info freed.
+        let p8 = unsafe { EVP_PKEY2PKCS8(self.0) };
+        if p8.is_null() {
+            return Err(failed("PKCS #8 encoding"));
+        }
+        let mut out: *mut c_uchar = ptr::null_mut();
+        // SAFETY: p8 is valid; with *out NULL the call allocates the DER.
+        let len = unsafe { i2d_PKCS8_PRIV_KEY_INFO(p8, &mut out) };
+        // SAFETY: p8 came from EVP_PKEY2PKCS8 and is freed once.
+        unsafe { PKCS8_PRIV_KEY_INFO_free(p8) };
+        if len <= 0 || out.is_null() {
+            return Err(failed("PKCS #8 DER"));
+        }
+        // SAFETY: out holds len bytes the library allocated; copied, then freed once.
+        let der = unsafe { std::slice::from_raw_parts(out, len as usize) }.to_vec();
+        // SAFETY: as above (OPENSSL_free).
+        unsafe { CRYPTO_free(out.cast(), c"pkey.rs".as_ptr(), 0) };
+        Ok(der)
+    }
+}
+
+/// Signs a certificate with no digest of its own (`X509_sign` with a NULL digest),
+/// as ML-DSA, Ed25519 and the other one-shot signature algorithms need.
+///
+/// # Safety
+/// `x509` is a live `X509 *` and `pkey` a live `EVP_PKEY *` with a private key, for
+/// the length of the call.
+pub unsafe fn sign_certificate(x509: *mut c_void, pkey: *mut c_void) -> Result<(), CryptoError> {
+    // SAFETY: the caller holds both live; a NULL digest is the documented way.
+    if unsafe { X509_sign(x509, pkey, ptr::null()) } <= 0 {
+        return Err(failed("signing the certificate"));
+    }
+    Ok(())
 }
 
 /// A context ready for one kind of operation, repeated.

@@ -51,7 +51,7 @@ pub struct HandshakeArgs {
     /// ECDHE-ECDSA-AES128-GCM-SHA256, by key).
     #[arg(long, default_value = "tls1.3")]
     pub protocol: String,
-    /// Server keys: rsa2048, ecdsa-p256.
+    /// Server keys: rsa2048, ecdsa-p256, ml-dsa-65 (OpenSSL 3.5 and later, TLS 1.3).
     #[arg(long, value_name = "LIST", default_value = "rsa2048,ecdsa-p256")]
     pub keys: String,
     /// Key-exchange groups, as OpenSSL names them: x25519, p-256, p-384, x448, and
@@ -118,6 +118,37 @@ pub struct HandshakeArgs {
     pub output: OutputArgs,
 }
 
+/// Parses `--keys`: each once, in order; ML-DSA only in TLS 1.3 and only where the
+/// library here (which makes the certificate, and is nginx's with one `--openssl`)
+/// has it.
+fn parse_keys(text: &str, protocol: Protocol) -> Result<Vec<KeyType>> {
+    let mut keys = Vec::new();
+    for k in text.split(',') {
+        let k = KeyType::parse(k).map_err(|e| anyhow!("--keys: {e}"))?;
+        if protocol == Protocol::Tls12 && !k.in_tls12() {
+            bail!(
+                "--keys {}: ML-DSA signs in TLS 1.3 only (no TLS 1.2 suite names it): drop --protocol tls1.2",
+                k.name()
+            );
+        }
+        if !keys.contains(&k) {
+            keys.push(k);
+        }
+    }
+    if keys.contains(&KeyType::MlDsa65) {
+        if let Err(reason) =
+            cipherbench_crypto::pk::available(cipherbench_crypto::pk::PkAlgorithm::MlDsa65)
+        {
+            bail!(
+                "--keys ml-dsa-65: {} has no ML-DSA ({}; OpenSSL has it since 3.5): give such a build with --openssl DIR",
+                cipherbench_crypto::info::library_version(),
+                reason.split(':').next_back().unwrap_or(&reason).trim()
+            );
+        }
+    }
+    Ok(keys)
+}
+
 /// Where nginx's key is: `tls handshake`, `tls sweep` and `tls ramp` alike.
 #[derive(Debug, Args)]
 pub struct KeyStoreArgs {
@@ -151,13 +182,7 @@ impl HandshakeArgs {
             "tls1.2" | "tlsv1.2" | "1.2" => Protocol::Tls12,
             t => bail!("--protocol: unknown '{t}': use tls1.3 or tls1.2"),
         };
-        let mut keys = Vec::new();
-        for k in self.keys.split(',') {
-            let k = KeyType::parse(k).map_err(|e| anyhow!("--keys: {e}"))?;
-            if !keys.contains(&k) {
-                keys.push(k);
-            }
-        }
+        let keys = parse_keys(&self.keys, protocol)?;
         let mut groups = Vec::new();
         for g in self.groups.split(',') {
             let g = Group::parse(g)?;
@@ -183,6 +208,9 @@ impl HandshakeArgs {
         let key_stores = self.key_store.stores()?;
         if self.cores > 1 && any_single_process(&key_stores) {
             return Err(keystore::one_process_only("use --cores 1"));
+        }
+        if any_single_process(&key_stores) && keys.contains(&KeyType::MlDsa65) {
+            bail!("--keys ml-dsa-65 with --key-store pkcs11: the token is written with softhsm2-util, which imports RSA and EC keys only; measure ML-DSA with --key-store file");
         }
         let window = flag_duration("window", &self.window, Duration::from_millis(100))?;
         let sweep = SweepPlan {

@@ -1,15 +1,17 @@
-//! The server's certificate: a fresh key (RSA 2048 by default, ECDSA P-256 as an
-//! option) and a self-signed certificate for 127.0.0.1/localhost, written as PEM for
-//! nginx. Made per run, never reused, never trusted by anything else.
+//! The server's certificate: a fresh key (RSA 2048 by default, ECDSA P-256 or
+//! ML-DSA-65 as options) and a self-signed certificate for 127.0.0.1/localhost,
+//! written as PEM for nginx. Made per run, never reused, never trusted by anything else.
 
 use super::suite::KeyType;
 use anyhow::{Context, Result};
+use cipherbench_crypto::pk::PkAlgorithm;
+use foreign_types::ForeignType;
 use openssl::asn1::Asn1Time;
 use openssl::bn::{BigNum, MsbOption};
 use openssl::ec::{EcGroup, EcKey};
 use openssl::hash::MessageDigest;
 use openssl::nid::Nid;
-use openssl::pkey::{PKey, Private};
+use openssl::pkey::{Id, PKey, Private};
 use openssl::rsa::Rsa;
 use openssl::x509::extension::SubjectAlternativeName;
 use openssl::x509::{X509NameBuilder, X509};
@@ -23,6 +25,20 @@ pub fn key(kind: KeyType) -> Result<PKey<Private>> {
         KeyType::EcdsaP256 => {
             let group = EcGroup::from_curve_name(Nid::X9_62_PRIME256V1)?;
             PKey::from_ec_key(EcKey::generate(&group)?)?
+        }
+        // The `openssl` crate cannot generate ML-DSA: libcrypto does, through the
+        // crypto crate, and the key comes over as PKCS #8.
+        KeyType::MlDsa65 => {
+            let der = cipherbench_crypto::pk::private_key_pkcs8(PkAlgorithm::MlDsa65).map_err(
+                |e| match e {
+                    cipherbench_crypto::CryptoError::Unavailable { .. } => anyhow::anyhow!(
+                        "ml-dsa-65 keys need OpenSSL 3.5 or later, and this process runs {}: give such a build with --openssl DIR",
+                        cipherbench_crypto::info::library_version()
+                    ),
+                    other => anyhow::anyhow!("generating an ML-DSA-65 key: {other}"),
+                },
+            )?;
+            PKey::private_key_from_pkcs8(&der)?
         }
     })
 }
@@ -49,8 +65,24 @@ pub fn self_signed(key: &PKey<Private>) -> Result<X509> {
         .dns("localhost")
         .build(&b.x509v3_context(None, None))?;
     b.append_extension(san)?;
+    if one_shot(key) {
+        let cert = b.build();
+        // SAFETY: both pointers are live for the call (owned here); X509_sign fills
+        // the certificate's signature in place.
+        unsafe {
+            cipherbench_crypto::sign_certificate(cert.as_ptr().cast(), key.as_ptr().cast())?;
+        }
+        return Ok(cert);
+    }
     b.sign(key, MessageDigest::sha256())?;
     Ok(b.build())
+}
+
+/// Whether `key` signs its message whole (ML-DSA), with no digest of the
+/// certificate's choosing: the `openssl` crate knows RSA and EC keys by id, and
+/// anything else here is ML-DSA.
+fn one_shot(key: &PKey<Private>) -> bool {
+    !matches!(key.id(), Id::RSA | Id::EC)
 }
 
 /// Writes a new certificate and key as PEM (the key readable by its owner only).

@@ -59,6 +59,8 @@ pub enum KeyType {
     Rsa2048,
     /// ECDSA on P-256.
     EcdsaP256,
+    /// ML-DSA-65 (FIPS 204): OpenSSL 3.5 and later, TLS 1.3 only.
+    MlDsa65,
 }
 
 impl KeyType {
@@ -67,7 +69,8 @@ impl KeyType {
         match text.trim().to_ascii_lowercase().as_str() {
             "rsa2048" | "rsa" | "rsa-2048" => Ok(KeyType::Rsa2048),
             "ecdsa-p256" | "ecdsa" | "p256" | "p-256" => Ok(KeyType::EcdsaP256),
-            t => bail!("unknown key type '{t}': use rsa2048 or ecdsa-p256"),
+            "ml-dsa-65" | "mldsa65" => Ok(KeyType::MlDsa65),
+            t => bail!("unknown key type '{t}': use rsa2048, ecdsa-p256 or ml-dsa-65"),
         }
     }
 
@@ -76,7 +79,14 @@ impl KeyType {
         match self {
             KeyType::Rsa2048 => "rsa2048",
             KeyType::EcdsaP256 => "ecdsa-p256",
+            KeyType::MlDsa65 => "ml-dsa-65",
         }
+    }
+
+    /// Whether TLS 1.2 can use the key (ML-DSA signs in TLS 1.3 only, RFC 8446's
+    /// signature_algorithms; no TLS 1.2 suite names it).
+    pub fn in_tls12(self) -> bool {
+        !matches!(self, KeyType::MlDsa65)
     }
 
     fn fits(self, auth: Auth) -> bool {

@@ -290,6 +290,21 @@ fn bad_handshake_flags_are_one_line() {
         ),
         (&["--variants", "nopk"][..], "nopkaccel"),
         (
+            &["--keys", "ml-dsa-65", "--protocol", "tls1.2"][..],
+            "TLS 1.3 only",
+        ),
+        (
+            &["--keys", "ml-dsa-65", "--key-store", "pkcs11"][..],
+            // The certificate is made with the library linked here too.
+            if cipherbench_crypto::pk::available(cipherbench_crypto::pk::PkAlgorithm::MlDsa65)
+                .is_ok()
+            {
+                "imports RSA and EC keys only"
+            } else {
+                "has no ML-DSA (unsupported; OpenSSL has it since 3.5)"
+            },
+        ),
+        (
             &["--groups", "X25519MLKEM768", "--protocol", "tls1.2"][..],
             // The load generator's library is the one linked here too.
             if Group::offered_here().contains(&"X25519MLKEM768") {
