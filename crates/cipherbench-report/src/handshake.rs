@@ -98,6 +98,10 @@ pub struct CostSplit {
     pub full_us: f64,
     /// The same per resumed handshake.
     pub resumed_us: f64,
+    /// The signature's 95 % interval (low, high), over the rounds of both points
+    /// resampled independently (the two were measured apart); None with fewer than 3
+    /// rounds a side.
+    pub signature_interval: Option<(f64, f64)>,
 }
 
 impl CostSplit {
@@ -105,6 +109,52 @@ impl CostSplit {
     pub fn signature_us(&self) -> f64 {
         self.full_us - self.resumed_us
     }
+
+    /// The signature as a table shows it: the difference, its interval where there
+    /// is one, and "not clear of 0" where the interval reaches 0 or below (the two
+    /// points' noise is larger than what the signature costs).
+    pub fn signature_text(&self) -> String {
+        match self.signature_interval {
+            Some((low, high)) if low <= 0.0 => {
+                format!(
+                    "{:.0} [{low:.0} to {high:.0}], not clear of 0",
+                    self.signature_us()
+                )
+            }
+            Some((low, high)) => format!("{:.0} [{low:.0}-{high:.0}]", self.signature_us()),
+            None if self.signature_us() <= 0.0 => {
+                format!("{:.0}, below 0: noise", self.signature_us())
+            }
+            None => format!("{:.0}", self.signature_us()),
+        }
+    }
+}
+
+/// nginx's CPU microseconds per handshake in each round of a point's final window:
+/// its cores times the round's CPU use, over the round's handshakes per second.
+/// None where a round has no CPU figure or no handshake.
+fn us_per_round(p: &HandshakePoint) -> Option<Vec<f64>> {
+    if p.point.rounds.len() < cipherbench_model::interval::MIN_ROUNDS {
+        return None;
+    }
+    p.point
+        .rounds
+        .iter()
+        .map(|r| {
+            let cpu = r.server_cpu? * p.point.cores as f64;
+            let rate = r.requests as f64 * 1e9 / r.window_ns.max(1) as f64;
+            (cpu > 0.0 && rate > 0.0).then(|| 1e6 * cpu / rate)
+        })
+        .collect()
+}
+
+/// The interval of full minus resumed, from both points' rounds.
+fn signature_interval(full: &HandshakePoint, resumed: &HandshakePoint) -> Option<(f64, f64)> {
+    use cipherbench_model::interval::{bootstrap_figures, Centre, Rounds, DEFAULT_SEED};
+    let f = Rounds::single(us_per_round(full)?, Centre::Mean);
+    let r = Rounds::single(us_per_round(resumed)?, Centre::Mean);
+    let e = bootstrap_figures(&[&f, &r], |v| v[0] - v[1], DEFAULT_SEED)?;
+    Some((e.low, e.high))
 }
 
 /// Every pair of full and resumed points of the same key, group, key store and
@@ -137,6 +187,7 @@ pub fn cost_split(h: &HandshakeResults) -> Vec<CostSplit> {
                 variant: f.point.variant.clone(),
                 full_us: us(f)?,
                 resumed_us: us(r)?,
+                signature_interval: signature_interval(f, r),
             })
         })
         .collect()
@@ -155,19 +206,19 @@ fn cost_split_text(h: &HandshakeResults) -> String {
         .max()
         .unwrap_or(7);
     let mut out = format!(
-        "nginx CPU per handshake (µs = 1e6 / per core; full - resumed = the signature and certificate, as a resumed TLS 1.3 handshake repeats the key exchange):\n  {:<10} {:<g$} {:<7} {:<10} {:>8} {:>10} {:>12}\n",
+        "nginx CPU per handshake (µs = 1e6 / per core; full - resumed = the signature and certificate, as a resumed TLS 1.3 handshake repeats the key exchange; [95 % interval over both points' rounds]):\n  {:<10} {:<g$} {:<7} {:<10} {:>8} {:>10}  {}\n",
         "key", "group", "store", "variant", "full", "resumed", "signature"
     );
     for r in &rows {
         out.push_str(&format!(
-            "  {:<10} {:<g$} {:<7} {:<10} {:>8.0} {:>10.0} {:>12.0}\n",
+            "  {:<10} {:<g$} {:<7} {:<10} {:>8.0} {:>10.0}  {}\n",
             r.key,
             r.group,
             r.key_store,
             r.variant,
             r.full_us,
             r.resumed_us,
-            r.signature_us()
+            r.signature_text()
         ));
     }
     out
@@ -179,17 +230,17 @@ fn cost_split_html(h: &HandshakeResults) -> String {
     if rows.is_empty() {
         return String::new();
     }
-    let mut out = String::from("<h4>Key exchange and signature</h4><p>nginx's CPU per handshake (microseconds: one million divided by handshakes per core-second). A resumed TLS 1.3 handshake repeats the key exchange but signs nothing, so <b>full minus resumed</b> is what the signature and certificate cost; each figure is a difference of two points, each with its own spread above.</p><table id=\"table-tls-handshake-split\"><tr><th class=\"l\">key</th><th class=\"l\">group</th><th class=\"l\">key store</th><th class=\"l\">variant</th><th>full µs</th><th>resumed µs</th><th>signature µs</th></tr>");
+    let mut out = String::from("<h4>Key exchange and signature</h4><p>nginx's CPU per handshake (microseconds: one million divided by handshakes per core-second). A resumed TLS 1.3 handshake repeats the key exchange but signs nothing, so <b>full minus resumed</b> is what the signature and certificate cost; each figure is a difference of two points, with its 95 % interval where both points were measured in rounds (their rounds resampled apart); one whose interval reaches 0 is said not to be clear of it.</p><table id=\"table-tls-handshake-split\"><tr><th class=\"l\">key</th><th class=\"l\">group</th><th class=\"l\">key store</th><th class=\"l\">variant</th><th>full µs</th><th>resumed µs</th><th>signature µs [95 % interval]</th></tr>");
     for r in &rows {
         out.push_str(&format!(
-            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td><b>{:.0}</b></td></tr>",
+            "<tr><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td class=\"l\">{}</td><td>{:.0}</td><td>{:.0}</td><td><b>{}</b></td></tr>",
             escape(&r.key),
             escape(&r.group),
             escape(&r.key_store),
             escape(&r.variant),
             r.full_us,
             r.resumed_us,
-            r.signature_us()
+            escape(&r.signature_text())
         ));
     }
     out.push_str("</table>");
@@ -534,9 +585,21 @@ mod tests {
         assert_eq!(rows.len(), 1, "{rows:?}");
         assert_eq!((rows[0].full_us, rows[0].resumed_us), (1000.0, 400.0));
         assert_eq!(rows[0].signature_us(), 600.0);
+        // Without rounds there is no interval, and the figure stands alone.
+        assert_eq!(rows[0].signature_interval, None);
+        assert_eq!(rows[0].signature_text(), "600");
+        let mut noisy = rows[0].clone();
+        noisy.signature_interval = Some((-15.0, 1200.0));
+        assert_eq!(noisy.signature_text(), "600 [-15 to 1200], not clear of 0");
+        noisy.resumed_us = 1010.0;
+        noisy.signature_interval = None;
+        assert_eq!(noisy.signature_text(), "-10, below 0: noise");
+        noisy.resumed_us = 400.0;
+        noisy.signature_interval = Some((450.0, 750.0));
+        assert_eq!(noisy.signature_text(), "600 [450-750]");
         let t = text(&h, &[]);
         assert!(t.contains("full - resumed = the signature"), "{t}");
-        assert!(t.contains("      1000        400          600"), "{t}");
+        assert!(t.contains("      1000        400  600\n"), "{t}");
         assert!(html(&h, None, &[], 10.0).contains("table-tls-handshake-split"));
         // Full points only: nothing to split, nothing said.
         assert!(!text(&results(), &[]).contains("signature"));
