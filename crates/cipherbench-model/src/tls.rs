@@ -169,8 +169,8 @@ pub struct KeyStoreCheck {
     pub through: String,
     /// The processes checked (nginx's one serving process).
     pub pids: Vec<u32>,
-    /// Every one of them had the module and the engine mapped, and the config named
-    /// the key only by its PKCS#11 URI.
+    /// Every one of them had the module and the engine or provider mapped, and the
+    /// config named the key only by its PKCS#11 URI.
     pub served: bool,
     /// One sentence: what was seen.
     pub explanation: String,
@@ -994,7 +994,7 @@ pub struct HandshakePoint {
     /// client thread offering its last session).
     pub session: String,
     /// Where nginx's private key was: `file` (PEM) or `pkcs11` (a PKCS#11 module
-    /// through the engine).
+    /// through pkcs11-provider or the engine).
     #[serde(default = "file_store")]
     pub key_store: String,
     /// Handshakes (= requests, one per connection) completed per second in the window.

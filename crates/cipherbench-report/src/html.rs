@@ -712,7 +712,12 @@ with AES-NI available (<b>accel</b>) and masked through <code>OPENSSL_ia32cap</c
             }
         ));
     }
-    for u in &s.unavailable {
+    // Public-key algorithms the library lacks are the public-key table's to say.
+    for u in s
+        .unavailable
+        .iter()
+        .filter(|u| s.config.ciphers.contains(&u.cipher))
+    {
         out.push_str(&format!(
             "<p class=\"muted\">{} is unavailable in the {} variant: {}</p>",
             escape(&u.cipher),

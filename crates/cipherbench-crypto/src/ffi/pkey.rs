@@ -386,9 +386,10 @@ impl PkeyCtx {
     }
 }
 
-/// `EVP_PKEY_sign_init` (or `verify_init`), and where the algorithm has only the
-/// message interface of OpenSSL 3.4 and later (as `openssl speed` falls back to),
-/// `EVP_PKEY_sign_message_init` with the algorithm fetched by the key's name.
+/// `EVP_PKEY_sign_init` (or `verify_init`), and where that fails, the message
+/// interface of OpenSSL 3.4 and later (`EVP_PKEY_sign_message_init`, looked up at run
+/// time) with the key's own algorithm. OpenSSL 3.5 and 3.6 take ML-DSA through the
+/// first; the second is for a provider whose algorithm has only the message form.
 ///
 /// # Safety
 /// `ctx` is a valid context made from a key.
@@ -404,11 +405,12 @@ unsafe fn sign_init(ctx: *mut EvpPkeyCtx, message_init: &std::ffi::CStr) -> c_in
         ERR_pop_to_mark();
         return ok;
     }
-    ERR_pop_to_mark();
     let init = libc::dlsym(libc::RTLD_DEFAULT, message_init.as_ptr());
     if init.is_null() {
+        // The first attempt's errors stay queued: they say why.
         return ok;
     }
+    ERR_pop_to_mark();
     // int EVP_PKEY_sign_message_init(EVP_PKEY_CTX *, EVP_SIGNATURE *, const OSSL_PARAM *)
     // with a NULL algorithm: the key's own (3.4 and later).
     let init: extern "C" fn(*mut EvpPkeyCtx, *mut c_void, *const OsslParam) -> c_int =

@@ -114,22 +114,28 @@ impl PkPoint {
 pub enum MaskEffect {
     /// The interval excludes 1.0 and the ratio is more than [`MOVED_AT`] from it.
     Moved(RatioInterval),
-    /// The same code ran: the ratio is within [`MOVED_AT`] of 1.0.
+    /// The same code ran: the ratio is within [`MOVED_AT`] of 1.0 and its interval
+    /// within [`UNMOVED_WITHIN`].
     Unmoved(RatioInterval),
-    /// The samples spread too widely to say: the interval holds 1.0 but the ratio is
-    /// more than [`MOVED_AT`] from it.
+    /// The samples spread too widely to say either.
     Unclear(RatioInterval),
 }
+
+/// The widest interval an unmoved operation may have, each way from 1.0 (15 %: a
+/// ratio near 1.0 whose interval reaches further says too little to call the code
+/// the same).
+pub const UNMOVED_WITHIN: f64 = 0.15;
 
 impl MaskEffect {
     /// The effect of a ratio (variant over baseline).
     pub fn of(ratio: RatioInterval) -> MaskEffect {
         let outside = ratio.low > 1.0 || ratio.high < 1.0;
         let far = (ratio.point - 1.0).abs() > MOVED_AT;
+        let narrow = ratio.low >= 1.0 - UNMOVED_WITHIN && ratio.high <= 1.0 + UNMOVED_WITHIN;
         match (outside, far) {
             (true, true) => MaskEffect::Moved(ratio),
-            (false, true) => MaskEffect::Unclear(ratio),
-            (_, false) => MaskEffect::Unmoved(ratio),
+            (_, false) if narrow => MaskEffect::Unmoved(ratio),
+            _ => MaskEffect::Unclear(ratio),
         }
     }
 }
@@ -257,8 +263,17 @@ mod tests {
         assert!(matches!(of("nopkaccel"), MaskEffect::Moved(r) if (r.point - 0.6).abs() < 0.01));
         // Clearly lower, but by 2 %: the same code.
         assert!(matches!(of("noaesni"), MaskEffect::Unmoved(_)));
-        // Spread over 1.0, the ratio near it.
+        // Spread over 1.0, the ratio near it, the interval within 15 %.
         assert!(matches!(of("other"), MaskEffect::Unmoved(_)));
+        // Near 1.0 but spread beyond 15 %: too little to say.
+        let loose = vec![
+            PkPoint::of("x", "op", "accel", 1, samples(&[100, 101, 99, 100])),
+            PkPoint::of("x", "op", "m", 1, samples(&[70, 135, 100, 102])),
+        ];
+        assert!(matches!(
+            effect(&loose, "x", "op", ("m", "accel"), 1),
+            Some(MaskEffect::Unclear(_))
+        ));
         // Far from 1.0, but too spread to say.
         assert!(matches!(of("wide"), MaskEffect::Unclear(_)));
         assert!(effect(&pts, "rsa-2048", "verify", ("nopkaccel", "accel"), 1).is_none());

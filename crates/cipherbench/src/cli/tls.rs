@@ -119,8 +119,9 @@ pub struct HandshakeArgs {
 }
 
 /// Parses `--keys`: each once, in order; ML-DSA only in TLS 1.3 and only where the
-/// library here (which makes the certificate, and is nginx's with one `--openssl`)
-/// has it.
+/// library cipherbench runs on has it: it makes the certificate, and with one
+/// `--openssl DIR` it has started itself again under DIR before this runs (with
+/// several libraries it stays on the system's).
 fn parse_keys(text: &str, protocol: Protocol) -> Result<Vec<KeyType>> {
     let mut keys = Vec::new();
     for k in text.split(',') {
@@ -140,7 +141,7 @@ fn parse_keys(text: &str, protocol: Protocol) -> Result<Vec<KeyType>> {
             cipherbench_crypto::pk::available(cipherbench_crypto::pk::PkAlgorithm::MlDsa65)
         {
             bail!(
-                "--keys ml-dsa-65: {} has no ML-DSA ({}; OpenSSL has it since 3.5): give such a build with --openssl DIR",
+                "--keys ml-dsa-65: {} has no ML-DSA ({}; OpenSSL has it since 3.5), and cipherbench makes the certificate with it: give one such build with --openssl DIR",
                 cipherbench_crypto::info::library_version(),
                 reason.split(':').next_back().unwrap_or(&reason).trim()
             );

@@ -121,11 +121,16 @@ impl SpeedPlan {
         // measured once more at the start.
         let probes =
             Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
-        // One `openssl speed` per public-key algorithm and variant, a run of
-        // check_seconds per operation.
+        // Per public-key algorithm and variant: ours, `openssl speed`, ours again,
+        // check_seconds per operation each (openssl times one or two more: ML-DSA's
+        // key generation, RSA's encryption and decryption).
         let pk_checks = if self.check_openssl {
             Duration::from_secs(u64::from(self.check_seconds))
-                * (self.public_key.iter().map(|a| a.ops().len()).sum::<usize>()
+                * (self
+                    .public_key
+                    .iter()
+                    .map(|a| 3 * a.ops().len() + 2)
+                    .sum::<usize>()
                     * self.variants.len()) as u32
         } else {
             Duration::ZERO

@@ -70,9 +70,9 @@ pub fn preflight(
         }
     }
     let keep: Vec<PkAlgorithm> = algorithms.iter().copied().filter(|a| !nowhere(a)).collect();
-    missing.retain(|u| {
-        keep.iter().any(|a| a.name() == u.cipher) || algorithms.iter().any(|a| a.name() == u.cipher)
-    });
+    // What the plan asked for and a variant lacks, measured or dropped, stays on
+    // record; the algorithms asked only to name what the library has do not.
+    missing.retain(|u| algorithms.iter().any(|a| a.name() == u.cipher));
     Ok((keep, missing))
 }
 
@@ -107,7 +107,9 @@ fn ask(variant: &Variant, algorithms: &[PkAlgorithm]) -> Result<(String, Vec<(St
     loop {
         interrupt::check()?;
         match child.next_line(Duration::from_millis(100)) {
-            Line::Text(line) => match serde_json::from_str(&line)? {
+            Line::Text(line) => match serde_json::from_str(&line)
+                .with_context(|| format!("reading the speed worker's answer: {line}"))?
+            {
                 WorkerMessage::Library(loaded) => {
                     version = loaded.version.unwrap_or_else(|| "this library".into())
                 }
@@ -289,14 +291,20 @@ impl Algorithms<'_> {
         };
         let progress = &mut self.session.progress;
         let rounds = self.plan.rounds();
+        let mut received = 0;
         worker.drive(
             self.results,
             &mut self.session.record.environment,
             cpus_of,
             |message, results| {
                 match message {
-                    WorkerMessage::PkPoint(p) => add(results, progress, p, round, rounds),
+                    WorkerMessage::PkPoint(p) => {
+                        received += 1;
+                        add(results, progress, p, round, rounds);
+                    }
                     WorkerMessage::PkUnavailable(a, reason) => {
+                        // The points it will not send count as done.
+                        progress.skip(points.saturating_sub(received));
                         progress.note(&format!(
                             "{a} is not available in the {} variant: {reason}",
                             variant.name()
@@ -364,7 +372,22 @@ pub fn check_openssl(
             {
                 continue;
             }
-            let before = flank(plan, baseline, variant, algorithm, results, session)?;
+            // A resumed run checks the pair again, whole.
+            results
+                .pk_checks
+                .retain(|c| !(c.algorithm == algorithm.name() && c.variant == variant.name()));
+            let before = match flank(plan, baseline, variant, algorithm, results, session) {
+                Ok(b) => b,
+                Err(e) if e.is::<interrupt::Interrupted>() => return Err(e),
+                Err(e) => {
+                    session.progress.note(&format!(
+                        "the cross-check of {} {} could not measure ours: {e:#}",
+                        algorithm.name(),
+                        variant.name()
+                    ));
+                    continue;
+                }
+            };
             let (args, output) = match openssl_speed(plan, baseline, variant, algorithm) {
                 Ok(o) => o,
                 Err(e) => {
@@ -376,7 +399,18 @@ pub fn check_openssl(
                     continue;
                 }
             };
-            let after = flank(plan, baseline, variant, algorithm, results, session)?;
+            let after = match flank(plan, baseline, variant, algorithm, results, session) {
+                Ok(a) => a,
+                Err(e) if e.is::<interrupt::Interrupted>() => return Err(e),
+                Err(e) => {
+                    session.progress.note(&format!(
+                        "the cross-check of {} {} could not measure ours after openssl: {e:#}",
+                        algorithm.name(),
+                        variant.name()
+                    ));
+                    Vec::new()
+                }
+            };
             let command = Spawn::new("openssl")
                 .args(&args)
                 .loader(variant.library.loader())
