@@ -554,7 +554,11 @@ fn run_worker(
         samples,
         ..
     } = *chunk;
-    let child = spawn_worker(variant, baseline, &request_for(chunk, plan))?;
+    let child = spawn_worker(
+        variant,
+        baseline.mask(variant).as_deref(),
+        &request_for(chunk, plan),
+    )?;
     let mut received = 0;
     let mut worker = Worker {
         child,
@@ -745,17 +749,17 @@ fn request_for(chunk: &Chunk, plan: &SpeedPlan) -> WorkerRequest {
     }
 }
 
-/// A `__speed-worker` child under `variant`'s mask, environment and library, with
-/// `request` sent.
+/// A `__speed-worker` child under `mask` and `variant`'s environment and library,
+/// with `request` sent.
 pub(crate) fn spawn_worker(
     variant: &Variant,
-    baseline: &Baseline,
+    mask: Option<&str>,
     request: &WorkerRequest,
 ) -> Result<crate::supervisor::Child> {
     let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
     let mut child = Spawn::new(&exe)
         .args(["__speed-worker"])
-        .ia32cap(baseline.mask(variant).as_deref())
+        .ia32cap(mask)
         .envs(variant.environment())
         .loader(variant.library.loader())
         .piped_stdin()

@@ -8,7 +8,7 @@
 //! measured, [`preflight`] asks a worker under each variant which algorithms its
 //! library has.
 
-use super::worker::{PkWork, WorkerMessage, WorkerRequest};
+use super::worker::{WorkerMessage, WorkerRequest};
 use super::{SpeedPlan, Worker};
 use crate::campaign;
 use crate::interrupt;
@@ -79,29 +79,13 @@ pub fn preflight(
 /// One worker under `variant` asked which of `algorithms` its library lacks: the
 /// library's version, and each missing algorithm with OpenSSL's reason.
 fn ask(variant: &Variant, algorithms: &[PkAlgorithm]) -> Result<(String, Vec<(String, String)>)> {
-    let request = WorkerRequest {
-        cipher: String::new(),
-        variant: variant.name(),
-        points: Vec::new(),
-        warmup_ns: 0,
-        sample_ns: 0,
-        samples: 0,
-        cpus: Vec::new(),
-        probe: false,
-        public_key: Some(PkWork {
-            algorithms: algorithms.iter().map(|a| a.name().to_string()).collect(),
-            threads: Vec::new(),
-        }),
-    };
-    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let mut child = Spawn::new(&exe)
-        .args(["__speed-worker"])
-        .envs(variant.environment())
-        .loader(variant.library.loader())
-        .piped_stdin()
-        .piped_stdout()
-        .start()?;
-    child.send_stdin(&serde_json::to_vec(&request)?)?;
+    let request = WorkerRequest::public_key(
+        &variant.name(),
+        algorithms.iter().map(|a| a.name().to_string()).collect(),
+        Vec::new(),
+    );
+    // No mask: which algorithms a library has does not depend on the CPU bits.
+    let mut child = super::spawn_worker(variant, None, &request)?;
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     let (mut version, mut lacks) = (String::new(), Vec::new());
     loop {
@@ -254,9 +238,6 @@ impl Algorithms<'_> {
     ) -> Result<()> {
         let samples = self.plan.samples_in(round);
         let request = WorkerRequest {
-            cipher: String::new(),
-            variant: variant.name(),
-            points: Vec::new(),
             warmup_ns: self.plan.warmup.as_nanos() as u64,
             sample_ns: self.plan.sample.as_nanos() as u64,
             samples,
@@ -268,14 +249,15 @@ impl Algorithms<'_> {
                     .variants
                     .iter()
                     .any(|v| v.name == variant.name()),
-            public_key: Some(PkWork {
-                algorithms: vec![algorithm.name().to_string()],
-                threads: self.plan.threads.clone(),
-            }),
+            ..WorkerRequest::public_key(
+                &variant.name(),
+                vec![algorithm.name().to_string()],
+                self.plan.threads.clone(),
+            )
         };
         let points = self.points_of(algorithm);
         let mut worker = Worker {
-            child: super::spawn_worker(variant, self.baseline, &request)?,
+            child: super::spawn_worker(variant, self.baseline.mask(variant).as_deref(), &request)?,
             deadline: super::deadline(self.plan, samples, points),
             what: format!("{} ({})", algorithm.name(), variant.name()),
             variant,
@@ -494,21 +476,13 @@ fn flank(
     session: &mut Session,
 ) -> Result<Vec<PkPoint>> {
     let request = WorkerRequest {
-        cipher: String::new(),
-        variant: variant.name(),
-        points: Vec::new(),
         warmup_ns: plan.warmup.as_nanos() as u64,
         sample_ns: u64::from(plan.check_seconds) * 1_000_000_000,
         samples: 1,
-        cpus: Vec::new(),
-        probe: false,
-        public_key: Some(PkWork {
-            algorithms: vec![algorithm.name().to_string()],
-            threads: vec![1],
-        }),
+        ..WorkerRequest::public_key(&variant.name(), vec![algorithm.name().to_string()], vec![1])
     };
     let mut worker = Worker {
-        child: super::spawn_worker(variant, baseline, &request)?,
+        child: super::spawn_worker(variant, baseline.mask(variant).as_deref(), &request)?,
         deadline: std::time::Instant::now()
             + Duration::from_secs(u64::from(plan.check_seconds) * 10 + 30),
         what: format!(

@@ -61,6 +61,27 @@ pub struct PkWork {
     pub threads: Vec<usize>,
 }
 
+impl WorkerRequest {
+    /// A public-key request of `variant`: `algorithms` at `threads` (none: only ask
+    /// which the library has), no probes, no samples until the caller sets them.
+    pub fn public_key(variant: &str, algorithms: Vec<String>, threads: Vec<usize>) -> Self {
+        WorkerRequest {
+            cipher: String::new(),
+            variant: variant.to_string(),
+            points: Vec::new(),
+            warmup_ns: 0,
+            sample_ns: 0,
+            samples: 0,
+            cpus: Vec::new(),
+            probe: false,
+            public_key: Some(PkWork {
+                algorithms,
+                threads,
+            }),
+        }
+    }
+}
+
 fn yes() -> bool {
     true
 }
