@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Builds a current upstream OpenSSL 3.x, once, from the source the `openssl-src` crate
-# on crates.io carries, and installs it as a prefix under target/ that a program
-# switches to with LD_LIBRARY_PATH (same sonames and symbol versions as a distribution's
-# OpenSSL 3, so Debian's nginx and iperf3 and cipherbench itself load it unchanged):
+# Builds a current upstream OpenSSL 3.x or 4.x, once, from the source the `openssl-src`
+# crate on crates.io carries, and installs it as a prefix under target/ that a program
+# switches to with LD_LIBRARY_PATH. A 3.x build has the same sonames and symbol versions
+# as a distribution's OpenSSL 3, so Debian's nginx and iperf3 and cipherbench itself load
+# it unchanged; a 4.x build's are libcrypto.so.4 and libssl.so.4, which only a program
+# built against it loads (scripts/build-against.sh builds cipherbench so):
 #
 #   target/openssl-upstream/<version>/
-#     lib/libcrypto.so.3  lib/libssl.so.3   (+ .so links, static .a, pkgconfig)
+#     lib/libcrypto.so.N  lib/libssl.so.N   (N = 3 or 4; + .so links, static .a, pkgconfig)
 #     bin/openssl                           (links lib/ above through RUNPATH $ORIGIN/../lib)
 #     include/openssl/
 #     ssl/openssl.cnf                       (OPENSSLDIR; see below)
@@ -20,7 +22,8 @@
 #   Prints progress on stderr and the prefix alone on stdout, so
 #   `dir=$(scripts/build-openssl.sh)` works. A second run finds the prefix and does
 #   nothing; --force rebuilds. OPENSSL_SRC_VERSION picks another crate version
-#   (300.x.y+3.a.b; 3.x only, 4.x has another soname), JOBS the make parallelism
+#   (300.x.y+3.a.b, or 400.x.y+4.a.b: `OPENSSL_SRC_VERSION=400.0.2+4.0.3` builds
+#   OpenSSL 4.0.3), JOBS the make parallelism
 #   (default: the number of CPUs), CARGO_TARGET_DIR the target directory.
 #
 # Why the shared objects are linked here and not by OpenSSL's own build: the crate's tree
@@ -28,7 +31,7 @@
 # rules need. So it is configured no-shared no-module no-legacy (the default provider,
 # with 3DES, is built in), and libcrypto.so.3 and libssl.so.3 are linked from the static
 # archives with a version script made from util/libcrypto.num and util/libssl.num, the
-# same nodes (OPENSSL_3.0.0, OPENSSL_3.0.3, ... OPENSSL_3.6.0) and link flags
+# same nodes (OPENSSL_3.0.0, OPENSSL_3.0.3, ... OPENSSL_3.6.0; OPENSSL_4.0.0) and link flags
 # (-Bsymbolic, -z nodelete, -z defs) OpenSSL's linux-shared target uses.
 set -euo pipefail
 
@@ -62,10 +65,13 @@ for arg in "$@"; do
   esac
 done
 
-if ! [[ "$crate_version" =~ ^300\.[0-9]+\.[0-9]+\+(3\.[0-9]+\.[0-9]+)$ ]]; then
-  die "OPENSSL_SRC_VERSION='$crate_version' is not an openssl-src 300.x version with its OpenSSL 3 version (e.g. 300.6.1+3.6.3): only OpenSSL 3.x shares libcrypto.so.3's soname"
+if ! [[ "$crate_version" =~ ^([34])00\.[0-9]+\.[0-9]+\+(([34])\.[0-9]+\.[0-9]+)$ &&
+  "${BASH_REMATCH[1]}" == "${BASH_REMATCH[3]}" ]]; then
+  die "OPENSSL_SRC_VERSION='$crate_version' is not an openssl-src version with its OpenSSL version (300.x.y+3.a.b or 400.x.y+4.a.b, e.g. 300.6.1+3.6.3 or 400.0.2+4.0.3)"
 fi
-version=${BASH_REMATCH[1]}
+version=${BASH_REMATCH[2]}
+# The soname's number: libcrypto.so.3 for every 3.x, libcrypto.so.4 for 4.x.
+major=${BASH_REMATCH[3]}
 [[ "$(uname -s)" == Linux ]] || die "this builds ELF shared objects with GNU ld version scripts: Linux only (here: $(uname -s))"
 jobs=${JOBS:-$(nproc)}
 [[ "$jobs" =~ ^[1-9][0-9]*$ ]] || die "JOBS='$jobs' is not a positive number"
@@ -80,7 +86,7 @@ key="openssl-src $crate_version; recipe $recipe; configure ${configure_opts[*]}"
 
 cached() {
   [[ -f "$prefix/.build-key" && "$(cat "$prefix/.build-key")" == "$key" &&
-    -e "$prefix/lib/libcrypto.so.3" && -e "$prefix/lib/libssl.so.3" && -x "$prefix/bin/openssl" ]]
+    -e "$prefix/lib/libcrypto.so.$major" && -e "$prefix/lib/libssl.so.$major" && -x "$prefix/bin/openssl" ]]
 }
 if ((!force)) && cached; then
   say "OpenSSL $version already built in $prefix (cached; nothing to do, --force rebuilds)"
@@ -181,7 +187,7 @@ src=$(dirname "$manifest")/openssl
 [[ -n "$manifest" && -f "$src/Configure" ]] || die "cargo gave no openssl-src $crate_version source tree (looked for $src/Configure)"
 keep_log=1
 dat_version=$(perl -ne '$v{$1}=$2 if /^(MAJOR|MINOR|PATCH|SHLIB_VERSION)=(\S+)/; END { print "$v{MAJOR}.$v{MINOR}.$v{PATCH} $v{SHLIB_VERSION}" }' "$src/VERSION.dat")
-[[ "$dat_version" == "$version 3" ]] || die "openssl-src $crate_version carries OpenSSL '$dat_version' (version, soname major), not '$version 3'"
+[[ "$dat_version" == "$version $major" ]] || die "openssl-src $crate_version carries OpenSSL '$dat_version' (version, soname major), not '$version $major'"
 
 # 2. Configure and build the static libraries.
 step="configuring OpenSSL $version (${configure_opts[*]})"
@@ -234,15 +240,15 @@ cc=$(cnf CC | sed 's/\$(CROSS_COMPILE)//')
 ex_libs=$(cnf CNF_EX_LIBS)
 shared_flags=(-shared -Wl,-Bsymbolic -Wl,-znodelete -Wl,-z,defs)
 
-step="linking libcrypto.so.3"
+step="linking libcrypto.so.$major"
 say "$step"
 version_script util/libcrypto.num libcrypto.a >libcrypto.ld 2>>"$log"
 # shellcheck disable=SC2086 # ex_libs is a list of flags
-"$cc" "${shared_flags[@]}" -Wl,-soname=libcrypto.so.3 -Wl,--version-script=libcrypto.ld \
-  -o libcrypto.so.3 -Wl,--whole-archive libcrypto.a -Wl,--no-whole-archive $ex_libs >>"$log" 2>&1
-ln -sf libcrypto.so.3 libcrypto.so
+"$cc" "${shared_flags[@]}" -Wl,-soname=libcrypto.so.$major -Wl,--version-script=libcrypto.ld \
+  -o libcrypto.so.$major -Wl,--whole-archive libcrypto.a -Wl,--no-whole-archive $ex_libs >>"$log" 2>&1
+ln -sf libcrypto.so.$major libcrypto.so
 
-step="linking libssl.so.3"
+step="linking libssl.so.$major"
 say "$step"
 version_script util/libssl.num libssl.a >libssl.ld 2>>"$log"
 # libssl uses a few libcrypto internals (packet.c, time.c, quic_vlint.c, ...) that
@@ -251,16 +257,16 @@ version_script util/libssl.num libssl.a >libssl.ld 2>>"$log"
 # libcrypto.so has given every symbol it exports. A member beyond those would be a second
 # copy of libcrypto code, perhaps with its own state, inside libssl: refused.
 # shellcheck disable=SC2086
-"$cc" "${shared_flags[@]}" -Wl,-soname=libssl.so.3 -Wl,--version-script=libssl.ld \
-  -o libssl.so.3 -Wl,--whole-archive libssl.a -Wl,--no-whole-archive \
-  libcrypto.so.3 -Wl,-Map=libssl.map libcrypto.a $ex_libs >>"$log" 2>&1
-ln -sf libssl.so.3 libssl.so
+"$cc" "${shared_flags[@]}" -Wl,-soname=libssl.so.$major -Wl,--version-script=libssl.ld \
+  -o libssl.so.$major -Wl,--whole-archive libssl.a -Wl,--no-whole-archive \
+  libcrypto.so.$major -Wl,-Map=libssl.map libcrypto.a $ex_libs >>"$log" 2>&1
+ln -sf libssl.so.$major libssl.so
 taken=$(sed -n 's/^[^ ]*libcrypto\.a(\(.*\))$/\1/p' libssl.map | sort -u | tr '\n' ' ')
-echo "libssl.so.3 took from libcrypto.a: $taken" >>"$log"
-shared_source='(packet|quic_vlint|time|hashfunc|siphash|arch|thread_posix|getenv|ctype|ssl3_cbc|tls_pad)'
+echo "libssl.so.$major took from libcrypto.a: $taken" >>"$log"
+shared_source='(packet|quic_vlint|time|rbtree|hashfunc|siphash|arch|thread_posix|getenv|ctype|ssl3_cbc|tls_pad)'
 for member in $taken; do
   [[ "$member" =~ ^lib[a-z]+-lib-${shared_source}\.o$ ]] ||
-    die "libssl.so.3 would take $member from libcrypto.a, which OpenSSL's own shared build does not compile into libssl (ssl/build.info SHARED_SOURCE); the recipe needs updating for OpenSSL $version"
+    die "libssl.so.$major would take $member from libcrypto.a, which OpenSSL's own shared build does not compile into libssl (ssl/build.info SHARED_SOURCE); the recipe needs updating for OpenSSL $version"
 done
 
 # 4. The openssl CLI. Its link line is `-L. -lssl -lcrypto`, so with the .so links above
@@ -269,15 +275,15 @@ done
 step="building the openssl CLI (make -j$jobs)"
 say "$step"
 make -j"$jobs" build_programs LDFLAGS='-Wl,--enable-new-dtags -Wl,-rpath,\$$ORIGIN/../lib' >>"$log" 2>&1
-readelf -d apps/openssl | grep -q 'NEEDED.*libcrypto\.so\.3' ||
-  die "apps/openssl did not link libcrypto.so.3 dynamically; see $log"
+readelf -d apps/openssl | grep -q "NEEDED.*libcrypto\\.so\\.$major" ||
+  die "apps/openssl did not link libcrypto.so.$major dynamically; see $log"
 
 # 5. Install into a staging directory, check it by effect, then move it into place.
 step="installing"
 say "$step into $prefix"
 make install_sw DESTDIR="$stage" >>"$log" 2>&1
 staged=$stage$prefix
-cp -P libcrypto.so.3 libcrypto.so libssl.so.3 libssl.so "$staged/lib/"
+cp -P libcrypto.so.$major libcrypto.so libssl.so.$major libssl.so "$staged/lib/"
 mkdir -p "$staged/ssl"
 cat >"$staged/ssl/openssl.cnf" <<'EOF'
 # Written by scripts/build-openssl.sh: the openssl-src crate's tree has no apps/openssl.cnf.
@@ -290,22 +296,24 @@ EOF
 reported=$(env -u LD_LIBRARY_PATH "$staged/bin/openssl" version 2>>"$log" || true)
 [[ "$reported" == "OpenSSL $version "* && "$reported" == *"(Library: OpenSSL $version "* ]] ||
   die "the built openssl reports '$reported', not OpenSSL $version with its own library"
-# exports LIB: "version/symbol" for each symbol LIB defines under an OPENSSL_3 node.
+# exports LIB: "version/symbol" for each symbol LIB defines under an OPENSSL_<major> node.
 exports() {
-  objdump -T "$1" | awk 'NF >= 6 && $0 !~ /[*]UND[*]/ && $(NF-1) ~ /^OPENSSL_3/ && $NF !~ /^OPENSSL_3/ {
+  objdump -T "$1" | awk -v n="^OPENSSL_$major" 'NF >= 6 && $0 !~ /[*]UND[*]/ && $(NF-1) ~ n && $NF !~ n {
     print $(NF-1) "/" $NF }' | sort
 }
 for lib in libcrypto libssl; do
-  exports "$staged/lib/$lib.so.3" >"$build/$lib.exports"
-  say "$lib.so.3: $(wc -l <"$build/$lib.exports") symbols exported under OPENSSL_3.x.y versions"
-  # A program built against the system's OpenSSL 3 may use any symbol that one exports.
-  system=$(ldconfig -p 2>/dev/null | awk -v l="$lib.so.3" '$1 == l && !found { print $NF; found = 1 }')
-  if [[ -n "$system" ]]; then
+  exports "$staged/lib/$lib.so.$major" >"$build/$lib.exports"
+  say "$lib.so.$major: $(wc -l <"$build/$lib.exports") symbols exported under OPENSSL_$major.x.y versions"
+  [[ -s "$build/$lib.exports" ]] || die "$lib.so.$major exports no symbol under an OPENSSL_$major node; see $log"
+  # A program built against the system's OpenSSL 3 may use any symbol that one exports
+  # (a 4.x build has another soname: nothing built for the system's loads it).
+  system=$(ldconfig -p 2>/dev/null | awk -v l="$lib.so.$major" '$1 == l && !found { print $NF; found = 1 }')
+  if [[ "$major" == 3 && -n "$system" ]]; then
     absent=$(exports "$system" | comm -23 - "$build/$lib.exports" | tr '\n' ' ')
     if [[ -n "$absent" ]]; then
-      say "warning: $system exports what this $lib.so.3 does not: $absent"
+      say "warning: $system exports what this $lib.so.$major does not: $absent"
     else
-      say "$lib.so.3: exports every symbol (and version) $system does"
+      say "$lib.so.$major: exports every symbol (and version) $system does"
     fi
   fi
 done

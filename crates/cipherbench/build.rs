@@ -1,6 +1,6 @@
 //! Embeds the git commit this binary is built from as `CIPHERBENCH_COMMIT` (with
-//! `-dirty` when tracked files had changes, `unknown` outside a git checkout, as
-//! from a source tarball). It is part of the build identity agents are checked
+//! `-dirty.HASH` when tracked files had changes, HASH a hash of `git diff HEAD`;
+//! `unknown` outside a git checkout, as from a source tarball). It is part of the build identity agents are checked
 //! against (`agent::build`), which is decided by the executable's own bytes: the
 //! commit only says, in a refusal, where each build came from.
 
@@ -14,12 +14,21 @@ fn git(args: &[&str]) -> Option<String> {
         .then(|| String::from_utf8_lossy(&out.stdout).trim().to_string())
 }
 
+fn changes_hash() -> u32 {
+    let diff = git(&["diff", "HEAD"]).unwrap_or_default();
+    diff.bytes().fold(0x811c_9dc5u32, |h, b| {
+        (h ^ u32::from(b)).wrapping_mul(0x0100_0193)
+    })
+}
+
 fn main() {
     let commit = git(&["rev-parse", "--short=12", "HEAD"]);
     let dirty =
         git(&["status", "--porcelain", "--untracked-files=no"]).is_some_and(|s| !s.is_empty());
     let value = match commit {
-        Some(c) if dirty => format!("{c}-dirty"),
+        // Two builds of one dirty tree match only with the same changes: the mark
+        // carries a hash of them (FNV-1a of `git diff HEAD`).
+        Some(c) if dirty => format!("{c}-dirty.{:08x}", changes_hash()),
         Some(c) => c,
         None => "unknown".into(),
     };

@@ -475,6 +475,13 @@ fn library_steps(ladder: &crate::ladder::Ladder) -> String {
         }
         s.push_str("</table></div>");
     }
+    for (layer, why) in &ladder.libraries_left_out {
+        s.push_str(&format!(
+            "<p class=\"muted\">library step, {}: <b>{}</b></p>",
+            escape(layer),
+            escape(why)
+        ));
+    }
     s
 }
 

@@ -97,6 +97,9 @@ pub struct Ladder {
     /// The library steps, when the run measured several libraries: per later
     /// library, bottom first.
     pub libraries: Vec<LibraryStep>,
+    /// (layer, why) a library was left out of a layer (a program of that layer not
+    /// built by the project cannot load it: Debian's nginx and an OpenSSL 4).
+    pub libraries_left_out: Vec<(String, String)>,
 }
 
 /// One library step: at one layer, accel on a later library of the run over accel on
@@ -137,6 +140,12 @@ pub struct LibraryStep {
 pub fn build(record: &RunRecord) -> Ladder {
     let mut ladder = Ladder {
         libraries: library_steps(record),
+        libraries_left_out: record
+            .warnings
+            .iter()
+            .filter(|w| w.kind == "library_left_out")
+            .map(|w| (w.layer.clone(), w.message.clone()))
+            .collect(),
         ..Ladder::default()
     };
     let primitive = match primitive(record) {
@@ -964,7 +973,7 @@ pub fn sentences(ladder: &Ladder) -> Vec<String> {
 /// keeps, the layers left out, and the library steps. Empty without a ladder.
 pub fn text(record: &RunRecord) -> String {
     let l = build(record);
-    if l.steps.is_empty() && l.libraries.is_empty() {
+    if l.steps.is_empty() && l.libraries.is_empty() && l.libraries_left_out.is_empty() {
         return String::new();
     }
     let mut out = String::new();
@@ -1007,6 +1016,9 @@ pub fn text(record: &RunRecord) -> String {
         );
         out.push_str(row.trim_end());
         out.push('\n');
+    }
+    for (layer, why) in &l.libraries_left_out {
+        out.push_str(&format!("  library {layer:<12} {why}\n"));
     }
     out
 }
@@ -1087,6 +1099,25 @@ mod tests {
             }
         }
         r
+    }
+
+    #[test]
+    fn a_library_left_out_of_a_layer_is_said_beside_its_steps() {
+        let mut record = with_a_second_library([2.0, 1.25, 1.1, 1.02]);
+        let tls = record.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        tls.points.retain(|p| !p.variant.ends_with("@3.6.3"));
+        let why =
+            "left out: nginx /usr/sbin/nginx links libcrypto.so.3 and cannot load OpenSSL 4.0.3";
+        record.warn("tls", "library_left_out", why);
+        let l = build(&record);
+        let layers: Vec<&str> = l.libraries.iter().map(|s| s.layer).collect();
+        assert_eq!(layers, ["primitive", "file", "tunnel"]);
+        assert_eq!(l.libraries_left_out, [("tls".to_string(), why.to_string())]);
+        let text = text(&record);
+        assert!(
+            text.contains(&format!("library tls          {why}")),
+            "{text}"
+        );
     }
 
     #[test]

@@ -113,6 +113,9 @@ fn ladder_section(record: &RunRecord) -> String {
         }
         out.push('\n');
     }
+    for (layer, why) in &l.libraries_left_out {
+        out.push_str(&format!("- library step, {layer}: **{why}**\n"));
+    }
     for (layer, why) in &l.missing {
         if why.starts_with("n/a:") || why.starts_with(ladder::INSTRUMENT_LEFT_OUT) {
             out.push_str(&format!("- ladder, {layer}: **{why}**\n"));

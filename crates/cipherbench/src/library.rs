@@ -12,6 +12,14 @@
 //! `RPATH`, a wrapper that clears the environment) is caught by the check of each
 //! part, never assumed.
 //!
+//! OpenSSL 4 has other sonames (`libcrypto.so.4`): no program built for the system's
+//! OpenSSL 3 loads it. cipherbench's own children then run as a cipherbench built
+//! against it (`scripts/build-against.sh` installs one in the prefix,
+//! `libexec/cipherbench/cipherbench`), held to this one's version and commit; a part
+//! not built by the project (nginx, charon) is asked beforehand which libcrypto it
+//! would load ([`Library::would_load`]) and refused, in one line naming it, where
+//! that is not the directory's.
+//!
 //! Resolving runs `cipherbench __library` under the directory: the child reports
 //! `OpenSSL_version(OPENSSL_VERSION)` and the files it mapped. When the loader refuses
 //! the library, a second child opens the file beside the system's library
@@ -31,6 +39,11 @@ use std::time::Duration;
 pub const LIBCRYPTO: &str = "libcrypto.so.3";
 /// libssl's file name.
 pub const LIBSSL: &str = "libssl.so.3";
+/// The soname numbers a directory may hold: 3 for every 3.x, 4 for 4.x.
+const SONAMES: [u32; 2] = [3, 4];
+/// Where in an OpenSSL prefix `scripts/build-against.sh` installs the cipherbench
+/// built against it.
+pub const OWN_BUILD: &str = "libexec/cipherbench/cipherbench";
 /// The name of the system's library in `--openssl` lists and records.
 pub const SYSTEM: &str = "system";
 /// Set in a cipherbench child's environment, this makes it say which library it
@@ -114,7 +127,11 @@ pub fn of_process(pid: u32) -> Result<Loaded> {
 /// `{"error": ...}`) when opened beside this process's own library.
 pub fn child_main(open: Option<&Path>) -> Result<()> {
     let json = match open {
-        None => serde_json::to_string(&this_process())?,
+        None => {
+            let mut v = serde_json::to_value(this_process())?;
+            v["build"] = build_identity().into();
+            v.to_string()
+        }
         Some(file) => match cipherbench_crypto::info::version_of_file(file) {
             Ok(v) => serde_json::json!({ "version": v }).to_string(),
             Err(e) => serde_json::json!({ "error": e }).to_string(),
@@ -122,6 +139,16 @@ pub fn child_main(open: Option<&Path>) -> Result<()> {
     };
     println!("{json}");
     Ok(())
+}
+
+/// What a cipherbench built against another library must match: version and commit
+/// (the children's protocol changes with the source, not with the library).
+pub fn build_identity() -> String {
+    format!(
+        "cipherbench {} (commit {})",
+        env!("CARGO_PKG_VERSION"),
+        env!("CIPHERBENCH_COMMIT")
+    )
 }
 
 /// The library an `openssl version` line says the CLI runs with: the `(Library:
@@ -200,7 +227,11 @@ pub fn run_under(library: &Library) -> Result<()> {
     let outer = std::env::var_os("LD_LIBRARY_PATH").unwrap_or_default();
     let path = dir.loader.library_path();
     let mut args = std::env::args_os();
-    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
+    // The cipherbench built against it where this one cannot load it.
+    let exe = match &dir.loader.cipherbench {
+        Some(own) => own.clone(),
+        None => std::env::current_exe().context("finding cipherbench's own executable")?,
+    };
     let mut command = std::process::Command::new(exe);
     if let Some(name) = args.next() {
         std::os::unix::process::CommandExt::arg0(&mut command, name);
@@ -227,6 +258,8 @@ pub struct LibraryDir {
     pub loader: Loader,
     /// What a child started under it reported: the version and the files it mapped.
     pub loaded: Loaded,
+    /// Its sonames' number: 3 (`libcrypto.so.3`) or 4.
+    pub soname: u32,
 }
 
 /// The library a variant's processes run under.
@@ -369,6 +402,94 @@ impl Library {
     }
 }
 
+impl Library {
+    /// The soname number of its libraries: 3 for the system's and every 3.x build,
+    /// 4 for an OpenSSL 4 build.
+    pub fn soname(&self) -> u32 {
+        self.dir.as_ref().map_or(3, |d| d.soname)
+    }
+
+    /// Which libcrypto and libssl `program` would load under this library, asked of
+    /// the dynamic loader before it runs a line of the program
+    /// (`LD_TRACE_LOADED_OBJECTS`, what `ldd` does). None: the system's library,
+    /// nothing to ask.
+    pub fn would_load(&self, program: &Path) -> Result<Option<Loaded>> {
+        let Some(dir) = &self.dir else {
+            return Ok(None);
+        };
+        let out = Spawn::new(program)
+            .loader(Some(&dir.loader))
+            .env("LD_TRACE_LOADED_OBJECTS", "1")
+            .output(CHECK_TIMEOUT)
+            .with_context(|| format!("asking the loader what {} links", program.display()))?;
+        Ok(Some(traced(&out.stdout)))
+    }
+
+    /// Refuses, in one line naming the part and ending with `remedy`, a program
+    /// (nginx, charon) that would not load this library: one that links another
+    /// soname (Debian's nginx and `libssl.so.3` against an OpenSSL 4), is static, or
+    /// has an `RPATH`. Checked before anything starts; the part's own check by its
+    /// mappings follows when it runs.
+    pub fn check_program(&self, part: &str, program: &Path, remedy: &str) -> Result<()> {
+        let Some(loaded) = self.would_load(program)? else {
+            return Ok(());
+        };
+        let dir = self
+            .dir
+            .as_ref()
+            .expect("would_load answered for a directory");
+        let wanted = canonical(
+            &dir.loader
+                .lib_dir
+                .join(format!("libcrypto.so.{}", dir.soname)),
+        );
+        if loaded
+            .libcrypto
+            .as_ref()
+            .is_some_and(|p| canonical(p) == wanted)
+        {
+            return Ok(());
+        }
+        let links = match &loaded.libcrypto {
+            Some(p) => format!(
+                "links {}",
+                p.file_name().unwrap_or_default().to_string_lossy()
+            ),
+            None => "links no libcrypto of its own (static, or not an OpenSSL program)".into(),
+        };
+        bail!(
+            "{part} {} {links} and cannot load OpenSSL {} from --openssl {}: {remedy}",
+            program.display(),
+            dir.loaded
+                .version
+                .as_deref()
+                .map_or("", |v| v.split_whitespace().nth(1).unwrap_or(v)),
+            dir.given.display()
+        )
+    }
+}
+
+/// The libcrypto and libssl in the dynamic loader's trace of a program
+/// (`LD_TRACE_LOADED_OBJECTS=1`: lines of `name => path (address)`). Pure.
+pub fn traced(trace: &str) -> Loaded {
+    let mut out = Loaded::default();
+    for line in trace.lines() {
+        let Some((name, rest)) = line.trim().split_once(" => ") else {
+            continue;
+        };
+        let path = rest.rsplit_once(" (").map_or(rest, |(p, _)| p).trim();
+        if !path.starts_with('/') {
+            continue;
+        }
+        if name.starts_with("libcrypto.so") && out.libcrypto.is_none() {
+            out.libcrypto = Some(path.into());
+        } else if name.starts_with("libssl.so") && out.libssl.is_none() {
+            out.libssl = Some(path.into());
+        }
+    }
+    out
+}
+
 /// Adds a part's record unless the same one is there (a sweep starts nginx per point).
 pub fn note(env: &mut Environment, part: PartLibrary) {
     if !env.loaded.contains(&part) {
@@ -392,7 +513,7 @@ pub fn resolve_list(text: &str) -> Result<Vec<Library>> {
     let mut out: Vec<Library> = Vec::new();
     for item in text.split(',').map(str::trim) {
         if item.is_empty() {
-            bail!("--openssl {text}: an empty entry; give `system` or OpenSSL 3 directories, comma-separated");
+            bail!("--openssl {text}: an empty entry; give `system` or OpenSSL 3 or 4 directories, comma-separated");
         }
         let library = if item == SYSTEM {
             Library::system()
@@ -465,7 +586,8 @@ fn lib_dirs(dir: &Path) -> Vec<PathBuf> {
 
 /// Resolves one `--openssl DIR`: the directory exists and holds both libraries, a
 /// child started under it loads those very files (a link in the directory counts as
-/// the file it points to) and reports an OpenSSL 3.
+/// the file it points to) and reports an OpenSSL 3, or an OpenSSL 4 with a
+/// cipherbench built against it in the prefix.
 fn resolve_dir(dir: &Path) -> Result<Library> {
     let flag = format!("--openssl {}", dir.display());
     let meta = std::fs::metadata(dir).map_err(|e| match e.kind() {
@@ -473,12 +595,18 @@ fn resolve_dir(dir: &Path) -> Result<Library> {
         _ => anyhow!("{flag}: {e}"),
     })?;
     if !meta.is_dir() {
-        bail!("{flag}: not a directory; give the prefix of an OpenSSL 3 build (holding lib/{LIBCRYPTO}) or its lib directory");
+        bail!("{flag}: not a directory; give the prefix of an OpenSSL 3 or 4 build (holding lib/{LIBCRYPTO} or lib/libcrypto.so.4) or its lib directory");
     }
     let candidates = lib_dirs(dir);
-    let Some(lib_dir) = candidates.iter().find(|d| d.join(LIBCRYPTO).is_file()) else {
+    let found = candidates.iter().find_map(|d| {
+        SONAMES
+            .iter()
+            .find(|n| d.join(format!("libcrypto.so.{n}")).is_file())
+            .map(|n| (d, *n))
+    });
+    let Some((lib_dir, soname)) = found else {
         bail!(
-            "{flag}: has no {LIBCRYPTO} (looked in {}); give the prefix of an OpenSSL 3 build (`make openssl-upstream` makes one)",
+            "{flag}: has no {LIBCRYPTO} or libcrypto.so.4 (looked in {}); give the prefix of an OpenSSL build (`make openssl-upstream` makes one)",
             candidates
                 .iter()
                 .map(|d| d.display().to_string())
@@ -486,27 +614,48 @@ fn resolve_dir(dir: &Path) -> Result<Library> {
                 .join(", ")
         );
     };
-    if !lib_dir.join(LIBSSL).is_file() {
+    let (libcrypto, libssl) = (
+        format!("libcrypto.so.{soname}"),
+        format!("libssl.so.{soname}"),
+    );
+    if !lib_dir.join(&libssl).is_file() {
         bail!(
-            "{flag}: {} has {LIBCRYPTO} but no {LIBSSL} (nginx and cipherbench need both)",
+            "{flag}: {} has {libcrypto} but no {libssl} (nginx and cipherbench need both)",
             lib_dir.display()
         );
     }
     let lib_dir = canonical(lib_dir);
-    let cli = [dir.join("bin/openssl"), lib_dir.join("../bin/openssl")]
-        .into_iter()
-        .find(|p| is_executable(p))
-        .map(|p| canonical(&p));
+    let in_prefix = |rel: &str| {
+        [dir.join(rel), lib_dir.join("..").join(rel)]
+            .into_iter()
+            .find(|p| is_executable(p))
+            .map(|p| canonical(&p))
+    };
+    let cli = in_prefix("bin/openssl");
+    // A cipherbench of its own where this one cannot load the library.
+    let cipherbench = if soname == 3 {
+        None
+    } else {
+        let Some(own) = in_prefix(OWN_BUILD) else {
+            bail!(
+                "{flag}: holds {libcrypto} (OpenSSL {soname}), which this cipherbench, built against libcrypto.so.3, cannot load: build one against it with `scripts/build-against.sh {}` (installs {OWN_BUILD} there; about 3 minutes), then run this again",
+                dir.display()
+            );
+        };
+        Some(own)
+    };
     let loader = Loader {
         lib_dir: lib_dir.clone(),
         openssl: cli,
+        cipherbench,
     };
-    let loaded = check_child(&flag, &loader)?;
+    let loaded = check_child(&flag, &loader, soname)?;
     Ok(Library {
         dir: Some(Arc::new(LibraryDir {
             given: dir.to_path_buf(),
             loader,
             loaded,
+            soname,
         })),
         tag: None,
     })
@@ -517,29 +666,55 @@ fn is_executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
-/// Starts `cipherbench __library` under the loader and checks what it reports.
-fn check_child(flag: &str, loader: &Loader) -> Result<Loaded> {
-    let exe = std::env::current_exe().context("finding cipherbench's own executable")?;
-    let out = Spawn::new(&exe)
+/// Starts `cipherbench __library` under the loader (the loader's own cipherbench
+/// where it has one) and checks what it reports: an OpenSSL of the directory's soname,
+/// loaded from the directory, and, from a cipherbench of its own, this one's build.
+fn check_child(flag: &str, loader: &Loader, soname: u32) -> Result<Loaded> {
+    let me = std::env::current_exe().context("finding cipherbench's own executable")?;
+    let exe = loader.cipherbench.clone().unwrap_or_else(|| me.clone());
+    let out = Spawn::new(&me)
         .args(["__library"])
         .loader(Some(loader))
         .output(CHECK_TIMEOUT)
         .with_context(|| format!("{flag}: starting a program under it"))?;
-    let reported: Option<Loaded> = out
+    let reported: Option<serde_json::Value> = out
         .status
         .success()
         .then(|| serde_json::from_str(out.stdout.trim()).ok())
         .flatten();
-    let Some(loaded) = reported else {
-        return Err(refused(flag, &exe, loader, &out.stderr));
+    let Some(loaded) = reported
+        .as_ref()
+        .and_then(|v| serde_json::from_value::<Loaded>(v.clone()).ok())
+    else {
+        return Err(refused(flag, &exe, loader, &out.stderr, soname));
     };
     let version = loaded.version.clone().unwrap_or_default();
-    if !version.starts_with("OpenSSL 3.") {
-        bail!("{flag}: is not an OpenSSL 3 library (it reports '{version}')");
+    if !version.starts_with(&format!("OpenSSL {soname}.")) {
+        bail!("{flag}: is not an OpenSSL {soname} library (it reports '{version}')");
     }
-    for (name, path) in [(LIBCRYPTO, &loaded.libcrypto), (LIBSSL, &loaded.libssl)] {
+    if let Some(own) = &loader.cipherbench {
+        let build = reported.as_ref().and_then(|v| v["build"].as_str());
+        if build != Some(build_identity().as_str()) {
+            bail!(
+                "{flag}: {} is {}, not {} as this one is: build it again with `scripts/build-against.sh {}`",
+                own.display(),
+                build.unwrap_or("an older cipherbench"),
+                build_identity(),
+                loader.lib_dir.parent().unwrap_or(&loader.lib_dir).display()
+            );
+        }
+    }
+    for name in [
+        format!("libcrypto.so.{soname}"),
+        format!("libssl.so.{soname}"),
+    ] {
+        let path = if name.starts_with("libcrypto") {
+            &loaded.libcrypto
+        } else {
+            &loaded.libssl
+        };
         // The file itself, wherever a link in the directory points.
-        let wanted = canonical(&loader.lib_dir.join(name));
+        let wanted = canonical(&loader.lib_dir.join(&name));
         let inside = path.as_ref().is_some_and(|p| canonical(p) == wanted);
         if !inside {
             bail!(
@@ -556,8 +731,8 @@ fn check_child(flag: &str, loader: &Loader) -> Result<Loaded> {
 
 /// Why the loader would not start a program under the library: what the library
 /// says it is when opened on its own, else ld.so's own message.
-fn refused(flag: &str, exe: &Path, loader: &Loader, stderr: &str) -> anyhow::Error {
-    let file = loader.lib_dir.join(LIBCRYPTO);
+fn refused(flag: &str, exe: &Path, loader: &Loader, stderr: &str, soname: u32) -> anyhow::Error {
+    let file = loader.lib_dir.join(format!("libcrypto.so.{soname}"));
     let opened = Spawn::new(exe)
         .args(["__library", "--open"])
         .args([&file])
@@ -565,8 +740,8 @@ fn refused(flag: &str, exe: &Path, loader: &Loader, stderr: &str) -> anyhow::Err
         .ok()
         .and_then(|o| serde_json::from_str::<serde_json::Value>(o.stdout.trim()).ok());
     if let Some(version) = opened.as_ref().and_then(|v| v["version"].as_str()) {
-        if !version.starts_with("OpenSSL 3.") {
-            return anyhow!("{flag}: is not an OpenSSL 3 library (it reports '{version}')");
+        if !version.starts_with(&format!("OpenSSL {soname}.")) {
+            return anyhow!("{flag}: is not an OpenSSL {soname} library (it reports '{version}')");
         }
     }
     let exe_prefix = format!("{}: ", exe.display());
@@ -641,6 +816,25 @@ mod tests {
         assert_eq!(own.libcrypto, None);
     }
 
+    #[test]
+    fn the_loaders_trace_gives_the_libraries_a_program_would_load() {
+        let trace = "\tlinux-vdso.so.1 (0x00007ffd)\n\
+            \tlibssl.so.3 => /usr/lib/x86_64-linux-gnu/libssl.so.3 (0x00007f10)\n\
+            \tlibcrypto.so.3 => /opt/ossl 3/lib/libcrypto.so.3 (0x00007f20)\n\
+            \tlibz.so.1 => not found\n\
+            \t/lib64/ld-linux-x86-64.so.2 (0x00007f30)\n";
+        let loaded = traced(trace);
+        assert_eq!(
+            loaded.libcrypto.as_deref(),
+            Some(Path::new("/opt/ossl 3/lib/libcrypto.so.3"))
+        );
+        assert_eq!(
+            loaded.libssl.as_deref(),
+            Some(Path::new("/usr/lib/x86_64-linux-gnu/libssl.so.3"))
+        );
+        assert_eq!(traced("\tstatically linked\n"), Loaded::default());
+    }
+
     fn dir_library(lib: &str, version: &str) -> Library {
         Library {
             dir: Some(Arc::new(LibraryDir {
@@ -648,12 +842,14 @@ mod tests {
                 loader: Loader {
                     lib_dir: lib.into(),
                     openssl: None,
+                    cipherbench: None,
                 },
                 loaded: Loaded {
                     version: Some(version.into()),
                     libcrypto: Some(format!("{lib}/libcrypto.so.3").into()),
                     libssl: Some(format!("{lib}/libssl.so.3").into()),
                 },
+                soname: 3,
             })),
             tag: None,
         }

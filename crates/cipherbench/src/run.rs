@@ -31,6 +31,9 @@ pub struct RunPlan {
     /// The libraries under test, resolved, the baseline first (every layer's
     /// variants are already crossed with them).
     pub libraries: Vec<Library>,
+    /// (layer, why): a library a layer leaves out, because a program of that layer
+    /// not built by the project cannot load it.
+    pub left_out: Vec<(String, String)>,
     /// Layer 1.
     pub speed: SpeedPlan,
     /// Layer 2.
@@ -110,6 +113,14 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
             .warn("run", &f.kind, format!("before the run: {}", f.message));
     }
     session.record.fitness = Some(fitness);
+    for (layer, why) in &plan.left_out {
+        if !quiet {
+            errln!("{layer}: one library left out of this layer: {why}");
+        }
+        session
+            .record
+            .warn(layer, "library_left_out", format!("left out: {why}"));
+    }
     let outcome = (|| -> Result<()> {
         session.save()?;
         interrupt::check()?;
@@ -124,11 +135,16 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
             .environment
             .tools
             .extend(crate::probe::tool_versions(&["nginx"]));
-        layer(&mut session, "tls", |s| plan.tls.run(s))?;
+        // A layer every library was left out of (plan.left_out) is not started.
+        if !plan.tls.sweep.variants.is_empty() {
+            layer(&mut session, "tls", |s| plan.tls.run(s))?;
+        }
         interrupt::check()?;
-        layer(&mut session, "tunnel", |s| {
-            crate::tunnel::run(&plan.tunnel, s)
-        })?;
+        if !plan.tunnel.variants.is_empty() {
+            layer(&mut session, "tunnel", |s| {
+                crate::tunnel::run(&plan.tunnel, s)
+            })?;
+        }
         Ok(())
     })();
     Ok((session, outcome))

@@ -80,14 +80,19 @@ pub const OUTER_LD_LIBRARY_PATH: &str = "CIPHERBENCH_OUTER_LD_LIBRARY_PATH";
 
 /// The OpenSSL a child is started under, when it is not the system's (see
 /// `crate::library`): the library's directory goes first on `LD_LIBRARY_PATH`, so the
-/// loader finds its `libcrypto.so.3` and `libssl.so.3` before the system's, and
-/// `openssl` runs as the build's own command line tool where it has one.
+/// loader finds its `libcrypto.so.N` and `libssl.so.N` before the system's, `openssl`
+/// runs as the build's own command line tool where it has one, and cipherbench's own
+/// children run as the cipherbench built against it where one is needed (OpenSSL 4:
+/// a binary linked with `libcrypto.so.3` cannot load `libcrypto.so.4`).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Loader {
-    /// The directory holding `libcrypto.so.3` and `libssl.so.3`.
+    /// The directory holding `libcrypto.so.N` and `libssl.so.N`.
     pub lib_dir: std::path::PathBuf,
     /// The build's `bin/openssl`, run in place of `openssl` on PATH.
     pub openssl: Option<std::path::PathBuf>,
+    /// A cipherbench built against this library (`scripts/build-against.sh`), run in
+    /// place of this executable; None: this one, which loads the library itself.
+    pub cipherbench: Option<std::path::PathBuf>,
 }
 
 impl Loader {
@@ -104,6 +109,20 @@ impl Loader {
         }
         path
     }
+}
+
+/// Whether `program` names this very executable (as `std::env::current_exe` gives
+/// it, or `/proc/self/exe`).
+fn is_this_executable(program: &OsStr) -> bool {
+    let path = Path::new(program);
+    if path == Path::new("/proc/self/exe") {
+        return true;
+    }
+    let canonical = |p: &Path| std::fs::canonicalize(p).ok();
+    std::env::current_exe()
+        .ok()
+        .and_then(|me| canonical(&me))
+        .is_some_and(|me| path.is_absolute() && canonical(path) == Some(me))
 }
 
 /// How to start a program.
@@ -204,7 +223,17 @@ impl Spawn {
         if let (Some(cli), true) = (&loader.openssl, self.program == "openssl") {
             self.program = cli.clone().into_os_string();
         }
+        if let Some(own) = &loader.cipherbench {
+            if is_this_executable(&self.program) {
+                self.program = own.clone().into_os_string();
+            }
+        }
         self.env("LD_LIBRARY_PATH", loader.library_path())
+    }
+
+    /// The program to be started, as it stands.
+    pub fn program(&self) -> &OsStr {
+        &self.program
     }
 
     /// Working directory.
@@ -1158,6 +1187,7 @@ mod tests {
         let loader = Loader {
             lib_dir: "/opt/ossl/lib".into(),
             openssl: Some("/opt/ossl/bin/openssl".into()),
+            cipherbench: Some("/opt/ossl/libexec/cipherbench/cipherbench".into()),
         };
         let out = Spawn::new("sh")
             .args(["-c", "echo \"$LD_LIBRARY_PATH\""])
@@ -1173,7 +1203,17 @@ mod tests {
             .args(["version"])
             .loader(Some(&loader));
         assert_eq!(cli.display(), ["/opt/ossl/bin/openssl", "version"]);
+        // cipherbench's own children run as the build against the library.
+        let me = std::env::current_exe().unwrap();
+        let own = Spawn::new(&me).args(["__library"]).loader(Some(&loader));
+        assert_eq!(
+            own.display(),
+            ["/opt/ossl/libexec/cipherbench/cipherbench", "__library"]
+        );
+        let other = Spawn::new("sh").loader(Some(&loader));
+        assert_eq!(other.display(), ["sh"]);
         // The system's: nothing changes.
+        assert_eq!(Spawn::new(&me).loader(None).program(), me.as_os_str());
         let plain = Spawn::new("openssl").loader(None);
         assert_eq!(plain.display(), ["openssl"]);
         assert!(plain.env.is_empty());

@@ -347,7 +347,7 @@ impl FileArgs {
             input,
             tools,
             // Last: resolving a library starts a child under it.
-            variants: variant::cross(&variants, &self.library.libraries()?),
+            variants: variant::cross(&variants, &self.library.libraries()?)?,
             caches: dedup(self.cache.iter().map(|c| match c {
                 CacheArg::Warm => Cache::Warm,
                 CacheArg::Cold => Cache::Cold,

@@ -7,6 +7,7 @@ use super::output::finish;
 use super::preset::Preset;
 use super::tunnel::StackArg;
 use crate::interrupt;
+use crate::library::Library;
 use crate::progress::out;
 use crate::run::RunPlan;
 use crate::variant::cross;
@@ -52,6 +53,7 @@ impl RunArgs {
             results: self.results.clone(),
             target_gbps: self.target_gbps.map(target_gbps).transpose()?,
             libraries: Vec::new(),
+            left_out: Vec::new(),
             speed: self.preset.speed_plan(),
             file: self.preset.file_plan(),
             tls: self.preset.tls_plan()?,
@@ -67,14 +69,45 @@ impl RunArgs {
         }
         // Last: resolving a library starts a child under it.
         let libraries = self.library.libraries()?;
-        plan.speed.variants = cross(&plan.speed.variants, &libraries);
-        plan.file.variants = cross(&plan.file.variants, &libraries);
-        plan.tls.sweep.variants = cross(&plan.tls.sweep.variants, &libraries);
-        plan.tls.ramp.variants = cross(&plan.tls.ramp.variants, &libraries);
-        plan.tunnel.variants = cross(&plan.tunnel.variants, &libraries);
+        plan.speed.variants = cross(&plan.speed.variants, &libraries)?;
+        plan.file.variants = cross(&plan.file.variants, &libraries)?;
+        // A library a layer's outside program cannot load (Debian's nginx or charon
+        // and an OpenSSL 4) leaves that layer for the others, said and recorded; the
+        // ladder shows it where it ran.
+        let nginx = crate::tls::nginx::resolve_nginx(None).ok();
+        let tls = kept(&libraries, "tls", &mut plan.left_out, |l| match &nginx {
+            Some(bin) => l.check_program("nginx", bin, crate::tls::keystore::NGINX_REMEDY),
+            None => Ok(()),
+        });
+        plan.tls.sweep.variants = cross(&plan.tls.sweep.variants, &tls)?;
+        plan.tls.ramp.variants = cross(&plan.tls.ramp.variants, &tls)?;
+        let tunnel = kept(&libraries, "tunnel", &mut plan.left_out, |l| {
+            let mut one = plan.tunnel.clone();
+            one.variants = cross(&plan.tunnel.variants, std::slice::from_ref(l))?;
+            crate::tunnel::strongswan::check_libraries(&one)
+        });
+        plan.tunnel.variants = cross(&plan.tunnel.variants, &tunnel)?;
         plan.libraries = libraries;
         Ok(plan)
     }
+}
+
+/// The libraries `check` passes for `layer`; each other goes to `left_out` with the
+/// one line saying why.
+fn kept(
+    libraries: &[Library],
+    layer: &str,
+    left_out: &mut Vec<(String, String)>,
+    check: impl Fn(&Library) -> Result<()>,
+) -> Vec<Library> {
+    let mut out = Vec::new();
+    for l in libraries {
+        match check(l) {
+            Ok(()) => out.push(l.clone()),
+            Err(e) => left_out.push((layer.to_string(), format!("{e:#}"))),
+        }
+    }
+    out
 }
 
 /// `cipherbench run`: every layer in turn, then the summary of each.

@@ -122,7 +122,7 @@ impl SpeedArgs {
         let threads = parse_threads(&self.threads, cores())?;
         // Last: resolving a library starts a child under it, and the preflight one
         // under each variant.
-        let variants = variant::cross(&variants, &self.library.libraries()?);
+        let variants = variant::cross(&variants, &self.library.libraries()?)?;
         let explicit = self.pk.as_deref().is_some_and(|l| l.trim() != "all");
         let (public_key, pk_unavailable) = if public_key.is_empty() {
             (Vec::new(), Vec::new())

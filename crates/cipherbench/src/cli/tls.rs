@@ -250,7 +250,8 @@ impl HandshakeArgs {
                 variants.push(v);
             }
         }
-        let variants = variant::cross(&variants, &self.library.libraries()?);
+        let variants = variant::cross(&variants, &self.library.libraries()?)?;
+        keystore::check_libraries(&variants, self.nginx.as_deref(), &key_stores)?;
         Ok(HandshakePlan {
             protocol,
             keys,
@@ -569,7 +570,9 @@ impl CommonArgs {
         if self.server.is_some() && self.library.openssl.is_some() {
             bail!("--openssl applies to the nginx cipherbench starts, not to a server given with --server");
         }
-        Ok(variant::cross(&out, &self.library.libraries()?))
+        let variants = variant::cross(&out, &self.library.libraries()?)?;
+        keystore::check_libraries(&variants, self.nginx.as_deref(), &self.key_stores()?)?;
+        Ok(variants)
     }
 }
 

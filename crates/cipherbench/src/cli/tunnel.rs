@@ -371,7 +371,8 @@ impl TunnelArgs {
             }
         }
         // Last: resolving a library starts a child under it.
-        plan.variants = variant::cross(&plan.variants, &self.library.libraries()?);
+        plan.variants = variant::cross(&plan.variants, &self.library.libraries()?)?;
+        tunnel::strongswan::check_libraries(&plan)?;
         Ok(plan)
     }
 }

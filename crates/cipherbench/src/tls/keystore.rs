@@ -164,6 +164,41 @@ pub fn check_plan(
     Ok(())
 }
 
+/// What to do about an nginx that cannot load the library under test.
+pub const NGINX_REMEDY: &str = "pass --nginx with an nginx built against it (docs/guides/openssl4.md), or measure TLS on an OpenSSL 3 library";
+
+/// Checks, before anything starts, that every library the variants name can serve
+/// with every key store: nginx (`--nginx`, else the one found) must load the
+/// library ([`crate::library::Library::check_program`]: Debian's nginx cannot load an
+/// OpenSSL 4), and a PKCS#11 store needs an OpenSSL 3 (the pkcs11 engine needs the
+/// ENGINE API OpenSSL 4 removed, and the system's pkcs11-provider is built for
+/// `libcrypto.so.3`).
+pub fn check_libraries(
+    variants: &[crate::variant::Variant],
+    nginx: Option<&Path>,
+    stores: &[KeyStore],
+) -> Result<()> {
+    let libraries = crate::variant::libraries_of(variants);
+    if libraries.iter().all(|l| l.is_system()) {
+        return Ok(());
+    }
+    let binary = super::nginx::resolve_nginx(nginx)?;
+    for library in &libraries {
+        library.check_program("nginx", &binary, NGINX_REMEDY)?;
+        if library.soname() >= 4 {
+            if let Some(k) = stores.iter().find(|k| k.single_process()) {
+                bail!(
+                    "--key-store {} on --openssl {} ({}): the pkcs11 engine needs the ENGINE API OpenSSL 4 removed, and the system's pkcs11-provider is built for libcrypto.so.3; measure the key store on an OpenSSL 3 library",
+                    k.name(),
+                    library.name(),
+                    library.version()
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The one line for a PKCS#11 key store asked of more than one nginx core.
 pub fn one_process_only(flag: &str) -> anyhow::Error {
     anyhow::anyhow!(

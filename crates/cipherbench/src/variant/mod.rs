@@ -268,14 +268,28 @@ pub fn parse_variants(text: &str) -> Result<Vec<Variant>> {
 /// Every variant under every library, library by library (so a layer that goes
 /// through its variants in order measures one library's, then the next's); an
 /// empty list of libraries leaves the variants as they are. Pure.
-pub fn cross(variants: &[Variant], libraries: &[Library]) -> Vec<Variant> {
+pub fn cross(variants: &[Variant], libraries: &[Library]) -> Result<Vec<Variant>> {
     if libraries.is_empty() {
-        return variants.to_vec();
+        return Ok(variants.to_vec());
     }
-    libraries
+    // OpenSSL 4 removed the ENGINE API: an engine variant has nothing to load there.
+    for l in libraries.iter().filter(|l| l.soname() >= 4) {
+        if let Some(v) = variants
+            .iter()
+            .find(|v| matches!(v.kind, VariantKind::Engine { .. }))
+        {
+            bail!(
+                "{} on --openssl {} ({}): OpenSSL 4 has no ENGINE API; reach the same hardware through a provider (provider:CONF), or measure the engine on an OpenSSL 3 library",
+                v.name(),
+                l.name(),
+                l.version()
+            );
+        }
+    }
+    Ok(libraries
         .iter()
         .flat_map(|l| variants.iter().map(move |v| v.with_library(l)))
-        .collect()
+        .collect())
 }
 
 /// The libraries of a list of variants, each once, in first-seen order.

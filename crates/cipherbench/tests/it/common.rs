@@ -206,3 +206,28 @@ pub fn upstream_build() -> PathBuf {
         ),
     }
 }
+
+/// The OpenSSL 4 build under `target/openssl-upstream/` with a cipherbench built
+/// against it (`make openssl4-cipherbench`; `make test` makes both), or a failure
+/// saying how to make them.
+pub fn openssl4_build() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
+    let base = target.join("openssl-upstream");
+    let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
+        .map(|d| d.flatten().map(|e| e.path()).collect())
+        .unwrap_or_default();
+    builds.retain(|p| {
+        p.join("lib/libcrypto.so.4").is_file()
+            && p.join("libexec/cipherbench/cipherbench").is_file()
+    });
+    builds.sort();
+    match builds.pop() {
+        Some(p) => p.canonicalize().expect("the build's directory"),
+        None => panic!(
+            "no OpenSSL 4 build with its own cipherbench in {}: run `make openssl4-cipherbench` first; `make test` does",
+            base.display()
+        ),
+    }
+}

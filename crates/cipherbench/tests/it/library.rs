@@ -671,3 +671,90 @@ fn the_handshake_mode_measures_rsa_under_both_libraries_with_each_ones_ifma_mask
     assert_nothing_left(&dir);
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// OpenSSL 4.0 (`libcrypto.so.4`, no ENGINE API) under `--openssl`: layer 1 runs in
+/// workers that are the cipherbench built against it (held to this one's build), with
+/// noaesni judged by effect there; what cannot load it is refused in one line before
+/// anything starts (Debian's nginx, an engine variant, a prefix without its own
+/// cipherbench); nothing is left behind.
+#[test]
+fn an_openssl_4_build_runs_layer_1_in_its_own_cipherbench_and_refuses_what_cannot_load_it() {
+    let _turn = crate::turn!();
+    let four = crate::common::openssl4_build();
+    let dir = scratch("lib", "openssl4");
+    let results = dir.join("results");
+    run_ok(
+        bin(&dir)
+            .args(["-q", "speed", "--openssl"])
+            .arg(&four)
+            .args(["--cipher", "aes-128-gcm", "--variants", "accel,noaesni"])
+            .args([
+                "--sizes",
+                "16KiB",
+                "--threads",
+                "1",
+                "--direction",
+                "encrypt",
+            ])
+            .args(["--samples", "3", "--sample-ms", "60", "--warmup-ms", "20"])
+            .arg("--results")
+            .arg(&results),
+    );
+    let r = record(&results);
+    let lib = &r.environment.libraries[0];
+    assert!(lib.version.starts_with("OpenSSL 4."), "{lib:?}");
+    let so4 = four.join("lib/libcrypto.so.4").display().to_string();
+    assert_eq!(lib.libcrypto.as_deref(), Some(so4.as_str()));
+    // Every speed worker mapped the 4.0 libcrypto, and was checked.
+    let workers: Vec<_> = r
+        .environment
+        .loaded
+        .iter()
+        .filter(|p| p.layer == "speed")
+        .collect();
+    assert!(!workers.is_empty(), "{:?}", r.environment.loaded);
+    for w in &workers {
+        assert!(w.checked, "{w:?}");
+        assert_eq!(w.libcrypto.as_deref(), Some(so4.as_str()), "{w:?}");
+    }
+    let speed = r.speed.as_ref().unwrap();
+    let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
+    assert!(noaesni.took_effect, "{noaesni:?}");
+
+    // Debian's nginx links libssl.so.3: refused before anything starts.
+    let out = bin(&dir)
+        .args(["tls", "handshake", "--no-save", "--openssl"])
+        .arg(&four)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "links libcrypto.so.3 and cannot load OpenSSL 4.");
+    assert!(stderr(&out).contains("nginx"), "{}", stderr(&out));
+    // No ENGINE API in OpenSSL 4.
+    let out = bin(&dir)
+        .args([
+            "speed",
+            "--no-save",
+            "--variants",
+            "accel,engine:pkcs11",
+            "--openssl",
+        ])
+        .arg(&four)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "OpenSSL 4 has no ENGINE API");
+    // The same libraries without a cipherbench built against them.
+    let bare = dir.join("bare");
+    std::fs::create_dir_all(bare.join("lib")).unwrap();
+    for name in ["libcrypto.so.4", "libssl.so.4"] {
+        std::fs::copy(four.join("lib").join(name), bare.join("lib").join(name)).unwrap();
+    }
+    let out = bin(&dir)
+        .args(["speed", "--no-save", "--openssl"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "scripts/build-against.sh");
+    std::fs::remove_dir_all(&bare).unwrap();
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}

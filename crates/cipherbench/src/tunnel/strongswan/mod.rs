@@ -74,6 +74,28 @@ fn executable(p: &Path) -> bool {
     std::fs::metadata(p).is_ok_and(|m| m.is_file() && m.permissions().mode() & 0o111 != 0)
 }
 
+/// What to do about a charon that cannot load the library under test.
+pub const CHARON_REMEDY: &str = "measure --stack strongswan on an OpenSSL 3 library (--stack own runs cipherbench's gateways on this one)";
+
+/// Refuses, before anything starts, a strongSwan stack under a library its charon
+/// cannot load (Debian's charon links `libcrypto.so.3`: not an OpenSSL 4). Where
+/// charon is not found, nothing: the layer says so when it starts.
+pub fn check_libraries(plan: &crate::tunnel::TunnelPlan) -> Result<()> {
+    if !plan
+        .stacks
+        .contains(&cipherbench_model::tunnel::Stack::Strongswan)
+    {
+        return Ok(());
+    }
+    let Ok(tools) = find_tools(plan.charon.as_deref()) else {
+        return Ok(());
+    };
+    for library in crate::variant::libraries_of(&plan.variants) {
+        library.check_program("strongSwan's charon", &tools.charon, CHARON_REMEDY)?;
+    }
+    Ok(())
+}
+
 /// Finds charon (`explicit`, or the distributions' places) and swanctl (PATH,
 /// `/usr/sbin`), refusing with one line that says what to install.
 pub fn find_tools(explicit: Option<&Path>) -> Result<Tools> {
