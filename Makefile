@@ -8,7 +8,7 @@
 CARGO ?= cargo
 BIN := target/release/cipherbench
 
-.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench debian-root test-platforms
+.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench openssl4-nginx debian-root test-platforms
 
 run: deps build
 	./$(BIN) run
@@ -18,7 +18,7 @@ run: deps build
 # clean clone, 104 s alone; BENCHMARKS.md section 8). No
 # release build: the tests run the test profile's binary, and `make run` builds its own.
 test: deps-test
-	$(MAKE) --no-print-directory -j2 openssl-upstream openssl4 debian-root
+	$(MAKE) --no-print-directory -j2 openssl-upstream openssl4-nginx debian-root
 	$(MAKE) --no-print-directory openssl4-cipherbench AGAINST_PROFILE=dev
 	$(CARGO) fmt --all --check
 	scripts/check-layering.sh
@@ -73,6 +73,11 @@ openssl4:
 
 openssl4-cipherbench: openssl4
 	scripts/build-against.sh $$(OPENSSL_SRC_VERSION=$(OPENSSL4_SRC) scripts/build-openssl.sh) --profile $(AGAINST_PROFILE) >/dev/null
+
+# Debian's nginx rebuilt from its source package against OpenSSL 4.0.3, for the TLS
+# layer under it (Debian's own links libssl.so.3); about 1 minute.
+openssl4-nginx: openssl4
+	scripts/build-nginx.sh $$(OPENSSL_SRC_VERSION=$(OPENSSL4_SRC) scripts/build-openssl.sh) >/dev/null
 
 lint:
 	$(CARGO) fmt --all --check

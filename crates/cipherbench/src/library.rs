@@ -44,6 +44,10 @@ const SONAMES: [u32; 2] = [3, 4];
 /// Where in an OpenSSL prefix `scripts/build-against.sh` installs the cipherbench
 /// built against it.
 pub const OWN_BUILD: &str = "libexec/cipherbench/cipherbench";
+/// Where `scripts/build-nginx.sh` installs the nginx built against it.
+pub const OWN_NGINX: &str = "libexec/cipherbench/nginx";
+/// What to do about an nginx that cannot load the library under test.
+const NGINX_REMEDY: &str = "build one against it with `scripts/build-nginx.sh PREFIX` (Debian's nginx source, about 1 minute; `make openssl4-nginx`), pass --nginx with one, or measure TLS on an OpenSSL 3 library";
 /// The name of the system's library in `--openssl` lists and records.
 pub const SYSTEM: &str = "system";
 /// Set in a cipherbench child's environment, this makes it say which library it
@@ -469,6 +473,32 @@ impl Library {
     }
 }
 
+impl Library {
+    /// The nginx to run under this library: `asked` where it loads the library (the
+    /// system's library: always), else the one built against it in its prefix
+    /// ([`OWN_NGINX`]) where that loads it, else the one line saying neither can.
+    pub fn nginx_for(&self, asked: &Path) -> Result<PathBuf> {
+        let Some(dir) = &self.dir else {
+            return Ok(asked.to_path_buf());
+        };
+        let refusal = match self.check_program("nginx", asked, NGINX_REMEDY) {
+            Ok(()) => return Ok(asked.to_path_buf()),
+            Err(e) => e,
+        };
+        match &dir.loader.nginx {
+            Some(own) => {
+                self.check_program(
+                    "the nginx built against it,",
+                    own,
+                    "build it again with `scripts/build-nginx.sh PREFIX`",
+                )?;
+                Ok(own.clone())
+            }
+            None => Err(refusal),
+        }
+    }
+}
+
 /// The libcrypto and libssl in the dynamic loader's trace of a program
 /// (`LD_TRACE_LOADED_OBJECTS=1`: lines of `name => path (address)`). Pure.
 pub fn traced(trace: &str) -> Loaded {
@@ -648,6 +678,7 @@ fn resolve_dir(dir: &Path) -> Result<Library> {
         lib_dir: lib_dir.clone(),
         openssl: cli,
         cipherbench,
+        nginx: in_prefix(OWN_NGINX),
     };
     let loaded = check_child(&flag, &loader, soname)?;
     Ok(Library {
@@ -843,6 +874,7 @@ mod tests {
                     lib_dir: lib.into(),
                     openssl: None,
                     cipherbench: None,
+                    nginx: None,
                 },
                 loaded: Loaded {
                     version: Some(version.into()),

@@ -93,6 +93,9 @@ pub struct Loader {
     /// A cipherbench built against this library (`scripts/build-against.sh`), run in
     /// place of this executable; None: this one, which loads the library itself.
     pub cipherbench: Option<std::path::PathBuf>,
+    /// An nginx built against this library (`scripts/build-nginx.sh`), run where the
+    /// nginx asked for cannot load it (`crate::library::Library::nginx_for`).
+    pub nginx: Option<std::path::PathBuf>,
 }
 
 impl Loader {
@@ -1188,6 +1191,7 @@ mod tests {
             lib_dir: "/opt/ossl/lib".into(),
             openssl: Some("/opt/ossl/bin/openssl".into()),
             cipherbench: Some("/opt/ossl/libexec/cipherbench/cipherbench".into()),
+            nginx: None,
         };
         let out = Spawn::new("sh")
             .args(["-c", "echo \"$LD_LIBRARY_PATH\""])

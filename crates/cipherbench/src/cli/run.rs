@@ -76,7 +76,7 @@ impl RunArgs {
         // ladder shows it where it ran.
         let nginx = crate::tls::nginx::resolve_nginx(None).ok();
         let tls = kept(&libraries, "tls", &mut plan.left_out, |l| match &nginx {
-            Some(bin) => l.check_program("nginx", bin, crate::tls::keystore::NGINX_REMEDY),
+            Some(bin) => l.nginx_for(bin).map(drop),
             None => Ok(()),
         });
         plan.tls.sweep.variants = cross(&plan.tls.sweep.variants, &tls)?;

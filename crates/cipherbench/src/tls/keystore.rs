@@ -164,13 +164,10 @@ pub fn check_plan(
     Ok(())
 }
 
-/// What to do about an nginx that cannot load the library under test.
-pub const NGINX_REMEDY: &str = "pass --nginx with an nginx built against it (docs/guides/openssl4.md), or measure TLS on an OpenSSL 3 library";
-
 /// Checks, before anything starts, that every library the variants name can serve
-/// with every key store: nginx (`--nginx`, else the one found) must load the
-/// library ([`crate::library::Library::check_program`]: Debian's nginx cannot load an
-/// OpenSSL 4), and a PKCS#11 store needs an OpenSSL 3 (the pkcs11 engine needs the
+/// with every key store: nginx (`--nginx`, else the one found, else the one built
+/// against the library: [`crate::library::Library::nginx_for`]) must load the
+/// library (Debian's nginx cannot load an OpenSSL 4), and a PKCS#11 store needs an OpenSSL 3 (the pkcs11 engine needs the
 /// ENGINE API OpenSSL 4 removed, and the system's pkcs11-provider is built for
 /// `libcrypto.so.3`).
 pub fn check_libraries(
@@ -184,7 +181,7 @@ pub fn check_libraries(
     }
     let binary = super::nginx::resolve_nginx(nginx)?;
     for library in &libraries {
-        library.check_program("nginx", &binary, NGINX_REMEDY)?;
+        library.nginx_for(&binary)?;
         if library.soname() >= 4 {
             if let Some(k) = stores.iter().find(|k| k.single_process()) {
                 bail!(

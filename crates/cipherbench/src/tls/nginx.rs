@@ -322,6 +322,7 @@ pub struct Server {
     status_socket: Option<PathBuf>,
     config: String,
     loaded: Vec<(&'static str, Loaded)>,
+    binary: PathBuf,
 }
 
 /// How to start one.
@@ -451,7 +452,14 @@ impl Server {
         let conf_path = dir.join(format!("nginx-{port}.conf"));
         std::fs::write(&conf_path, &config)
             .with_context(|| format!("writing {}", conf_path.display()))?;
-        let mut spawn = Spawn::new(spec.nginx);
+        // Under a library the nginx asked for cannot load (an OpenSSL 4), the one
+        // built against it.
+        let binary = spec
+            .variant
+            .library
+            .nginx_for(spec.nginx)
+            .map_err(StartError::Other)?;
+        let mut spawn = Spawn::new(&binary);
         for (k, v) in spec.key_source.env() {
             spawn = spawn.env(k, v);
         }
@@ -555,6 +563,7 @@ impl Server {
             status_socket,
             config,
             loaded,
+            binary,
         })
     }
 
@@ -562,6 +571,12 @@ impl Server {
     /// variant's library), for the environment record.
     pub fn loaded(&self) -> &[(&'static str, Loaded)] {
         &self.loaded
+    }
+
+    /// The nginx binary that runs (the one asked for, or the one built against the
+    /// variant's library).
+    pub fn binary(&self) -> &Path {
+        &self.binary
     }
 
     /// The address it listens on.

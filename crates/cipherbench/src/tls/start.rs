@@ -149,12 +149,11 @@ pub(crate) fn start_nginx(
 /// system's.
 pub(crate) fn note_libraries(session: &mut Session, variant: &Variant, server: &nginx::Server) {
     let env = &mut session.record.environment;
+    let source = format!("/proc/<pid>/maps of {}", server.binary().display());
     for (part, loaded) in server.loaded() {
         crate::library::note(
             env,
-            variant
-                .library
-                .part("tls", part, loaded, "/proc/<pid>/maps", true),
+            variant.library.part("tls", part, loaded, &source, true),
         );
     }
     let generator = if crate::library::runs_under(&variant.library) {

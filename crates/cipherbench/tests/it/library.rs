@@ -674,15 +674,18 @@ fn the_handshake_mode_measures_rsa_under_both_libraries_with_each_ones_ifma_mask
 
 /// OpenSSL 4.0 (`libcrypto.so.4`, no ENGINE API) under `--openssl`: layer 1 runs in
 /// workers that are the cipherbench built against it (held to this one's build), with
-/// noaesni judged by effect there; what cannot load it is refused in one line before
-/// anything starts (Debian's nginx, an engine variant, a prefix without its own
-/// cipherbench); nothing is left behind.
+/// noaesni judged by effect there; the TLS layer runs the nginx rebuilt from Debian's
+/// source against it, with the load generator on it too, and negotiates the hybrid
+/// group; what cannot load it is refused in one line before anything starts (Debian's
+/// nginx where no rebuilt one is there, an engine variant, a PKCS#11 key store, a
+/// prefix without its own cipherbench); nothing is left behind.
 #[test]
-fn an_openssl_4_build_runs_layer_1_in_its_own_cipherbench_and_refuses_what_cannot_load_it() {
+fn an_openssl_4_build_runs_in_builds_of_its_own_and_refuses_what_cannot_load_it() {
     let _turn = crate::turn!();
     let four = crate::common::openssl4_build();
+    let so4 = four.join("lib/libcrypto.so.4").display().to_string();
     let dir = scratch("lib", "openssl4");
-    let results = dir.join("results");
+    let results = dir.join("speed");
     run_ok(
         bin(&dir)
             .args(["-q", "speed", "--openssl"])
@@ -703,7 +706,6 @@ fn an_openssl_4_build_runs_layer_1_in_its_own_cipherbench_and_refuses_what_canno
     let r = record(&results);
     let lib = &r.environment.libraries[0];
     assert!(lib.version.starts_with("OpenSSL 4."), "{lib:?}");
-    let so4 = four.join("lib/libcrypto.so.4").display().to_string();
     assert_eq!(lib.libcrypto.as_deref(), Some(so4.as_str()));
     // Every speed worker mapped the 4.0 libcrypto, and was checked.
     let workers: Vec<_> = r
@@ -721,16 +723,51 @@ fn an_openssl_4_build_runs_layer_1_in_its_own_cipherbench_and_refuses_what_canno
     let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
     assert!(noaesni.took_effect, "{noaesni:?}");
 
-    // Debian's nginx links libssl.so.3: refused before anything starts.
-    let out = bin(&dir)
-        .args(["tls", "handshake", "--no-save", "--openssl"])
-        .arg(&four)
-        .output()
-        .unwrap();
-    assert_one_line_error(&out, "links libcrypto.so.3 and cannot load OpenSSL 4.");
-    assert!(stderr(&out).contains("nginx"), "{}", stderr(&out));
-    // No ENGINE API in OpenSSL 4.
-    let out = bin(&dir)
+    // TLS: Debian's nginx cannot load libssl.so.4; the one built against it serves,
+    // and the load generator (cipherbench started again, as its own 4.0 build) too.
+    let results = dir.join("tls");
+    run_ok(
+        bin(&dir)
+            .args(["-q", "tls", "handshake", "--openssl"])
+            .arg(&four)
+            .args(["--keys", "ecdsa-p256", "--groups", "X25519MLKEM768"])
+            .args(["--sessions", "full", "--variants", "accel"])
+            .args(["--window", "300ms", "--probe", "100ms", "--warmup", "50ms"])
+            .args(["--max-concurrency", "4", "--results"])
+            .arg(&results),
+    );
+    let r = record(&results);
+    let hs = r.tls.as_ref().unwrap().handshake.as_ref().unwrap();
+    assert_eq!(
+        hs.points[0].point.negotiated_group.as_deref(),
+        Some("X25519MLKEM768")
+    );
+    let nginx: Vec<_> = r
+        .environment
+        .loaded
+        .iter()
+        .filter(|p| p.part.starts_with("nginx"))
+        .collect();
+    assert!(!nginx.is_empty(), "{:?}", r.environment.loaded);
+    for p in &nginx {
+        assert_eq!(p.libcrypto.as_deref(), Some(so4.as_str()), "{p:?}");
+        assert!(p.source.ends_with("libexec/cipherbench/nginx"), "{p:?}");
+    }
+    let generator = assert_generator_under(&r, &four);
+    assert!(generator
+        .version
+        .as_deref()
+        .unwrap_or_default()
+        .starts_with("OpenSSL 4."));
+    refusals_under_openssl_4(&dir, &four);
+    assert_nothing_left(&dir);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What an OpenSSL 4 build refuses, each in one line before anything starts.
+fn refusals_under_openssl_4(dir: &Path, four: &Path) {
+    // No ENGINE API in OpenSSL 4, and so no PKCS#11 key store either.
+    let out = bin(dir)
         .args([
             "speed",
             "--no-save",
@@ -738,23 +775,52 @@ fn an_openssl_4_build_runs_layer_1_in_its_own_cipherbench_and_refuses_what_canno
             "accel,engine:pkcs11",
             "--openssl",
         ])
-        .arg(&four)
+        .arg(four)
         .output()
         .unwrap();
     assert_one_line_error(&out, "OpenSSL 4 has no ENGINE API");
-    // The same libraries without a cipherbench built against them.
+    let out = bin(dir)
+        .args([
+            "tls",
+            "handshake",
+            "--no-save",
+            "--key-store",
+            "pkcs11",
+            "--openssl",
+        ])
+        .arg(four)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "needs the ENGINE API OpenSSL 4 removed");
+    // The same libraries with neither a cipherbench nor an nginx of their own, then
+    // with the cipherbench only.
     let bare = dir.join("bare");
     std::fs::create_dir_all(bare.join("lib")).unwrap();
     for name in ["libcrypto.so.4", "libssl.so.4"] {
         std::fs::copy(four.join("lib").join(name), bare.join("lib").join(name)).unwrap();
     }
-    let out = bin(&dir)
+    let out = bin(dir)
         .args(["speed", "--no-save", "--openssl"])
         .arg(&bare)
         .output()
         .unwrap();
     assert_one_line_error(&out, "scripts/build-against.sh");
+    std::fs::create_dir_all(bare.join("libexec/cipherbench")).unwrap();
+    std::os::unix::fs::symlink(
+        four.join("libexec/cipherbench/cipherbench"),
+        bare.join("libexec/cipherbench/cipherbench"),
+    )
+    .unwrap();
+    let out = bin(dir)
+        .args(["tls", "handshake", "--no-save", "--openssl"])
+        .arg(&bare)
+        .output()
+        .unwrap();
+    assert_one_line_error(&out, "links libcrypto.so.3 and cannot load OpenSSL 4.");
+    assert!(
+        stderr(&out).contains("scripts/build-nginx.sh"),
+        "{}",
+        stderr(&out)
+    );
     std::fs::remove_dir_all(&bare).unwrap();
-    assert_nothing_left(&dir);
-    std::fs::remove_dir_all(&dir).unwrap();
 }
