@@ -1,6 +1,7 @@
 # The two commands: `make run` (install what is missing, build, run the main job)
-# and `make test` (install what is missing, build the upstream OpenSSL the --openssl
-# tests run against (cached), check formatting, the modules' one-way layering and
+# and `make test` (install what is missing, build the upstream OpenSSL 3.6.3 and 4.0.3
+# the --openssl tests run against, with the cipherbench and nginx built against 4.0.3
+# (cached), check formatting, the modules' one-way layering and
 # lints, run every test, then the platform suite on two more stacks: the upstream
 # build and a Debian 13 root). Both work on a fresh Debian machine, as root
 # or with sudo.

@@ -11,10 +11,11 @@ use std::time::Duration;
 #[derive(Debug, Clone, Default, Args)]
 pub struct LibraryArgs {
     /// The OpenSSL under test: `system` (the default), or the directory of an OpenSSL
-    /// 3.x build (its prefix, holding lib/libcrypto.so.3 and lib/libssl.so.3, or that
-    /// lib directory), put first on LD_LIBRARY_PATH of every part the variants apply
-    /// to. A comma-separated list measures each, the first as the baseline; the
-    /// others' variants are named accel@VERSION.
+    /// 3.x or 4.x build (its prefix, holding lib/libcrypto.so.3 and lib/libssl.so.3,
+    /// or their .so.4, or that lib directory), put first on LD_LIBRARY_PATH of every
+    /// part the variants apply to (under 4.x: the cipherbench and nginx built against
+    /// it in its libexec/cipherbench/). A comma-separated list measures each, the first
+    /// as the baseline; the others' variants are named accel@VERSION.
     #[arg(long, value_name = "DIR[,DIR...]")]
     pub openssl: Option<String>,
 }
