@@ -123,9 +123,10 @@ cargo=${CARGO:-cargo}
 command -v "$cargo" >/dev/null 2>&1 || die "cargo is missing (it fetches the openssl-src crate): install Rust with rustup, https://rustup.rs"
 
 mkdir -p "$base"
-exec 9>"$base/.lock"
+# One lock per version: 3.6.3 and 4.0.3 build side by side (make test does).
+exec 9>"$base/.lock-$version"
 if ! flock -n 9; then
-  say "another build is running in $base; waiting for it"
+  say "another build of OpenSSL $version is running in $base; waiting for it"
   flock 9
 fi
 if ((!force)) && cached; then
@@ -158,7 +159,7 @@ trap finish EXIT
 #    it into its registry cache and says where it unpacked it.
 step="fetching openssl-src $crate_version with cargo"
 say "$step"
-fetch=$base/fetch
+fetch=$base/fetch-$version
 mkdir -p "$fetch/src"
 : >"$fetch/src/lib.rs"
 cat >"$fetch/Cargo.toml" <<EOF
