@@ -208,18 +208,30 @@ pub fn text(results: &SpeedResults) -> String {
         ));
     }
     if !results.pk_checks.is_empty() {
-        out.push_str("\ncross-check against openssl speed (single thread, both per CPU second):\n");
+        out.push_str("\ncross-check against openssl speed (single thread, both per CPU second; with several runs, the median of each run against ours just before and after it [lowest-highest]):\n");
         for c in &results.pk_checks {
-            out.push_str(&format!(
-                "  {:<12} {:<8} {:<12} ours {:>8}  openssl {:>8}  ours/openssl {:.2}\n",
+            let line = format!(
+                "  {:<12} {:<8} {:<12} ours {:>8}  openssl {:>8}  ours/openssl {:.2} {}",
                 c.algorithm,
                 c.operation,
                 c.variant,
                 ops(c.ours_ops_per_cpu_sec),
                 ops(c.openssl_ops_per_sec),
-                c.ratio
-            ));
+                c.ratio,
+                spread_text(c)
+            );
+            out.push_str(line.trim_end());
+            out.push('\n');
         }
+        let within = results
+            .pk_checks
+            .iter()
+            .filter(|c| (c.ratio - 1.0).abs() <= 0.10)
+            .count();
+        out.push_str(&format!(
+            "  {within} of {} within 10 % of openssl speed\n",
+            results.pk_checks.len()
+        ));
     }
     out
 }
@@ -293,18 +305,27 @@ A mask's column is the variant over accel of the same library at one thread, wit
         out.push_str("<p>Cross-check against <code>openssl speed</code> of the same library (one thread, both per CPU second):</p><table><tr><th>algorithm</th><th>operation</th><th>variant</th><th>ours</th><th>openssl</th><th>ours/openssl</th></tr>");
         for c in &results.pk_checks {
             out.push_str(&format!(
-                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2}</td></tr>",
+                "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"num\">{}</td><td class=\"num\">{}</td><td class=\"num\">{:.2} {}</td></tr>",
                 escape(&c.algorithm),
                 escape(&c.operation),
                 escape(&c.variant),
                 ops(c.ours_ops_per_cpu_sec),
                 ops(c.openssl_ops_per_sec),
-                c.ratio
+                c.ratio,
+                escape(&spread_text(c))
             ));
         }
         out.push_str("</table>");
     }
     out
+}
+
+/// `[0.91-1.07], 3 runs` for a check of several runs, else nothing.
+fn spread_text(c: &cipherbench_model::speed::PkCheck) -> String {
+    match c.spread() {
+        Some((lo, hi)) => format!("[{lo:.2}-{hi:.2}], {} runs", c.ratios.len()),
+        None => String::new(),
+    }
 }
 
 #[cfg(test)]

@@ -151,12 +151,72 @@ pub struct PkCheck {
     pub variant: String,
     /// The command that ran (the variant's environment is the record's).
     pub command: Vec<String>,
-    /// Its operations per second (of its user CPU time).
+    /// Its operations per second (of its user CPU time); with several runs, their
+    /// median.
     pub openssl_ops_per_sec: f64,
-    /// Ours, per CPU second of the measuring thread (the median over the samples).
+    /// Ours, per CPU second of the measuring thread: the mean of the two
+    /// measurements around each `openssl speed` run, then the median over the runs.
     pub ours_ops_per_cpu_sec: f64,
-    /// Ours over openssl's.
+    /// Ours over openssl's: the median of [`PkCheck::ratios`].
     pub ratio: f64,
+    /// Ours over openssl's per `openssl speed` run, each against the mean of ours
+    /// just before and just after it (one entry in records made before runs were
+    /// repeated).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub ratios: Vec<f64>,
+}
+
+impl PkCheck {
+    /// The paired ratios' lowest and highest, where there are two or more.
+    pub fn spread(&self) -> Option<(f64, f64)> {
+        (self.ratios.len() >= 2).then(|| {
+            self.ratios
+                .iter()
+                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
+                    (lo.min(*r), hi.max(*r))
+                })
+        })
+    }
+}
+
+/// The median of `values` (None when empty). Pure.
+pub fn median(values: &[f64]) -> Option<f64> {
+    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
+    v.sort_by(f64::total_cmp);
+    match v.len() {
+        0 => None,
+        n if n % 2 == 1 => Some(v[n / 2]),
+        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+    }
+}
+
+/// The cross-check of one operation from alternating measurements: `ours[i]` just
+/// before and `ours[i + 1]` just after `openssl[i]` (None where one is missing).
+/// Each run is paired with the mean of ours around it; the check's figures are the
+/// medians. Pure.
+pub fn paired(ours: &[Option<f64>], openssl: &[Option<f64>]) -> Option<(f64, f64, Vec<f64>)> {
+    let mut mine = Vec::new();
+    let mut theirs = Vec::new();
+    let mut ratios = Vec::new();
+    for (i, rate) in openssl.iter().enumerate() {
+        let Some(rate) = rate.filter(|r| *r > 0.0) else {
+            continue;
+        };
+        let around: Vec<f64> = [ours.get(i), ours.get(i + 1)]
+            .into_iter()
+            .flatten()
+            .flatten()
+            .copied()
+            .collect();
+        if around.is_empty() {
+            continue;
+        }
+        let m = around.iter().sum::<f64>() / around.len() as f64;
+        mine.push(m);
+        theirs.push(rate);
+        ratios.push(m / rate);
+    }
+    Some((median(&mine)?, median(&theirs)?, ratios))
 }
 
 /// Finds a point.
@@ -205,6 +265,33 @@ pub fn effect(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn each_openssl_run_is_paired_with_ours_around_it_and_the_medians_kept() {
+        // ours 100, openssl 100, ours 120, openssl 130, ours 80, openssl 90, ours 100
+        let ours = [Some(100.0), Some(120.0), Some(80.0), Some(100.0)];
+        let openssl = [Some(100.0), Some(130.0), Some(90.0)];
+        let (mine, theirs, ratios) = paired(&ours, &openssl).unwrap();
+        assert_eq!(ratios, [1.1, 100.0 / 130.0, 1.0]);
+        assert_eq!(mine, 100.0);
+        assert_eq!(theirs, 100.0);
+        // A missing flank leaves the other; a missing run is skipped.
+        let (_, _, r) = paired(&[Some(100.0), None], &[Some(50.0), None]).unwrap();
+        assert_eq!(r, [2.0]);
+        assert!(paired(&[None, None], &[Some(1.0)]).is_none());
+        let check = PkCheck {
+            algorithm: "x25519".into(),
+            operation: "derive".into(),
+            variant: "accel".into(),
+            command: Vec::new(),
+            openssl_ops_per_sec: theirs,
+            ours_ops_per_cpu_sec: mine,
+            ratio: median(&ratios).unwrap(),
+            ratios,
+        };
+        assert_eq!(check.ratio, 1.0);
+        assert_eq!(check.spread(), Some((100.0 / 130.0, 1.1)));
+    }
 
     fn samples(rates: &[u64]) -> Vec<SpeedSample> {
         rates

@@ -59,6 +59,11 @@ pub struct SpeedArgs {
     /// Also run `openssl speed -evp` for the same single-thread points and show the ratio.
     #[arg(long)]
     pub check_openssl: bool,
+    /// With --check-openssl and --pk: `openssl speed` runs per public-key algorithm
+    /// and variant, each between two measurements of ours; the check is the median
+    /// of the paired ratios (1 to 20).
+    #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=20))]
+    pub check_rounds: u32,
     /// Also run `openssl speed -evp CIPHER -async_jobs N` for each N (comma-separated,
     /// 0 = synchronous, at most 1024), every variant, cipher and size, on one thread:
     /// for providers and engines that work asynchronously.
@@ -146,6 +151,7 @@ impl SpeedArgs {
                 None => Vec::new(),
             },
             check_seconds: 1,
+            check_rounds: self.check_rounds,
             public_key,
             pk_unavailable,
         })

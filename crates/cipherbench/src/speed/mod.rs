@@ -60,6 +60,8 @@ pub struct SpeedPlan {
     pub async_jobs: Vec<u32>,
     /// Seconds per `openssl speed` run.
     pub check_seconds: u32,
+    /// `openssl speed` runs per public-key cross-check, each between two of ours.
+    pub check_rounds: u32,
     /// Public-key algorithms (`--pk`), each with every operation it has.
     pub public_key: Vec<PkAlgorithm>,
     /// What the preflight found missing: an algorithm in a variant whose library
@@ -121,15 +123,17 @@ impl SpeedPlan {
         // measured once more at the start.
         let probes =
             Duration::from_millis(250) * (self.ciphers.len() * self.variants.len() + 1) as u32;
-        // Per public-key algorithm and variant: ours, `openssl speed`, ours again,
-        // check_seconds per operation each (openssl times one or two more: ML-DSA's
-        // key generation, RSA's encryption and decryption).
+        // Per public-key algorithm and variant: ours, then each `openssl speed` run
+        // followed by ours again, check_seconds per operation each (openssl times
+        // one or two more: ML-DSA's key generation, RSA's encryption and
+        // decryption).
+        let rounds = self.check_rounds.max(1) as usize;
         let pk_checks = if self.check_openssl {
             Duration::from_secs(u64::from(self.check_seconds))
                 * (self
                     .public_key
                     .iter()
-                    .map(|a| 3 * a.ops().len() + 2)
+                    .map(|a| (2 * rounds + 1) * a.ops().len() + 2 * rounds)
                     .sum::<usize>()
                     * self.variants.len()) as u32
         } else {
@@ -927,6 +931,7 @@ mod tests {
             check_openssl: false,
             async_jobs: Vec::new(),
             check_seconds: 3,
+            check_rounds: 1,
             public_key: Vec::new(),
             pk_unavailable: Vec::new(),
         };

@@ -19,6 +19,7 @@ use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::pk::PkAlgorithm;
 use cipherbench_model::interleave::{schedule, Order, Slot};
+use cipherbench_model::speed::pk::{median, paired};
 use cipherbench_model::speed::{PkCheck, PkPoint, SpeedResults, Unavailable};
 use std::time::Duration;
 
@@ -358,56 +359,56 @@ pub fn check_openssl(
             results
                 .pk_checks
                 .retain(|c| !(c.algorithm == algorithm.name() && c.variant == variant.name()));
-            let before = match flank(plan, baseline, variant, algorithm, results, session) {
-                Ok(b) => b,
-                Err(e) if e.is::<interrupt::Interrupted>() => return Err(e),
-                Err(e) => {
-                    session.progress.note(&format!(
-                        "the cross-check of {} {} could not measure ours: {e:#}",
-                        algorithm.name(),
-                        variant.name()
-                    ));
-                    continue;
+            // ours, openssl, ours, openssl, ... ours: each run between two of ours,
+            // so that a drift of the machine falls on both sides alike.
+            let mut ours: Vec<Option<Vec<PkPoint>>> = Vec::new();
+            let mut runs: Vec<Option<String>> = Vec::new();
+            let mut command = Vec::new();
+            ours.push(flanked(
+                plan, baseline, variant, algorithm, results, session,
+            )?);
+            for _ in 0..plan.check_rounds.max(1) {
+                interrupt::check()?;
+                match openssl_speed(plan, baseline, variant, algorithm) {
+                    Ok((args, output)) => {
+                        command = Spawn::new("openssl")
+                            .args(&args)
+                            .loader(variant.library.loader())
+                            .display();
+                        runs.push(Some(output));
+                    }
+                    Err(e) => {
+                        session.progress.note(&format!(
+                            "openssl speed for {} {}: {e:#}",
+                            algorithm.name(),
+                            variant.name()
+                        ));
+                        runs.push(None);
+                    }
                 }
-            };
-            let (args, output) = match openssl_speed(plan, baseline, variant, algorithm) {
-                Ok(o) => o,
-                Err(e) => {
-                    session.progress.note(&format!(
-                        "openssl speed for {} {}: {e:#}",
-                        algorithm.name(),
-                        variant.name()
-                    ));
-                    continue;
-                }
-            };
-            let after = match flank(plan, baseline, variant, algorithm, results, session) {
-                Ok(a) => a,
-                Err(e) if e.is::<interrupt::Interrupted>() => return Err(e),
-                Err(e) => {
-                    session.progress.note(&format!(
-                        "the cross-check of {} {} could not measure ours after openssl: {e:#}",
-                        algorithm.name(),
-                        variant.name()
-                    ));
-                    Vec::new()
-                }
-            };
-            let command = Spawn::new("openssl")
-                .args(&args)
-                .loader(variant.library.loader())
-                .display();
+                ours.push(flanked(
+                    plan, baseline, variant, algorithm, results, session,
+                )?);
+            }
             let (_, field) = algorithm.openssl_speed();
             for &op in algorithm.ops() {
-                let ours: Vec<f64> = before
+                let mine: Vec<Option<f64>> = ours
                     .iter()
-                    .chain(&after)
-                    .filter(|p| p.operation == op.name())
-                    .map(|p| p.ops_per_cpu_sec.median)
+                    .map(|f| {
+                        f.as_ref()?
+                            .iter()
+                            .find(|p| p.operation == op.name())
+                            .map(|p| p.ops_per_cpu_sec.median)
+                    })
                     .collect();
-                let rate = field(op)
-                    .and_then(|(tag, at)| super::openssl_speed::parse_mr_field(&output, tag, at));
-                let (Some(rate), false) = (rate, ours.is_empty()) else {
+                let theirs: Vec<Option<f64>> = runs
+                    .iter()
+                    .map(|out| {
+                        let (tag, at) = field(op)?;
+                        super::openssl_speed::parse_mr_field(out.as_ref()?, tag, at)
+                    })
+                    .collect();
+                let Some((mine, rate, ratios)) = paired(&mine, &theirs) else {
                     session.progress.note(&format!(
                         "openssl speed {}: no {} figure to compare",
                         algorithm.name(),
@@ -415,13 +416,13 @@ pub fn check_openssl(
                     ));
                     continue;
                 };
-                let mine = ours.iter().sum::<f64>() / ours.len() as f64;
+                let ratio = median(&ratios).unwrap_or(mine / rate);
                 session.progress.point(&format!(
-                    "openssl speed {} {} {}: ours/openssl {:.2} (per CPU second, ours just before and after)",
+                    "openssl speed {} {} {}: ours/openssl {ratio:.2} (per CPU second, the median of {} runs, each between two of ours)",
                     algorithm.name(),
                     op.name(),
                     variant.name(),
-                    mine / rate
+                    ratios.len()
                 ));
                 results.pk_checks.push(PkCheck {
                     algorithm: algorithm.name().into(),
@@ -430,7 +431,8 @@ pub fn check_openssl(
                     command: command.clone(),
                     openssl_ops_per_sec: rate,
                     ours_ops_per_cpu_sec: mine,
-                    ratio: mine / rate,
+                    ratio,
+                    ratios,
                 });
             }
             session.record.speed = Some(results.clone());
@@ -438,6 +440,30 @@ pub fn check_openssl(
         }
     }
     Ok(())
+}
+
+/// Ours for the cross-check ([`flank`]), or, where the worker failed, None with a
+/// note (an interruption goes up).
+fn flanked(
+    plan: &SpeedPlan,
+    baseline: &Baseline,
+    variant: &Variant,
+    algorithm: PkAlgorithm,
+    results: &mut SpeedResults,
+    session: &mut Session,
+) -> Result<Option<Vec<PkPoint>>> {
+    match flank(plan, baseline, variant, algorithm, results, session) {
+        Ok(points) => Ok(Some(points)),
+        Err(e) if e.is::<interrupt::Interrupted>() => Err(e),
+        Err(e) => {
+            session.progress.note(&format!(
+                "the cross-check of {} {} could not measure ours: {e:#}",
+                algorithm.name(),
+                variant.name()
+            ));
+            Ok(None)
+        }
+    }
 }
 
 /// `openssl speed -seconds S -mr ALG...` under the variant: its arguments and

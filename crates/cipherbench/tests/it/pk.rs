@@ -164,6 +164,8 @@ fn ml_kem_and_ml_dsa_on_upstream_agree_with_openssl_speed() {
                 "--pk",
                 "ml-kem-768,ml-dsa-65",
                 "--check-openssl",
+                "--check-rounds",
+                "2",
             ])
             .arg("--openssl")
             .arg(upstream_build())
@@ -183,6 +185,8 @@ fn ml_kem_and_ml_dsa_on_upstream_agree_with_openssl_speed() {
                     .iter()
                     .find(|c| c.algorithm == a && &c.operation == op && c.variant == v)
                     .unwrap_or_else(|| panic!("no openssl check for {a} {op} {v}"));
+                // Two runs, each paired with ours around it.
+                assert_eq!(c.ratios.len(), 2, "{c:?}");
                 // Wide: on a shared VM one second of `openssl speed` moves by up to
                 // 30 % between runs (BENCHMARKS.md); the columns themselves are
                 // unit-tested on captured output. A figure of the wrong operation
