@@ -442,30 +442,6 @@ pub fn check_openssl(
     Ok(())
 }
 
-/// Ours for the cross-check ([`flank`]), or, where the worker failed, None with a
-/// note (an interruption goes up).
-fn flanked(
-    plan: &SpeedPlan,
-    baseline: &Baseline,
-    variant: &Variant,
-    algorithm: PkAlgorithm,
-    results: &mut SpeedResults,
-    session: &mut Session,
-) -> Result<Option<Vec<PkPoint>>> {
-    match flank(plan, baseline, variant, algorithm, results, session) {
-        Ok(points) => Ok(Some(points)),
-        Err(e) if e.is::<interrupt::Interrupted>() => Err(e),
-        Err(e) => {
-            session.progress.note(&format!(
-                "the cross-check of {} {} could not measure ours: {e:#}",
-                algorithm.name(),
-                variant.name()
-            ));
-            Ok(None)
-        }
-    }
-}
-
 /// `openssl speed -seconds S -mr ALG...` under the variant: its arguments and
 /// output.
 fn openssl_speed(
@@ -492,46 +468,65 @@ fn openssl_speed(
 }
 
 /// Ours for the cross-check: every operation of `algorithm` in `variant` on one
-/// thread, one sample as long as an `openssl speed` run of one operation.
-fn flank(
+/// thread, one sample as long as an `openssl speed` run of one operation; None, with
+/// a note, where the worker failed (an interruption goes up).
+fn flanked(
     plan: &SpeedPlan,
     baseline: &Baseline,
     variant: &Variant,
     algorithm: PkAlgorithm,
     results: &mut SpeedResults,
     session: &mut Session,
-) -> Result<Vec<PkPoint>> {
-    let request = WorkerRequest {
-        warmup_ns: plan.warmup.as_nanos() as u64,
-        sample_ns: u64::from(plan.check_seconds) * 1_000_000_000,
-        samples: 1,
-        ..WorkerRequest::public_key(&variant.name(), vec![algorithm.name().to_string()], vec![1])
+) -> Result<Option<Vec<PkPoint>>> {
+    let mut measure = || -> Result<Vec<PkPoint>> {
+        let request = WorkerRequest {
+            warmup_ns: plan.warmup.as_nanos() as u64,
+            sample_ns: u64::from(plan.check_seconds) * 1_000_000_000,
+            samples: 1,
+            ..WorkerRequest::public_key(
+                &variant.name(),
+                vec![algorithm.name().to_string()],
+                vec![1],
+            )
+        };
+        let mut worker = Worker {
+            child: super::spawn_worker(variant, baseline.mask(variant).as_deref(), &request)?,
+            deadline: std::time::Instant::now()
+                + Duration::from_secs(u64::from(plan.check_seconds) * 10 + 30),
+            what: format!(
+                "{} ({}) for the cross-check",
+                algorithm.name(),
+                variant.name()
+            ),
+            variant,
+            baseline,
+        };
+        let mut out = Vec::new();
+        worker.drive(
+            results,
+            &mut session.record.environment,
+            |_| Vec::new(),
+            |message, _| {
+                if let WorkerMessage::PkPoint(p) = message {
+                    out.push(p);
+                }
+                Ok(())
+            },
+        )?;
+        Ok(out)
     };
-    let mut worker = Worker {
-        child: super::spawn_worker(variant, baseline.mask(variant).as_deref(), &request)?,
-        deadline: std::time::Instant::now()
-            + Duration::from_secs(u64::from(plan.check_seconds) * 10 + 30),
-        what: format!(
-            "{} ({}) for the cross-check",
-            algorithm.name(),
-            variant.name()
-        ),
-        variant,
-        baseline,
-    };
-    let mut out = Vec::new();
-    worker.drive(
-        results,
-        &mut session.record.environment,
-        |_| Vec::new(),
-        |message, _| {
-            if let WorkerMessage::PkPoint(p) = message {
-                out.push(p);
-            }
-            Ok(())
-        },
-    )?;
-    Ok(out)
+    match measure() {
+        Ok(points) => Ok(Some(points)),
+        Err(e) if e.is::<interrupt::Interrupted>() => Err(e),
+        Err(e) => {
+            session.progress.note(&format!(
+                "the cross-check of {} {} could not measure ours: {e:#}",
+                algorithm.name(),
+                variant.name()
+            ));
+            Ok(None)
+        }
+    }
 }
 
 /// Runs the public-key half of the plan.

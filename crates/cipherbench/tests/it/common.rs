@@ -186,9 +186,9 @@ pub fn run_ok(cmd: &mut Command) -> Output {
     out
 }
 
-/// The newest upstream OpenSSL build under `target/openssl-upstream/`, or a failure
-/// saying how to make it.
-pub fn upstream_build() -> PathBuf {
+/// The newest build under `target/openssl-upstream/` holding every one of `files`, or
+/// a failure saying `how` to make one.
+fn newest_build(files: &[&str], how: &str) -> PathBuf {
     let target = std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
@@ -196,38 +196,33 @@ pub fn upstream_build() -> PathBuf {
     let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
         .map(|d| d.flatten().map(|e| e.path()).collect())
         .unwrap_or_default();
-    builds.retain(|p| p.join("lib/libcrypto.so.3").is_file() && p.join("bin/openssl").is_file());
+    builds.retain(|p| files.iter().all(|f| p.join(f).is_file()));
     builds.sort();
     match builds.pop() {
         Some(p) => p.canonicalize().expect("the build's directory"),
-        None => panic!(
-            "no upstream OpenSSL build in {}: run `make openssl-upstream` (scripts/build-openssl.sh) first; `make test` does",
-            base.display()
-        ),
+        None => panic!("no such build in {}: {how}", base.display()),
     }
 }
 
+/// The newest upstream OpenSSL 3 build under `target/openssl-upstream/`, or a failure
+/// saying how to make it.
+pub fn upstream_build() -> PathBuf {
+    newest_build(
+        &["lib/libcrypto.so.3", "bin/openssl"],
+        "run `make openssl-upstream` (scripts/build-openssl.sh) first; `make test` does",
+    )
+}
+
 /// The OpenSSL 4 build under `target/openssl-upstream/` with a cipherbench built
-/// against it (`make openssl4-cipherbench`; `make test` makes both), or a failure
-/// saying how to make them.
+/// against it and an nginx (`make test-openssl4` makes them), or a failure saying how
+/// to make them.
 pub fn openssl4_build() -> PathBuf {
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join("../../target"));
-    let base = target.join("openssl-upstream");
-    let mut builds: Vec<PathBuf> = std::fs::read_dir(&base)
-        .map(|d| d.flatten().map(|e| e.path()).collect())
-        .unwrap_or_default();
-    builds.retain(|p| {
-        p.join("lib/libcrypto.so.4").is_file()
-            && p.join("libexec/cipherbench/cipherbench").is_file()
-    });
-    builds.sort();
-    match builds.pop() {
-        Some(p) => p.canonicalize().expect("the build's directory"),
-        None => panic!(
-            "no OpenSSL 4 build with its own cipherbench in {}: run `make openssl4-cipherbench` first; `make test` does",
-            base.display()
-        ),
-    }
+    newest_build(
+        &[
+            "lib/libcrypto.so.4",
+            "libexec/cipherbench/cipherbench",
+            "libexec/cipherbench/nginx",
+        ],
+        "run `make test-openssl4` (or make openssl4-cipherbench openssl4-nginx) first",
+    )
 }
