@@ -138,6 +138,7 @@ pub struct Spawn {
     stdin: bool,
     stdout: bool,
     direct: bool,
+    cpu: Option<usize>,
 }
 
 impl Spawn {
@@ -154,6 +155,7 @@ impl Spawn {
             stdin: false,
             stdout: false,
             direct: false,
+            cpu: None,
         };
         match std::env::var_os(OUTER_LD_LIBRARY_PATH) {
             Some(o) if o.is_empty() => spawn.env_remove("LD_LIBRARY_PATH"),
@@ -258,6 +260,14 @@ impl Spawn {
         self
     }
 
+    /// Runs the program on one CPU (where the process's cpuset allows it; the
+    /// program runs unpinned where it does not, or with None): a figure compared
+    /// with one measured on that CPU is then not moved by another CPU's neighbours.
+    pub fn pinned(mut self, cpu: Option<usize>) -> Spawn {
+        self.cpu = cpu;
+        self
+    }
+
     /// Starts the program with no keeper in between, for a program timed from start
     /// to exit with its own `wait4` figures. It must not fork: only the program
     /// itself dies with cipherbench (its `PR_SET_PDEATHSIG`).
@@ -297,6 +307,7 @@ impl Spawn {
         }
         cmd.process_group(0);
         die_with_parent(&mut cmd);
+        pin(&mut cmd, self.cpu);
         cmd
     }
 
@@ -319,6 +330,8 @@ impl Spawn {
         }
         cmd.arg("--").arg(&self.program).args(&self.args);
         cmd.process_group(0);
+        // The keeper's affinity is its program's: the keeper only waits.
+        pin(&mut cmd, self.cpu);
         cmd
     }
 
@@ -522,6 +535,24 @@ fn die_with_parent(cmd: &mut Command) {
             let mut empty: libc::sigset_t = std::mem::zeroed();
             libc::sigemptyset(&mut empty);
             libc::pthread_sigmask(libc::SIG_SETMASK, &empty, std::ptr::null_mut());
+            Ok(())
+        });
+    }
+}
+
+/// In a child before it runs its program: its affinity set to `cpu` alone, best
+/// effort (a cpuset may forbid the CPU; the program then runs where it may).
+fn pin(cmd: &mut Command, cpu: Option<usize>) {
+    let Some(cpu) = cpu else {
+        return;
+    };
+    // SAFETY: sched_setaffinity is a system call, async-signal-safe; the set is
+    // plain data on this stack frame and CPU_SET bounds-checks the index.
+    unsafe {
+        cmd.pre_exec(move || {
+            let mut set: libc::cpu_set_t = std::mem::zeroed();
+            libc::CPU_SET(cpu, &mut set);
+            libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set);
             Ok(())
         });
     }
@@ -1221,6 +1252,31 @@ mod tests {
         let plain = Spawn::new("openssl").loader(None);
         assert_eq!(plain.display(), ["openssl"]);
         assert!(plain.env.is_empty());
+    }
+
+    #[test]
+    fn a_pinned_program_runs_on_its_cpu_alone_and_an_unpinned_one_where_we_may() {
+        let allowed = |spawn: Spawn| {
+            let out = spawn
+                .args(["Cpus_allowed_list", "/proc/self/status"])
+                .output(Duration::from_secs(5))
+                .unwrap()
+                .success("grep")
+                .unwrap();
+            out.stdout.split(':').nth(1).unwrap().trim().to_string()
+        };
+        let ours = crate::host::allowed_cpus();
+        let last = *ours.last().unwrap();
+        assert_eq!(
+            allowed(Spawn::new("grep").pinned(Some(last))),
+            last.to_string()
+        );
+        let unpinned = allowed(Spawn::new("grep").pinned(None));
+        assert_eq!(
+            cipherbench_model::topology::parse_cpu_list(&unpinned),
+            Some(ours),
+            "{unpinned}"
+        );
     }
 
     #[test]

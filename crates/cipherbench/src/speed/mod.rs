@@ -235,20 +235,23 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
     session.record.speed = Some(results.clone());
     session.save()?;
     if plan.check_openssl {
-        check_openssl(plan, baseline, &mut results, session)?;
-        pk::check_openssl(plan, baseline, &mut results, session)?;
+        // On the CPU of the one-thread points: another CPU's neighbours differ.
+        let cpu = cpus.first().copied();
+        check_openssl(plan, cpu, baseline, &mut results, session)?;
+        pk::check_openssl(plan, cpu, baseline, &mut results, session)?;
     }
     if !plan.async_jobs.is_empty() {
-        async_jobs(plan, baseline, &mut results, session)?;
+        async_jobs(plan, cpus.first().copied(), baseline, &mut results, session)?;
     }
     Ok(())
 }
 
 /// `--async-jobs`: `openssl speed -evp CIPHER -async_jobs N` under each variant's
 /// environment, for every cipher `openssl speed` has, size and N, one thread. A
-/// point openssl refuses is noted and skipped.
+/// point openssl refuses is noted and skipped. On `cpu`, as the one-thread points.
 fn async_jobs(
     plan: &SpeedPlan,
+    cpu: Option<usize>,
     baseline: &Baseline,
     results: &mut SpeedResults,
     session: &mut Session,
@@ -277,6 +280,7 @@ fn async_jobs(
                         &variant.environment(),
                         loader,
                         plan.check_seconds,
+                        cpu,
                     ) {
                         Ok(r) => r,
                         Err(e) => {
@@ -832,6 +836,7 @@ fn add_point(
 
 fn check_openssl(
     plan: &SpeedPlan,
+    cpu: Option<usize>,
     baseline: &Baseline,
     results: &mut SpeedResults,
     session: &mut Session,
@@ -869,6 +874,7 @@ fn check_openssl(
             &variant.environment(),
             loader,
             plan.check_seconds,
+            cpu,
         ) {
             Ok(r) => r,
             Err(e) => {

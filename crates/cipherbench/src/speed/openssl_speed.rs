@@ -107,19 +107,22 @@ pub fn mode(name: &str, aead: bool, aead_loop: Option<AeadLoop>) -> String {
     }
 }
 
-/// Runs `openssl` with `args` under the variant's mask; bytes per second.
+/// Runs `openssl` with `args` under the variant's mask, on `cpu` (that of the
+/// one-thread points it is compared with); bytes per second.
 pub fn run(
     args: &[String],
     ia32cap: Option<&str>,
     env: &[(&str, std::ffi::OsString)],
     loader: Option<&Loader>,
     seconds: u32,
+    cpu: Option<usize>,
 ) -> Result<f64> {
     let out = Spawn::new("openssl")
         .args(args)
         .ia32cap(ia32cap)
         .envs(env.iter().cloned())
         .loader(loader)
+        .pinned(cpu)
         .output(Duration::from_secs(u64::from(seconds) + 30))?
         .success("openssl speed")?;
     match parse_mr(&out.stdout).and_then(|v| v.first().copied()) {

@@ -338,9 +338,14 @@ fn add(
 /// per CPU second. A shared machine drifts by more than the check's tolerance within
 /// a minute (the same `openssl speed` 18.5k-21.6k X25519 derivations per second here,
 /// a minute apart), so ours is measured again just before and just after openssl's,
-/// on one thread for as long as openssl's run, and the check takes their mean.
+/// on one thread for as long as openssl's run, and the check takes their mean. Both
+/// run on `cpu`, that of the one-thread points: under KVM the two vCPUs of the
+/// development machine differed by 12 % (the median of five alternating pairs of
+/// 2 s `openssl speed rsa3072` runs), which an unpinned `openssl speed` turned into
+/// a systematic gap.
 pub fn check_openssl(
     plan: &SpeedPlan,
+    cpu: Option<usize>,
     baseline: &Baseline,
     results: &mut SpeedResults,
     session: &mut Session,
@@ -365,11 +370,11 @@ pub fn check_openssl(
             let mut runs: Vec<Option<String>> = Vec::new();
             let mut command = Vec::new();
             ours.push(flanked(
-                plan, baseline, variant, algorithm, results, session,
+                plan, cpu, baseline, variant, algorithm, results, session,
             )?);
             for _ in 0..plan.check_rounds.max(1) {
                 interrupt::check()?;
-                match openssl_speed(plan, baseline, variant, algorithm) {
+                match openssl_speed(plan, cpu, baseline, variant, algorithm) {
                     Ok((args, output)) => {
                         command = Spawn::new("openssl")
                             .args(&args)
@@ -387,7 +392,7 @@ pub fn check_openssl(
                     }
                 }
                 ours.push(flanked(
-                    plan, baseline, variant, algorithm, results, session,
+                    plan, cpu, baseline, variant, algorithm, results, session,
                 )?);
             }
             let (_, field) = algorithm.openssl_speed();
@@ -442,10 +447,11 @@ pub fn check_openssl(
     Ok(())
 }
 
-/// `openssl speed -seconds S -mr ALG...` under the variant: its arguments and
-/// output.
+/// `openssl speed -seconds S -mr ALG...` under the variant, on `cpu`: its
+/// arguments and output.
 fn openssl_speed(
     plan: &SpeedPlan,
+    cpu: Option<usize>,
     baseline: &Baseline,
     variant: &Variant,
     algorithm: PkAlgorithm,
@@ -460,6 +466,7 @@ fn openssl_speed(
         .ia32cap(baseline.mask(variant).as_deref())
         .envs(variant.environment())
         .loader(variant.library.loader())
+        .pinned(cpu)
         .output(Duration::from_secs(
             u64::from(plan.check_seconds) * 4 * names.len() as u64 + 30,
         ))?
@@ -468,10 +475,11 @@ fn openssl_speed(
 }
 
 /// Ours for the cross-check: every operation of `algorithm` in `variant` on one
-/// thread, one sample as long as an `openssl speed` run of one operation; None, with
-/// a note, where the worker failed (an interruption goes up).
+/// thread on `cpu`, one sample as long as an `openssl speed` run of one operation;
+/// None, with a note, where the worker failed (an interruption goes up).
 fn flanked(
     plan: &SpeedPlan,
+    cpu: Option<usize>,
     baseline: &Baseline,
     variant: &Variant,
     algorithm: PkAlgorithm,
@@ -483,6 +491,7 @@ fn flanked(
             warmup_ns: plan.warmup.as_nanos() as u64,
             sample_ns: u64::from(plan.check_seconds) * 1_000_000_000,
             samples: 1,
+            cpus: cpu.into_iter().collect(),
             ..WorkerRequest::public_key(
                 &variant.name(),
                 vec![algorithm.name().to_string()],
