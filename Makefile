@@ -8,7 +8,7 @@
 CARGO ?= cargo
 BIN := target/release/cipherbench
 
-.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench openssl4-nginx test-openssl4 debian-root test-platforms
+.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench openssl4-nginx test-openssl4 debian-root test-platforms dist test-dist
 
 run: deps build
 	./$(BIN) run
@@ -86,6 +86,17 @@ openssl4-nginx: openssl4
 test-openssl4: deps-test
 	$(MAKE) --no-print-directory -j2 openssl4-nginx openssl4-cipherbench AGAINST_PROFILE=dev
 	$(CARGO) test --workspace --locked --test it -- --ignored library::an_openssl_4
+
+# The release a user installs: target/dist/cipherbench_VERSION_amd64.deb, a tarball
+# with the same binary, man pages and completions, and SHA256SUMS (scripts/dist.sh).
+dist: deps-test
+	scripts/dist.sh
+
+# The package installed with apt on bare Debian 13 and 12 roots (no compiler, no
+# clone), its man pages and completion, and the platform suite run against it there
+# (scripts/test-dist.sh). .ci/run calls it after `make test`.
+test-dist: deps-test
+	scripts/test-dist.sh
 
 lint:
 	$(CARGO) fmt --all --check

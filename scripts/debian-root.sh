@@ -9,6 +9,13 @@
 #       scripts/install-deps.sh run inside it (so its package names are checked on
 #       that release too) and what the tests there use. Cached: rebuilt only when
 #       this recipe (the script, install-deps.sh) changes. Prints the root's path.
+#   scripts/debian-root.sh [--suite S] --bare build
+#       A bare root (target/roots/<suite>-bare/): debootstrap minbase and the mirror,
+#       nothing of the project's, no compiler: a server a package is installed on.
+#   scripts/debian-root.sh [--suite S] --bare fresh [--bind DIR]... COMMAND...
+#       Runs COMMAND in a throwaway copy of the bare root (an overlay whose changes
+#       are removed with it), the DIRs bound at their own paths: what a test that
+#       installs the package starts from, bare each time.
 #   scripts/debian-root.sh [--suite S] run COMMAND...
 #       Runs COMMAND inside the root (building it first if needed), in the
 #       workspace, as root, in a private mount namespace: the root is bound onto
@@ -28,8 +35,13 @@ die() {
 }
 
 suite=trixie
+bare=
 while [[ $# -gt 0 ]]; do
   case "$1" in
+    --bare)
+      bare=1
+      shift
+      ;;
     --suite)
       [[ $# -ge 2 ]] || die "--suite needs a Debian suite name, e.g. trixie"
       suite=$2
@@ -42,7 +54,7 @@ while [[ $# -gt 0 ]]; do
     *) break ;;
   esac
 done
-[[ $# -ge 1 ]] || die "usage: scripts/debian-root.sh [--suite S] build|run COMMAND..."
+[[ $# -ge 1 ]] || die "usage: scripts/debian-root.sh [--suite S] [--bare] build|run|fresh COMMAND..."
 action=$1
 shift
 [[ "$suite" =~ ^[a-z]+$ ]] || die "suite '$suite' is not a Debian suite name (lower-case letters, e.g. trixie)"
@@ -50,16 +62,20 @@ shift
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 target=${CARGO_TARGET_DIR:-$here/target}
 roots="$target/roots"
-root="$roots/$suite"
+root="$roots/$suite${bare:+-bare}"
 
 if [[ $(id -u) -ne 0 ]]; then
   command -v sudo >/dev/null 2>&1 || die "needs root (debootstrap, chroot, mounts): run it as root, or install sudo"
-  exec sudo --preserve-env=CARGO_TARGET_DIR,CARGO_HOME,RUSTUP_HOME,CARGO_INCREMENTAL,CI "$0" --suite "$suite" "$action" "$@"
+  exec sudo --preserve-env=CARGO_TARGET_DIR,CARGO_HOME,RUSTUP_HOME,CARGO_INCREMENTAL,CI "$0" --suite "$suite" ${bare:+--bare} "$action" "$@"
 fi
 
-# The recipe: this script and the package lists. A root made from another recipe is
-# made again.
-recipe=$(cat "${BASH_SOURCE[0]}" "$here/scripts/install-deps.sh" | sha256sum | cut -c1-16)
+# The recipe: this script and the package lists (a bare root: this script). A root
+# made from another recipe is made again.
+if [[ -n "$bare" ]]; then
+  recipe=$(sha256sum <"${BASH_SOURCE[0]}" | cut -c1-16)
+else
+  recipe=$(cat "${BASH_SOURCE[0]}" "$here/scripts/install-deps.sh" | sha256sum | cut -c1-16)
+fi
 
 # Packages the tests in the root use besides install-deps.sh's `run` set: tshark (the
 # tunnel's wire check), procps (ps, pgrep in the leftovers checks), the engine-free
@@ -79,7 +95,8 @@ mirror() {
 # Runs a command chrooted into ROOT (the first argument), in a private mount namespace
 # whose mounts end with it: the root bound onto itself (network namespaces need it to
 # be a mount point), /proc, /sys, /dev, a fresh /run and /tmp, and each directory
-# after ROOT up to `--` bound at the same path inside.
+# after ROOT up to `--` bound at the same path inside. With OVERLAY set (a scratch
+# directory), ROOT is first covered by an overlay whose changes go there.
 enter() {
   local into=$1
   shift
@@ -95,6 +112,10 @@ enter() {
     shift 2
     binds=("${@:1:$n}")
     shift "$n"
+    if [[ -n "${OVERLAY:-}" ]]; then
+      mkdir -p "$OVERLAY/upper" "$OVERLAY/work"
+      mount -t overlay overlay -o "lowerdir=$into,upperdir=$OVERLAY/upper,workdir=$OVERLAY/work" "$into"
+    fi
     mount --bind "$into" "$into"
     mount -t proc proc "$into/proc"
     mount --rbind /sys "$into/sys"
@@ -129,18 +150,27 @@ build() {
   mkdir -p "$roots"
   # Build beside the old root and swap at the end: an interrupted build leaves no
   # half root that a later run would take for a whole one.
-  local fresh="$roots/.$suite.new"
+  local fresh="$roots/.${root##*/}.new"
   rm -rf --one-file-system "$fresh"
   trap 'rm -rf --one-file-system "$fresh"' EXIT
   say "debootstrap $suite (minbase) into $fresh"
   debootstrap --variant=minbase --include=ca-certificates "$suite" "$fresh" "$url" \
-    >"$roots/.$suite.log" 2>&1 || die "debootstrap failed: see $roots/.$suite.log"
+    >"$roots/.${root##*/}.log" 2>&1 || die "debootstrap failed: see $roots/.${root##*/}.log"
   # The root's apt sees the same mirror, for install-deps.sh.
   echo "deb $url $suite main" >"$fresh/etc/apt/sources.list"
   cp /etc/resolv.conf "$fresh/etc/resolv.conf" 2>/dev/null || true
   # No service starts inside the root (nginx, ssh, strongSwan's packages try to).
   printf '#!/bin/sh\nexit 101\n' >"$fresh/usr/sbin/policy-rc.d"
   chmod 755 "$fresh/usr/sbin/policy-rc.d"
+  if [[ -n "$bare" ]]; then
+    echo "$recipe" >"$fresh/.cipherbench-recipe"
+    rm -rf --one-file-system "$root"
+    mv "$fresh" "$root"
+    trap - EXIT
+    say "bare $suite root ready in $(($(date +%s) - started)) s"
+    echo "$root"
+    return
+  fi
   mkdir -p "$fresh/var/tmp/cipherbench-deps"
   cp "$here/scripts/install-deps.sh" "$fresh/var/tmp/cipherbench-deps/"
   local root_was=$root
@@ -183,8 +213,33 @@ run() {
     bash -c 'cd "$0" && exec "$@"' "$here" "$@"
 }
 
+# COMMAND in a throwaway overlay of the bare root, with DIRs bound; the overlay's
+# changes are removed when it ends (and by the next `fresh` where a kill left them).
+fresh() {
+  [[ -n "$bare" ]] || die "fresh runs in a bare root: add --bare"
+  local binds=()
+  while [[ $# -gt 0 && "$1" == --bind ]]; do
+    [[ $# -ge 2 && -d "$2" ]] || die "--bind needs a directory"
+    binds+=("$(cd "$2" && pwd)")
+    shift 2
+  done
+  [[ $# -ge 1 ]] || die "fresh needs a command"
+  build >/dev/null
+  rm -rf --one-file-system "$roots/.$suite-fresh."*
+  # Global: the EXIT trap runs after this function has returned.
+  scratch=$(mktemp -d "$roots/.$suite-fresh.XXXXXX")
+  trap 'rm -rf --one-file-system "$scratch"' EXIT
+  local rc=0
+  OVERLAY=$scratch enter "$root" "${binds[@]}" -- CIPHERBENCH_PLATFORM="debian-$suite-bare" "$@" || rc=$?
+  return "$rc"
+}
+
 case "$action" in
   build) build ;;
-  run) run "$@" ;;
+  run)
+    [[ -z "$bare" ]] || die "run is for the project's root: use fresh with --bare"
+    run "$@"
+    ;;
+  fresh) fresh "$@" ;;
   *) die "unknown action '$action': build or run" ;;
 esac

@@ -9,6 +9,7 @@
 pub mod cleanup;
 pub mod file;
 pub mod flags;
+pub mod manual;
 pub mod output;
 pub mod preset;
 pub mod report;
@@ -22,10 +23,19 @@ use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+/// What `--version` prints: the version and the commit built from (with
+/// `-dirty.HASH` for a tree with changes; `unknown` from a source tarball).
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("CIPHERBENCH_COMMIT"),
+    ")"
+);
+
 /// cipherbench: what does hardware crypto acceleration buy, on this machine, for my
 /// workload?
 #[derive(Debug, Parser)]
-#[command(name = "cipherbench", version, about, long_about = None)]
+#[command(name = "cipherbench", version = VERSION, about, long_about = None)]
 pub struct Cli {
     /// Print only results and notes, not progress.
     #[arg(long, short, global = true)]
@@ -89,6 +99,18 @@ pub enum Command {
         /// Also write compare.md and compare.html into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+    },
+    /// Print the completion script of a shell (bash: save it as
+    /// /usr/share/bash-completion/completions/cipherbench; the package installs it).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// Internal: writes the man pages (cipherbench.1, one per command) into DIR.
+    #[command(name = "__manpages", hide = true)]
+    Manpages {
+        /// The directory to write them into.
+        dir: PathBuf,
     },
     /// Run as an agent of another cipherbench: answer its requests (line-delimited
     /// JSON) on stdin and stdout until stdin closes. Started by the coordinator over
@@ -170,5 +192,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Tunnel(args) => tunnel::command(&args, quiet),
         Command::Run(args) => run::command(&args, quiet),
         Command::Cleanup(args) => cleanup::command(&args),
+        Command::Completions { shell } => manual::completions(shell),
+        Command::Manpages { dir } => manual::manpages(&dir),
     }
 }
