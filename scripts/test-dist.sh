@@ -8,7 +8,9 @@
 #   3. the platform suite (crates/cipherbench/tests/platform.rs, built here) runs
 #      against the installed /usr/bin/cipherbench, from /, with everything required:
 #      probe, the handshakes, the public-key operations, and the quick preset with
-#      every rung and nothing left behind.
+#      every rung and nothing left behind;
+#   4. `cipherbench doctor` finds everything the main job needs, then, with iperf3
+#      removed, names it with the apt-get command that installs it and exits 3.
 # The package is target/dist's, made first by scripts/dist.sh.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -82,3 +84,16 @@ export CIPHERBENCH_EXPECT_OPENSSL
 # default.
 # shellcheck disable=SC2086
 "$test_bin" --nocapture --test-threads 1 ${DIST_TESTS:-}
+
+# doctor: complete after the install; a recommended package removed is named, with
+# the command that brings it back.
+cipherbench doctor >/tmp/doctor.txt || die "doctor failed after the install: $(cat /tmp/doctor.txt)"
+grep -q "^tunnel *iperf3 *yes" /tmp/doctor.txt || die "doctor does not list iperf3 as here: $(cat /tmp/doctor.txt)"
+apt-get remove -y -qq iperf3 >>/tmp/apt.log 2>&1 || die "apt-get remove iperf3 failed"
+rc=0
+cipherbench doctor >/tmp/doctor.txt || rc=$?
+[[ $rc -eq 3 ]] || die "doctor exited $rc without iperf3, not 3: $(cat /tmp/doctor.txt)"
+grep -q "^missing for \`cipherbench run\`: iperf3$" /tmp/doctor.txt &&
+  grep -qE "^install them: apt-get install (.* )?iperf3( |$)" /tmp/doctor.txt ||
+  die "doctor without iperf3 said: $(cat /tmp/doctor.txt)"
+say "doctor names a removed package and the command that installs it"

@@ -4,6 +4,7 @@
 //! page per command (`cipherbench-tls-sweep.1`, ...). `scripts/dist.sh` calls both.
 
 use super::Cli;
+use crate::progress::{out, outln};
 use anyhow::{Context, Result};
 use clap::CommandFactory;
 use std::path::Path;
@@ -12,7 +13,9 @@ use std::process::ExitCode;
 /// Prints the completion script of `shell` for `cipherbench` on stdout.
 pub fn completions(shell: clap_complete::Shell) -> Result<ExitCode> {
     let mut command = Cli::command();
-    clap_complete::generate(shell, &mut command, "cipherbench", &mut std::io::stdout());
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut command, "cipherbench", &mut script);
+    out!("{}", String::from_utf8_lossy(&script));
     Ok(ExitCode::SUCCESS)
 }
 
@@ -24,7 +27,7 @@ pub fn manpages(dir: &Path) -> Result<ExitCode> {
     for (name, page) in pages(&command, "") {
         let path = dir.join(format!("{name}.1"));
         std::fs::write(&path, page).with_context(|| format!("writing {}", path.display()))?;
-        println!("{}", path.display());
+        outln!("{}", path.display());
     }
     Ok(ExitCode::SUCCESS)
 }

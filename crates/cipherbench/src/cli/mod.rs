@@ -7,6 +7,7 @@
 //! see clap, only resolved plans.
 
 pub mod cleanup;
+pub mod doctor;
 pub mod file;
 pub mod flags;
 pub mod manual;
@@ -61,6 +62,11 @@ pub enum Command {
         #[arg(long)]
         check: bool,
     },
+    /// Every program and kernel feature each layer drives, whether this machine has
+    /// it, and the command that installs what is missing on this distribution (apt,
+    /// tested; dnf, from the package lists). Exit status 3 when the main job lacks
+    /// something.
+    Doctor,
     /// Layer 1: cipher throughput by buffer size, with AES-NI available and masked.
     Speed(speed::SpeedArgs),
     /// Layer 2: the time to encrypt a file through the disk, by tool and variant.
@@ -182,6 +188,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
             crate::effect::child_main(treatment_only).map(|()| ExitCode::SUCCESS)
         }
         Command::Probe { json, check } => report::probe(json, check),
+        Command::Doctor => doctor::command(),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
         Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
         Command::Speed(args) => speed::command(&args, quiet),
