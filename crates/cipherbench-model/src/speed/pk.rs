@@ -169,24 +169,8 @@ pub struct PkCheck {
 impl PkCheck {
     /// The paired ratios' lowest and highest, where there are two or more.
     pub fn spread(&self) -> Option<(f64, f64)> {
-        (self.ratios.len() >= 2).then(|| {
-            self.ratios
-                .iter()
-                .fold((f64::INFINITY, f64::NEG_INFINITY), |(lo, hi), r| {
-                    (lo.min(*r), hi.max(*r))
-                })
-        })
-    }
-}
-
-/// The median of `values` (None when empty). Pure.
-pub fn median(values: &[f64]) -> Option<f64> {
-    let mut v: Vec<f64> = values.iter().copied().filter(|x| x.is_finite()).collect();
-    v.sort_by(f64::total_cmp);
-    match v.len() {
-        0 => None,
-        n if n % 2 == 1 => Some(v[n / 2]),
-        n => Some((v[n / 2 - 1] + v[n / 2]) / 2.0),
+        let s = Summary::of(&self.ratios).filter(|s| s.n >= 2)?;
+        Some((s.min, s.max))
     }
 }
 
@@ -216,6 +200,7 @@ pub fn paired(ours: &[Option<f64>], openssl: &[Option<f64>]) -> Option<(f64, f64
         theirs.push(rate);
         ratios.push(m / rate);
     }
+    let median = |v: &[f64]| Summary::of(v).map(|s| s.median);
     Some((median(&mine)?, median(&theirs)?, ratios))
 }
 
@@ -286,7 +271,7 @@ mod tests {
             command: Vec::new(),
             openssl_ops_per_sec: theirs,
             ours_ops_per_cpu_sec: mine,
-            ratio: median(&ratios).unwrap(),
+            ratio: Summary::of(&ratios).unwrap().median,
             ratios,
         };
         assert_eq!(check.ratio, 1.0);

@@ -163,8 +163,7 @@ fn present(thing: Thing) -> bool {
         Thing::Program(p) => crate::file::tools::which(p).is_some(),
         Thing::AnyFile(paths) => paths.iter().any(|p| Path::new(p).exists()),
         Thing::Kernel(path) => Path::new(path).exists(),
-        // SAFETY: geteuid has no preconditions.
-        Thing::Root => (unsafe { libc::geteuid() }) == 0,
+        Thing::Root => crate::host::is_root(),
     }
 }
 

@@ -19,8 +19,9 @@ use crate::variant::{Baseline, Variant};
 use anyhow::{bail, Context, Result};
 use cipherbench_crypto::pk::PkAlgorithm;
 use cipherbench_model::interleave::{schedule, Order, Slot};
-use cipherbench_model::speed::pk::{median, paired};
+use cipherbench_model::speed::pk::paired;
 use cipherbench_model::speed::{PkCheck, PkPoint, SpeedResults, Unavailable};
+use cipherbench_model::stats::Summary;
 use std::time::Duration;
 
 /// Which of `algorithms` each variant's library lacks, with OpenSSL's reason, asked
@@ -421,7 +422,7 @@ pub fn check_openssl(
                     ));
                     continue;
                 };
-                let ratio = median(&ratios).unwrap_or(mine / rate);
+                let ratio = Summary::of(&ratios).map_or(mine / rate, |s| s.median);
                 session.progress.point(&format!(
                     "openssl speed {} {} {}: ours/openssl {ratio:.2} (per CPU second, the median of {} runs, each between two of ours)",
                     algorithm.name(),
