@@ -8,7 +8,7 @@
 CARGO ?= cargo
 BIN := target/release/cipherbench
 
-.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench openssl4-nginx test-openssl4 debian-root test-platforms dist test-dist
+.PHONY: run test deps deps-test build lint bench clean openssl-upstream openssl4 openssl4-cipherbench openssl4-nginx test-openssl4 debian-root test-platforms test-root-build dist test-dist
 
 run: deps build
 	./$(BIN) run
@@ -28,12 +28,20 @@ test: deps-test
 # The platform suite (crates/cipherbench/tests/platform.rs: probe,
 # speed, TLS, the tunnel and the quick preset) on the stacks beyond the system's:
 # every command pointed at the upstream OpenSSL 3.6.3 build, then inside a Debian 13
-# root (debootstrap, cached in target/roots/, about 90 s to make) where the project
-# is built against its OpenSSL 3.5 (target/platform/debian-trixie/).
+# root (debootstrap, cached in target/roots/, about 90 s to make) on its OpenSSL 3.5,
+# nginx and strongSwan: this build, as the package built on Debian 12 runs there.
 # --workspace, as `make test`'s own `cargo test`: the same features, so nothing is
 # built again (with -p cipherbench alone the unified features differ: 2.5 min).
 test-platforms: openssl-upstream
 	CIPHERBENCH_TEST_OPENSSL=$$(scripts/build-openssl.sh) $(CARGO) test --workspace --locked --test platform
+	bin=$$($(CARGO) test --workspace --locked --test platform --no-run 2>&1 | sed -n 's/.*Executable tests\/platform.rs (\(.*\))$$/\1/p' | tail -1); \
+	[ -x "$$bin" ] || { echo "make: no platform suite binary from cargo test --no-run" >&2; exit 1; }; \
+	scripts/debian-root.sh run scripts/platform-test.sh "$$bin"
+
+# The platform suite built inside the Debian 13 root, against its OpenSSL 3.5 headers
+# and its compiler (target/platform/debian-trixie/), and run there: 2.5 minutes of
+# building that `make test` leaves to .ci/run.
+test-root-build: deps-test debian-root
 	scripts/debian-root.sh run scripts/platform-test.sh
 
 # The Debian 13 root the platform suite runs in (target/roots/trixie/, made again only

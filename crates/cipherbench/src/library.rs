@@ -47,7 +47,7 @@ pub const OWN_BUILD: &str = "libexec/cipherbench/cipherbench";
 /// Where `scripts/build-nginx.sh` installs the nginx built against it.
 pub const OWN_NGINX: &str = "libexec/cipherbench/nginx";
 /// What to do about an nginx that cannot load the library under test.
-const NGINX_REMEDY: &str = "build one against it with `scripts/build-nginx.sh PREFIX` (Debian's nginx source, about 1 minute), or pass --nginx with one";
+const NGINX_REMEDY: &str = "build one against it with `scripts/build-nginx.sh PREFIX` from cipherbench's source tree (Debian's nginx source, about 1 minute), or pass --nginx with one";
 /// The name of the system's library in `--openssl` lists and records.
 pub const SYSTEM: &str = "system";
 /// Set in a cipherbench child's environment, this makes it say which library it
@@ -493,7 +493,7 @@ impl Library {
                 self.check_program(
                     "the nginx built against it,",
                     own,
-                    "build it again with `scripts/build-nginx.sh PREFIX`",
+                    "build it again with `scripts/build-nginx.sh PREFIX` from cipherbench's source tree",
                 )?;
                 Ok(own.clone())
             }
@@ -639,7 +639,7 @@ fn resolve_dir(dir: &Path) -> Result<Library> {
     });
     let Some((lib_dir, soname)) = found else {
         bail!(
-            "{flag}: has no {LIBCRYPTO} or libcrypto.so.4 (looked in {}); give the prefix of an OpenSSL build (`make openssl-upstream` makes one)",
+            "{flag}: has no {LIBCRYPTO} or libcrypto.so.4 (looked in {}); give the prefix of an OpenSSL build (`scripts/build-openssl.sh` in cipherbench's source tree makes one)",
             candidates
                 .iter()
                 .map(|d| d.display().to_string())
@@ -671,7 +671,7 @@ fn resolve_dir(dir: &Path) -> Result<Library> {
     } else {
         let Some(own) = in_prefix(OWN_BUILD) else {
             bail!(
-                "{flag}: holds {libcrypto} (OpenSSL {soname}), which this cipherbench, built against libcrypto.so.3, cannot load: build one against it with `scripts/build-against.sh {}` (installs {OWN_BUILD} there; about 3 minutes), then run this again",
+                "{flag}: holds {libcrypto} (OpenSSL {soname}), which this cipherbench, built against libcrypto.so.3, cannot load: build one against it with `scripts/build-against.sh {}` from cipherbench's source tree (installs {OWN_BUILD} there; about 3 minutes), then run this again",
                 dir.display()
             );
         };
@@ -730,7 +730,7 @@ fn check_child(flag: &str, loader: &Loader, soname: u32) -> Result<Loaded> {
         let build = reported.as_ref().and_then(|v| v["build"].as_str());
         if build != Some(build_identity().as_str()) {
             bail!(
-                "{flag}: {} is {}, not {} as this one is: build it again with `scripts/build-against.sh {}`",
+                "{flag}: {} is {}, not {} as this one is: build it again with `scripts/build-against.sh {}` from cipherbench's source tree",
                 own.display(),
                 build.unwrap_or("an older cipherbench"),
                 build_identity(),

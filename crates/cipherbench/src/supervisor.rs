@@ -570,7 +570,7 @@ fn parse_report(text: &str) -> Option<std::result::Result<libc::pid_t, i32>> {
 fn spawn_error(spawn: &Spawn, e: std::io::Error) -> anyhow::Error {
     if e.kind() == std::io::ErrorKind::NotFound {
         anyhow!(
-            "{} is not installed (or not on PATH); `make run` or `make test` installs what cipherbench needs",
+            "{} is not installed (or not on PATH): `cipherbench doctor` gives the command that installs it here",
             spawn.name()
         )
     } else {

@@ -4,7 +4,9 @@
 //! windows split over them, started together, and merges their reports exactly;
 //! `tunnel::peer` brings up the peer's end of the tunnel).
 //!
-//! **Launch.** `ssh -T -o BatchMode=yes [-F FILE] HOST PATH agent`: the user's own
+//! **Launch.** `ssh -T -o BatchMode=yes [-F FILE] HOST PATH agent` (without
+//! `--agent-path`, the build `deploy` put there, else `cipherbench` on the host's
+//! PATH: [`super::deploy::remote_launch`]): the user's own
 //! ssh config, keys, agent and known_hosts; BatchMode means a host that would ask
 //! for a password or a host-key confirmation fails at once, and no password is ever
 //! on a command line. Every ssh runs under the supervisor's keeper, so a killed
@@ -56,9 +58,10 @@ pub struct Launch {
     pub hosts: Vec<String>,
     /// `--ssh-config FILE`: passed to ssh as `-F`.
     pub ssh_config: Option<PathBuf>,
-    /// The agent program on the hosts (`--agent-path`; default `cipherbench`, from
-    /// the remote PATH).
-    pub agent_path: String,
+    /// The agent program on the hosts (`--agent-path`). None: this build where
+    /// `cipherbench deploy` put it, else `cipherbench` on the host's PATH
+    /// ([`super::deploy::remote_launch`]).
+    pub agent_path: Option<String>,
     /// `--agent-cpus`: the CPUs each agent's generator runs on (None: all it may use).
     pub cpus: Option<Vec<usize>>,
 }
@@ -87,14 +90,16 @@ impl Launch {
                 out.push(h.to_string());
             }
         }
-        let agent_path = agent_path.unwrap_or("cipherbench").to_string();
-        if agent_path.is_empty()
-            || !agent_path
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
-        {
-            bail!("--agent-path '{agent_path}': use a plain path (letters, digits, / . _ - +)");
+        if let Some(path) = agent_path {
+            if path.is_empty()
+                || !path
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "/._-+".contains(c))
+            {
+                bail!("--agent-path '{path}': use a plain path (letters, digits, / . _ - +)");
+            }
         }
+        let agent_path = agent_path.map(str::to_string);
         if let Some(f) = &ssh_config {
             if !f.is_file() {
                 bail!("--ssh-config {}: no such file", f.display());
@@ -286,6 +291,11 @@ impl Agent {
 /// One clear line for an ssh that ended before its agent said hello, from ssh's
 /// last words (OpenSSH's own messages, stable for decades).
 pub fn ssh_failure(name: &str, stderr: &str) -> String {
+    if stderr.contains(super::deploy::NO_AGENT) {
+        return format!(
+            "agent {name}: has no cipherbench: run `cipherbench deploy --agents {name}` to put this build there (or install the package there, or pass --agent-path)"
+        );
+    }
     let last = stderr.rsplit(" | ").next().unwrap_or("").trim();
     let last = last.strip_prefix("ssh: ").unwrap_or(last);
     let why = if stderr.contains("Could not resolve hostname") {
@@ -308,6 +318,7 @@ pub fn ssh_failure(name: &str, stderr: &str) -> String {
     } else {
         "ssh failed"
     };
+    let why = why.replace("ssh HOST", &format!("ssh {name}"));
     if last.is_empty() {
         format!("agent {name}: {why}")
     } else {
@@ -347,8 +358,17 @@ impl Fleet {
             }
             args.push("--".into());
             args.push(host.clone());
-            args.push(launch.agent_path.clone());
-            args.push("agent".into());
+            match (&launch.agent_path, super::executable_digest()) {
+                (Some(path), _) => {
+                    args.push(path.clone());
+                    args.push("agent".into());
+                }
+                (None, Ok(sha)) => args.push(super::deploy::remote_launch(sha)),
+                (None, Err(_)) => {
+                    args.push("cipherbench".into());
+                    args.push("agent".into());
+                }
+            }
             let mut child = Spawn::new("ssh")
                 .args(&args)
                 .piped_stdin()
@@ -489,7 +509,7 @@ mod tests {
         assert!(Launch::parse("a", None, Some("cipherbench; rm"), None).is_err());
         let l = Launch::parse("root@10.0.0.2, b ,b", None, None, Some("1,1")).unwrap();
         assert_eq!(l.hosts, vec!["root@10.0.0.2".to_string(), "b".to_string()]);
-        assert_eq!(l.agent_path, "cipherbench");
+        assert_eq!(l.agent_path, None);
         assert_eq!(l.cpus, Some(vec![1]));
         assert!(Launch::parse("a", None, None, Some("one")).is_err());
     }
@@ -517,6 +537,10 @@ mod tests {
             (
                 "bash: line 1: cipherbench: command not found",
                 "--agent-path",
+            ),
+            (
+                "cipherbench-agent: no cipherbench on this host",
+                "cipherbench deploy --agents h`",
             ),
         ];
         for (stderr, want) in cases {

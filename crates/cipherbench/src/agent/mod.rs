@@ -13,10 +13,12 @@
 //!
 //! This module holds the protocol (the messages, plain data, and the histogram codec:
 //! recorded buckets as `(value, count)` pairs) and, in [`fleet`], the launcher and
-//! the coordinator's connections. It sits below the layers: what a load request or a
+//! the coordinator's connections; [`deploy`] puts this build on a host over the same
+//! ssh, where the launcher finds it. It sits below the layers: what a load request or a
 //! tunnel end means is the layers' (`tls::agents`, `tunnel::peer`), and the agent's
 //! own loop, which hands each request to its layer, is `agent_server` above them.
 
+pub mod deploy;
 pub mod fleet;
 
 use anyhow::{anyhow, bail, Result};
@@ -52,11 +54,22 @@ pub fn build() -> &'static str {
         } else {
             "release"
         };
-        let hash = executable_sha256()
+        let hash = executable_digest()
             .map(|h| format!("sha256:{}", &h[..16]))
             .unwrap_or_else(|e| format!("unhashed ({e})"));
         format!("{hash} (commit {}, {profile})", env!("CIPHERBENCH_COMMIT"))
     })
+}
+
+/// The SHA-256 of this process's executable, 64 hex digits, computed once: the
+/// name [`deploy`] gives this build on a host, and the identity [`build`] quotes.
+pub fn executable_digest() -> Result<&'static str> {
+    static DIGEST: std::sync::OnceLock<std::result::Result<String, String>> =
+        std::sync::OnceLock::new();
+    DIGEST
+        .get_or_init(|| executable_sha256().map_err(|e| format!("{e:#}")))
+        .as_deref()
+        .map_err(|e| anyhow!("hashing this executable (/proc/self/exe): {e}"))
 }
 
 /// The SHA-256 of this process's executable, hex.
@@ -267,7 +280,7 @@ impl Hello {
         }
         if self.build != build() {
             bail!(
-                "agent {name} runs another build of cipherbench {}: {}, this is {}: install the same build on every host (copy this binary there; --agent-path names it)",
+                "agent {name} runs another build of cipherbench {}: {}, this is {}: put this build there with `cipherbench deploy --agents {name}` (without --agent-path, the agent is then this build)",
                 self.version,
                 if self.build.is_empty() { "unknown" } else { &self.build },
                 build()
@@ -567,7 +580,7 @@ mod tests {
             e.contains("user@b")
                 && e.contains("sha256:0123456789abcdef")
                 && e.contains(build())
-                && e.contains("install the same build on every host")
+                && e.contains("cipherbench deploy --agents user@b")
                 && !e.contains('\n'),
             "{e}"
         );

@@ -7,6 +7,7 @@
 //! see clap, only resolved plans.
 
 pub mod cleanup;
+pub mod deploy;
 pub mod doctor;
 pub mod file;
 pub mod flags;
@@ -118,6 +119,9 @@ pub enum Command {
         /// The directory to write them into.
         dir: PathBuf,
     },
+    /// Put this build on other hosts over ssh (checked by its SHA-256 there, then run
+    /// once), where `tls --agents` and `tunnel --peer` then start it.
+    Deploy(deploy::DeployArgs),
     /// Run as an agent of another cipherbench: answer its requests (line-delimited
     /// JSON) on stdin and stdout until stdin closes. Started by the coordinator over
     /// ssh (`tls sweep --agents`), not by hand.
@@ -189,6 +193,7 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         }
         Command::Probe { json, check } => report::probe(json, check),
         Command::Doctor => doctor::command(),
+        Command::Deploy(args) => deploy::command(&args, quiet),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
         Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
         Command::Speed(args) => speed::command(&args, quiet),

@@ -301,14 +301,15 @@ pub struct CommonArgs {
     pub generator_cpus: Option<String>,
     /// Generate the load on these hosts instead of this machine: `cipherbench agent`
     /// is started on each with OpenSSH (your ssh config, keys and known_hosts; the
-    /// same cipherbench version must be installed there), comma-separated
+    /// same build must be there: `cipherbench deploy` puts it), comma-separated
     /// `[user@]host`. The server listens on the address each agent's ssh comes from.
     #[arg(long, value_name = "HOSTS")]
     pub agents: Option<String>,
     /// ssh client config for --agents (ssh -F FILE; default: ssh's own).
     #[arg(long, value_name = "FILE", requires = "agents")]
     pub ssh_config: Option<PathBuf>,
-    /// The cipherbench binary on the agents' hosts (default: cipherbench on their PATH).
+    /// The cipherbench binary on the agents' hosts (default: this build where
+    /// `cipherbench deploy` put it, else cipherbench on their PATH).
     #[arg(long, value_name = "PATH", requires = "agents")]
     pub agent_path: Option<String>,
     /// CPUs each agent's generator runs on, one thread each (default: every CPU the

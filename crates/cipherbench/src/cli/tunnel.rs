@@ -46,7 +46,8 @@ pub struct TunnelArgs {
     /// ssh client config for --peer (ssh -F FILE).
     #[arg(long, value_name = "FILE", requires = "peer")]
     pub ssh_config: Option<PathBuf>,
-    /// The cipherbench binary on the peer (default: cipherbench on its PATH).
+    /// The cipherbench binary on the peer (default: this build where `cipherbench
+    /// deploy` put it, else cipherbench on its PATH).
     #[arg(long, value_name = "PATH", requires = "peer")]
     pub agent_path: Option<String>,
     /// Rate-limit the underlay with tc tbf, such as 1gbit (the IIJ IPsec post's LAN).

@@ -333,7 +333,7 @@ fn through_of(provider: Option<PathBuf>, engine: Option<PathBuf>) -> Result<Thro
     match (provider, engine) {
         (Some(p), _) => Ok(Through::Provider(p)),
         (None, Some(e)) => Ok(Through::Engine(e)),
-        (None, None) => bail!("--key-store pkcs11 needs pkcs11-provider (Debian 13 and later) or OpenSSL's pkcs11 engine (libengine-pkcs11-openssl): scripts/install-deps.sh installs the one the system has"),
+        (None, None) => bail!("--key-store pkcs11 needs pkcs11-provider (Debian 13 and later) or OpenSSL's pkcs11 engine (libengine-pkcs11-openssl): `cipherbench doctor` gives the command for the one this system has"),
     }
 }
 
@@ -345,7 +345,7 @@ fn module_path(flag: Option<&Path>) -> Result<PathBuf> {
             p.display()
         ),
         None => first_existing(SOFTHSM2_MODULES).ok_or_else(|| {
-            anyhow::anyhow!("--key-store pkcs11 needs a PKCS#11 module: install softhsm2 (scripts/install-deps.sh does) or pass --pkcs11-module PATH")
+            anyhow::anyhow!("--key-store pkcs11 needs a PKCS#11 module: install softhsm2 (`cipherbench doctor` gives the command for this system) or pass --pkcs11-module PATH")
         }),
     }
 }
@@ -357,7 +357,7 @@ fn softhsm2_util() -> Result<PathBuf> {
         .chain([PathBuf::from("/usr/bin/softhsm2-util")])
         .find(|p| p.is_file())
         .ok_or_else(|| {
-            anyhow::anyhow!("--key-store pkcs11 writes its token with softhsm2-util: install softhsm2 (scripts/install-deps.sh does)")
+            anyhow::anyhow!("--key-store pkcs11 writes its token with softhsm2-util: install softhsm2 (`cipherbench doctor` gives the command for this system)")
         })
 }
 

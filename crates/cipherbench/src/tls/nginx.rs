@@ -42,7 +42,7 @@ pub fn resolve_nginx(flag: Option<&Path>) -> Result<PathBuf> {
             return Ok(p.to_path_buf());
         }
         bail!(
-            "nginx not found at {}: install Debian's nginx package (`make run` does) or pass --nginx with the path of an nginx binary",
+            "nginx not found at {}: install the distribution's nginx package (`cipherbench doctor` gives the command) or pass --nginx with the path of an nginx binary",
             p.display()
         );
     }
@@ -60,7 +60,7 @@ pub fn resolve_nginx(flag: Option<&Path>) -> Result<PathBuf> {
             return Ok(c);
         }
     }
-    bail!("nginx is not installed: `make run` installs Debian's nginx package, or pass --nginx with the path of an nginx binary")
+    bail!("nginx is not installed: install the distribution's nginx package (`cipherbench doctor` gives the command), or pass --nginx with the path of an nginx binary")
 }
 
 /// What `nginx -V` says.

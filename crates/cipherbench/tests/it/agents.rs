@@ -448,6 +448,117 @@ fn a_missing_agent_binary_is_one_clear_line() {
     assert_nothing_left(&hosts, &tmp);
 }
 
+/// A file's SHA-256 (sha256sum), 64 hex digits.
+fn sha256_of(path: &Path) -> String {
+    let out = Command::new("sha256sum").arg(path).output().unwrap();
+    String::from_utf8_lossy(&out.stdout)[..64].to_string()
+}
+
+#[test]
+fn deploy_puts_this_build_on_hosts_that_have_none_and_a_sweep_then_starts_it() {
+    let _turn = crate::turn!();
+    let test = "deploy_puts_this_build_on_hosts_that_have_none_and_a_sweep_then_starts_it";
+    let Some((_s, mut hosts, config)) = start_hosts(test, 2) else {
+        return;
+    };
+    let results = hosts.dir.join("results");
+    let results_s = results.display().to_string();
+    let list = hosts.list(2);
+    // The agents as a package user starts them: no --agent-path.
+    let mut sweep = sweep_args(&list, &config, &results_s);
+    let at = sweep.iter().position(|a| *a == "--agent-path").unwrap();
+    sweep.drain(at..at + 2);
+    let sha = sha256_of(Path::new(BIN));
+    let copy = |i: usize| {
+        hosts
+            .cache(i)
+            .join("cipherbench")
+            .join(&sha)
+            .join("cipherbench")
+    };
+    // Hosts with no build of their own (unless this machine has a cipherbench on its
+    // PATH, which the hosts share): one line that says to deploy.
+    let on_path = Command::new("sh")
+        .args(["-c", "command -v cipherbench"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if on_path {
+        eprintln!("{test}: this machine has a cipherbench on its PATH; not checking the hosts without one");
+    } else {
+        let (out, tmp) = coordinator(&hosts, &sweep);
+        let stderr = failed_in_one_line(&out);
+        assert!(
+            stderr.contains("agent h0: has no cipherbench: run `cipherbench deploy --agents h0`"),
+            "{stderr}"
+        );
+        assert!(!results.exists());
+        assert_nothing_left(&hosts, &tmp);
+    }
+    // deploy: copied to each host's cache, named by its digest, byte for byte.
+    let deploy = ["deploy", "--agents", &list, "--ssh-config", &config];
+    let (out, tmp) = coordinator(&hosts, &deploy);
+    let (stdout, _) = succeeded(&out);
+    for i in 0..2 {
+        let line = stdout
+            .lines()
+            .find(|l| l.starts_with(&format!("h{i}: ")))
+            .unwrap_or_else(|| panic!("no line for h{i}: {stdout}"));
+        assert!(
+            line.contains(&format!("copied to {}", copy(i).display()))
+                && line.contains("checked: SHA-256 matches, runs (cipherbench "),
+            "{line}"
+        );
+        assert_eq!(sha256_of(&copy(i)), sha, "h{i}");
+        // Nothing else beside it (the transfer's temporary file is gone).
+        assert_eq!(
+            std::fs::read_dir(copy(i).parent().unwrap())
+                .unwrap()
+                .count(),
+            1
+        );
+    }
+    assert_nothing_left(&hosts, &tmp);
+    // Again: found and hashed again, nothing sent; a copy altered there is replaced.
+    let mut altered = std::fs::read(copy(1)).unwrap();
+    altered.push(0);
+    std::fs::write(copy(1), altered).unwrap();
+    let (out, _) = coordinator(&hosts, &deploy);
+    let (stdout, _) = succeeded(&out);
+    assert!(
+        stdout.contains("h0: already at") && stdout.contains("nothing sent"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("h1: copied to"), "{stdout}");
+    assert_eq!(sha256_of(&copy(1)), sha);
+    // The sweep now starts the deployed build on both hosts.
+    let (out, tmp) = coordinator(&hosts, &sweep);
+    succeeded(&out);
+    let run = run_json(&results);
+    let agents = run["tls"]["agents"].as_array().expect("agents recorded");
+    assert_eq!(agents.len(), 2);
+    for a in agents {
+        assert!(
+            a["build"]
+                .as_str()
+                .unwrap()
+                .contains(&format!("sha256:{}", &sha[..16])),
+            "{a}"
+        );
+    }
+    assert_eq!(run["tls"]["sweep"]["points"][0]["valid"], true);
+    assert_nothing_left(&hosts, &tmp);
+    // A host that is down: one line naming it, the other still served, exit non-zero.
+    hosts.hosts[1].kill_sshd();
+    let (out, _) = coordinator(&hosts, &deploy);
+    let (stdout, stderr) = text(&out);
+    assert!(!out.status.success());
+    assert!(stdout.contains("h0: already at"), "{stdout}");
+    assert!(
+        stderr.contains("h1: refused the SSH connection") && stderr.contains("1 of 2 hosts"),
+        "{stderr}"
+    );
+}
+
 /// The first 16 hex digits of a file's SHA-256 (sha256sum), as a build identity
 /// names it.
 fn sha256_prefix(path: &Path) -> String {
@@ -502,7 +613,7 @@ fn an_agent_of_another_build_is_refused_naming_both_builds() {
         }
         assert!(
             stderr.contains("agent h0 runs another build of cipherbench")
-                && stderr.contains("install the same build on every host"),
+                && stderr.contains("put this build there with `cipherbench deploy --agents h0`"),
             "{stderr}"
         );
         // Both builds named by their bytes' hash.

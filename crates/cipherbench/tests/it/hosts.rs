@@ -2,7 +2,8 @@
 //! bridge, each with its own address and a real `sshd` (Debian's openssh-server)
 //! started from a scratch directory with its own host key, the test's authorized key
 //! and its own config; the ssh client's config, key and known_hosts are in the same
-//! scratch directory (never `~/.ssh` or `/etc/ssh`). So the SSH launcher, the agents
+//! scratch directory (never `~/.ssh` or `/etc/ssh`), and each host's sessions have a
+//! cache directory of their own there (`XDG_CACHE_HOME`). So the SSH launcher, the agents
 //! and the two-host tunnel run end to end without a packet leaving the machine.
 //!
 //! Layout: bridge `cbb<tag>` in this namespace with `10.213.<n>.1/24` (the
@@ -237,10 +238,12 @@ impl Hosts {
             let config = format!(
                 "ListenAddress {addr}:22\nHostKey {}\nPidFile {}\nAuthorizedKeysFile {}\n\
                  StrictModes no\nPasswordAuthentication no\nKbdInteractiveAuthentication no\n\
-                 PermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\nLogLevel ERROR\n",
+                 PermitRootLogin prohibit-password\nUsePAM no\nPrintMotd no\nLogLevel ERROR\n\
+                 SetEnv XDG_CACHE_HOME={}\n",
                 s("host_key"),
                 s(&format!("sshd-{i}.pid")),
                 s("authorized_keys"),
+                s(&format!("cache-{i}")),
             );
             let conf_path = d.join(format!("sshd-{i}.conf"));
             std::fs::write(&conf_path, config).map_err(|e| e.to_string())?;
@@ -297,6 +300,13 @@ impl Hosts {
             .to_string();
         run(&["taskset", "-a", "-p", "-c", cpus, &pid])
             .unwrap_or_else(|e| panic!("confining h{i} to CPUs {cpus}: {e}"));
+    }
+
+    /// Host `i`'s own cache directory (its sessions' `XDG_CACHE_HOME`: where
+    /// `cipherbench deploy` puts a build there), so each host starts with none of
+    /// its own and the machine's `~/.cache` is not touched.
+    pub fn cache(&self, i: usize) -> PathBuf {
+        self.dir.join(format!("cache-{i}"))
     }
 
     /// The ssh client config file (pass it with `--ssh-config`).

@@ -111,7 +111,7 @@ pub fn find_tools(explicit: Option<&Path>) -> Result<Tools> {
             .find(|p| executable(p))
             .ok_or_else(|| {
                 anyhow!(
-                    "--stack strongswan needs strongSwan's charon, found in none of {}: install strongswan-charon, strongswan-swanctl, libcharon-extra-plugins, libstrongswan-standard-plugins and libstrongswan-extra-plugins (scripts/install-deps.sh does), or give its path with --charon",
+                    "--stack strongswan needs strongSwan's charon, found in none of {}: install strongswan-charon, strongswan-swanctl, libcharon-extra-plugins, libstrongswan-standard-plugins and libstrongswan-extra-plugins (`cipherbench doctor` gives the command for this system), or give its path with --charon",
                     CHARON_PATHS.join(", ")
                 )
             })?,
@@ -122,7 +122,7 @@ pub fn find_tools(explicit: Option<&Path>) -> Result<Tools> {
         .map(|d| d.join("swanctl"))
         .find(|p| executable(p))
         .ok_or_else(|| {
-            anyhow!("--stack strongswan needs swanctl (strongSwan's vici client): install strongswan-swanctl (scripts/install-deps.sh does)")
+            anyhow!("--stack strongswan needs swanctl (strongSwan's vici client): install strongswan-swanctl (`cipherbench doctor` gives the command for this system)")
         })?;
     Ok(Tools { charon, swanctl })
 }
