@@ -1,4 +1,4 @@
-//! HMAC (RFC 2104) with SHA-1 or SHA-256, tags truncated as ESP uses them
+//! HMAC (RFC 2104) with SHA-1, SHA-256 or SHA-384, tags truncated as ESP uses them
 //! (HMAC-SHA-256-128, RFC 4868 §2.1: the leftmost 128 bits).
 
 use crate::ffi::MacCtx;
@@ -11,6 +11,8 @@ pub enum HmacDigest {
     Sha1,
     /// SHA-256 (32-byte output).
     Sha256,
+    /// SHA-384 (48-byte output): TLS's *_SHA384 suites' PRF and HKDF.
+    Sha384,
 }
 
 impl HmacDigest {
@@ -19,6 +21,7 @@ impl HmacDigest {
         match self {
             HmacDigest::Sha1 => 20,
             HmacDigest::Sha256 => 32,
+            HmacDigest::Sha384 => 48,
         }
     }
 
@@ -26,6 +29,7 @@ impl HmacDigest {
         match self {
             HmacDigest::Sha1 => "SHA1",
             HmacDigest::Sha256 => "SHA256",
+            HmacDigest::Sha384 => "SHA384",
         }
     }
 }

@@ -6,10 +6,13 @@
 //!
 //! - [`aead`]: AES-GCM and ChaCha20-Poly1305 seal/open with a reusable key schedule;
 //! - [`cbc`]: AES-CBC and 3DES-CBC without padding (the caller pads, as ESP and TLS do);
-//! - [`hmac`]: HMAC-SHA-1 and HMAC-SHA-256 with truncated tags;
+//! - [`ctr`]: the AES-128-CTR keystream at any offset (the TLS layer's file content);
+//! - [`hmac`]: HMAC-SHA-1, -SHA-256 and -SHA-384 with truncated tags;
 //! - [`stitched`]: OpenSSL's AES-128-CBC-HMAC-SHA1 TLS record cipher;
 //! - [`hkdf`]: HKDF-SHA-256 (RFC 5869), built on [`hmac`];
 //! - [`kdf`]: scrypt (RFC 7914) for passphrases;
+//! - [`tls_record`]: TLS 1.2 and 1.3 AEAD record keys and opening, for a reader that
+//!   opens records itself (the load generator's sampled path);
 //! - [`digest`]: SHA-256 (streaming);
 //! - [`catalogue`]: the ciphers layer 1 measures and one benchmark operation for each;
 //! - [`pk`]: the public-key operations layer 1 measures (ML-KEM, ML-DSA, X25519,
@@ -21,6 +24,7 @@
 pub mod aead;
 pub mod catalogue;
 pub mod cbc;
+pub mod ctr;
 pub mod digest;
 mod ffi;
 pub mod hkdf;
@@ -30,6 +34,7 @@ pub mod kdf;
 pub mod pk;
 pub mod secret;
 pub mod stitched;
+pub mod tls_record;
 
 pub use ffi::{
     client_hello_extension, constant_time_eq, group_name, negotiated_group, random_bytes,

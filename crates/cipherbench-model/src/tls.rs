@@ -259,11 +259,14 @@ pub enum FailureReason {
     Timeout,
     /// The generator refused to open more connections (descriptor limit).
     Overload,
+    /// A record the generator opened itself did not authenticate, or its bytes were
+    /// not the file's (the sampled receive path).
+    Integrity,
 }
 
 impl FailureReason {
     /// Every reason, in report order.
-    pub const ALL: [FailureReason; 8] = [
+    pub const ALL: [FailureReason; 9] = [
         FailureReason::Connect,
         FailureReason::Handshake,
         FailureReason::WrongSuite,
@@ -272,6 +275,7 @@ impl FailureReason {
         FailureReason::Io,
         FailureReason::Timeout,
         FailureReason::Overload,
+        FailureReason::Integrity,
     ];
 
     /// The JSON spelling.
@@ -285,6 +289,7 @@ impl FailureReason {
             FailureReason::Io => "io",
             FailureReason::Timeout => "timeout",
             FailureReason::Overload => "overload",
+            FailureReason::Integrity => "integrity",
         }
     }
 }

@@ -30,7 +30,9 @@
 
 mod connection;
 mod report;
+pub mod sampled;
 mod schedule;
+pub mod secrets;
 mod worker;
 
 use connection::*;
@@ -82,6 +84,8 @@ pub struct Client {
     suite: String,
     protocol: &'static str,
     resumption: bool,
+    /// Connections keep what opens the server's records ([`Client::sampling`]).
+    keeps_secrets: bool,
 }
 
 impl Client {
@@ -95,7 +99,25 @@ impl Client {
     /// the group measured is the group negotiated (RFC 8446 §4.2.7; TLS 1.2's
     /// "elliptic curves" extension, RFC 8422 §5.1.1).
     pub fn with_groups(suite: &Suite, resumption: bool, groups: Option<&str>) -> Result<Client> {
+        Client::build(suite, resumption, groups, false)
+    }
+
+    /// A client whose connections keep what opens the server's records
+    /// ([`secrets::server_keys`]), for the sampled receive path.
+    pub fn sampling(suite: &Suite, resumption: bool, groups: Option<&str>) -> Result<Client> {
+        Client::build(suite, resumption, groups, true)
+    }
+
+    fn build(
+        suite: &Suite,
+        resumption: bool,
+        groups: Option<&str>,
+        keep_secrets: bool,
+    ) -> Result<Client> {
         let mut b = SslContext::builder(SslMethod::tls_client())?;
+        if keep_secrets {
+            secrets::capture(&mut b);
+        }
         // The server's certificate is one cipherbench generated a moment ago (or the
         // user's own server); the measurement is the server's work, and a
         // verification failure would only hide it. The negotiated suite is checked
@@ -127,6 +149,7 @@ impl Client {
             suite: suite.openssl.to_string(),
             protocol: suite.protocol.as_str(),
             resumption,
+            keeps_secrets: keep_secrets,
         })
     }
 
@@ -137,6 +160,9 @@ impl Client {
     ) -> Result<Ssl, openssl::error::ErrorStack> {
         let mut ssl = Ssl::new(&self.ctx)?;
         ssl.set_connect_state();
+        if self.keeps_secrets {
+            secrets::slot(&mut ssl);
+        }
         if host.parse::<std::net::IpAddr>().is_err() {
             ssl.set_hostname(host)?;
         }

@@ -1,0 +1,783 @@
+//! The sampled receive path (issue 30): a response read off the socket record by
+//! record, with only some records opened, so the generator costs a fraction of the
+//! server that encrypts every byte.
+//!
+//! After the handshake and the request (OpenSSL's), the reader takes the socket.
+//! Every record's 5-byte header is read, so the record boundaries and lengths are
+//! all seen. A record is **opened** (read into memory, authenticated and decrypted
+//! with the keys of [`super::secrets`]) when it:
+//! - comes before the end of the HTTP head (the status line, `Content-Length`);
+//! - is not a full record (16 KiB of plaintext): every short record, whatever it
+//!   carries, is seen;
+//! - holds the body's last byte, as far as the records' lengths say;
+//! - is drawn by the sample (each body record with probability `rate`), or belongs
+//!   to a response drawn to be opened whole (probability `whole`).
+//!
+//! Any other record is **discarded** by the kernel without a copy (`recv` with
+//! `MSG_TRUNC` on a TCP socket) and only its sequence number is used up. An opened
+//! body record is compared with the file's known content at its offset where the
+//! content is known ([`Content`]).
+//!
+//! What cannot pass unseen:
+//! - a byte altered anywhere in an opened record (its tag);
+//! - a truncated response: the connection ends before the body's last record, or
+//!   that record is not where the lengths say (the content check, or the count);
+//! - a response of the wrong length: `Content-Length` against the expected length,
+//!   and the records' lengths against `Content-Length`;
+//! - TLS 1.3 hides a record's real type inside it. A full-length record that is
+//!   not application data (a padded alert, ticket or key update) would be discarded,
+//!   but a key update changes the keys, so the body's last record, always opened,
+//!   fails to authenticate; an alert ends the stream, so the body comes short; and a
+//!   padded ticket shifts every later offset, which the content check of the last
+//!   record sees (without known content, only the count: the residual risk).
+//! - a record altered in the discarded part is not seen: that is the sample's
+//!   bargain, and its rate is recorded with the counts of what was opened.
+
+use super::http::{self, Parsed};
+use cipherbench_crypto::tls_record::{
+    content, parse_header, RecordError, RecordOpener, HEADER_LEN,
+};
+use cipherbench_model::tls::FailureReason;
+use std::io;
+
+/// The bytes a response's file holds, to compare opened body records with: the
+/// AES-128-CTR keystream of a key of the run's (the file is written from it,
+/// `nginx::Workspace`), so any offset can be checked without the file.
+pub struct Content {
+    keystream: cipherbench_crypto::ctr::Keystream,
+    expect: Vec<u8>,
+}
+
+impl Content {
+    /// The content made from `key` (16 bytes).
+    pub fn new(key: &[u8; 16]) -> Result<Content, cipherbench_crypto::CryptoError> {
+        Ok(Content {
+            keystream: cipherbench_crypto::ctr::Keystream::new(key)?,
+            expect: Vec::new(),
+        })
+    }
+
+    /// Whether `bytes` are the content at `offset`.
+    fn matches(&mut self, offset: u64, bytes: &[u8]) -> bool {
+        self.expect.resize(bytes.len(), 0);
+        self.keystream.at(offset, &mut self.expect).is_ok() && self.expect[..] == *bytes
+    }
+}
+
+/// How much of a response is opened.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Sampling {
+    /// Each full body record is opened with this probability (0 to 1).
+    pub rate: f64,
+    /// Each response is opened whole with this probability (0 to 1).
+    pub whole: f64,
+}
+
+/// What a response's reading has counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Records opened (authenticated and decrypted).
+    pub opened: u64,
+    /// Their bytes on the wire.
+    pub opened_bytes: u64,
+    /// Records discarded unopened.
+    pub discarded: u64,
+    /// Their bytes on the wire.
+    pub discarded_bytes: u64,
+    /// Body bytes compared with the known content.
+    pub compared_bytes: u64,
+}
+
+impl Counts {
+    /// Adds another's.
+    pub fn add(&mut self, o: &Counts) {
+        self.opened += o.opened;
+        self.opened_bytes += o.opened_bytes;
+        self.discarded += o.discarded;
+        self.discarded_bytes += o.discarded_bytes;
+        self.compared_bytes += o.compared_bytes;
+    }
+}
+
+/// Where the socket's bytes come from: reads, and discards that copy nothing.
+pub trait Wire {
+    /// Reads into `out` (0: the peer closed; `WouldBlock`: nothing now).
+    fn read_into(&mut self, out: &mut [u8]) -> io::Result<usize>;
+    /// Drops up to `n` bytes unread; how many.
+    fn discard(&mut self, n: usize) -> io::Result<usize>;
+}
+
+/// Drops up to `n` bytes of a TCP socket's receive queue without copying them
+/// (`MSG_TRUNC`, tcp(7)).
+pub fn discard_fd(fd: std::os::fd::RawFd, n: usize) -> io::Result<usize> {
+    // SAFETY: with MSG_TRUNC a TCP socket discards the bytes and writes nothing to
+    // the buffer, which may then be null; `fd` is the caller's open socket.
+    let r = unsafe {
+        libc::recv(
+            fd,
+            std::ptr::null_mut(),
+            n,
+            libc::MSG_TRUNC | libc::MSG_DONTWAIT,
+        )
+    };
+    if r < 0 {
+        Err(io::Error::last_os_error())
+    } else {
+        Ok(r as usize)
+    }
+}
+
+/// Where the reader is in the byte stream.
+enum At {
+    /// Reading a header: bytes of it so far.
+    Header(usize),
+    /// Reading a record to open: its header, length, bytes so far.
+    Open { len: usize, got: usize },
+    /// Discarding a record: bytes left.
+    Discard(usize),
+}
+
+/// How a read ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Outcome {
+    /// Nothing more to read now; the response is not complete.
+    Pending,
+    /// The whole body arrived and checked.
+    Done,
+    /// The response failed, with why (for the point's failure counts) and a word.
+    Failed(FailureReason, &'static str),
+}
+
+/// Reads one response off the socket.
+pub struct Reader {
+    opener: RecordOpener,
+    sampling: Sampling,
+    whole: bool,
+    rng: u64,
+    at: At,
+    header: [u8; HEADER_LEN],
+    record: Vec<u8>,
+    head: Vec<u8>,
+    /// Content-Length, once the head is parsed.
+    expected: Option<u64>,
+    /// What the response must be (the file's length), if known.
+    must_be: Option<u64>,
+    /// Body bytes so far (opened or counted by length).
+    body: u64,
+    content: Option<Content>,
+    /// What was opened and discarded.
+    pub counts: Counts,
+    /// The first body bytes' arrival (for time to first byte).
+    pub first_byte: bool,
+}
+
+impl Reader {
+    /// A reader for one response, whose first record has the opener's sequence
+    /// number; `seed` draws its samples, `must_be` is the body's known length.
+    pub fn new(
+        opener: RecordOpener,
+        sampling: Sampling,
+        seed: u64,
+        must_be: Option<u64>,
+        content: Option<Content>,
+    ) -> Reader {
+        // splitmix64 of the seed: xorshift's first draws from a small seed are small.
+        let mut z = seed.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        let mut rng = (z ^ (z >> 31)) | 1;
+        let whole = unit(&mut rng) < sampling.whole;
+        Reader {
+            opener,
+            sampling,
+            whole,
+            rng,
+            at: At::Header(0),
+            header: [0; HEADER_LEN],
+            record: Vec::new(),
+            head: Vec::new(),
+            expected: None,
+            must_be,
+            body: 0,
+            content,
+            counts: Counts::default(),
+            first_byte: false,
+        }
+    }
+
+    /// Body bytes so far.
+    pub fn body(&self) -> u64 {
+        self.body
+    }
+
+    /// Content-Length, once known.
+    pub fn expected(&self) -> Option<u64> {
+        self.expected
+    }
+
+    /// Whether this response is opened whole.
+    pub fn whole(&self) -> bool {
+        self.whole
+    }
+
+    /// Reads what the wire has; returns when it has nothing more now, or the
+    /// response ended. `received` is told of every body byte counted.
+    pub fn read(&mut self, wire: &mut impl Wire, mut received: impl FnMut(u64)) -> Outcome {
+        loop {
+            match self.at {
+                At::Header(got) => {
+                    let n = match wire.read_into(&mut self.header[got..]) {
+                        Ok(0) => return self.ended(),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return Outcome::Failed(FailureReason::Io, "read"),
+                    };
+                    if got + n < HEADER_LEN {
+                        self.at = At::Header(got + n);
+                        continue;
+                    }
+                    let (outer, len) = parse_header(&self.header);
+                    // Every protected record's outer type (TLS 1.3), and TLS 1.2's
+                    // after the handshake but an alert.
+                    if outer != content::APPLICATION_DATA && outer != content::ALERT {
+                        return Outcome::Failed(
+                            FailureReason::Io,
+                            "a record of an unexpected type",
+                        );
+                    }
+                    if len > self.opener.full_record() + 256 {
+                        return Outcome::Failed(
+                            FailureReason::Io,
+                            "a record longer than TLS allows",
+                        );
+                    }
+                    self.at = if self.opens(outer, len) {
+                        self.record.clear();
+                        self.record.resize(len, 0);
+                        At::Open { len, got: 0 }
+                    } else {
+                        At::Discard(len)
+                    };
+                    if len == 0 {
+                        if let Some(o) = self.complete_open(&mut received) {
+                            return o;
+                        }
+                    }
+                }
+                At::Open { len, got } => {
+                    let n = match wire.read_into(&mut self.record[got..len]) {
+                        Ok(0) => return self.ended(),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return Outcome::Failed(FailureReason::Io, "read"),
+                    };
+                    self.at = At::Open { len, got: got + n };
+                    if got + n == len {
+                        if let Some(o) = self.complete_open(&mut received) {
+                            return o;
+                        }
+                    }
+                }
+                At::Discard(left) => {
+                    let n = match wire.discard(left) {
+                        Ok(0) => return self.ended(),
+                        Ok(n) => n,
+                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
+                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+                        Err(_) => return Outcome::Failed(FailureReason::Io, "read"),
+                    };
+                    if n < left {
+                        self.at = At::Discard(left - n);
+                        continue;
+                    }
+                    // A discarded record is a full one: its plaintext's length is known.
+                    let full = self.opener.full_record();
+                    self.opener.skip();
+                    self.counts.discarded += 1;
+                    self.counts.discarded_bytes += (HEADER_LEN + full) as u64;
+                    let plain = (full - self.opener.overhead()) as u64;
+                    self.body += plain;
+                    received(plain);
+                    self.at = At::Header(0);
+                    if let Some(o) = self.after_body_bytes() {
+                        return o;
+                    }
+                }
+            }
+        }
+    }
+
+    /// Whether the record whose header was just read is opened.
+    fn opens(&mut self, outer: u8, len: usize) -> bool {
+        let Some(expected) = self.expected else {
+            return true;
+        };
+        if outer != content::APPLICATION_DATA || len != self.opener.full_record() || self.whole {
+            return true;
+        }
+        // The body's last byte, as far as the lengths say.
+        let plain = (len - self.opener.overhead()) as u64;
+        if self.body + plain >= expected {
+            return true;
+        }
+        unit(&mut self.rng) < self.sampling.rate
+    }
+
+    /// A record read whole: open it and take what it holds.
+    fn complete_open(&mut self, received: &mut impl FnMut(u64)) -> Option<Outcome> {
+        let len = self.record.len();
+        let opened = match self.opener.open(&self.header, &mut self.record) {
+            Ok(o) => o,
+            Err(RecordError::Authentication { .. }) => {
+                return Some(Outcome::Failed(
+                    FailureReason::Integrity,
+                    "a record did not authenticate",
+                ))
+            }
+            Err(_) => {
+                return Some(Outcome::Failed(
+                    FailureReason::Integrity,
+                    "a malformed record",
+                ))
+            }
+        };
+        self.counts.opened += 1;
+        self.counts.opened_bytes += (HEADER_LEN + len) as u64;
+        self.at = At::Header(0);
+        let data = opened.start..opened.start + opened.len;
+        match opened.content_type {
+            content::APPLICATION_DATA => {}
+            // TLS 1.3's session tickets, before the response.
+            content::HANDSHAKE if self.expected.is_none() && self.head.is_empty() => {
+                return None;
+            }
+            content::ALERT => return Some(self.ended()),
+            _ => {
+                return Some(Outcome::Failed(
+                    FailureReason::Integrity,
+                    "a record of an unexpected type in the response",
+                ))
+            }
+        }
+        if self.expected.is_some() {
+            let record = std::mem::take(&mut self.record);
+            let checked = self.compare(&record[data], received);
+            self.record = record;
+            return checked.err().or_else(|| self.after_body_bytes());
+        }
+        self.head.extend_from_slice(&self.record[data]);
+        match http::parse_head(&self.head) {
+            Parsed::Partial => None,
+            Parsed::Invalid => Some(Outcome::Failed(FailureReason::Http, "head")),
+            Parsed::Done(h) => {
+                if h.status != 200 {
+                    return Some(Outcome::Failed(FailureReason::Http, "status"));
+                }
+                let Some(len) = h.content_length else {
+                    return Some(Outcome::Failed(FailureReason::Http, "no length"));
+                };
+                if self.must_be.is_some_and(|m| m != len) {
+                    return Some(Outcome::Failed(FailureReason::Length, "Content-Length"));
+                }
+                self.expected = Some(len);
+                self.first_byte = true;
+                // The body's first bytes, if the head's record holds some.
+                let rest = self.head.split_off(h.len);
+                self.compare(&rest, received)
+                    .err()
+                    .or_else(|| self.after_body_bytes())
+            }
+        }
+    }
+
+    /// Takes opened body bytes: compared with the known content at their offset,
+    /// then counted.
+    fn compare(&mut self, bytes: &[u8], received: &mut impl FnMut(u64)) -> Result<(), Outcome> {
+        if let Some(c) = self.content.as_mut() {
+            if !bytes.is_empty() {
+                if !c.matches(self.body, bytes) {
+                    return Err(Outcome::Failed(
+                        FailureReason::Integrity,
+                        "the body differs from the file",
+                    ));
+                }
+                self.counts.compared_bytes += bytes.len() as u64;
+            }
+        }
+        let n = bytes.len() as u64;
+        self.body += n;
+        received(n);
+        Ok(())
+    }
+
+    /// After body bytes: done, too many, or more to come.
+    fn after_body_bytes(&mut self) -> Option<Outcome> {
+        let expected = self.expected?;
+        if self.body > expected {
+            return Some(Outcome::Failed(
+                FailureReason::Length,
+                "more than Content-Length",
+            ));
+        }
+        (self.body == expected).then_some(Outcome::Done)
+    }
+
+    /// The stream ended (the peer closed, or its alert).
+    fn ended(&self) -> Outcome {
+        match self.expected {
+            Some(e) if self.body == e => Outcome::Done,
+            Some(_) => Outcome::Failed(FailureReason::Length, "the response ended short"),
+            None => Outcome::Failed(FailureReason::Http, "closed before the head"),
+        }
+    }
+}
+
+/// A uniform draw in [0, 1) from xorshift64* (a sample needs no cryptographic
+/// randomness: the server cannot see which records are opened).
+fn unit(state: &mut u64) -> f64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tls::cert;
+    use crate::tls::engine::{secrets, Client};
+    use crate::tls::suite::{KeyType, Protocol, Suite};
+    use openssl::ssl::{SslAcceptor, SslMethod};
+    use std::io::{Read, Write};
+    use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+    use std::os::fd::AsRawFd;
+    use std::thread::JoinHandle;
+    use std::time::{Duration, Instant};
+
+    const KEY: [u8; 16] = [0x5a; 16];
+
+    /// What the test's broken server does to the bytes it sends.
+    #[derive(Clone, Copy)]
+    enum Tamper {
+        None,
+        /// Flips a bit of the byte at this offset of the TCP stream.
+        Flip(usize),
+        /// Closes the connection after this many bytes.
+        Cut(usize),
+    }
+
+    /// The file's content: the keystream of [`KEY`].
+    fn file(len: usize) -> Vec<u8> {
+        let mut out = vec![0u8; len];
+        cipherbench_crypto::ctr::Keystream::new(&KEY)
+            .unwrap()
+            .at(0, &mut out)
+            .unwrap();
+        out
+    }
+
+    /// A real OpenSSL server answering one request with `response` (its records
+    /// full, 16 KiB, but the last), behind a relay that tampers with what it sends as
+    /// told; the relay's thread gives the bytes it sent.
+    fn serve(suite: &Suite, response: Vec<u8>, tamper: Tamper) -> (SocketAddr, JoinHandle<usize>) {
+        let key = cert::key(KeyType::Rsa2048).unwrap();
+        let x509 = cert::self_signed(&key).unwrap();
+        let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
+        b.set_private_key(&key).unwrap();
+        b.set_certificate(&x509).unwrap();
+        b.set_min_proto_version(Some(suite.protocol.version()))
+            .unwrap();
+        b.set_max_proto_version(Some(suite.protocol.version()))
+            .unwrap();
+        match suite.protocol {
+            Protocol::Tls12 => b.set_cipher_list(suite.openssl).unwrap(),
+            Protocol::Tls13 => b.set_ciphersuites(suite.openssl).unwrap(),
+        }
+        let acceptor = b.build();
+        let server = TcpListener::bind("127.0.0.1:0").unwrap();
+        let server_addr = server.local_addr().unwrap();
+        std::thread::spawn(move || {
+            let (tcp, _) = server.accept().unwrap();
+            let Ok(mut tls) = acceptor.accept(tcp) else {
+                return;
+            };
+            let mut request = [0u8; 256];
+            let _ = tls.read(&mut request);
+            let _ = tls.write_all(&response);
+            let _ = tls.shutdown();
+        });
+        let relay = TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = relay.local_addr().unwrap();
+        let relayed = std::thread::spawn(move || {
+            let (client, _) = relay.accept().unwrap();
+            let upstream = TcpStream::connect(server_addr).unwrap();
+            let mut c_read = client.try_clone().unwrap();
+            let mut u_write = upstream.try_clone().unwrap();
+            std::thread::spawn(move || {
+                let _ = std::io::copy(&mut c_read, &mut u_write);
+                let _ = u_write.shutdown(Shutdown::Write);
+            });
+            let (mut u_read, mut c_write) = (upstream, client);
+            let mut sent = 0usize;
+            let mut buf = vec![0u8; 65536];
+            loop {
+                let n = match u_read.read(&mut buf) {
+                    Ok(0) | Err(_) => break,
+                    Ok(n) => n,
+                };
+                let chunk = &mut buf[..n];
+                match tamper {
+                    Tamper::Flip(at) if (sent..sent + n).contains(&at) => {
+                        chunk[at - sent] ^= 0x01;
+                    }
+                    Tamper::Cut(at) if sent + n >= at => {
+                        let _ = c_write.write_all(&chunk[..at - sent]);
+                        sent = at;
+                        break;
+                    }
+                    _ => {}
+                }
+                if c_write.write_all(chunk).is_err() {
+                    break;
+                }
+                sent += n;
+            }
+            let _ = c_write.shutdown(Shutdown::Both);
+            sent
+        });
+        (addr, relayed)
+    }
+
+    struct Blocking(TcpStream);
+
+    impl Wire for Blocking {
+        fn read_into(&mut self, out: &mut [u8]) -> io::Result<usize> {
+            self.0.read(out)
+        }
+        fn discard(&mut self, n: usize) -> io::Result<usize> {
+            discard_fd(self.0.as_raw_fd(), n)
+        }
+    }
+
+    /// The handshake and request through OpenSSL, then the response through a
+    /// [`Reader`]: how it ended, what it counted, and the bytes the relay sent.
+    fn fetch(
+        suite: &Suite,
+        (addr, relayed): (SocketAddr, JoinHandle<usize>),
+        sampling: Sampling,
+        must_be: Option<u64>,
+    ) -> (Outcome, Counts, usize) {
+        let client = Client::sampling(suite, false, None).unwrap();
+        let ssl = client.ssl("localhost", None).unwrap();
+        let tcp = TcpStream::connect(addr).unwrap();
+        tcp.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut tls = ssl.connect(tcp).unwrap();
+        tls.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
+        let (keys, seq) = secrets::server_keys(tls.ssl()).expect("the server's keys");
+        let opener = RecordOpener::new(&keys, seq).unwrap();
+        let content = Some(Content::new(&KEY).unwrap());
+        let mut reader = Reader::new(opener, sampling, 0x1234_5678, must_be, content);
+        let mut wire = Blocking(tls.get_ref().try_clone().unwrap());
+        let mut counted = 0u64;
+        let deadline = Instant::now() + Duration::from_secs(20);
+        let outcome = loop {
+            match reader.read(&mut wire, |n| counted += n) {
+                Outcome::Pending if Instant::now() < deadline => {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                o => break o,
+            }
+        };
+        assert_eq!(counted, reader.body());
+        drop(wire);
+        drop(tls);
+        (outcome, reader.counts, relayed.join().unwrap())
+    }
+
+    /// A response whose head and body are exactly 64 full records (1 MiB), so its
+    /// last record is full and opened only as the last; the body is `body` cut or
+    /// padded to what `Content-Length` says, unless `send` overrides it.
+    const SIZE: usize = 1 << 20;
+    const HEAD: &str = "HTTP/1.1 200 OK\r\nContent-Length: 1048532\r\n\r\n";
+    const BODY: usize = SIZE - HEAD.len();
+
+    fn response(body: &[u8]) -> Vec<u8> {
+        let mut r = HEAD.as_bytes().to_vec();
+        r.extend_from_slice(body);
+        r
+    }
+
+    fn suites() -> [Suite; 3] {
+        [
+            Suite::find("AES128-GCM-SHA256").unwrap(),
+            Suite::find("ECDHE-RSA-CHACHA20-POLY1305").unwrap(),
+            Suite::find("TLS_AES_128_GCM_SHA256").unwrap(),
+        ]
+    }
+
+    const ALL: Sampling = Sampling {
+        rate: 1.0,
+        whole: 0.0,
+    };
+    const NONE: Sampling = Sampling {
+        rate: 0.0,
+        whole: 0.0,
+    };
+    const LEN: Option<u64> = Some(BODY as u64);
+
+    #[test]
+    fn a_response_opened_whole_or_by_sample_arrives_whole_and_checked() {
+        assert_eq!(HEAD.len() + BODY, SIZE);
+        let body = file(BODY);
+        for suite in suites() {
+            let name = suite.openssl;
+            let served = serve(&suite, response(&body), Tamper::None);
+            let (o, all, _) = fetch(&suite, served, ALL, LEN);
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert_eq!(all.discarded, 0, "{name}");
+            assert_eq!(all.compared_bytes, BODY as u64, "{name}");
+            // 64 full records: the head's, the last and the session tickets (TLS
+            // 1.3) are opened, the rest discarded unread.
+            let served = serve(&suite, response(&body), Tamper::None);
+            let (o, some, _) = fetch(&suite, served, NONE, LEN);
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert_eq!(some.discarded, 62, "{name}: {some:?}");
+            assert_eq!(
+                some.compared_bytes,
+                (2 * 16384 - HEAD.len()) as u64,
+                "{name}"
+            );
+            // A quarter of the body records, give or take the draw.
+            let quarter = Sampling {
+                rate: 0.25,
+                whole: 0.0,
+            };
+            let served = serve(&suite, response(&body), Tamper::None);
+            let (o, q, _) = fetch(&suite, served, quarter, LEN);
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert!((6..=26).contains(&q.opened), "{name}: {q:?}");
+            // Opened whole by the response's draw.
+            let whole = Sampling {
+                rate: 0.0,
+                whole: 1.0,
+            };
+            let served = serve(&suite, response(&body), Tamper::None);
+            let (o, w, _) = fetch(&suite, served, whole, None);
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert_eq!((w.discarded, w.compared_bytes), (0, BODY as u64), "{name}");
+        }
+    }
+
+    #[test]
+    fn an_altered_record_fails_where_it_is_opened_and_the_last_always_is() {
+        let body = file(BODY);
+        let failed = Outcome::Failed(FailureReason::Integrity, "a record did not authenticate");
+        for suite in suites() {
+            let name = suite.openssl;
+            // Where the stream ends (the same handshake but for a few bytes).
+            let (_, _, total) = fetch(
+                &suite,
+                serve(&suite, response(&body), Tamper::None),
+                NONE,
+                LEN,
+            );
+            // In the middle of the body: seen where opened, not by a sample of none.
+            let middle = total - SIZE / 2;
+            let (o, _, _) = fetch(
+                &suite,
+                serve(&suite, response(&body), Tamper::Flip(middle)),
+                ALL,
+                LEN,
+            );
+            assert_eq!(o, failed, "{name}");
+            let (o, _, _) = fetch(
+                &suite,
+                serve(&suite, response(&body), Tamper::Flip(middle)),
+                NONE,
+                LEN,
+            );
+            assert_eq!(o, Outcome::Done, "{name}: the sample's bargain");
+            // In the last record (before the close_notify): opened at any rate.
+            let (o, _, _) = fetch(
+                &suite,
+                serve(&suite, response(&body), Tamper::Flip(total - 200)),
+                NONE,
+                LEN,
+            );
+            assert_eq!(o, failed, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_short_or_cut_response_fails_on_its_length() {
+        let body = file(BODY);
+        let short = Outcome::Failed(FailureReason::Length, "the response ended short");
+        for suite in suites() {
+            let name = suite.openssl;
+            // The head says the file's length; the server sends less and closes.
+            for sampling in [ALL, NONE] {
+                let served = serve(&suite, response(&body[..BODY - 100_000]), Tamper::None);
+                let (o, _, _) = fetch(&suite, served, sampling, LEN);
+                assert_eq!(o, short, "{name}");
+            }
+            // The connection cut in the middle, without a close_notify.
+            let (_, _, total) = fetch(
+                &suite,
+                serve(&suite, response(&body), Tamper::None),
+                NONE,
+                LEN,
+            );
+            let served = serve(&suite, response(&body), Tamper::Cut(total - SIZE / 2));
+            let (o, _, _) = fetch(&suite, served, NONE, LEN);
+            assert_eq!(o, short, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_response_of_the_wrong_length_or_content_fails() {
+        let body = file(BODY);
+        for suite in suites() {
+            let name = suite.openssl;
+            // A file one byte longer than the one asked for.
+            let longer = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", BODY + 1);
+            let mut r = longer.into_bytes();
+            r.extend_from_slice(&body);
+            r.push(0);
+            let (o, _, _) = fetch(&suite, serve(&suite, r, Tamper::None), NONE, LEN);
+            assert_eq!(
+                o,
+                Outcome::Failed(FailureReason::Length, "Content-Length"),
+                "{name}"
+            );
+            // More body than Content-Length says, in the record of its last byte.
+            let shorter = format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", BODY - 10);
+            let mut r = shorter.into_bytes();
+            r.extend_from_slice(&body);
+            let (o, _, _) = fetch(&suite, serve(&suite, r, Tamper::None), NONE, None);
+            assert_eq!(
+                o,
+                Outcome::Failed(FailureReason::Length, "more than Content-Length"),
+                "{name}"
+            );
+            // Other bytes than the file's in the last record (opened at any rate) and
+            // in the middle (opened with every record).
+            let differs =
+                Outcome::Failed(FailureReason::Integrity, "the body differs from the file");
+            for (at, sampling) in [(BODY - 5, NONE), (BODY / 2, ALL)] {
+                let mut other = body.clone();
+                other[at] ^= 0xff;
+                let (o, _, _) = fetch(
+                    &suite,
+                    serve(&suite, response(&other), Tamper::None),
+                    sampling,
+                    LEN,
+                );
+                assert_eq!(o, differs, "{name} at {at}");
+            }
+        }
+    }
+}
