@@ -32,7 +32,15 @@
 use cipherbench::tls::handshake::Group;
 use cipherbench_model::speed::Direction;
 use cipherbench_model::tunnel::Protocol;
-use cipherbench_model::tunnel::{TunnelPoint, STALLED_SHARE};
+use cipherbench_model::tunnel::TunnelPoint;
+
+/// A run under this share of the median of its point's other runs collapsed: issue
+/// 27's first-run collapse put runs at 0.07-0.12x. The tool's own stall mark
+/// (`cipherbench_model::tunnel::STALLED_SHARE`, 0.5: "lower bound") is wider: on the
+/// 2-vCPU AMD guest, the quick preset's two null-transform runs once read 3292 and
+/// 1458 Mbit/s (0.44x; the other stacks' null runs 1140-1910 in the same CI run), a
+/// fast first run rather than a stalled second.
+const COLLAPSED_SHARE: f64 = 0.25;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -599,7 +607,7 @@ fn shares_of_siblings(p: &TunnelPoint) -> Vec<f64> {
 }
 
 /// Every transform, both variants, TCP, in interleaved rounds: each run's bytes
-/// match what the gateways opened, and no run falls under [`STALLED_SHARE`] of its
+/// match what the gateways opened, and no run falls under [`COLLAPSED_SHARE`] of its
 /// siblings. A fresh gateway pair starts at every change of variant, so 3 rounds of
 /// 2 variants start 4 pairs per transform (null, one variant: 1): 17 first runs after a start per stack,
 /// where the first-run collapse of issue 27 (a run at 0.07-0.12x of its siblings)
@@ -638,7 +646,7 @@ fn every_tunnel_transform_carries_tcp_checked_byte_for_byte_and_no_run_stalls() 
 
 /// Every transform in both variants (null in one), each TCP point with `runs` runs:
 /// every run's bytes match what the gateways opened, and none falls under
-/// [`STALLED_SHARE`] of its siblings. `stderr` is the run's, shown on failure.
+/// [`COLLAPSED_SHARE`] of its siblings. `stderr` is the run's, shown on failure.
 fn check_tunnel(r: &RunRecord, runs: usize, stderr: &str) {
     let tunnel = r.tunnel.as_ref().expect("tunnel results");
     let tcp: Vec<&TunnelPoint> = tunnel
@@ -674,7 +682,7 @@ fn check_tunnel(r: &RunRecord, runs: usize, stderr: &str) {
                 .collect::<Vec<_>>()
                 .join(", ")
         );
-        if shares.iter().any(|&s| s < STALLED_SHARE) {
+        if shares.iter().any(|&s| s < COLLAPSED_SHARE) {
             stalled.push(line.clone());
         }
         report.push(line);
@@ -685,7 +693,7 @@ fn check_tunnel(r: &RunRecord, runs: usize, stderr: &str) {
     );
     assert!(
         stalled.is_empty(),
-        "runs under {STALLED_SHARE}x of their siblings:\n{}\n{}",
+        "runs under {COLLAPSED_SHARE}x of their siblings:\n{}\n{}",
         stalled.join("\n"),
         stderr
     );
