@@ -77,6 +77,9 @@ extern "C" {
     /// libssl, OpenSSL 3.0 and later: a group's TLS name from the id
     /// `SSL_get_negotiated_group` gives (provider groups such as X25519MLKEM768 too).
     fn SSL_group_to_name(s: *mut openssl_sys::SSL, id: c_int) -> *const c_char;
+    /// libssl, 1.1.0 and later: whether the connection holds received bytes not yet
+    /// given to the application, processed or not (read-ahead included).
+    fn SSL_has_pending(s: *const openssl_sys::SSL) -> c_int;
     fn EVP_CIPHER_fetch(
         libctx: *mut c_void,
         algorithm: *const c_char,
@@ -1098,6 +1101,17 @@ impl Drop for DigestCtx {
             EVP_MD_free(self.md);
         }
     }
+}
+
+/// Whether libssl holds bytes of `ssl`'s peer it has read from the socket and not
+/// yet given to the application (`SSL_has_pending`: records read ahead, processed
+/// or not). A reader that takes the socket over from libssl must find none.
+///
+/// # Safety
+/// `ssl` is a live `SSL *` for the length of the call.
+pub unsafe fn ssl_has_pending(ssl: *mut c_void) -> bool {
+    // SAFETY: the caller holds `ssl` live; the call only reads its buffers' state.
+    unsafe { SSL_has_pending(ssl.cast::<openssl_sys::SSL>().cast_const()) != 0 }
 }
 
 /// The key-exchange group of the finished handshake on `ssl`, as the library names

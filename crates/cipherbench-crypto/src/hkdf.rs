@@ -1,5 +1,6 @@
-//! HKDF with SHA-256 (RFC 5869), built on [`crate::hmac`]. Used to derive manually
-//! keyed SAs' keys and SPIs from a shared secret.
+//! HKDF (RFC 5869), built on [`crate::hmac`]: with SHA-256, extract and expand, to
+//! derive manually keyed SAs' keys and SPIs from a shared secret; expand alone with
+//! any HMAC hash, as TLS 1.3's key schedule uses it ([`crate::tls_record`]).
 
 use crate::hmac::{Hmac, HmacDigest};
 use crate::CryptoError;
@@ -12,9 +13,6 @@ pub fn hkdf_sha256(
     out: &mut [u8],
 ) -> Result<(), CryptoError> {
     const HASH_LEN: usize = 32;
-    if out.len() > 255 * HASH_LEN {
-        return Err(CryptoError::TooLong(out.len()));
-    }
     // RFC 5869 §2.2: a missing salt is HashLen zeros.
     let zero_salt = [0u8; HASH_LEN];
     let salt = if salt.is_empty() {
@@ -24,17 +22,35 @@ pub fn hkdf_sha256(
     };
     let mut prk = [0u8; HASH_LEN];
     Hmac::new(HmacDigest::Sha256, salt)?.compute(&[ikm], &mut prk)?;
-    let mut expand = Hmac::new(HmacDigest::Sha256, &prk)?;
+    let expanded = expand(HmacDigest::Sha256, &prk, info, out);
     prk.fill(0);
-    let mut previous = [0u8; HASH_LEN];
+    expanded
+}
+
+/// HKDF-Expand (RFC 5869 §2.3) of the pseudorandom key `prk` into `out` (at most
+/// 255 × the hash's length).
+pub fn expand(
+    digest: HmacDigest,
+    prk: &[u8],
+    info: &[u8],
+    out: &mut [u8],
+) -> Result<(), CryptoError> {
+    let len = digest.output_len();
+    if out.len() > 255 * len {
+        return Err(CryptoError::TooLong(out.len()));
+    }
+    let mut mac = Hmac::new(digest, prk)?;
+    let mut previous = [0u8; 64];
     let mut previous_len = 0;
-    for (i, chunk) in out.chunks_mut(HASH_LEN).enumerate() {
-        let counter = [(i + 1) as u8];
-        let mut block = [0u8; HASH_LEN];
-        expand.compute(&[&previous[..previous_len], info, &counter], &mut block)?;
+    for (i, chunk) in out.chunks_mut(len).enumerate() {
+        let mut block = [0u8; 64];
+        mac.compute(
+            &[&previous[..previous_len], info, &[(i + 1) as u8]],
+            &mut block[..len],
+        )?;
         chunk.copy_from_slice(&block[..chunk.len()]);
         previous = block;
-        previous_len = HASH_LEN;
+        previous_len = len;
     }
     previous.fill(0);
     Ok(())

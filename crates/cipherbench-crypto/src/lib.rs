@@ -9,7 +9,8 @@
 //! - [`ctr`]: the AES-128-CTR keystream at any offset (the TLS layer's file content);
 //! - [`hmac`]: HMAC-SHA-1, -SHA-256 and -SHA-384 with truncated tags;
 //! - [`stitched`]: OpenSSL's AES-128-CBC-HMAC-SHA1 TLS record cipher;
-//! - [`hkdf`]: HKDF-SHA-256 (RFC 5869), built on [`hmac`];
+//! - [`hkdf`]: HKDF (RFC 5869), built on [`hmac`]: SHA-256 extract and expand, and
+//!   expand with any of its hashes;
 //! - [`kdf`]: scrypt (RFC 7914) for passphrases;
 //! - [`tls_record`]: TLS 1.2 and 1.3 AEAD record keys and opening, for a reader that
 //!   opens records itself (the load generator's sampled path);
@@ -38,7 +39,7 @@ pub mod tls_record;
 
 pub use ffi::{
     client_hello_extension, constant_time_eq, group_name, negotiated_group, random_bytes,
-    sign_certificate,
+    sign_certificate, ssl_has_pending,
 };
 
 /// What can go wrong in a crypto call.

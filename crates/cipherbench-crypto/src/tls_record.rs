@@ -82,35 +82,6 @@ impl std::fmt::Debug for RecordKeys {
     }
 }
 
-/// HKDF-Expand (RFC 5869 §2.3) of a pseudorandom key into `out`.
-fn hkdf_expand(
-    hash: SuiteHash,
-    prk: &[u8],
-    info: &[u8],
-    out: &mut [u8],
-) -> Result<(), CryptoError> {
-    let digest = hash.digest();
-    let len = digest.output_len();
-    if out.len() > 255 * len {
-        return Err(CryptoError::TooLong(out.len()));
-    }
-    let mut mac = Hmac::new(digest, prk)?;
-    let mut previous = [0u8; 64];
-    let mut previous_len = 0;
-    for (i, chunk) in out.chunks_mut(len).enumerate() {
-        let mut block = [0u8; 64];
-        mac.compute(
-            &[&previous[..previous_len], info, &[(i + 1) as u8]],
-            &mut block[..len],
-        )?;
-        chunk.copy_from_slice(&block[..chunk.len()]);
-        previous = block;
-        previous_len = len;
-    }
-    previous.fill(0);
-    Ok(())
-}
-
 /// HKDF-Expand-Label (RFC 8446 §7.1) with an empty context.
 pub fn hkdf_expand_label(
     hash: SuiteHash,
@@ -124,7 +95,7 @@ pub fn hkdf_expand_label(
     info.push(full.len() as u8);
     info.extend_from_slice(full.as_bytes());
     info.push(0);
-    hkdf_expand(hash, secret, &info, out)
+    crate::hkdf::expand(hash.digest(), secret, &info, out)
 }
 
 /// The TLS 1.2 PRF (RFC 5246 §5): P_hash(secret, label + seed) into `out`.

@@ -550,6 +550,49 @@ pub struct SweepPoint {
     /// times the mean latency, Little's law, rounded up), not a client count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_rate: Option<f64>,
+    /// How this machine's load generator read the final window's responses: by
+    /// sample or whole (absent: written before the sampled path, or the load came
+    /// from agents, which read every response whole).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
+}
+
+/// How a point's responses were read and checked by the load generator (`tls sweep
+/// --verify`). The sampled path opens (authenticates and decrypts) each response's
+/// head record, every short record, its last record, a sample of the body's full
+/// records and every record of a sample of responses, compares what it opens with
+/// the file's content, and lets the kernel discard the rest unread.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+pub struct Verification {
+    /// `--verify sampled`: responses of at least 1 MiB by sample where the suite
+    /// allows (AEAD); false: every response whole through OpenSSL.
+    pub sampled: bool,
+    /// The share of full body records opened.
+    pub rate: f64,
+    /// The share of responses opened whole.
+    pub whole: f64,
+    /// Responses read by the sampled path.
+    pub sampled_responses: u64,
+    /// Responses read whole through OpenSSL (every byte decrypted there).
+    pub openssl_responses: u64,
+    /// Records the sampled path opened, and their bytes on the wire.
+    pub records_opened: u64,
+    /// Their bytes on the wire (headers included).
+    pub bytes_opened: u64,
+    /// Records discarded unread.
+    pub records_discarded: u64,
+    /// Their bytes on the wire.
+    pub bytes_discarded: u64,
+    /// Body bytes compared with the file's known content.
+    pub bytes_compared: u64,
+}
+
+impl Verification {
+    /// The share of the sampled responses' bytes that were opened.
+    pub fn opened_share(&self) -> Option<f64> {
+        let all = self.bytes_opened + self.bytes_discarded;
+        (all > 0).then(|| self.bytes_opened as f64 / all as f64)
+    }
 }
 
 impl SweepPoint {

@@ -529,6 +529,7 @@ mod tests {
                 rounds: Vec::new(),
                 interleave_group: None,
                 open_loop_rate: None,
+                verification: None,
             },
         }
     }

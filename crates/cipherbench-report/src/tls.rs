@@ -506,6 +506,40 @@ pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
     out
 }
 
+/// How the generator read the points' responses, in one line: by sample (what
+/// share of the bytes it opened and compared) or whole. Empty for a run recorded
+/// before the sampled path.
+fn verification_text(points: &[SweepPoint]) -> String {
+    let vs: Vec<_> = points.iter().filter_map(|p| p.verification).collect();
+    if vs.is_empty() {
+        return String::new();
+    }
+    let sum = |f: fn(&cipherbench_model::tls::Verification) -> u64| vs.iter().map(f).sum::<u64>();
+    let sampled = sum(|v| v.sampled_responses);
+    let whole = sum(|v| v.openssl_responses);
+    let opened = sum(|v| v.bytes_opened);
+    let discarded = sum(|v| v.bytes_discarded);
+    let compared = sum(|v| v.bytes_compared);
+    if sampled == 0 {
+        return format!(
+            "responses checked: all {whole} read whole through OpenSSL (every byte decrypted{})\n",
+            if vs.iter().any(|v| v.sampled) {
+                "; --verify sampled reads AEAD responses of 1 MiB or more by sample"
+            } else {
+                ""
+            }
+        );
+    }
+    let share = |x: u64| 100.0 * x as f64 / (opened + discarded).max(1) as f64;
+    format!(
+        "responses checked: {sampled} by sample (one body record in {:.0} and one response in {:.0} opened whole; {:.1} % of their bytes opened, {:.1} % compared with the file, the rest discarded unread), {whole} whole through OpenSSL\n",
+        1.0 / vs[0].rate.max(1e-9),
+        1.0 / vs[0].whole.max(1e-9),
+        share(opened),
+        share(compared),
+    )
+}
+
 /// Layer 3 as terminal tables, with the capacity line for `target_gbps` (or the
 /// default).
 #[expect(
@@ -603,6 +637,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         for k in &s.skipped_cores {
             out.push_str(&format!("  x{}: not measured: {}\n", k.cores, k.reason));
         }
+        out.push_str(&verification_text(&s.points));
         let rs = ratios(s, &records);
         if !rs.is_empty() {
             out.push_str(&format!(
@@ -1410,6 +1445,7 @@ pub(crate) mod tests {
             rounds: Vec::new(),
             interleave_group: None,
             open_loop_rate: None,
+            verification: None,
         }
     }
 

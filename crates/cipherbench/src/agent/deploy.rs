@@ -151,23 +151,7 @@ fn ssh(
     input: Option<&std::path::Path>,
     limit: Duration,
 ) -> Result<String> {
-    let mut args: Vec<String> = vec![
-        "-T".into(),
-        "-o".into(),
-        "BatchMode=yes".into(),
-        "-o".into(),
-        "ConnectTimeout=10".into(),
-        "-o".into(),
-        "ServerAliveInterval=5".into(),
-        "-o".into(),
-        "ServerAliveCountMax=3".into(),
-    ];
-    if let Some(f) = &launch.ssh_config {
-        args.push("-F".into());
-        args.push(f.display().to_string());
-    }
-    args.push("--".into());
-    args.push(host.to_string());
+    let mut args = launch.ssh_args(host);
     args.push(format!(
         "sh -c {} cipherbench-deploy {mode}",
         shell_word(&script(sha))

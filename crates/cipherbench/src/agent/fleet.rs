@@ -128,6 +128,32 @@ impl Launch {
             cpus,
         })
     }
+
+    /// ssh's arguments up to the remote command, for `host`: no prompt ever
+    /// (BatchMode), a connection within 10 s, a peer that vanishes noticed within
+    /// about 15 s, and `--ssh-config` as `-F`.
+    pub fn ssh_args(&self, host: &str) -> Vec<String> {
+        let mut args: Vec<String> = [
+            "-T",
+            "-o",
+            "BatchMode=yes",
+            "-o",
+            "ConnectTimeout=10",
+            "-o",
+            "ServerAliveInterval=5",
+            "-o",
+            "ServerAliveCountMax=3",
+        ]
+        .map(String::from)
+        .to_vec();
+        if let Some(f) = &self.ssh_config {
+            args.push("-F".into());
+            args.push(f.display().to_string());
+        }
+        args.push("--".into());
+        args.push(host.to_string());
+        args
+    }
 }
 
 /// A point failed because of one agent: the message names it.
@@ -340,24 +366,7 @@ impl Fleet {
     pub fn connect(launch: &Launch) -> Result<Fleet> {
         let mut pending = Vec::new();
         for host in &launch.hosts {
-            let mut args: Vec<String> = vec![
-                "-T".into(),
-                "-o".into(),
-                "BatchMode=yes".into(),
-                "-o".into(),
-                "ConnectTimeout=10".into(),
-                // A peer that vanishes is noticed within about 15 s.
-                "-o".into(),
-                "ServerAliveInterval=5".into(),
-                "-o".into(),
-                "ServerAliveCountMax=3".into(),
-            ];
-            if let Some(f) = &launch.ssh_config {
-                args.push("-F".into());
-                args.push(f.display().to_string());
-            }
-            args.push("--".into());
-            args.push(host.clone());
+            let mut args = launch.ssh_args(host);
             match (&launch.agent_path, super::executable_digest()) {
                 (Some(path), _) => {
                     args.push(path.clone());

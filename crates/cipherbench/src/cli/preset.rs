@@ -218,6 +218,9 @@ impl Preset {
                     resumption: false,
                     target: target.clone(),
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -256,6 +259,9 @@ impl Preset {
                     resumption: false,
                     target: target.clone(),
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -294,6 +300,9 @@ impl Preset {
                     resumption: false,
                     target: target.clone(),
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,

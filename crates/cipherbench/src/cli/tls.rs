@@ -243,6 +243,8 @@ impl HandshakeArgs {
                 port: self.port,
             },
             agents: None,
+            // Handshakes: small responses, read whole.
+            verify: crate::tls::engine::sampled::Verify::All,
         };
         let mut variants: Vec<Variant> = Vec::new();
         for v in variant::parse_variants(&self.variants)? {
@@ -381,6 +383,34 @@ pub struct SweepArgs {
     /// throughput (the rate sets that).
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
+    /// How the load generator checks responses: `sampled` reads responses of 1 MiB
+    /// or more record by record, opening (authenticating and decrypting) the head's,
+    /// the short ones, the last, a sample of the rest (--sample-rate) and every
+    /// record of one response in 64, compares them with the file, and lets the
+    /// kernel discard the others unread, so it costs a fraction of the server it
+    /// loads; `all` decrypts every byte through OpenSSL, as wrk does. AEAD suites
+    /// only; the others are read whole either way. Agents read whole.
+    #[arg(long, value_name = "all|sampled", default_value = "sampled")]
+    pub verify: String,
+    /// With --verify sampled: the share of a response's full body records opened.
+    #[arg(long, value_name = "SHARE", default_value_t = 1.0 / 16.0)]
+    pub sample_rate: f64,
+}
+
+/// `--verify` and `--sample-rate`, resolved.
+fn verify(mode: &str, rate: f64) -> Result<crate::tls::engine::sampled::Verify> {
+    use crate::tls::engine::sampled::{Sampling, Verify, DEFAULT_SAMPLING};
+    if !(rate > 0.0 && rate <= 1.0) {
+        bail!("--sample-rate must be above 0 and at most 1 (the share of records opened)");
+    }
+    match mode {
+        "all" => Ok(Verify::All),
+        "sampled" => Ok(Verify::Sampled(Sampling {
+            rate,
+            whole: DEFAULT_SAMPLING.whole,
+        })),
+        other => bail!("--verify {other}: use all or sampled"),
+    }
 }
 
 /// `cipherbench tls serve`.
@@ -740,6 +770,7 @@ impl SweepArgs {
             generator_cpus: self.common.generator_cpus()?,
             target,
             agents: self.common.agents()?,
+            verify: verify(&self.verify, self.sample_rate)?,
         };
         if let Some(rate) = plan.fixed_rate {
             check_rate_window(rate, plan.window)?;

@@ -204,6 +204,11 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
         cpu_ns,
         thread_cpu_ns,
         paced,
+        // Agents read every response whole (their own engines' Verify::All).
+        verified: engine::sampled::Verified {
+            by_openssl: requests_sent,
+            ..Default::default()
+        },
         threads,
         window_start,
         window_end,
@@ -237,6 +242,7 @@ pub fn empty_report(spec: &engine::Spec) -> Report {
         cpu_ns: 0,
         thread_cpu_ns: Vec::new(),
         paced: 0,
+        verified: engine::sampled::Verified::default(),
         threads: 0,
         window_start: now,
         window_end: now,
@@ -453,6 +459,9 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
             host: req.host.clone(),
             path: req.path.clone(),
             expected_len: req.expected_len,
+            // Agents read every response whole through OpenSSL (the sampled path
+            // is this machine's generator's for now).
+            content: None,
         },
         arrivals: arrivals(&req.arrivals),
         warmup: Duration::from_nanos(req.warmup_ns),
@@ -463,6 +472,7 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
         cpus,
         max_connections: crate::tls::connection_budget(threads),
         pace: req.pace,
+        verify: engine::sampled::Verify::All,
     };
     // The start barrier: sleep to the agreed instant of this host's clock.
     let now = crate::agent::unix_ns();

@@ -169,6 +169,8 @@ pub struct SweepPlan {
     pub target: ServerTarget,
     /// `--agents`: the load comes from these hosts instead of this machine.
     pub agents: Option<crate::agent::fleet::Launch>,
+    /// `--verify`: how this machine's generator checks the responses.
+    pub verify: engine::sampled::Verify,
 }
 
 /// `tls ramp`, resolved.
@@ -324,6 +326,7 @@ pub(crate) fn external_target(
         host: url.host.clone(),
         path: url.path.clone(),
         expected_len: None,
+        content: None,
     };
     let f = engine::fetch_once(client, &probe, Duration::from_secs(10))?;
     if f.status != 200 {

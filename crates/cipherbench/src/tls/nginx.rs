@@ -121,6 +121,8 @@ pub fn nginx_info(nginx: &Path) -> Result<NginxInfo> {
 pub struct Workspace {
     dir: PathBuf,
     sizes: Vec<u64>,
+    /// The files' content is this key's AES-128-CTR keystream.
+    content: [u8; 16],
     _run_dir: RunDir,
 }
 
@@ -133,9 +135,12 @@ impl Workspace {
         std::fs::create_dir_all(dir.join("www/f"))
             .with_context(|| format!("creating {}", dir.display()))?;
         // From here on, Drop removes the directory whatever fails.
+        let mut content = [0u8; 16];
+        cipherbench_crypto::random_bytes(&mut content).map_err(|e| anyhow!("{e}"))?;
         let ws = Workspace {
             dir,
             sizes: sizes.to_vec(),
+            content,
             _run_dir: run_dir,
         };
         // nginx's workers run as an unprivileged user when started as root: they must
@@ -147,7 +152,7 @@ impl Workspace {
         super::cert::write(key, &ws.dir.join("cert.pem"), &ws.dir.join("key.pem"))?;
         for &size in sizes {
             let path = ws.file(size);
-            write_random_file(&path, size).with_context(|| {
+            write_content_file(&path, size, &ws.content).with_context(|| {
                 format!(
                     "writing the {} test file {} (set TMPDIR to a file system with room for it)",
                     cipherbench_model::ByteSize(size),
@@ -172,24 +177,27 @@ impl Workspace {
         self.dir.join("www/f").join(size.to_string())
     }
 
+    /// The key whose AES-128-CTR keystream the files hold (each file the stream's
+    /// first bytes), for the load generator's sampled path to compare with.
+    pub fn content_key(&self) -> [u8; 16] {
+        self.content
+    }
+
     /// URL path of the file of `size` bytes.
     pub fn url_path(size: u64) -> String {
         format!("/f/{size}")
     }
 }
 
-/// Writes `size` bytes of OpenSSL's DRBG output: incompressible, so no layer below
-/// can shortcut the transfer.
-fn write_random_file(path: &Path, size: u64) -> Result<()> {
+/// Writes the first `size` bytes of `key`'s AES-128-CTR keystream: incompressible,
+/// so no layer below can shortcut the transfer, and known at any offset to whoever
+/// holds the key (the load generator compares the records it opens with it).
+fn write_content_file(path: &Path, size: u64, key: &[u8; 16]) -> Result<()> {
     let mut f = std::fs::File::create(path)?;
-    let mut buf = vec![0u8; 1 << 20];
-    let mut left = size;
-    while left > 0 {
-        let n = left.min(buf.len() as u64) as usize;
-        cipherbench_crypto::random_bytes(&mut buf[..n]).map_err(|e| anyhow!("{e}"))?;
-        f.write_all(&buf[..n])?;
-        left -= n as u64;
-    }
+    let mut keystream = cipherbench_crypto::ctr::Keystream::new(key).map_err(|e| anyhow!("{e}"))?;
+    keystream
+        .stream(size, 1 << 20, |chunk| f.write_all(chunk))
+        .map_err(|e| anyhow!("{e}"))?;
     f.sync_all()?;
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o644))?;
     Ok(())
@@ -481,6 +489,7 @@ impl Server {
             host: "127.0.0.1".into(),
             path: Workspace::url_path(smallest),
             expected_len: Some(smallest),
+            content: None,
         };
         let mut exited = false;
         let mut fetched = None;

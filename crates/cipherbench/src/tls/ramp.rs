@@ -399,6 +399,7 @@ fn one(
         cpus: generator_cpus.to_vec(),
         max_connections: super::connection_budget(generator_cpus.len()),
         pace: super::engine::pays_for_wakeups(target.addr),
+        verify: super::engine::sampled::Verify::All,
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));

@@ -138,6 +138,7 @@ pub(crate) fn start_nginx(
         host: "127.0.0.1".into(),
         path: nginx::Workspace::url_path(size),
         expected_len: Some(size),
+        content: Some(spec.workspace.content_key()),
     };
     Ok((server, record, target))
 }

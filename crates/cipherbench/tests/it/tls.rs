@@ -147,6 +147,65 @@ fn a_sweep_point_counts_what_nginx_served_for_both_seed_suites() {
 }
 
 #[test]
+fn the_sampled_path_reads_large_responses_opening_a_share_and_all_decrypts_every_byte() {
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "sampled");
+    // TLS 1.2 (explicit GCM nonces) and 1.3 (hidden types, session tickets first).
+    let suites = "AES128-GCM-SHA256,TLS_AES_128_GCM_SHA256";
+    for (verify, rate) in [("sampled", "0.25"), ("all", "0.25")] {
+        let results = dir.join(format!("results-{verify}"));
+        let mut args = tls_args("sweep", suites, "4MiB", "accel");
+        args.extend(["--concurrency", "2", "--window", "1s", "--warmup", "200ms"]);
+        args.extend(["--verify", verify, "--sample-rate", rate, "--quiet"]);
+        let (out, r) = measure(&dir, &args, &results);
+        let sweep = sweep_of(&r);
+        assert_eq!(sweep.points.len(), 2);
+        for p in &sweep.points {
+            assert_eq!(p.errors, 0, "{verify}: {:?}", p.errors_by_reason);
+            assert_eq!(p.server_requests, Some(p.requests_sent), "{p:?}");
+            assert_eq!(p.body_bytes, p.requests_ok_total * 4 * 1024 * 1024);
+            let v = p.verification.expect("how the responses were read");
+            let sent = p.requests_sent;
+            if verify == "all" {
+                assert!(!v.sampled && v.sampled_responses == 0, "{v:?}");
+                assert_eq!(v.openssl_responses, sent, "{v:?}");
+                continue;
+            }
+            // Every response by sample; a 4 MiB body is 256 full records, of which
+            // about a quarter are opened (the rest discarded unread), with the head's,
+            // the last and one response in 64 whole on top.
+            assert!(
+                v.sampled && v.sampled_responses == sent && v.openssl_responses == 0,
+                "{v:?}"
+            );
+            assert!(v.records_discarded > 0 && v.records_opened > 0, "{v:?}");
+            let share = v.opened_share().unwrap();
+            assert!(
+                (0.15..0.6).contains(&share),
+                "{} opened {share}: {v:?}",
+                p.suite
+            );
+            // What was opened was compared with the file.
+            assert!(
+                v.bytes_compared > 0 && v.bytes_compared <= v.bytes_opened,
+                "{v:?}"
+            );
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let said = if verify == "all" {
+            "read whole through OpenSSL"
+        } else {
+            "by sample"
+        };
+        assert!(
+            stdout.contains("responses checked: ") && stdout.contains(said),
+            "{stdout}"
+        );
+    }
+    finish(&dir);
+}
+
+#[test]
 fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
     let _turn = crate::turn!();
     let dir = scratch("tls", "ramp");

@@ -62,12 +62,38 @@ impl Write for Sock {
     }
 }
 
+impl sampled::Wire for Sock {
+    /// What the buffer holds first, then the socket's bytes straight into `out`,
+    /// however few are asked (a record header's 5): never more than asked is read,
+    /// so the kernel can discard what follows.
+    fn read_into(&mut self, out: &mut [u8]) -> io::Result<usize> {
+        if self.pos < self.end {
+            let n = out.len().min(self.end - self.pos);
+            out[..n].copy_from_slice(&self.buf[self.pos..self.pos + n]);
+            self.pos += n;
+            return Ok(n);
+        }
+        self.tcp.read(out)
+    }
+
+    fn discard(&mut self, n: usize) -> io::Result<usize> {
+        if self.pos < self.end {
+            let k = n.min(self.end - self.pos);
+            self.pos += k;
+            return Ok(k);
+        }
+        sampled::discard_fd(std::os::fd::AsRawFd::as_raw_fd(&self.tcp), n)
+    }
+}
+
 pub(super) enum Phase {
     Connecting(Option<Sock>),
     Handshaking,
     Writing(usize),
     Head,
     Body,
+    /// The response through the sampled path ([`sampled::Reader`]).
+    Records(Box<sampled::Reader>),
 }
 
 pub(super) struct Conn {

@@ -102,6 +102,15 @@ impl Client {
         Client::build(suite, resumption, groups, false)
     }
 
+    /// A client for `verify`: one that keeps its connections' secrets for the
+    /// sampled path, else [`Client::new`]'s.
+    pub fn verifying(suite: &Suite, resumption: bool, verify: sampled::Verify) -> Result<Client> {
+        match verify {
+            sampled::Verify::Sampled(_) => Client::sampling(suite, resumption, None),
+            sampled::Verify::All => Client::new(suite, resumption),
+        }
+    }
+
     /// A client whose connections keep what opens the server's records
     /// ([`secrets::server_keys`]), for the sampled receive path.
     pub fn sampling(suite: &Suite, resumption: bool, groups: Option<&str>) -> Result<Client> {
@@ -187,6 +196,10 @@ pub struct Target {
     pub path: String,
     /// Body length every response must have, if known.
     pub expected_len: Option<u64>,
+    /// The key the file's content was made from (`nginx::Workspace`: the AES-128-CTR
+    /// keystream), so the sampled path compares what it opens; None for a server
+    /// cipherbench did not start.
+    pub content: Option<[u8; 16]>,
 }
 
 /// One load run.
@@ -217,6 +230,8 @@ pub struct Spec {
     /// pays for the reader's wake-ups and ACKs, a server on this very kernel: on loopback
     /// ([`pays_for_wakeups`]), or an agent's in a namespace of the server's machine.
     pub pace: bool,
+    /// How responses are checked ([`sampled::Verify`]).
+    pub verify: sampled::Verify,
 }
 
 /// Whether a server at `addr` pays for this generator's wake-ups (its `write`
@@ -292,6 +307,7 @@ pub fn run(client: &Client, spec: &Spec) -> Result<Report> {
         cpu_ns: m.cpu_ns,
         thread_cpu_ns: m.thread_cpu_ns,
         paced: m.paced,
+        verified: m.verified,
         threads,
         window_start,
         window_end,
@@ -412,6 +428,7 @@ mod tests {
             cpu_ns: cpu.iter().sum(),
             thread_cpu_ns: cpu.to_vec(),
             paced: 0,
+            verified: sampled::Verified::default(),
             threads: 2,
             window_start: now,
             window_end: now + Duration::from_millis(ms),
@@ -559,6 +576,7 @@ mod tests {
                 host: "127.0.0.1".into(),
                 path: "/f/100".into(),
                 expected_len: Some(self.body as u64),
+                content: None,
             }
         }
     }
@@ -584,6 +602,7 @@ mod tests {
             interval: Duration::from_millis(100),
             cpus: vec![*host::allowed_cpus().last().unwrap()],
             max_connections: 512,
+            verify: sampled::Verify::All,
         }
     }
 

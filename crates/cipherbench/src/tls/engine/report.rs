@@ -68,6 +68,8 @@ pub struct Report {
     pub thread_cpu_ns: Vec<u64>,
     /// Responses whose socket was parked between reads (paced), whole run.
     pub paced: u64,
+    /// How the responses were read (by sample or whole), whole run.
+    pub verified: sampled::Verified,
     /// Generator threads.
     pub threads: usize,
     /// Window start and end.
@@ -144,6 +146,7 @@ impl Report {
             bail!("rounds of one point measured with different generator threads");
         }
         self.paced += later.paced;
+        self.verified.add(&later.verified);
         self.window_end = later.window_end;
         Ok(())
     }
@@ -196,6 +199,7 @@ pub(super) struct ThreadReport {
     pub(super) cpu_ns: u64,
     pub(super) thread_cpu_ns: Vec<u64>,
     pub(super) paced: u64,
+    pub(super) verified: sampled::Verified,
     pub(super) window_edges: (Instant, Instant),
     pub(super) interrupted: bool,
 }
@@ -223,6 +227,7 @@ impl ThreadReport {
             cpu_ns: 0,
             thread_cpu_ns: Vec::new(),
             paced: 0,
+            verified: sampled::Verified::default(),
             window_edges,
             interrupted: false,
         }
@@ -260,6 +265,7 @@ impl ThreadReport {
         self.cpu_ns += o.cpu_ns;
         self.thread_cpu_ns.extend(o.thread_cpu_ns);
         self.paced += o.paced;
+        self.verified.add(&o.verified);
         self.interrupted |= o.interrupted;
     }
 }

@@ -64,6 +64,45 @@ impl Content {
     }
 }
 
+/// How a run's responses were read: by sample, or whole through OpenSSL.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Verified {
+    /// Responses read by the sampled path.
+    pub sampled: u64,
+    /// Responses read whole through OpenSSL (every byte decrypted there).
+    pub by_openssl: u64,
+    /// What the sampled path opened and discarded.
+    pub counts: Counts,
+}
+
+impl Verified {
+    /// Adds another's.
+    pub fn add(&mut self, o: &Verified) {
+        self.sampled += o.sampled;
+        self.by_openssl += o.by_openssl;
+        self.counts.add(&o.counts);
+    }
+}
+
+/// How the generator checks what it reads.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub enum Verify {
+    /// Every response whole through OpenSSL (every byte decrypted, as wrk).
+    All,
+    /// Responses of at least [`SAMPLED_FROM`] bytes by the sampled path.
+    Sampled(Sampling),
+}
+
+/// The smallest response read by sample: 64 full records. Below, the records a
+/// sample must open anyway (the head's, the last, the short ones) are most of them.
+pub const SAMPLED_FROM: u64 = 1 << 20;
+
+/// The default sample: one body record in 16, and one response in 64 whole.
+pub const DEFAULT_SAMPLING: Sampling = Sampling {
+    rate: 1.0 / 16.0,
+    whole: 1.0 / 64.0,
+};
+
 /// How much of a response is opened.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Sampling {
@@ -167,8 +206,8 @@ pub struct Reader {
     content: Option<Content>,
     /// What was opened and discarded.
     pub counts: Counts,
-    /// The first body bytes' arrival (for time to first byte).
-    pub first_byte: bool,
+    /// Whether any byte of the response arrived (its time to first byte).
+    started: bool,
 }
 
 impl Reader {
@@ -201,7 +240,7 @@ impl Reader {
             body: 0,
             content,
             counts: Counts::default(),
-            first_byte: false,
+            started: false,
         }
     }
 
@@ -220,6 +259,11 @@ impl Reader {
         self.whole
     }
 
+    /// Whether any byte of the response has arrived.
+    pub fn started(&self) -> bool {
+        self.started
+    }
+
     /// Reads what the wire has; returns when it has nothing more now, or the
     /// response ended. `received` is told of every body byte counted.
     pub fn read(&mut self, wire: &mut impl Wire, mut received: impl FnMut(u64)) -> Outcome {
@@ -228,7 +272,10 @@ impl Reader {
                 At::Header(got) => {
                     let n = match wire.read_into(&mut self.header[got..]) {
                         Ok(0) => return self.ended(),
-                        Ok(n) => n,
+                        Ok(n) => {
+                            self.started = true;
+                            n
+                        }
                         Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
                         Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
                         Err(_) => return Outcome::Failed(FailureReason::Io, "read"),
@@ -382,7 +429,6 @@ impl Reader {
                     return Some(Outcome::Failed(FailureReason::Length, "Content-Length"));
                 }
                 self.expected = Some(len);
-                self.first_byte = true;
                 // The body's first bytes, if the head's record holds some.
                 let rest = self.head.split_off(h.len);
                 self.compare(&rest, received)
@@ -448,10 +494,8 @@ fn unit(state: &mut u64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::cert;
     use crate::tls::engine::{secrets, Client};
-    use crate::tls::suite::{KeyType, Protocol, Suite};
-    use openssl::ssl::{SslAcceptor, SslMethod};
+    use crate::tls::suite::Suite;
     use std::io::{Read, Write};
     use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
     use std::os::fd::AsRawFd;
@@ -484,20 +528,7 @@ mod tests {
     /// full, 16 KiB, but the last), behind a relay that tampers with what it sends as
     /// told; the relay's thread gives the bytes it sent.
     fn serve(suite: &Suite, response: Vec<u8>, tamper: Tamper) -> (SocketAddr, JoinHandle<usize>) {
-        let key = cert::key(KeyType::Rsa2048).unwrap();
-        let x509 = cert::self_signed(&key).unwrap();
-        let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
-        b.set_private_key(&key).unwrap();
-        b.set_certificate(&x509).unwrap();
-        b.set_min_proto_version(Some(suite.protocol.version()))
-            .unwrap();
-        b.set_max_proto_version(Some(suite.protocol.version()))
-            .unwrap();
-        match suite.protocol {
-            Protocol::Tls12 => b.set_cipher_list(suite.openssl).unwrap(),
-            Protocol::Tls13 => b.set_ciphersuites(suite.openssl).unwrap(),
-        }
-        let acceptor = b.build();
+        let acceptor = secrets::acceptor(suite);
         let server = TcpListener::bind("127.0.0.1:0").unwrap();
         let server_addr = server.local_addr().unwrap();
         std::thread::spawn(move || {

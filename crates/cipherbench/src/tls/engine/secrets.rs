@@ -113,34 +113,45 @@ pub fn server_keys(ssl: &SslRef) -> Option<(RecordKeys, u64)> {
     Some((keys?, 1))
 }
 
+/// A test's TLS server for exactly `suite`: a fresh RSA key and certificate, the
+/// suite's one protocol version.
+#[cfg(test)]
+#[allow(
+    clippy::unwrap_used,
+    reason = "test code: a failed unwrap is a failed test"
+)]
+pub(crate) fn acceptor(suite: &crate::tls::suite::Suite) -> openssl::ssl::SslAcceptor {
+    use crate::tls::suite::Protocol;
+    use openssl::ssl::{SslAcceptor, SslMethod};
+    let key = crate::tls::cert::key(crate::tls::suite::KeyType::Rsa2048).unwrap();
+    let x509 = crate::tls::cert::self_signed(&key).unwrap();
+    let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
+    b.set_private_key(&key).unwrap();
+    b.set_certificate(&x509).unwrap();
+    b.set_min_proto_version(Some(suite.protocol.version()))
+        .unwrap();
+    b.set_max_proto_version(Some(suite.protocol.version()))
+        .unwrap();
+    match suite.protocol {
+        Protocol::Tls12 => b.set_cipher_list(suite.openssl).unwrap(),
+        Protocol::Tls13 => b.set_ciphersuites(suite.openssl).unwrap(),
+    }
+    b.build()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tls::cert;
     use crate::tls::engine::Client;
-    use crate::tls::suite::{KeyType, Suite};
+    use crate::tls::suite::Suite;
     use cipherbench_crypto::tls_record::{content, parse_header, RecordOpener, HEADER_LEN};
-    use openssl::ssl::{SslAcceptor, SslMethod};
     use std::io::{Read, Write};
     use std::net::{TcpListener, TcpStream};
 
     /// A real OpenSSL server on loopback that answers one request with `body` (in
     /// full 16 KiB records and the rest) and closes.
     fn serve_once(suite: &Suite, body: Vec<u8>) -> std::net::SocketAddr {
-        let key = cert::key(KeyType::Rsa2048).unwrap();
-        let x509 = cert::self_signed(&key).unwrap();
-        let mut b = SslAcceptor::mozilla_intermediate_v5(SslMethod::tls_server()).unwrap();
-        b.set_private_key(&key).unwrap();
-        b.set_certificate(&x509).unwrap();
-        b.set_min_proto_version(Some(suite.protocol.version()))
-            .unwrap();
-        b.set_max_proto_version(Some(suite.protocol.version()))
-            .unwrap();
-        match suite.protocol {
-            crate::tls::suite::Protocol::Tls12 => b.set_cipher_list(suite.openssl).unwrap(),
-            crate::tls::suite::Protocol::Tls13 => b.set_ciphersuites(suite.openssl).unwrap(),
-        }
-        let acceptor = b.build();
+        let acceptor = acceptor(suite);
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let addr = listener.local_addr().unwrap();
         std::thread::spawn(move || {

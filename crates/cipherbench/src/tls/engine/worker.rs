@@ -24,6 +24,8 @@ pub(super) struct Worker<'a> {
     pub(super) pace: bool,
     /// Connections parked now.
     pub(super) parked: usize,
+    /// Responses given a sampled reader so far (their seeds).
+    pub(super) seeds: u64,
     pub(super) report: ThreadReport,
 }
 
@@ -68,6 +70,7 @@ impl<'a> Worker<'a> {
             session: None,
             pace: spec.pace,
             parked: 0,
+            seeds: 0,
             report: ThreadReport::new(buckets, (window_start, window_end)),
         })
     }
@@ -308,6 +311,9 @@ impl<'a> Worker<'a> {
             }
             done => {
                 let now = Instant::now();
+                if let Phase::Records(reader) = &conn.phase {
+                    self.report.verified.counts.add(&reader.counts);
+                }
                 if self.client.resumption && matches!(done, Step::Ok) {
                     // The server closed first, after the whole body: the session is
                     // good. OpenSSL forgets a session whose connection is freed
@@ -450,8 +456,42 @@ impl<'a> Worker<'a> {
                     }
                     if *sent >= self.request.len() {
                         self.report.requests_sent += 1;
-                        conn.phase = Phase::Head;
+                        conn.phase = match self.sampled_reader(tls) {
+                            Some(reader) => {
+                                self.report.verified.sampled += 1;
+                                Phase::Records(Box::new(reader))
+                            }
+                            None => {
+                                self.report.verified.by_openssl += 1;
+                                Phase::Head
+                            }
+                        };
                     }
+                }
+                Phase::Records(reader) => {
+                    let Some(tls) = conn.tls.as_mut() else {
+                        return Step::Failed(FailureReason::Io);
+                    };
+                    let mut counted = 0u64;
+                    let outcome = reader.read(tls.get_mut(), |n| counted += n);
+                    let now = Instant::now();
+                    if conn.first_byte.is_none() && reader.started() {
+                        conn.first_byte = Some(now);
+                    }
+                    conn.body_read = reader.body();
+                    conn.body_expected = reader.expected().unwrap_or(0);
+                    self.count_body(now, counted);
+                    return match outcome {
+                        sampled::Outcome::Pending => {
+                            if self.pace && reader.expected().is_some() {
+                                conn.park =
+                                    parks(conn.body_expected.saturating_sub(conn.body_read));
+                            }
+                            Step::Pending
+                        }
+                        sampled::Outcome::Done => Step::Ok,
+                        sampled::Outcome::Failed(reason, _) => Step::Failed(reason),
+                    };
                 }
                 Phase::Head | Phase::Body => {
                     let Some(tls) = conn.tls.as_mut() else {
@@ -501,18 +541,7 @@ impl<'a> Worker<'a> {
                         n as u64
                     };
                     conn.body_read += body_now;
-                    // Open loop too: a sweep point at `--rate` is judged by its
-                    // throughput (the ramp reads only its request counts); its span runs
-                    // on past the schedule until the last request finished.
-                    let open = matches!(self.spec.arrivals, Arrivals::Open(_));
-                    if body_now > 0 && self.in_window(now) {
-                        self.report.window_bytes += body_now;
-                        let b = self.bucket_of(now);
-                        self.report.buckets[b].bytes += body_now;
-                    } else if body_now > 0 && open && now >= self.window_end {
-                        // The tail: in the total, not in the schedule's intervals.
-                        self.report.window_bytes += body_now;
-                    }
+                    self.count_body(now, body_now);
                     if conn.body_read > conn.body_expected {
                         return Step::Failed(FailureReason::Length);
                     }
@@ -522,6 +551,57 @@ impl<'a> Worker<'a> {
                 }
             }
         }
+    }
+
+    /// Books body bytes read at `now` in the window and its series. Open loop too: a
+    /// sweep point at `--rate` is judged by its throughput (the ramp reads only its
+    /// request counts); its span runs on past the schedule until the last request
+    /// finished.
+    pub(super) fn count_body(&mut self, now: Instant, body_now: u64) {
+        if body_now == 0 {
+            return;
+        }
+        let open = matches!(self.spec.arrivals, Arrivals::Open(_));
+        if self.in_window(now) {
+            self.report.window_bytes += body_now;
+            let b = self.bucket_of(now);
+            self.report.buckets[b].bytes += body_now;
+        } else if open && now >= self.window_end {
+            // The tail: in the total, not in the schedule's intervals.
+            self.report.window_bytes += body_now;
+        }
+    }
+
+    /// The sampled path's reader for a connection whose request was just written,
+    /// where the spec asks for it and it can take over from OpenSSL: a response
+    /// large enough, an AEAD suite whose keys were kept, and nothing of the
+    /// server's already read by OpenSSL (its read-ahead) or held in its buffer.
+    /// None: the response is read whole through OpenSSL.
+    pub(super) fn sampled_reader(&mut self, tls: &SslStream<Sock>) -> Option<sampled::Reader> {
+        let sampled::Verify::Sampled(sampling) = self.spec.verify else {
+            return None;
+        };
+        let expected = self.spec.target.expected_len;
+        if expected.is_some_and(|e| e < sampled::SAMPLED_FROM) || !self.client.keeps_secrets {
+            return None;
+        }
+        let ssl = tls.ssl();
+        // SAFETY: `ssl` is this connection's, alive, its handshake finished.
+        if ssl.pending() > 0 || unsafe { cipherbench_crypto::ssl_has_pending(ssl.as_ptr().cast()) }
+        {
+            return None;
+        }
+        let (keys, seq) = secrets::server_keys(ssl)?;
+        let opener = cipherbench_crypto::tls_record::RecordOpener::new(&keys, seq).ok()?;
+        let content = match &self.spec.target.content {
+            Some(key) => Some(sampled::Content::new(key).ok()?),
+            None => None,
+        };
+        self.seeds += 1;
+        let seed = ((self.index as u64) << 48) ^ self.seeds ^ self.t0.elapsed().as_nanos() as u64;
+        Some(sampled::Reader::new(
+            opener, sampling, seed, expected, content,
+        ))
     }
 
     pub(super) fn eof(&self, conn: &Conn) -> Step {

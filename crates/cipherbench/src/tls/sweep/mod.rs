@@ -44,6 +44,7 @@ pub(crate) use slots::*;
 pub(crate) use words::*;
 
 use super::cpu::{self, Sampler};
+use super::engine::sampled::Verify;
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
 use super::keystore::{cannot_serve, KeySource, KeyStore};
 use super::nginx::{self, Server, ServerSpec, Workspace};
@@ -198,7 +199,7 @@ fn run_nginx(
     let clients = plan
         .suites
         .iter()
-        .map(|s| Client::new(s, plan.resumption))
+        .map(|s| Client::verifying(s, plan.resumption, plan.verify))
         .collect::<Result<Vec<_>>>()?;
     let variants = super::NginxVariants::judge(&plan.variants)?;
     let workspace = Workspace::create(&plan.sizes, plan.key)?;
@@ -492,7 +493,7 @@ fn run_external(
     let Some(suite) = plan.suites.first() else {
         bail!("no suite to measure");
     };
-    let client = Client::new(suite, plan.resumption)?;
+    let client = Client::verifying(suite, plan.resumption, plan.verify)?;
     let target = super::external_target(&client, url)?;
     let allowed = plan
         .generator_cpus

@@ -89,6 +89,7 @@ pub(super) fn measure(
         cpus: generator_cpus.to_vec(),
         max_connections: crate::tls::connection_budget(generator_cpus.len()),
         pace: crate::tls::engine::pays_for_wakeups(target.addr),
+        verify: plan.verify,
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| {
@@ -442,6 +443,8 @@ pub(super) fn point(
     let generator_saturated = saturated(generator_cpu, &generator_cpu_per_thread);
     let within_limit = m.within(plan.limit);
     let invalid_reason = invalid_reason(plan, concurrency, &m, within_limit);
+    // Agents read every response whole; this machine's generator records how.
+    let verification = m.agents.is_empty().then(|| verification(plan, &r.verified));
     SweepPoint {
         suite: l.suite.to_string(),
         protocol: l.protocol.to_string(),
@@ -489,5 +492,29 @@ pub(super) fn point(
         rounds: Vec::new(),
         interleave_group: None,
         open_loop_rate: None,
+        verification,
+    }
+}
+
+/// The point's record of how its responses were read.
+fn verification(
+    plan: &SweepPlan,
+    v: &crate::tls::engine::sampled::Verified,
+) -> cipherbench_model::tls::Verification {
+    let (sampled, rate, whole) = match plan.verify {
+        Verify::Sampled(s) => (true, s.rate, s.whole),
+        Verify::All => (false, 1.0, 1.0),
+    };
+    cipherbench_model::tls::Verification {
+        sampled,
+        rate,
+        whole,
+        sampled_responses: v.sampled,
+        openssl_responses: v.by_openssl,
+        records_opened: v.counts.opened,
+        bytes_opened: v.counts.opened_bytes,
+        records_discarded: v.counts.discarded,
+        bytes_discarded: v.counts.discarded_bytes,
+        bytes_compared: v.counts.compared_bytes,
     }
 }
