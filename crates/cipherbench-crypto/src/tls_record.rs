@@ -387,10 +387,7 @@ mod tests {
 
     fn hex(s: &str) -> Vec<u8> {
         let s: String = s.split_whitespace().collect();
-        (0..s.len())
-            .step_by(2)
-            .map(|i| u8::from_str_radix(&s[i..i + 2], 16).unwrap())
-            .collect()
+        crate::digest::from_hex(&s).unwrap()
     }
 
     /// RFC 8448 §3 (the simple 1-RTT handshake): the server's handshake traffic

@@ -254,11 +254,6 @@ impl Reader {
         self.expected
     }
 
-    /// Whether this response is opened whole.
-    pub fn whole(&self) -> bool {
-        self.whole
-    }
-
     /// Whether any byte of the response has arrived.
     pub fn started(&self) -> bool {
         self.started

@@ -53,7 +53,11 @@ pub fn capture(builder: &mut SslContextBuilder) {
         let Some(hex) = line.strip_prefix("SERVER_TRAFFIC_SECRET_0 ") else {
             return;
         };
-        let Some(secret) = hex.split(' ').nth(1).and_then(from_hex) else {
+        let Some(secret) = hex
+            .split(' ')
+            .nth(1)
+            .and_then(cipherbench_crypto::digest::from_hex)
+        else {
             return;
         };
         if let Some(slot) = ssl.ex_data(index) {
@@ -67,16 +71,6 @@ pub fn slot(ssl: &mut Ssl) {
     if let Some(index) = index() {
         ssl.set_ex_data(index, Mutex::new(None));
     }
-}
-
-fn from_hex(s: &str) -> Option<Vec<u8>> {
-    if !s.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..s.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(s.get(i..i + 2)?, 16).ok())
-        .collect()
 }
 
 /// The keys that open what the server of a finished handshake writes, and the

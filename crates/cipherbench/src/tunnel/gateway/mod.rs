@@ -101,19 +101,7 @@ pub const MAX_THREADS: usize = 64;
 /// (`tunnel --peer`), a NIC's several queues can deliver out of order.
 pub const REPLAY_WINDOW: u32 = 1024;
 
-/// Decodes lower- or upper-case hex.
-pub fn from_hex(text: &str) -> Option<Vec<u8>> {
-    let text = text.trim();
-    if !text.len().is_multiple_of(2) {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|i| u8::from_str_radix(text.get(i..i + 2)?, 16).ok())
-        .collect()
-}
-
-pub use cipherbench_crypto::digest::to_hex;
+pub use cipherbench_crypto::digest::{from_hex, to_hex};
 
 /// Entry point of `cipherbench __gateway`.
 pub fn main() -> Result<()> {
