@@ -55,8 +55,13 @@ pub fn command(args: &DeployArgs, quiet: bool) -> Result<ExitCode> {
         }
     }
     if !failed.is_empty() {
+        let others = if failed.len() < launch.hosts.len() {
+            "; the others have it"
+        } else {
+            ""
+        };
         bail!(
-            "{} of {} hosts did not get this build (above); the others have it",
+            "{} of {} hosts did not get this build (above){others}",
             failed.len(),
             launch.hosts.len()
         );
