@@ -28,7 +28,7 @@ stamp file
 stamp tunnel
 "$B" tunnel --transforms aes128-gcm,chacha20-poly1305,aes256-sha256 --variants accel,noaesni \
   --seconds 5 --repeats 3 --results "$OUT/tunnel"
-stamp tunnel-default-length
+stamp tunnel-tcp-length-1220
 "$B" tunnel --transforms aes128-gcm,chacha20-poly1305 --variants accel --protocols tcp \
-  --length default --seconds 5 --repeats 3 --results "$OUT/tunnel-default"
+  --tcp-length 1220 --seconds 5 --repeats 3 --results "$OUT/tunnel-1220"
 stamp done

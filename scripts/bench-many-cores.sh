@@ -351,7 +351,7 @@ tunnel_part() {
     : > "$OUT/wg-$len.txt"
     for i in $(seq "$ROUNDS"); do wg_run "$l" "$s" >> "$OUT/wg-$len.txt"; done
     $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tunnel --transforms chacha20-poly1305,aes128-gcm --variants accel --protocols tcp \
-      --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --length "$len" --results "$OUT/tunnel-$len" \
+      --no-underlay --seconds "$SECS" --repeats "$ROUNDS" --tcp-length "$len" --results "$OUT/tunnel-$len" \
       > "$OUT/tunnel-$len.txt" 2> "$OUT/tunnel-$len.err"
     stop_if_interrupted $?
     python3 - "$OUT/wg-$len.txt" "$OUT/tunnel-$len/run.json" "$len" <<'PY' | tee -a "$OUT/many-cores.md"

@@ -104,8 +104,14 @@ pub struct TunnelConfig {
     pub underlay_rate: Option<String>,
     /// The TUN devices' MTU.
     pub tunnel_mtu: u32,
-    /// iperf3 `-l` (bytes per write); None: iperf3's default (128 KiB for TCP).
+    /// iperf3 `-l` of UDP runs (bytes per datagram), and of TCP runs in records
+    /// without `tcp_length_bytes`; None: iperf3's default.
     pub length_bytes: Option<u64>,
+    /// iperf3 `-l` of TCP runs (bytes per write); None: iperf3's default (128 KiB),
+    /// or a record from before the field, whose TCP runs used `length_bytes`. Each
+    /// run's `iperf.length_bytes` is what iperf3 itself reported using.
+    #[serde(default)]
+    pub tcp_length_bytes: Option<u64>,
     /// The protocols asked for, in order (records before this field: both).
     #[serde(default = "Protocol::both")]
     pub protocols: Vec<Protocol>,
@@ -945,6 +951,23 @@ impl TunnelResults {
             .find(|p| p.transform == transform && p.variant == variant && p.protocol == protocol)
     }
 
+    /// The bytes per write (TCP) or datagram (UDP) iperf3 reported using in this
+    /// protocol's first run through the tunnel; else what the config asked, in
+    /// records whose runs do not say. None: iperf3's default or nothing known.
+    pub fn iperf_length(&self, protocol: Protocol) -> Option<u64> {
+        let reported = self
+            .points
+            .iter()
+            .filter(|p| p.protocol == protocol)
+            .flat_map(|p| p.runs.first())
+            .map(|r| r.iperf.length_bytes)
+            .find(|&l| l > 0);
+        reported.or(match protocol {
+            Protocol::Tcp => self.config.tcp_length_bytes,
+            Protocol::Udp => self.config.length_bytes,
+        })
+    }
+
     /// The underlay's throughput for a protocol.
     pub fn underlay(&self, protocol: Protocol) -> Option<&UnderlayPoint> {
         self.underlay.iter().find(|u| u.protocol == protocol)
@@ -995,6 +1018,7 @@ mod tests {
             underlay_rate: None,
             tunnel_mtu: 1400,
             length_bytes: Some(1220),
+            tcp_length_bytes: None,
             protocols: Protocol::both(),
             udp_window_bytes: None,
             duration_ns: 1,

@@ -382,7 +382,7 @@ pub fn library_steps(record: &RunRecord) -> Vec<LibraryStep> {
         {
             rows.push((
                 "tunnel",
-                tunnel_what(record.tunnel.as_ref().map(|t| &t.config)),
+                tunnel_what(record.tunnel.as_ref()),
                 format_bits_per_sec(a.throughput_bits_per_sec.median / 8.0),
                 format_bits_per_sec(b.throughput_bits_per_sec.median / 8.0),
                 b.throughput_bits_per_sec.median / a.throughput_bits_per_sec.median,
@@ -518,14 +518,14 @@ fn tunnel_points<'a>(
     (pb.throughput_bits_per_sec.median > 0.0).then_some((pa, pb))
 }
 
-fn tunnel_what(config: Option<&cipherbench_model::tunnel::TunnelConfig>) -> String {
+fn tunnel_what(tunnel: Option<&TunnelResults>) -> String {
     format!(
         "iperf3 TCP{} through the aes128-gcm ESP tunnel, variant on {} gateway(s)",
-        config
-            .and_then(|c| c.length_bytes)
+        tunnel
+            .and_then(|t| t.iperf_length(Protocol::Tcp))
             .map(|l| format!(" (-l {l})"))
             .unwrap_or_default(),
-        config.map(|c| c.variant_side.as_str()).unwrap_or("both")
+        tunnel.map_or("both", |t| t.config.variant_side.as_str())
     )
 }
 
@@ -719,7 +719,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
     };
     Ok(with_gain_interval(Step {
         layer: "tunnel",
-        what: tunnel_what(Some(&t.config)),
+        what: tunnel_what(Some(t)),
         accel: format_bits_per_sec(am / 8.0),
         noaesni: format_bits_per_sec(nm / 8.0),
         gain: am / nm,

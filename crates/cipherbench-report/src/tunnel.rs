@@ -98,9 +98,7 @@ fn setup_line(t: &TunnelResults) -> String {
     format!(
         "ESP in UDP 4500 {between}; tunnel MTU {}; iperf3 {}{} {} s{}; {}; variant on {} gateway{}",
         c.tunnel_mtu,
-        c.length_bytes
-            .map(|l| format!("-l {l}"))
-            .unwrap_or_else(|| "default -l".into()),
+        lengths(t),
         if c.iperf3_parallel > 1 {
             format!(" -P {}", c.iperf3_parallel)
         } else {
@@ -120,6 +118,26 @@ fn setup_line(t: &TunnelResults) -> String {
             " only"
         }
     )
+}
+
+/// iperf3's `-l` per protocol measured, as its runs reported it: `TCP -l 131072,
+/// UDP -l 1220`.
+fn lengths(t: &TunnelResults) -> String {
+    t.config
+        .protocols
+        .iter()
+        .map(|&p| {
+            let name = match p {
+                Protocol::Tcp => "TCP",
+                Protocol::Udp => "UDP",
+            };
+            match t.iperf_length(p) {
+                Some(l) => format!("{name} -l {l}"),
+                None => format!("{name} default -l"),
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The two-host tunnel's hosts, a line each: the peer as checked (fingerprint,

@@ -58,7 +58,8 @@ impl Lab {
             protocol,
             seconds,
             omit_seconds: 0,
-            length_bytes: Some(1220),
+            // The seed's datagram; TCP writes iperf3's default (TunnelPlan::tcp_length).
+            length_bytes: (protocol == Protocol::Udp).then_some(1220),
             rate_bits_per_sec: None,
             window_bytes: None,
             affinity: None,
@@ -77,7 +78,7 @@ impl Lab {
     }
 }
 
-/// The iperf3 client every stack measures with: the plan's length, UDP window,
+/// The iperf3 client every stack measures with: the plan's length for the protocol, UDP window,
 /// `-O` for TCP and `-P`, from the sender's namespace to `server`.
 pub(crate) fn iperf_client(
     plan: &TunnelPlan,
@@ -94,7 +95,7 @@ pub(crate) fn iperf_client(
         } else {
             0
         },
-        length_bytes: plan.length,
+        length_bytes: plan.length_for(protocol),
         rate_bits_per_sec: rate,
         window_bytes: if protocol == Protocol::Udp {
             plan.udp_window

@@ -59,8 +59,13 @@ pub struct TunnelPlan {
     pub underlay_rate: Option<(String, u64)>,
     /// TUN MTU.
     pub mtu: u32,
-    /// iperf3 `-l` (None: iperf3's default).
+    /// iperf3 `-l` of UDP runs, bytes per datagram (None: iperf3's default).
     pub length: Option<u64>,
+    /// iperf3 `-l` of TCP runs, bytes per write (None: iperf3's default, 128 KiB).
+    /// Small writes make a TUN tunnel's TCP figure iperf3's per-write cost: the
+    /// TUN device frees each packet as it queues it, so TCP never sees a queue to
+    /// coalesce writes behind (METHODOLOGY.md, layer 4).
+    pub tcp_length: Option<u64>,
     /// Protocols to measure.
     pub protocols: Vec<Protocol>,
     /// iperf3 `-w` for UDP runs.
@@ -107,6 +112,14 @@ pub struct TunnelPlan {
 }
 
 impl TunnelPlan {
+    /// iperf3's `-l` for a run of `protocol` (None: iperf3's default).
+    pub fn length_for(&self, protocol: Protocol) -> Option<u64> {
+        match protocol {
+            Protocol::Tcp => self.tcp_length,
+            Protocol::Udp => self.length,
+        }
+    }
+
     /// The own gateways' transforms, each with the variants it measures (`null`
     /// only the first: it has no crypto).
     fn transforms_and_variants(&self) -> Vec<(Transform, Vec<Variant>)> {
@@ -220,6 +233,7 @@ impl TunnelPlan {
             underlay_rate: self.underlay_rate.as_ref().map(|r| r.0.clone()),
             tunnel_mtu: self.mtu,
             length_bytes: self.length,
+            tcp_length_bytes: self.tcp_length,
             protocols: self.protocols.clone(),
             udp_window_bytes: self.udp_window,
             duration_ns: self.seconds * 1_000_000_000,

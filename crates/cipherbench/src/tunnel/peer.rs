@@ -1048,7 +1048,7 @@ fn client(
         } else {
             0
         },
-        length_bytes: plan.length,
+        length_bytes: plan.length_for(protocol),
         rate_bits_per_sec: rate,
         window_bytes: (protocol == Protocol::Udp)
             .then_some(plan.udp_window)

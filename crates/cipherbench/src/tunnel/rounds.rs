@@ -500,6 +500,7 @@ mod tests {
             underlay_rate: None,
             mtu: 1400,
             length: Some(1220),
+            tcp_length: None,
             protocols: vec![Protocol::Tcp, Protocol::Udp],
             udp_window: None,
             seconds: 2,

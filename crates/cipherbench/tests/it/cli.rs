@@ -490,6 +490,10 @@ fn bad_tunnel_flags_are_refused_before_anything_starts() {
         (&["--underlay-rate", "1gbps"][..], "unknown unit"),
         (&["--variants", "fast"][..], "unknown variant 'fast'"),
         (&["--length", "12"][..], "--length"),
+        (
+            &["--tcp-length", "2000000"][..],
+            "--tcp-length: '2000000' is not 16 to 1048576 bytes or 'default'",
+        ),
         // UDP among the protocols (the default): iperf3's UDP maximum.
         (
             &["--length", "65536"][..],
