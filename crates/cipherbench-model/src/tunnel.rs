@@ -112,6 +112,9 @@ pub struct TunnelConfig {
     /// run's `iperf.length_bytes` is what iperf3 itself reported using.
     #[serde(default)]
     pub tcp_length_bytes: Option<u64>,
+    /// iperf3 `-b` of TCP runs (`tunnel --rate`), bits per second; None: unpaced.
+    #[serde(default)]
+    pub tcp_rate_bits_per_sec: Option<u64>,
     /// The protocols asked for, in order (records before this field: both).
     #[serde(default = "Protocol::both")]
     pub protocols: Vec<Protocol>,
@@ -1019,6 +1022,7 @@ mod tests {
             tunnel_mtu: 1400,
             length_bytes: Some(1220),
             tcp_length_bytes: None,
+            tcp_rate_bits_per_sec: None,
             protocols: Protocol::both(),
             udp_window_bytes: None,
             duration_ns: 1,

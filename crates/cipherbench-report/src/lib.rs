@@ -8,6 +8,7 @@
 pub mod compare;
 pub mod csv;
 pub mod file;
+pub mod gate;
 pub mod handshake;
 pub mod html;
 pub mod keystore;

@@ -331,6 +331,16 @@ fn tunnel_highlights(record: &RunRecord) -> String {
                     .unwrap_or_default()
             ));
         }
+        let judged = t.judged_variants();
+        let name = |v: &str| crate::variants::text_name(&judged, v);
+        for line in [
+            crate::tunnel::null_share_line(t, &name),
+            crate::tunnel::cost_line(t, &name),
+        ] {
+            for l in line.lines() {
+                out.push_str(&format!("- tunnel: {l}\n"));
+            }
+        }
         out.push_str(&crate::tunnel::ratio_markdown(
             &crate::tunnel::ratios(t),
             "",

@@ -8,6 +8,7 @@ use crate::svg::{escape, BarChart, Series};
 use cipherbench_model::interval::{Pairing, RatioInterval, LEVEL, MIN_ROUNDS};
 use cipherbench_model::speed::VariantRecord;
 use cipherbench_model::tunnel::{GatewayRun, Protocol, TcpSample, TunnelPoint, TunnelResults};
+use cipherbench_model::units::format_bits_per_sec;
 
 /// `Underlay alone ...` from `underlay alone ...`.
 fn capitalised(s: &str) -> String {
@@ -120,6 +121,175 @@ fn setup_line(t: &TunnelResults) -> String {
     )
 }
 
+/// Each TCP point's median as a share of the null transform's (no crypto, the same
+/// gateways and placement): how much of this machine's own tunnel ceiling the
+/// cipher keeps. Empty without a null TCP point, or at a fixed load (`--rate`).
+pub fn null_shares(t: &TunnelResults) -> Vec<(String, String, f64)> {
+    // At a fixed load every point that carried it is 100 %: nothing to say.
+    if t.config.tcp_rate_bits_per_sec.is_some() {
+        return Vec::new();
+    }
+    let Some(null) = t.point("null", "accel", Protocol::Tcp) else {
+        return Vec::new();
+    };
+    let ceiling = null.throughput_bits_per_sec.median;
+    if ceiling <= 0.0 || !ceiling.is_finite() {
+        return Vec::new();
+    }
+    t.points
+        .iter()
+        .filter(|p| p.protocol == Protocol::Tcp && p.transform != "null")
+        .map(|p| {
+            (
+                p.transform.clone(),
+                p.variant.clone(),
+                p.throughput_bits_per_sec.median / ceiling,
+            )
+        })
+        .collect()
+}
+
+/// Cells per transform, in order: `aes128-gcm accel 78 %, noaesni 18 %; null ...`.
+fn grouped(cells: &[(String, String)]) -> String {
+    let mut parts: Vec<String> = Vec::new();
+    let mut last: Option<&str> = None;
+    for (transform, cell) in cells {
+        if last == Some(transform.as_str()) {
+            if let Some(p) = parts.last_mut() {
+                p.push_str(&format!(", {cell}"));
+            }
+        } else {
+            parts.push(format!("{transform} {cell}"));
+        }
+        last = Some(transform.as_str());
+    }
+    parts.join("; ")
+}
+
+/// One line: `TCP as a share of the null transform's (...): aes128-gcm accel 78 %,
+/// noaesni 18 %; ...`, or empty. `name` renders a variant (marking one that did not
+/// take effect).
+pub fn null_share_line(t: &TunnelResults, name: &dyn Fn(&str) -> String) -> String {
+    let cells: Vec<(String, String)> = null_shares(t)
+        .into_iter()
+        .map(|(transform, variant, share)| {
+            (
+                transform,
+                format!("{} {:.0} %", name(&variant), share * 100.0),
+            )
+        })
+        .collect();
+    if cells.is_empty() {
+        return String::new();
+    }
+    let bound = t
+        .point("null", "accel", Protocol::Tcp)
+        .is_some_and(|p| p.instrument_limit().is_some());
+    format!(
+        "TCP as a share of the null transform's (no crypto, the same gateways: this machine's tunnel ceiling{}): {}",
+        if bound {
+            "; null's own figure is a lower bound, so these shares are upper bounds"
+        } else {
+            ""
+        },
+        grouped(&cells)
+    )
+}
+
+/// Both gateways' cores per Gbit/s carried: the median over a point's runs of
+/// (sender's + receiver's cores) / the Gbit/s iperf3's server received. None
+/// without a run that carried anything.
+pub fn cores_per_gbit(p: &TunnelPoint) -> Option<f64> {
+    let per_run: Vec<f64> = p
+        .runs
+        .iter()
+        .filter(|r| r.iperf.receiver_bits_per_sec > 0.0)
+        .map(|r| {
+            (r.sender.cpu_cores_used + r.receiver.cpu_cores_used)
+                / (r.iperf.receiver_bits_per_sec / 1e9)
+        })
+        .collect();
+    (!per_run.is_empty()).then(|| cipherbench_model::Summary::of_or_empty(&per_run).median)
+}
+
+/// A TCP point carried the fixed load asked (`--rate`): its median within 5 % of it.
+pub fn carried(p: &TunnelPoint, rate_bits_per_sec: u64) -> bool {
+    p.throughput_bits_per_sec.median >= 0.95 * rate_bits_per_sec as f64
+}
+
+/// One line: what the gateways cost per Gbit/s of TCP, by transform and variant; at
+/// a fixed load (`--rate`) with the points that did not carry it marked, and the
+/// cores AES-NI saves at that load where both variants carried it. Empty without
+/// TCP points.
+pub fn cost_line(t: &TunnelResults, name: &dyn Fn(&str) -> String) -> String {
+    let rate = t.config.tcp_rate_bits_per_sec;
+    let tcp: Vec<&TunnelPoint> = t
+        .points
+        .iter()
+        .filter(|p| p.protocol == Protocol::Tcp)
+        .collect();
+    let mut cells: Vec<(String, String)> = Vec::new();
+    for p in &tcp {
+        let Some(cost) = cores_per_gbit(p) else {
+            continue;
+        };
+        let short = rate.filter(|&r| !carried(p, r)).map(|_| {
+            format!(
+                " (carried {}: saturated below the load)",
+                format_bits_per_sec(p.throughput_bits_per_sec.median / 8.0)
+            )
+        });
+        cells.push((
+            p.transform.clone(),
+            format!(
+                "{} {cost:.2}{}",
+                name(&p.variant),
+                short.unwrap_or_default()
+            ),
+        ));
+    }
+    if cells.is_empty() {
+        return String::new();
+    }
+    let mut saved = Vec::new();
+    if let Some(r) = rate {
+        for a in tcp.iter().filter(|p| p.variant == "accel") {
+            let Some(n) = tcp
+                .iter()
+                .find(|p| p.transform == a.transform && p.variant == "noaesni")
+            else {
+                continue;
+            };
+            if let (true, true, Some(ca), Some(cn)) = (
+                carried(a, r),
+                carried(n, r),
+                cores_per_gbit(a),
+                cores_per_gbit(n),
+            ) {
+                saved.push(format!("{} {:.2}", a.transform, (cn - ca) * r as f64 / 1e9));
+            }
+        }
+    }
+    format!(
+        "gateway cores per Gbit/s (both gateways, TCP{}): {}{}",
+        rate.map(|r| format!(
+            " at a fixed {} offered, iperf3 -b",
+            format_bits_per_sec(r as f64 / 8.0)
+        ))
+        .unwrap_or_default(),
+        grouped(&cells),
+        if saved.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "\ncores AES-NI saves at {} (noaesni's cost less accel's, both gateways): {}",
+                format_bits_per_sec(rate.unwrap_or(0) as f64 / 8.0),
+                saved.join("; ")
+            )
+        }
+    )
+}
+
 /// iperf3's `-l` per protocol measured, as its runs reported it: `TCP -l 131072,
 /// UDP -l 1220`.
 fn lengths(t: &TunnelResults) -> String {
@@ -131,9 +301,13 @@ fn lengths(t: &TunnelResults) -> String {
                 Protocol::Tcp => "TCP",
                 Protocol::Udp => "UDP",
             };
+            let rate = match (p, t.config.tcp_rate_bits_per_sec) {
+                (Protocol::Tcp, Some(r)) => format!(" -b {r}"),
+                _ => String::new(),
+            };
             match t.iperf_length(p) {
-                Some(l) => format!("{name} -l {l}"),
-                None => format!("{name} default -l"),
+                Some(l) => format!("{name} -l {l}{rate}"),
+                None => format!("{name} default -l{rate}"),
             }
         })
         .collect::<Vec<_>>()
@@ -305,6 +479,12 @@ pub fn text(t: &TunnelResults) -> String {
         }
     ));
     out.push_str(&lower_bounds_text(t));
+    let name = |v: &str| crate::variants::text_name(&judged, v);
+    for line in [null_share_line(t, &name), cost_line(t, &name)] {
+        if !line.is_empty() {
+            out.push_str(&format!("\n{line}\n"));
+        }
+    }
     out.push_str(&ratio_text(&ratios(t)));
     out.push_str(&threads_block(t));
     if t.points.iter().any(|p| !p.noise_findings().is_empty()) {

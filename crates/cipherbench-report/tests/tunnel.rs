@@ -216,7 +216,10 @@ fn the_table_shows_each_gateway_threads_cpu_with_a_pool_of_workers_on_one_entry(
         "{text}"
     );
     assert!(text.contains("seal 0.41/0.40"), "{text}");
-    assert!(text.contains("iperf3 -l 1220 -P 4"), "{text}");
+    assert!(
+        text.contains("iperf3 TCP -l 1220, UDP -l 1220 -P 4"),
+        "{text}"
+    );
 }
 
 #[test]
@@ -687,4 +690,84 @@ fn a_run_far_below_its_siblings_with_idle_gateways_stalled_outside_the_tunnel() 
             .instrument_limit(),
         None
     );
+}
+
+/// Issue 32's tunnel ceiling: each TCP point against the null transform's, in the
+/// table and in summary.md; none without a null point.
+#[test]
+fn each_tcp_point_is_a_share_of_the_null_transform() {
+    let mut t = fixture();
+    let null = t.point("null", "accel", Protocol::Tcp).unwrap();
+    let ceiling = null.throughput_bits_per_sec.median;
+    let gcm = t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap();
+    let share = gcm.throughput_bits_per_sec.median / ceiling;
+    let shares = tunnel::null_shares(&t);
+    assert_eq!(shares.len(), 2, "{shares:?}");
+    assert_eq!(shares[0].0, "aes128-gcm");
+    assert!((shares[0].2 - share).abs() < 1e-12);
+    let text = tunnel::text(&t);
+    let line = format!(
+        "TCP as a share of the null transform's (no crypto, the same gateways: this machine's tunnel ceiling): aes128-gcm accel {:.0} %, noaesni {:.0} %",
+        share * 100.0,
+        shares[1].2 * 100.0
+    );
+    assert!(text.contains(&line), "{line}\nnot in\n{text}");
+    // At a fixed load the shares say nothing: not given.
+    t.config.tcp_rate_bits_per_sec = Some(100_000_000);
+    assert!(tunnel::null_shares(&t).is_empty());
+    t.config.tcp_rate_bits_per_sec = None;
+    t.points.retain(|p| p.transform != "null");
+    assert!(tunnel::null_shares(&t).is_empty());
+    assert!(!tunnel::text(&t).contains("null transform's"));
+}
+
+/// Issue 32's cost: both gateways' cores per Gbit/s by transform and variant; at a
+/// fixed load (`--rate`) a point that carried less is marked, and the cores AES-NI
+/// saves are given only where both variants carried the load.
+#[test]
+fn the_cost_line_gives_cores_per_gbit_and_what_aes_ni_saves_at_a_fixed_load() {
+    let mut t = fixture();
+    let gcm = t.point("aes128-gcm", "accel", Protocol::Tcp).unwrap();
+    let expected = tunnel::cores_per_gbit(gcm).unwrap();
+    let r = &gcm.runs[0];
+    let first = (r.sender.cpu_cores_used + r.receiver.cpu_cores_used)
+        / (r.iperf.receiver_bits_per_sec / 1e9);
+    assert!(expected > 0.0 && first > 0.0);
+    let name = |v: &str| v.to_string();
+    let line = tunnel::cost_line(&t, &name);
+    assert!(
+        line.starts_with("gateway cores per Gbit/s (both gateways, TCP): null accel "),
+        "{line}"
+    );
+    assert!(
+        line.contains(&format!("aes128-gcm accel {expected:.2}, noaesni ")),
+        "{line}"
+    );
+    assert!(!line.contains("saves"), "{line}");
+    // A load both aes128-gcm variants carried (the slower one's median): the saving.
+    let noaesni = t.point("aes128-gcm", "noaesni", Protocol::Tcp).unwrap();
+    let (slow, cost_n) = (
+        noaesni.throughput_bits_per_sec.median,
+        tunnel::cores_per_gbit(noaesni).unwrap(),
+    );
+    t.config.tcp_rate_bits_per_sec = Some(slow as u64);
+    let line = tunnel::cost_line(&t, &name);
+    let saved = (cost_n - expected) * (slow as u64) as f64 / 1e9;
+    assert!(line.contains("at a fixed"), "{line}");
+    assert!(
+        tunnel::text(&t).contains(&format!("iperf3 TCP -l 1220 -b {}, UDP", slow as u64)),
+        "{}",
+        tunnel::text(&t)
+    );
+    assert!(
+        line.contains(&format!(
+            "(noaesni's cost less accel's, both gateways): aes128-gcm {saved:.2}"
+        )),
+        "{line}"
+    );
+    // A load above what noaesni carried: marked, and no saving drawn.
+    t.config.tcp_rate_bits_per_sec = Some((slow * 2.0) as u64);
+    let line = tunnel::cost_line(&t, &name);
+    assert!(line.contains("saturated below the load"), "{line}");
+    assert!(!line.contains("saves"), "{line}");
 }

@@ -106,6 +106,14 @@ pub enum Command {
         /// Also write compare.md and compare.html into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
+        /// The regression gate: exit 1 when a figure of the second run (NEW) fell
+        /// below the first's (BASELINE) by more than this share, such as 5%, and its
+        /// 95 % interval says the fall is more than the runs' noise. Two runs only.
+        #[arg(long, value_name = "PERCENT")]
+        fail_above: Option<String>,
+        /// With --fail-above: print the gate's verdict as JSON instead.
+        #[arg(long, requires = "fail_above")]
+        json: bool,
     },
     /// Print the completion script of a shell (bash: save it as
     /// /usr/share/bash-completion/completions/cipherbench; the package installs it).
@@ -195,7 +203,12 @@ pub fn dispatch(cli: Cli) -> Result<ExitCode> {
         Command::Doctor => doctor::command(),
         Command::Deploy(args) => deploy::command(&args, quiet),
         Command::Report { dir, target_gbps } => report::report(&dir, target_gbps),
-        Command::Compare { dirs, out } => report::compare(&dirs, out.as_deref()),
+        Command::Compare {
+            dirs,
+            out,
+            fail_above,
+            json,
+        } => report::compare(&dirs, out.as_deref(), fail_above.as_deref(), json),
         Command::Speed(args) => speed::command(&args, quiet),
         Command::File(args) => file::command(&args, quiet),
         Command::Seal(args) => file::seal(&args),

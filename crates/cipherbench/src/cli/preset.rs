@@ -334,6 +334,7 @@ impl Preset {
             mtu: 1400,
             length: Some(1220),
             tcp_length: None,
+            tcp_rate: None,
             protocols: vec![Protocol::Tcp, Protocol::Udp],
             udp_window: Some(4 << 20),
             seconds: 2,

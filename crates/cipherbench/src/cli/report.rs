@@ -11,6 +11,10 @@ use std::process::ExitCode;
 /// Exit status of `probe --check` when the machine is not fit to benchmark now.
 pub const EXIT_NOT_FIT: u8 = 3;
 
+/// Exit status of `compare --fail-above` when a figure regressed; an error (a
+/// directory without run.json) exits 1, as every command's, so CI can tell them apart.
+pub const EXIT_REGRESSED: u8 = 4;
+
 /// `cipherbench probe`, and `probe --check`.
 pub fn probe(json: bool, check: bool) -> Result<ExitCode> {
     if check {
@@ -60,14 +64,32 @@ pub fn report(dir: &Path, target_gbps: Option<f64>) -> Result<ExitCode> {
 }
 
 /// `cipherbench compare DIR DIR...`.
-pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<ExitCode> {
+pub fn compare(
+    dirs: &[PathBuf],
+    out: Option<&Path>,
+    fail_above: Option<&str>,
+    json: bool,
+) -> Result<ExitCode> {
+    // Bad flags are refused before anything is read or written.
+    let threshold = fail_above
+        .map(cipherbench_report::gate::parse_threshold)
+        .transpose()
+        .map_err(anyhow::Error::msg)?;
+    if threshold.is_some() && dirs.len() != 2 {
+        anyhow::bail!(
+            "--fail-above judges one run against a baseline: give two results directories, BASELINE then NEW, not {}",
+            dirs.len()
+        );
+    }
     let records = dirs
         .iter()
         .map(|d| results::load(d))
         .collect::<Result<Vec<_>>>()?;
     let labels = compare_labels(&records, dirs);
     let comparison = cipherbench_report::compare::analyze(&records, &labels);
-    out!("{}", cipherbench_report::compare::text(&comparison));
+    if !json {
+        out!("{}", cipherbench_report::compare::text(&comparison));
+    }
     if let Some(out) = out {
         std::fs::create_dir_all(out).with_context(|| format!("creating {}", out.display()))?;
         results::write_atomic(
@@ -78,9 +100,27 @@ pub fn compare(dirs: &[PathBuf], out: Option<&Path>) -> Result<ExitCode> {
             &out.join("compare.html"),
             cipherbench_report::compare::html(&comparison).as_bytes(),
         )?;
-        outln!("\nwritten: {}", out.join("compare.html").display());
+        if !json {
+            outln!("\nwritten: {}", out.join("compare.html").display());
+        }
     }
-    Ok(ExitCode::SUCCESS)
+    let Some(threshold) = threshold else {
+        return Ok(ExitCode::SUCCESS);
+    };
+    let gate = cipherbench_report::gate::judge(&comparison, threshold);
+    if json {
+        outln!(
+            "{}",
+            serde_json::to_string_pretty(&cipherbench_report::gate::json(&gate, &labels))?
+        );
+    } else {
+        out!("\n{}", cipherbench_report::gate::text(&gate, &labels));
+    }
+    Ok(if gate.passed() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_REGRESSED)
+    })
 }
 
 /// A label per record: the host name, or the directory name where hosts repeat.

@@ -72,6 +72,10 @@ pub struct TunnelArgs {
     /// the gateway's own host it measures iperf3's per-write cost, not the tunnel.
     #[arg(long, value_name = "BYTES|default")]
     pub tcp_length: Option<String>,
+    /// TCP runs at a fixed offered load (iperf3 -b), such as 2gbit: the table then
+    /// gives what the gateways cost at that load, in cores per Gbit/s by variant.
+    #[arg(long, value_name = "RATE")]
+    pub rate: Option<String>,
     /// iperf3 -w for UDP runs: bytes, or 'default' for iperf3's own (default 4194304:
     /// iperf3's server shares a core with the receiving gateway and must absorb its
     /// batches; capped by net.core.rmem_max).
@@ -267,6 +271,9 @@ impl TunnelArgs {
         }
         if let Some(l) = &self.tcp_length {
             plan.tcp_length = length("--tcp-length", l)?;
+        }
+        if let Some(r) = &self.rate {
+            plan.tcp_rate = Some(tunnel::topology::parse_rate_of("--rate", r)? as f64);
         }
         if let Some(w) = &self.udp_window {
             plan.udp_window = match w.trim() {

@@ -248,6 +248,9 @@ pub fn saturation(
             };
         }
     }
+    if let Some(carried) = offered_load_carried(iperf) {
+        return carried;
+    }
     if let Some(rate) = underlay_rate_bits_per_sec.filter(|_| underlay_full) {
         return Saturation {
             side: "underlay".into(),
@@ -281,6 +284,22 @@ pub fn saturation(
         side: "cores".into(),
         evidence: format!("no gateway thread saturated a core ({loads}): the gateways, iperf3 and the kernel shared the cores"),
     }
+}
+
+/// TCP at a fixed offered load (`tunnel --rate`) that it carried (95 % or more):
+/// no limit was reached, so none is named.
+fn offered_load_carried(iperf: &IperfRun) -> Option<Saturation> {
+    let target = iperf
+        .target_bits_per_sec
+        .filter(|_| iperf.protocol == Protocol::Tcp)?;
+    (iperf.receiver_bits_per_sec >= 0.95 * target).then(|| Saturation {
+        side: "offered_load".into(),
+        evidence: format!(
+            "the run carried {:.0} Mbit/s of the {:.0} Mbit/s offered (iperf3 -b): the load was set, no limit reached",
+            iperf.receiver_bits_per_sec / 1e6,
+            target / 1e6
+        ),
+    })
 }
 
 /// Why an iperf3 client sent less than `target` asked, as TunnelRun::client_limited
@@ -524,6 +543,28 @@ mod tests {
             s.evidence
         );
         assert!(!s.evidence.contains("load generator"), "{}", s.evidence);
+    }
+
+    #[test]
+    fn tcp_that_carried_the_load_offered_names_no_limit_and_short_of_it_does() {
+        let mut run = iperf(Protocol::Tcp);
+        run.lost_packets = None;
+        run.packets = None;
+        run.target_bits_per_sec = Some(400e6);
+        run.sender_bits_per_sec = 399e6;
+        run.receiver_bits_per_sec = 398e6;
+        let s = saturation(&run, &gateway(0, 0, 0.3), &gateway(0, 0, 0.2), None);
+        assert_eq!(s.side, "offered_load", "{}", s.evidence);
+        assert!(
+            s.evidence.contains("398 Mbit/s of the 400"),
+            "{}",
+            s.evidence
+        );
+        // Short of it with the sending gateway full: the gateway, as without -b.
+        run.sender_bits_per_sec = 370e6;
+        run.receiver_bits_per_sec = 369e6;
+        let s = saturation(&run, &gateway(0, 0, 0.99), &gateway(0, 0, 0.2), None);
+        assert_eq!(s.side, "sender_gateway", "{}", s.evidence);
     }
 
     #[test]

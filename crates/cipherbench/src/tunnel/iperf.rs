@@ -233,11 +233,18 @@ impl ClientRun {
         if self.parallel > 1 {
             a.extend(["-P".into(), self.parallel.to_string()]);
         }
+        // Whole bits per second: iperf3 reads the number as is, per stream. UDP
+        // always has one (iperf3's own default is 1 Mbit/s); TCP only when asked.
+        let rate = match self.protocol {
+            Protocol::Udp => Some(self.rate_bits_per_sec.unwrap_or(1e6)),
+            Protocol::Tcp => self.rate_bits_per_sec,
+        }
+        .map(|total| (total / self.parallel.max(1) as f64).round().max(1.0));
         if self.protocol == Protocol::Udp {
-            // Whole bits per second: iperf3 reads the number as is, per stream.
-            let total = self.rate_bits_per_sec.unwrap_or(1e6);
-            let rate = (total / self.parallel.max(1) as f64).round().max(1.0);
-            a.extend(["-u".into(), "-b".into(), format!("{rate:.0}")]);
+            a.push("-u".into());
+        }
+        if let Some(rate) = rate {
+            a.extend(["-b".into(), format!("{rate:.0}")]);
         }
         if let Some(w) = self.window_bytes {
             a.extend(["-w".into(), w.to_string()]);
@@ -593,6 +600,15 @@ mod tests {
         assert_eq!(
             run.iperf3_args().join(" "),
             "iperf3 -c 198.19.0.2 -p 5201 -t 20 -l 1220 -P 4 -u -b 45000000 -w 4194304 -A 0,1 -J --get-server-output"
+        );
+        // TCP at a fixed load (tunnel --rate): -b without -u, split per stream too.
+        run.protocol = Protocol::Tcp;
+        run.rate_bits_per_sec = Some(2e9);
+        run.length_bytes = None;
+        run.window_bytes = None;
+        assert_eq!(
+            run.iperf3_args().join(" "),
+            "iperf3 -c 198.19.0.2 -p 5201 -t 20 -P 4 -b 500000000 -A 0,1 -J --get-server-output"
         );
     }
 

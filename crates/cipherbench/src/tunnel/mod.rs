@@ -66,6 +66,9 @@ pub struct TunnelPlan {
     /// TUN device frees each packet as it queues it, so TCP never sees a queue to
     /// coalesce writes behind (METHODOLOGY.md, layer 4).
     pub tcp_length: Option<u64>,
+    /// iperf3 `-b` of TCP runs, bits per second (`--rate`): a fixed offered load, at
+    /// which the gateways' cores per Gbit/s are the cost. None: as fast as it goes.
+    pub tcp_rate: Option<f64>,
     /// Protocols to measure.
     pub protocols: Vec<Protocol>,
     /// iperf3 `-w` for UDP runs.
@@ -234,6 +237,7 @@ impl TunnelPlan {
             tunnel_mtu: self.mtu,
             length_bytes: self.length,
             tcp_length_bytes: self.tcp_length,
+            tcp_rate_bits_per_sec: self.tcp_rate.map(|r| r as u64),
             protocols: self.protocols.clone(),
             udp_window_bytes: self.udp_window,
             duration_ns: self.seconds * 1_000_000_000,

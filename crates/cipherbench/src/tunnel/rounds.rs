@@ -204,7 +204,11 @@ impl<S: Stand> Driver<'_, S> {
         let running = self.running.as_ref().map(|r| r.variant);
         for slot in order(self.variants, self.plan.repeats, &measured, running) {
             let v = slot.variant;
-            let rate = gathered[v].rate;
+            // TCP: unpaced, or the fixed load asked (--rate); UDP: the rate found.
+            let rate = match protocol {
+                Protocol::Tcp => self.plan.tcp_rate,
+                Protocol::Udp => gathered[v].rate,
+            };
             let mut run = self.one_run(v, protocol, self.plan.seconds, rate)?;
             run.set_round(slot.round);
             gathered[v].runs.push(run);
@@ -501,6 +505,7 @@ mod tests {
             mtu: 1400,
             length: Some(1220),
             tcp_length: None,
+            tcp_rate: None,
             protocols: vec![Protocol::Tcp, Protocol::Udp],
             udp_window: None,
             seconds: 2,

@@ -108,24 +108,29 @@ pub fn command(program: &str, args: &[&str]) -> Result<String> {
 /// Parses a `tc` rate (`1gbit`, `500mbit`, `100kbit`, `1000000bit`, or a bare
 /// number of bits per second) into bits per second.
 pub fn parse_rate(text: &str) -> Result<u64> {
+    parse_rate_of("underlay rate", text)
+}
+
+/// [`parse_rate`], its errors naming `what` was given.
+pub fn parse_rate_of(what: &str, text: &str) -> Result<u64> {
     let t = text.trim().to_ascii_lowercase();
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .unwrap_or(t.len());
     let (number, unit) = t.split_at(split);
-    let value: f64 = number.parse().with_context(|| {
-        format!("underlay rate {text:?}: expected a number and a unit such as 1gbit")
-    })?;
+    let value: f64 = number
+        .parse()
+        .with_context(|| format!("{what} {text:?}: expected a number and a unit such as 1gbit"))?;
     let multiplier = match unit {
         "" | "bit" => 1.0,
         "kbit" => 1e3,
         "mbit" => 1e6,
         "gbit" => 1e9,
-        _ => bail!("underlay rate {text:?}: unknown unit {unit:?}; use bit, kbit, mbit or gbit (tc's units, bits per second)"),
+        _ => bail!("{what} {text:?}: unknown unit {unit:?}; use bit, kbit, mbit or gbit (tc's units, bits per second)"),
     };
     let bits = (value * multiplier).round();
     if !(1e5..=1e12).contains(&bits) {
-        bail!("underlay rate {text:?} is out of range (100kbit to 1000gbit)");
+        bail!("{what} {text:?} is out of range (100kbit to 1000gbit)");
     }
     Ok(bits as u64)
 }

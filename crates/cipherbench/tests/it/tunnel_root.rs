@@ -2013,3 +2013,68 @@ fn without_root_the_tunnel_says_why_and_run_skips_the_layer() {
         .any(|w| w["layer"] == "tunnel" && w["kind"] == "layer_failed"));
     std::fs::remove_dir_all(&dir).unwrap();
 }
+
+/// Issue 32's cost at a fixed load: `tunnel --rate 400mbit` runs TCP at iperf3
+/// `-b`, every run carries about that load with its byte check agreeing, and the
+/// table gives both gateways' cores per Gbit/s by variant. Masking AES-NI makes the
+/// same load cost aes128-gcm more cores (the software AES is measured, in this
+/// run, at least 3x slower), so the saving printed is positive.
+#[test]
+fn at_a_fixed_tcp_load_the_table_gives_the_gateways_cost_and_what_aes_ni_saves() {
+    let _turn = crate::turn!();
+    let _serial = serial();
+    if let Err(e) = check_prerequisites() {
+        eprintln!("skipping the fixed-load cost test: {e:#}");
+        return;
+    }
+    let rate = 400e6;
+    let out = Command::new(BIN)
+        .args(["tunnel", "--preset", "tiny", "--transforms", "aes128-gcm"])
+        .args(["--variants", "accel,noaesni", "--protocols", "tcp"])
+        .args(["--seconds", "3", "--rate", "400mbit", "--no-underlay"])
+        .args(["--no-save", "--json"])
+        .output()
+        .unwrap();
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert!(out.status.success(), "{stderr}");
+    let t: cipherbench_model::tunnel::TunnelResults = serde_json::from_str(&stdout).unwrap();
+    assert_eq!(t.config.tcp_rate_bits_per_sec, Some(400_000_000));
+    assert_eq!(t.points.len(), 2, "{stdout}");
+    for p in &t.points {
+        for r in &p.runs {
+            let got = r.iperf.receiver_bits_per_sec;
+            assert!(
+                (0.9 * rate..1.1 * rate).contains(&got),
+                "{} {}: {got} bit/s at -b {rate}",
+                p.transform,
+                p.variant
+            );
+            assert_eq!(r.iperf.target_bits_per_sec, Some(rate), "{:?}", r.iperf);
+            assert!(r.byte_check.ok, "{:?}", r.byte_check);
+        }
+    }
+    let cost = |v: &str| {
+        cipherbench_report::tunnel::cores_per_gbit(
+            t.point("aes128-gcm", v, cipherbench_model::tunnel::Protocol::Tcp)
+                .unwrap(),
+        )
+        .unwrap()
+    };
+    let (accel, noaesni) = (cost("accel"), cost("noaesni"));
+    assert!(
+        noaesni > accel,
+        "noaesni {noaesni} <= accel {accel} cores per Gbit/s"
+    );
+    let table = cipherbench_report::tunnel::text(&t);
+    assert!(
+        table.contains("gateway cores per Gbit/s (both gateways, TCP at a fixed 400 Mbit/s offered, iperf3 -b): aes128-gcm accel "),
+        "{table}"
+    );
+    assert!(
+        table.contains("cores AES-NI saves at 400 Mbit/s (noaesni's cost less accel's, both gateways): aes128-gcm 0."),
+        "{table}"
+    );
+}
