@@ -8,7 +8,7 @@
     reason = "test code: a failed unwrap is a failed test; clippy's allow-unwrap-in-tests does not reach helpers outside #[test] functions"
 )]
 
-use crate::common::{assert_one_line_error, bin, stderr};
+use crate::common::{assert_one_line_error, bin, stderr, ONE_SPEED_POINT};
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -844,14 +844,7 @@ fn the_gate_passes_two_runs_of_one_build_and_fails_one_with_aes_ni_masked() {
     let speed = |name: &str, variants: &str| {
         let out = bin()
             .args(["-q", "speed", "--cipher", "aes-128-gcm,chacha20-poly1305"])
-            .args([
-                "--sizes",
-                "16KiB",
-                "--threads",
-                "1",
-                "--direction",
-                "encrypt",
-            ])
+            .args(ONE_SPEED_POINT)
             .args(["--samples", "9", "--variants", variants, "--results"])
             .arg(dir.join(name))
             .output()

@@ -8,6 +8,16 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
+/// `speed`'s flags for one point per cipher: 16 KiB, one thread, encrypt.
+pub const ONE_SPEED_POINT: [&str; 6] = [
+    "--sizes",
+    "16KiB",
+    "--threads",
+    "1",
+    "--direction",
+    "encrypt",
+];
+
 /// The binary under test.
 pub fn bin() -> Command {
     Command::new(env!("CARGO_BIN_EXE_cipherbench"))

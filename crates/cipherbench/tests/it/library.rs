@@ -692,14 +692,7 @@ fn an_openssl_4_build_runs_in_builds_of_its_own_and_refuses_what_cannot_load_it(
             .args(["-q", "speed", "--openssl"])
             .arg(&four)
             .args(["--cipher", "aes-128-gcm", "--variants", "accel,noaesni"])
-            .args([
-                "--sizes",
-                "16KiB",
-                "--threads",
-                "1",
-                "--direction",
-                "encrypt",
-            ])
+            .args(crate::common::ONE_SPEED_POINT)
             .args(["--samples", "3", "--sample-ms", "60", "--warmup-ms", "20"])
             .arg("--results")
             .arg(&results),

@@ -118,27 +118,13 @@ fn text(out: &Output) -> (String, String) {
 }
 
 fn speed(mut cmd: Command, ciphers: &str, variants: &str, results: &Path) -> Output {
-    cmd.args([
-        "speed",
-        "--cipher",
-        ciphers,
-        "--sizes",
-        "16KiB",
-        "--threads",
-        "1",
-        "--direction",
-        "encrypt",
-        "--samples",
-        "3",
-        "--sample-ms",
-        "50",
-        "--variants",
-        variants,
-        "--results",
-    ])
-    .arg(results)
-    .output()
-    .unwrap()
+    cmd.args(["speed", "--cipher", ciphers])
+        .args(crate::common::ONE_SPEED_POINT)
+        .args(["--samples", "3", "--sample-ms", "50"])
+        .args(["--variants", variants, "--results"])
+        .arg(results)
+        .output()
+        .unwrap()
 }
 
 fn record(dir: &Path) -> RunRecord {

@@ -68,25 +68,12 @@ fn record(dir: &Path) -> RunRecord {
 
 /// `speed` on AES-128-GCM and the ChaCha20-Poly1305 control at 16 KiB, one thread.
 fn speed(mut cmd: Command, variants: &str, dir: &Path) -> Output {
-    cmd.args([
-        "speed",
-        "--cipher",
-        "aes-128-gcm,chacha20-poly1305",
-        "--sizes",
-        "16KiB",
-        "--threads",
-        "1",
-        "--direction",
-        "encrypt",
-        "--variants",
-        variants,
-        "--samples",
-        "3",
-        "--results",
-    ])
-    .arg(dir)
-    .output()
-    .unwrap()
+    cmd.args(["speed", "--cipher", "aes-128-gcm,chacha20-poly1305"])
+        .args(crate::common::ONE_SPEED_POINT)
+        .args(["--variants", variants, "--samples", "3", "--results"])
+        .arg(dir)
+        .output()
+        .unwrap()
 }
 
 /// Bytes per CPU second of a point, over its samples: what a loaded machine moves
