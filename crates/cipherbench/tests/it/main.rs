@@ -18,6 +18,7 @@ mod agents;
 mod cli;
 mod faults;
 mod file;
+mod gate;
 mod handshake;
 mod hosts;
 mod library;
