@@ -640,6 +640,10 @@ pub const CLIENT_BUSY: f64 = 0.80;
 /// A run below this share of the median of its point's other runs ...
 pub const STALLED_SHARE: f64 = 0.5;
 
+/// A TCP run at a fixed offered load (`tunnel --rate`) carried it when iperf3's
+/// server received at least this share of it.
+pub const CARRIED_SHARE: f64 = 0.95;
+
 /// ... while both gateways' busiest threads used less than this share of a core
 /// stalled outside the gateways: iperf3, the kernel or the machine set its figure.
 pub const IDLE_GATEWAY: f64 = 0.5;

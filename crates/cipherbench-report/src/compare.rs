@@ -155,11 +155,17 @@ impl LayerRow {
     }
 
     fn format(&self, v: Option<f64>) -> String {
-        match (v, self.unit) {
-            (None, _) => "-".into(),
-            (Some(v), Unit::Gain) => format!("{v:.2}x"),
-            (Some(v), Unit::Bytes) => format_bytes_per_sec(v),
-            (Some(v), Unit::Bits) => format_bits_per_sec(v),
+        v.map_or_else(|| "-".into(), |v| self.unit.format(v))
+    }
+}
+
+impl Unit {
+    /// A value in this unit: `3.10x`, bytes or bits per second.
+    pub fn format(self, v: f64) -> String {
+        match self {
+            Unit::Gain => format!("{v:.2}x"),
+            Unit::Bytes => format_bytes_per_sec(v),
+            Unit::Bits => format_bits_per_sec(v),
         }
     }
 }

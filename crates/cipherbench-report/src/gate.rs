@@ -154,14 +154,6 @@ pub fn judge(c: &Comparison, threshold: f64) -> Gate {
     gate
 }
 
-fn value(v: f64, unit: Unit) -> String {
-    match unit {
-        Unit::Gain => format!("{v:.2}x"),
-        Unit::Bytes => cipherbench_model::units::format_bytes_per_sec(v),
-        Unit::Bits => cipherbench_model::units::format_bits_per_sec(v),
-    }
-}
-
 fn interval_text(i: Option<&RatioInterval>) -> String {
     i.map_or_else(
         || "no interval: fewer than 3 rounds a side".to_string(),
@@ -182,8 +174,8 @@ pub fn text(g: &Gate, labels: &[String]) -> String {
             f.outcome.as_str(),
             f.layer,
             f.what,
-            value(f.baseline, f.unit),
-            value(f.new, f.unit),
+            f.unit.format(f.baseline),
+            f.unit.format(f.new),
             f.ratio,
             interval_text(f.interval.as_ref())
         ));

@@ -286,13 +286,13 @@ pub fn saturation(
     }
 }
 
-/// TCP at a fixed offered load (`tunnel --rate`) that it carried (95 % or more):
+/// TCP at a fixed offered load (`tunnel --rate`) that it carried (`CARRIED_SHARE`):
 /// no limit was reached, so none is named.
 fn offered_load_carried(iperf: &IperfRun) -> Option<Saturation> {
     let target = iperf
         .target_bits_per_sec
         .filter(|_| iperf.protocol == Protocol::Tcp)?;
-    (iperf.receiver_bits_per_sec >= 0.95 * target).then(|| Saturation {
+    (iperf.receiver_bits_per_sec >= cipherbench_model::tunnel::CARRIED_SHARE * target).then(|| Saturation {
         side: "offered_load".into(),
         evidence: format!(
             "the run carried {:.0} Mbit/s of the {:.0} Mbit/s offered (iperf3 -b): the load was set, no limit reached",
