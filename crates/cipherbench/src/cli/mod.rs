@@ -106,9 +106,10 @@ pub enum Command {
         /// Also write compare.md and compare.html into this directory.
         #[arg(long, value_name = "DIR")]
         out: Option<PathBuf>,
-        /// The regression gate: exit 1 when a figure of the second run (NEW) fell
-        /// below the first's (BASELINE) by more than this share, such as 5%, and its
-        /// 95 % interval says the fall is more than the runs' noise. Two runs only.
+        /// The regression gate: exit 4 when a figure of the second run (NEW) fell
+        /// below the first's (BASELINE) by more than this share, such as 5%, beyond
+        /// the runs' noise: its whole 95 % interval of NEW / BASELINE lies below
+        /// 1 - the share. Two runs only.
         #[arg(long, value_name = "PERCENT")]
         fail_above: Option<String>,
         /// With --fail-above: print the gate's verdict as JSON instead.
