@@ -48,6 +48,7 @@ done
 "$binary" completions zsh >"$stage/usr/share/zsh/vendor-completions/_cipherbench"
 "$binary" completions fish >"$stage/usr/share/fish/vendor_completions.d/cipherbench.fish"
 install -m644 README.md "$stage/usr/share/doc/cipherbench/README.md"
+install -m644 docs/run.schema.json "$stage/usr/share/doc/cipherbench/run.schema.json"
 gzip -9n <CHANGELOG.md >"$stage/usr/share/doc/cipherbench/changelog.gz"
 cat >"$stage/usr/share/doc/cipherbench/copyright" <<EOF
 Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/

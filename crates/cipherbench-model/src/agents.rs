@@ -6,7 +6,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One agent, as the coordinator checked it before the run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentRecord {
     /// As named on the command line (`user@host`, or an ssh config alias).
     pub name: String,
@@ -41,7 +41,7 @@ pub struct AgentRecord {
 }
 
 /// One agent's share of one measured window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AgentShare {
     /// The agent.
     pub name: String,

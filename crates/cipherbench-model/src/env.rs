@@ -8,7 +8,7 @@
 use serde::{Deserialize, Serialize};
 
 /// Everything `cipherbench probe` learns about the machine.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Environment {
     /// Host name.
     pub hostname: String,
@@ -82,7 +82,7 @@ pub fn split_variant_name(name: &str) -> (&str, Option<&str>) {
 
 /// An OpenSSL library a run measured: the system's, or a build given with `--openssl
 /// DIR`, resolved and checked before anything started.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct LibraryUnderTest {
     /// `system` (what programs load by default), or the directory given to
     /// `--openssl`.
@@ -120,7 +120,7 @@ impl LibraryUnderTest {
 /// Which OpenSSL one part of a run loaded (a speed worker, the `openssl` tool, an
 /// nginx worker, a gateway, iperf3), as the part reported it or as the kernel shows
 /// its mappings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PartLibrary {
     /// Layer (`speed`, `file`, `tls`, `tunnel`).
     pub layer: String,
@@ -146,7 +146,7 @@ pub struct PartLibrary {
 }
 
 /// The CPU as `/proc/cpuinfo` (and CPUID for the hypervisor) describes it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Cpu {
     /// Architecture (`x86_64`, `aarch64`).
     pub arch: String,
@@ -163,7 +163,7 @@ pub struct Cpu {
 }
 
 /// One CPU feature flag.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct CpuFlag {
     /// Name as in /proc/cpuinfo (`aes`, `pclmulqdq`, `sha_ni`, ...).
     pub name: String,
@@ -181,7 +181,7 @@ impl Cpu {
 }
 
 /// The OpenSSL that cipherbench links and the `openssl` command line tool.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OpensslInfo {
     /// `OpenSSL_version(OPENSSL_VERSION)` of the linked libcrypto.
     pub library_version: String,
@@ -205,7 +205,7 @@ pub struct OpensslInfo {
 /// AES-128-GCM effect probe (16 KiB messages, bytes per CPU second) with
 /// `OPENSSL_ia32cap` unset, with AES-NI and PCLMULQDQ masked, and with VAES and
 /// VPCLMULQDQ masked.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AesGcmPath {
     /// `vaes-avx512`, `aesni-pclmulqdq`, `software` or `unknown`.
     pub family: String,
@@ -285,7 +285,7 @@ impl AesGcmPath {
 }
 
 /// The kernel's preferred implementation of one algorithm, from `/proc/crypto`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KernelCryptoDriver {
     /// Algorithm name (`aes`, `gcm(aes)`, `sha256`).
     pub algorithm: String,
@@ -300,7 +300,7 @@ pub struct KernelCryptoDriver {
 }
 
 /// A crypto offload device on the PCI bus.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OffloadDevice {
     /// PCI address.
     pub address: String,
@@ -313,7 +313,7 @@ pub struct OffloadDevice {
 }
 
 /// Where one capability stands: in the CPU, in OpenSSL, in the kernel.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verdict {
     /// Capability (`AES-NI`, `PCLMULQDQ`, `VAES`, ...).
     pub capability: String,
@@ -328,7 +328,7 @@ pub struct Verdict {
 }
 
 /// A tool's version line.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolVersion {
     /// Program name.
     pub name: String,
@@ -342,7 +342,7 @@ pub struct ToolVersion {
 ///
 /// Word 0 is CPUID.1:EDX in bits 0-31 and CPUID.1:ECX in bits 32-63; word 1 is
 /// CPUID.(EAX=7,ECX=0):EBX in bits 0-31 and ECX in bits 32-63.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ia32Cap {
     /// First word.
     pub word0: u64,

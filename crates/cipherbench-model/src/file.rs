@@ -8,7 +8,19 @@ use crate::stats::Summary;
 use serde::{Deserialize, Serialize};
 
 /// Page cache state of the input when a tool starts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Cache {
     /// The input is in the page cache.
@@ -28,7 +40,19 @@ impl Cache {
 }
 
 /// Whether the timing includes making the output durable.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum SyncMode {
     /// Time until the output file (and its directory entry) is fsynced.
@@ -48,7 +72,7 @@ impl SyncMode {
 }
 
 /// How a cold cache was made.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "kebab-case")]
 pub enum ColdMethod {
     /// `posix_fadvise(POSIX_FADV_DONTNEED)` on the input after a `syncfs`: evicts that
@@ -70,7 +94,7 @@ impl ColdMethod {
 }
 
 /// The file that was encrypted.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileInput {
     /// The user's file (`--input`), or None for a generated one.
     pub path: Option<String>,
@@ -83,7 +107,7 @@ pub struct FileInput {
 }
 
 /// The file system a path lives on (from /proc/self/mountinfo).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Filesystem {
     /// Mount point.
     pub mount_point: String,
@@ -94,7 +118,7 @@ pub struct Filesystem {
 }
 
 /// What `cipherbench file` was asked to measure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileConfig {
     /// The input.
     pub input: FileInput,
@@ -123,7 +147,7 @@ pub struct FileConfig {
 }
 
 /// A tool, whether it could run here, and what it encrypts with.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ToolStatus {
     /// Tool id (`openssl-aes-256-cbc`, `age`, `cipherbench`, ...).
     pub tool: String,
@@ -138,7 +162,7 @@ pub struct ToolStatus {
 }
 
 /// One timed run.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileSample {
     /// From just before the tool started to its exit, or (with `fsync`) to the
     /// output and its directory being fsynced.
@@ -154,7 +178,7 @@ pub struct FileSample {
 }
 
 /// One measured point: a tool, variant, direction, cache state and durability mode.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FilePoint {
     /// Tool id.
     pub tool: String,
@@ -242,7 +266,7 @@ impl FilePoint {
 
 /// A tool's output decrypted (or, for decryption, its output hashed) and compared
 /// with the input.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoundTripCheck {
     /// Tool id.
     pub tool: String,
@@ -257,7 +281,7 @@ pub struct RoundTripCheck {
 }
 
 /// Everything layer 2 produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FileResults {
     /// What was asked.
     pub config: FileConfig,

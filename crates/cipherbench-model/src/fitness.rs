@@ -9,7 +9,7 @@ use crate::topology::{plan, Placement, RoleRequest, Side, Topology};
 use serde::{Deserialize, Serialize};
 
 /// The verdict of `probe --check`.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Fitness {
     /// True when nothing below needs changing.
     pub fit: bool,

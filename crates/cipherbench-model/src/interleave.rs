@@ -11,7 +11,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One measurement to take: a round of one variant at one point.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Slot {
     /// Round number, from 0.
     pub round: usize,
@@ -22,7 +22,7 @@ pub struct Slot {
 }
 
 /// How rounds are laid over points.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Order {
     /// Each point's rounds together (point 0: A B, B A, A B; then point 1): for

@@ -22,7 +22,7 @@ pub const MIN_ROUNDS: usize = 3;
 pub const DEFAULT_SEED: u64 = 0x00c1_9e4b_e4c4_0001;
 
 /// How the two sets of rounds relate.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Pairing {
     /// Round i of one set was measured next to round i of the other (interleaved
@@ -33,7 +33,7 @@ pub enum Pairing {
 }
 
 /// What a ratio's interval allows one to say.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// The whole interval is above 1.0.
@@ -45,7 +45,7 @@ pub enum Verdict {
 }
 
 /// A ratio of medians with its interval.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RatioInterval {
     /// median(numerator) / median(denominator).
     pub point: f64,
@@ -322,7 +322,7 @@ impl Rounds {
 
 /// A statistic with its 95 % interval and no verdict (a share, such as the ladder's
 /// "keeps", is not judged against 1.0).
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Estimate {
     /// The statistic of the figures as measured.
     pub point: f64,

@@ -30,7 +30,9 @@ pub const MIN_CAPACITY_TICKS: u64 = 20;
 pub const BUSIEST_KEPT: usize = 5;
 
 /// One CPU's counters from a `cpuN` line of `/proc/stat`, in clock ticks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(
+    Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema,
+)]
 pub struct CpuTicks {
     /// The CPU.
     pub cpu: usize,
@@ -110,7 +112,7 @@ pub fn parse_proc_stat(text: &str) -> Vec<CpuTicks> {
 }
 
 /// One process as its `/proc/<pid>/stat` line describes it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcTicks {
     /// Process id.
     pub pid: u32,
@@ -149,7 +151,7 @@ pub fn parse_pid_stat(text: &str) -> Option<ProcTicks> {
 }
 
 /// The CPU frequency settings at one moment, where the machine exposes them.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct FreqState {
     /// `scaling_governor` per CPU that has one.
     pub governors: Vec<(usize, String)>,
@@ -161,7 +163,7 @@ pub struct FreqState {
 }
 
 /// Everything read at one end of a window.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Snapshot {
     /// CLOCK_MONOTONIC, nanoseconds.
     pub at_ns: u64,
@@ -174,7 +176,7 @@ pub struct Snapshot {
 }
 
 /// A process that is not part of the run, and its CPU in the window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ForeignProcess {
     /// Process id.
     pub pid: u32,
@@ -185,7 +187,7 @@ pub struct ForeignProcess {
 }
 
 /// How quiet the run's CPUs were during one measured window.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Noise {
     /// The window's length.
     pub window_ns: u64,
@@ -434,7 +436,7 @@ fn descendants(end: &[ProcTicks], start: &[ProcTicks], own: &[u32]) -> HashSet<u
 
 /// Another host's window, watched there by its agent: the host as the user named it
 /// (an agent's name, such as `tunnel --peer`'s) and its noise.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostNoise {
     /// The agent's name (`user@host`, or the host as given on the command line).
     pub host: String,
@@ -474,7 +476,7 @@ pub(crate) fn test_window(cpu: usize, foreign: f64, governors: &[&str]) -> Noise
 }
 
 /// A judgement of a window: a warning kind and one sentence.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Finding {
     /// `noisy_machine`, `steal` or `frequency_scaling`.
     pub kind: String,

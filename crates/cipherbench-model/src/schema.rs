@@ -19,7 +19,7 @@ pub const SCHEMA_VERSION: u32 = 1;
 
 /// A warning that travels with the data: noisy samples, a saturated load generator, a
 /// variant that did not take effect.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Warning {
     /// Layer (`speed`, `file`, `tls`, `tunnel`) or `run`.
     pub layer: String,
@@ -30,7 +30,7 @@ pub struct Warning {
 }
 
 /// One results directory's canonical record.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RunRecord {
     /// Always [`SCHEMA_NAME`].
     pub schema: String,
@@ -159,6 +159,32 @@ impl RunRecord {
     }
 }
 
+/// Where the schema of [`RunRecord`] is published: `docs/run.schema.json` in the
+/// source tree, and in the package's documentation.
+pub const SCHEMA_ID: &str = "https://cipherbench.dev/schemas/run-1.schema.json";
+
+/// `run.json`'s JSON Schema (draft 2020-12), generated from these types: every field
+/// with its doc comment as its description, `schema` and `schema_version` pinned to
+/// this version's values. `docs/run.schema.json` is this, pretty-printed; a test
+/// keeps the two equal, and the integration tests validate real records against
+/// the file.
+pub fn run_schema() -> serde_json::Value {
+    let mut schema = schemars::schema_for!(RunRecord).to_value();
+    schema["$id"] = SCHEMA_ID.into();
+    schema["title"] = "cipherbench run.json".into();
+    let props = &mut schema["properties"];
+    props["schema"]["const"] = SCHEMA_NAME.into();
+    props["schema_version"]["const"] = SCHEMA_VERSION.into();
+    schema
+}
+
+/// [`run_schema`] as the file holds it: pretty JSON and a final newline.
+pub fn run_schema_text() -> String {
+    let mut text = serde_json::to_string_pretty(&run_schema()).expect("a schema serialises");
+    text.push('\n');
+    text
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -203,6 +229,32 @@ mod tests {
                     .unwrap(),
                 read
             );
+        }
+    }
+
+    #[test]
+    fn the_published_schema_is_the_one_these_types_make() {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../../docs/run.schema.json");
+        let made = run_schema_text();
+        if std::env::var_os("UPDATE_SNAPSHOTS").is_some() {
+            std::fs::write(path, &made).unwrap();
+        }
+        let published = std::fs::read_to_string(path).unwrap_or_default();
+        assert!(
+            published == made,
+            "docs/run.schema.json is not the schema of these types: UPDATE_SNAPSHOTS=1 \
+             cargo test -p cipherbench-model schema writes it again (and a renamed, \
+             removed or re-interpreted field needs SCHEMA_VERSION raised)"
+        );
+        let schema = run_schema();
+        assert_eq!(schema["properties"]["schema"]["const"], SCHEMA_NAME);
+        assert_eq!(
+            schema["properties"]["schema_version"]["const"],
+            SCHEMA_VERSION
+        );
+        // Every layer's record is described, not left open.
+        for layer in ["speed", "file", "tls", "tunnel"] {
+            assert!(schema["properties"][layer].is_object(), "{layer}");
         }
     }
 

@@ -7,7 +7,19 @@ pub mod pk;
 pub use pk::{PkCheck, PkPoint};
 
 /// Encrypt or decrypt.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Direction {
     /// Encryption (seal).
@@ -27,7 +39,7 @@ impl Direction {
 }
 
 /// What `cipherbench speed` was asked to measure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedConfig {
     /// Cipher names, in catalogue spelling.
     pub ciphers: Vec<String>,
@@ -64,7 +76,7 @@ fn one_round() -> usize {
 pub use crate::variant::VariantRecord;
 
 /// One raw sample: what one run of the loop did, summed over threads.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedSample {
     /// Operations (one per buffer).
     pub ops: u64,
@@ -96,7 +108,7 @@ impl SpeedSample {
 }
 
 /// One measured point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedPoint {
     /// Cipher name.
     pub cipher: String,
@@ -171,7 +183,7 @@ pub fn cores_used(samples: &[SpeedSample]) -> f64 {
 }
 
 /// A cipher (or public-key algorithm) that could not run in a variant, and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Unavailable {
     /// Cipher name.
     pub cipher: String,
@@ -182,7 +194,7 @@ pub struct Unavailable {
 }
 
 /// A control cipher (one AES-NI does not touch) compared between variants.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ControlCheck {
     /// Cipher name.
     pub cipher: String,
@@ -203,7 +215,7 @@ pub struct ControlCheck {
 }
 
 /// `openssl speed -evp ... -mr` measured for the same point, for a cross-check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct OpensslCheck {
     /// What openssl's loop does per operation, so the reader knows how like for like
     /// the check is (`-aead`: one message per operation with 13 bytes of AAD, ...).
@@ -234,7 +246,7 @@ pub struct OpensslCheck {
 
 /// `openssl speed -evp ... -async_jobs N -mr` for one variant, cipher and size: what a
 /// provider or engine that works asynchronously gains from N jobs in flight.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct AsyncPoint {
     /// Cipher name (ours).
     pub cipher: String,
@@ -255,7 +267,7 @@ fn wall() -> String {
 }
 
 /// Everything layer 1 produced.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SpeedResults {
     /// What was asked.
     pub config: SpeedConfig,

@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 pub const HIGH_SPREAD: f64 = 0.05;
 
 /// Summary of a set of samples of one quantity.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Summary {
     /// Number of samples.
     pub n: usize,
@@ -94,7 +94,7 @@ fn median_of_sorted(sorted: &[f64]) -> f64 {
 }
 
 /// Ratio of two medians with a conservative spread: the relative spreads add.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Ratio {
     /// numerator median / denominator median.
     pub value: f64,

@@ -32,7 +32,7 @@ pub fn suite_cipher(suite: &str) -> Option<&'static str> {
 use std::collections::BTreeMap;
 
 /// Everything layer 3 measured in one run.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TlsResults {
     /// Every server cipherbench started (or the external one it was pointed at).
     #[serde(default)]
@@ -56,7 +56,7 @@ pub struct TlsResults {
 }
 
 /// One side's library at its defaults ([`DefaultGroups`]).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SideGroups {
     /// `nginx` or `load generator`.
     pub side: String,
@@ -70,7 +70,7 @@ pub struct SideGroups {
 /// handshake between a client and a server both left at the library's defaults
 /// (nginx's `ssl_ecdh_curve auto` leaves them): what the client offered and sent
 /// key shares for (its ClientHello), and what the two agreed on.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct DefaultGroups {
     /// The groups the client offered (`supported_groups`), in its order of
     /// preference, as the library names them (`X25519MLKEM768`, `x25519`,
@@ -115,7 +115,7 @@ impl SideGroups {
 
 /// One server under test: which nginx, which suite, which variant, and whether the
 /// variant took effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerRecord {
     /// What served: `nginx` (started by cipherbench) or `external`.
     pub kind: String,
@@ -156,7 +156,7 @@ pub struct ServerRecord {
 /// the module and the engine mapped into every process that serves (read from
 /// `/proc/<pid>/maps` while it runs), and a config that names no key file, so the
 /// handshakes it completed were signed (or decrypted) by the module's key.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyStoreCheck {
     /// The PKCS#11 module (`--pkcs11-module`, or SoftHSM2's).
     pub module: String,
@@ -182,7 +182,7 @@ fn engine_name() -> String {
 
 /// A latency distribution, from an HDR histogram with microsecond resolution and
 /// three significant digits.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Latency {
     /// Requests recorded.
     pub count: u64,
@@ -200,7 +200,7 @@ pub struct Latency {
 
 /// CPU use of nginx over a measurement window, from `/proc/<pid>/stat` of each
 /// worker sampled through the window.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ServerCpu {
     /// Each worker's CPU time over the window divided by the window: 1.0 is one core
     /// fully busy.
@@ -240,7 +240,19 @@ impl ServerCpu {
 }
 
 /// Why a request did not succeed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    PartialOrd,
+    Ord,
+    Hash,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "snake_case")]
 pub enum FailureReason {
     /// The TCP connection failed (refused, reset, unreachable).
@@ -295,7 +307,7 @@ impl FailureReason {
 }
 
 /// `tls sweep` settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepConfig {
     /// Suites (OpenSSL names).
     pub suites: Vec<String>,
@@ -338,7 +350,7 @@ pub struct SweepConfig {
 /// One round of a point's final window. The variant x key-store slots of a point
 /// are measured in turns within a group (each slot's nginx up for the whole group),
 /// so round `r` of one slot sits next to round `r` of the others.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct WindowRound {
     /// Round number, from 0.
     pub round: usize,
@@ -358,7 +370,7 @@ pub struct WindowRound {
 }
 
 /// One probe of the concurrency search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Probe {
     /// Concurrent clients (a `--rate` point's window: the requests in flight, as the
     /// point's `concurrency`).
@@ -386,7 +398,7 @@ pub struct Probe {
 }
 
 /// What held a point's throughput where it is.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Limit {
     /// nginx's workers were busy on their cores: the figure is the server's.
@@ -403,7 +415,7 @@ pub enum Limit {
 }
 
 /// Why the search chose a point's concurrency, and what limited it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SearchOutcome {
     /// The concurrency the probes started at (the previous core count's choice, by
     /// the monotonicity rule, or 1).
@@ -415,7 +427,7 @@ pub struct SearchOutcome {
 }
 
 /// A core count the sweep could not measure on this machine, and why.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SkippedCores {
     /// nginx cores asked for.
     pub cores: usize,
@@ -425,7 +437,7 @@ pub struct SkippedCores {
 
 /// The result for one suite x size x core count x variant: the highest throughput
 /// found within the latency limit.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepPoint {
     /// Suite asked for (OpenSSL name).
     pub suite: String,
@@ -562,7 +574,7 @@ pub struct SweepPoint {
 /// head record, every short record, its last record, a sample of the body's full
 /// records and every record of a sample of responses, compares what it opens with
 /// the file's content, and lets the kernel discard the rest unread.
-#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Verification {
     /// `--verify sampled`: responses of at least 1 MiB by sample where the suite
     /// allows (AEAD); false: every response whole through OpenSSL.
@@ -662,7 +674,7 @@ pub fn failures_note(count: u64, by_reason: &BTreeMap<FailureReason, u64>) -> Op
 }
 
 /// `tls ramp` settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RampConfig {
     /// Suites (OpenSSL names).
     pub suites: Vec<String>,
@@ -687,7 +699,7 @@ pub struct RampConfig {
 }
 
 /// One second of a ramp, by scheduled start.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RampSecond {
     /// Second since the ramp started.
     pub second: u32,
@@ -702,7 +714,7 @@ pub struct RampSecond {
 }
 
 /// One ramp: suite x size x variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RampRun {
     /// Suite (OpenSSL name).
     pub suite: String,
@@ -766,7 +778,7 @@ impl RampRun {
 }
 
 /// `tls ramp` output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RampResults {
     /// Settings.
     pub config: RampConfig,
@@ -782,7 +794,7 @@ pub struct RampResults {
 }
 
 /// `tls sweep` output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct SweepResults {
     /// Settings.
     pub config: SweepConfig,
@@ -804,7 +816,7 @@ pub struct SweepResults {
 /// Points a key store was not measured at: a core count (nginx serves a module's
 /// key from one process) or a suite (RSA key exchange, which the pkcs11 engine
 /// cannot decrypt for OpenSSL 3's TLS).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct KeyStoreSkip {
     /// The store (`pkcs11`).
     pub key_store: String,
@@ -995,7 +1007,7 @@ impl RampResults {
 }
 
 /// `tls handshake` settings.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandshakeConfig {
     /// Protocol (`TLSv1.3`, `TLSv1.2`).
     pub protocol: String,
@@ -1032,7 +1044,7 @@ pub struct HandshakeConfig {
 /// One handshake point: key x group x full/resumed x key store x variant, measured as
 /// a sweep point (closed loop, concurrency searched, keep-alive off, one request per
 /// connection) on a tiny file.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandshakePoint {
     /// Server key (`rsa2048`, `ecdsa-p256`).
     pub key: String,
@@ -1072,7 +1084,7 @@ fn one_round() -> usize {
 }
 
 /// `tls handshake` output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HandshakeResults {
     /// Settings.
     pub config: HandshakeConfig,

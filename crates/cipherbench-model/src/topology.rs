@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// One physical core: the logical CPUs that are its SMT siblings.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Core {
     /// Physical package (socket), `physical_package_id`.
     pub package: usize,
@@ -28,7 +28,7 @@ pub struct Core {
 }
 
 /// The machine's CPUs as the kernel describes them.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Topology {
     /// Physical cores, ordered by their first CPU.
     pub cores: Vec<Core>,
@@ -105,7 +105,7 @@ impl Topology {
 }
 
 /// Which side of the measurement a role is on.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Side {
     /// The system under test: nginx, the ESP gateways, the speed worker.
@@ -125,7 +125,7 @@ impl Side {
 }
 
 /// One role a run wants placed: a name, its side, and how many whole cores.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleRequest {
     /// `nginx`, `generator`, `gateways`, `iperf3`, `speed worker`.
     pub role: String,
@@ -147,7 +147,7 @@ impl RoleRequest {
 }
 
 /// Where one role runs.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct RoleCpus {
     /// The role's name.
     pub role: String,
@@ -166,7 +166,7 @@ pub struct RoleCpus {
 }
 
 /// The planner's answer: where every role runs, and what is wrong with it.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Placement {
     /// One entry per requested role, in request order.
     pub roles: Vec<RoleCpus>,

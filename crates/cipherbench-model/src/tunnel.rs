@@ -11,7 +11,19 @@ use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// The transport iperf3 measured.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[derive(
+    Debug,
+    Clone,
+    Copy,
+    PartialEq,
+    Eq,
+    Hash,
+    PartialOrd,
+    Ord,
+    Serialize,
+    Deserialize,
+    schemars::JsonSchema,
+)]
 #[serde(rename_all = "lowercase")]
 pub enum Protocol {
     /// TCP (`iperf3 -c`).
@@ -37,7 +49,7 @@ impl Protocol {
 
 /// Which gateway(s) ran the variant; the other runs `accel` (the IIJ IPsec post
 /// changed the sending side's engine and kept AES-NI at the receiver).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum VariantSide {
     /// Both gateways.
@@ -64,7 +76,7 @@ fn one() -> usize {
 }
 
 /// Where processes ran (`None`: not pinned, the scheduler chose).
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Pinning {
     /// Cores of the sending gateway's threads: with one gateway thread the first
     /// runs TUN-to-UDP, the second (or the first again) UDP-to-TUN; with several,
@@ -79,7 +91,7 @@ pub struct Pinning {
 }
 
 /// The addresses of the topology.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Addresses {
     /// Sender's veth (underlay) address.
     pub underlay_sender: String,
@@ -92,7 +104,7 @@ pub struct Addresses {
 }
 
 /// What `cipherbench tunnel` was asked to measure.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TunnelConfig {
     /// Transform names (`null`, `aes256-sha256`, ...).
     pub transforms: Vec<String>,
@@ -173,7 +185,7 @@ pub struct TunnelConfig {
 }
 
 /// An IPsec stack the tunnel layer can measure.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Stack {
     /// cipherbench's own ESP-in-UDP gateways.
@@ -204,7 +216,7 @@ impl Stack {
 }
 
 /// One iperf3 run, parsed from its `-J` output.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct IperfRun {
     /// TCP or UDP.
     pub protocol: Protocol,
@@ -254,7 +266,7 @@ pub struct IperfRun {
 }
 
 /// One probe of the UDP rate search.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UdpProbe {
     /// `-b`.
     pub target_bits_per_sec: f64,
@@ -267,7 +279,7 @@ pub struct UdpProbe {
 }
 
 /// How the UDP search ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SearchOutcome {
     /// A probe landed within the tolerance of the target loss.
@@ -285,7 +297,7 @@ pub enum SearchOutcome {
 }
 
 /// The search for the UDP rate that gives the target loss.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UdpSearch {
     /// Probes in order.
     pub probes: Vec<UdpProbe>,
@@ -297,7 +309,7 @@ pub struct UdpSearch {
 
 /// One gateway's activity during one run: differences of its stats snapshots taken
 /// just before and just after iperf3.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GatewayRun {
     /// `sender` or `receiver`.
     pub side: String,
@@ -373,7 +385,7 @@ pub struct GatewayRun {
 }
 
 /// When a one-core gateway's `tun<->udp` thread split into two threads.
-#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct GatewaySplit {
     /// Seconds from the start of this run (the gateway's snapshot just before
     /// iperf3) to the split; zero or negative: it had split before the run began
@@ -393,7 +405,7 @@ impl GatewaySplit {
 }
 
 /// One gateway thread's load.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ThreadLoad {
     /// `tun->udp` or `udp->tun`.
     pub name: String,
@@ -450,7 +462,7 @@ impl GatewayRun {
 }
 
 /// Do the bytes iperf3 reports agree with what the gateways counted?
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ByteCheck {
     /// Payload bytes iperf3's server received.
     pub iperf_bytes: u64,
@@ -470,7 +482,7 @@ pub struct ByteCheck {
 }
 
 /// Which side ran out first, and the evidence.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Saturation {
     /// `sender_gateway`, `receiver_gateway`, `underlay` or `none`.
     pub side: String,
@@ -479,7 +491,7 @@ pub struct Saturation {
 }
 
 /// One measured run through the tunnel.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TunnelRun {
     /// iperf3's view.
     pub iperf: IperfRun,
@@ -524,7 +536,7 @@ pub struct TunnelRun {
 /// mid-run from the sending side: what a run's throughput was held to (the
 /// congestion window, the receiver's window, pacing, the path's RTT). A field `ss`
 /// did not print is None. Rates in bits per second, times in milliseconds.
-#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TcpSample {
     /// Seconds from the start of the iperf3 client (its `-O` warm-up included) to
     /// the sample.
@@ -609,7 +621,7 @@ impl TcpSample {
 }
 
 /// A transform x variant x protocol point.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TunnelPoint {
     /// Transform name.
     pub transform: String,
@@ -824,7 +836,7 @@ impl TunnelPoint {
 }
 
 /// The underlay measured alone (iperf3 straight over the veth).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct UnderlayPoint {
     /// TCP or UDP.
     pub protocol: Protocol,
@@ -837,7 +849,7 @@ pub struct UnderlayPoint {
 }
 
 /// Everything layer 4 measured.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct TunnelResults {
     /// The plan.
     pub config: TunnelConfig,
@@ -865,7 +877,7 @@ pub struct TunnelResults {
 
 /// `tunnel --peer`: the sending gateway and the iperf3 client ran here, the
 /// receiving gateway and the iperf3 server on the peer, over the real network.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PeerRecord {
     /// The peer's agent as the coordinator checked it before anything ran: name as
     /// given, host name, kernel, CPU, OpenSSL, build, clock offset.
@@ -881,7 +893,7 @@ pub struct PeerRecord {
 }
 
 /// One host's end of a two-host tunnel.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct HostEnd {
     /// Its host name, as it reported it.
     pub hostname: String,
@@ -908,7 +920,7 @@ pub struct HostEnd {
 /// the same iperf3 runs, beside cipherbench's own gateways. Its ESP runs in
 /// userspace (libipsec reads and writes a TUN device), so it is a reference stack,
 /// not the speed of kernel IPsec.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StrongswanResults {
     /// `charon --version` (such as `Linux strongSwan U5.9.8/K6.1.0`).
     pub version: String,
@@ -925,7 +937,7 @@ pub struct StrongswanResults {
 
 /// One strongSwan point: a crypto backend, and a transform x variant x protocol
 /// measured exactly as cipherbench's own gateways are.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct StrongswanPoint {
     /// `openssl`, `aesni` or `c`.
     pub backend: String,

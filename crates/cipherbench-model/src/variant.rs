@@ -31,7 +31,7 @@ pub const PROBE_CONTROL_TOLERANCE: f64 = 0.25;
 pub const CONTROL_BAND_LIMIT: f64 = 1.5;
 
 /// What a probe is for.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum ProbeRole {
     /// The code the variant means to change (AES-GCM: AES and GHASH).
@@ -44,7 +44,7 @@ pub enum ProbeRole {
 }
 
 /// One probe: a short measurement of one cipher in the variant's process.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProbeFigure {
     /// Cipher, in the catalogue's spelling (`aes-128-gcm`).
     pub cipher: String,
@@ -79,7 +79,7 @@ impl ProbeFigure {
 }
 
 /// What one variant's process measured before its real work, and what it runs.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Probes {
     /// `OpenSSL_version(OPENSSL_VERSION)` of the library that process loaded.
     pub library_version: String,
@@ -102,7 +102,7 @@ pub struct Probes {
 pub const DEFAULT_PROVIDER: &str = "default";
 
 /// Which implementation served one OpenSSL algorithm in one process.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Served {
     /// The catalogue cipher it is part of (`aes-256-cbc-hmac-sha256`).
     pub cipher: String,
@@ -121,7 +121,7 @@ pub struct Served {
 }
 
 /// What one process said about its implementations.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Implementation {
     /// The providers active in the process, in the library's order.
     pub providers: Vec<String>,
@@ -134,7 +134,7 @@ pub struct Implementation {
 /// The counting test provider's tally for one variant in one layer (its
 /// `CIPHERBENCH_PROVIDER_COUNTER` file): an independent check that the provider took
 /// work, from every process of the variant.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProviderCalls {
     /// Cipher contexts the provider made.
     pub contexts: u64,
@@ -146,7 +146,7 @@ pub struct ProviderCalls {
 
 /// What a provider or engine variant expects to serve its work: the record keeps
 /// it so every renderer can tell "ran" from "fell back" per algorithm.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case", tag = "kind", content = "id")]
 pub enum Expected {
     /// Any provider but the default one (the configuration names which).
@@ -184,7 +184,7 @@ impl Probes {
 
 /// A check made on the real process when the probes ran in a stand-in child (nginx's
 /// workers, the `openssl` CLI): that it runs under the same environment.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessCheck {
     /// What was compared (`OPENSSL_ia32cap in /proc/<pid>/environ of nginx's 2
     /// workers`, `openssl info -cpusettings`).
@@ -196,7 +196,7 @@ pub struct ProcessCheck {
 }
 
 /// One probe compared between accel and the variant.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProbeRatio {
     /// Cipher.
     pub cipher: String,
@@ -277,7 +277,7 @@ pub fn tolerance_text(ratios: &[ProbeRatio]) -> String {
 }
 
 /// The verdict on a variant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum Verdict {
     /// accel: the library's defaults (the variable removed), the baseline of the others.
@@ -306,7 +306,7 @@ impl Verdict {
 }
 
 /// The judgement of a variant by its probes.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct Effect {
     /// The verdict.
     pub verdict: Verdict,
@@ -330,7 +330,7 @@ pub struct Effect {
 }
 
 /// How an acceleration variant was set up, and whether it took effect.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct VariantRecord {
     /// `accel`, `noaesni` or `ia32cap:MASK`.
     pub name: String,

@@ -42,6 +42,8 @@ use cipherbench_model::tunnel::TunnelPoint;
 /// fast first run rather than a stalled second.
 const COLLAPSED_SHARE: f64 = 0.25;
 use cipherbench_model::RunRecord;
+#[path = "support/schema.rs"]
+mod schema;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::{Mutex, MutexGuard};
@@ -172,6 +174,7 @@ fn measure(dir: &Path, args: &[&str]) -> (Output, RunRecord) {
             "the record of {args:?} does not name OpenSSL {v}"
         );
     }
+    schema::validate(&text);
     let record = RunRecord::from_json(&text).expect("run.json reads under the schema");
     (out, record)
 }

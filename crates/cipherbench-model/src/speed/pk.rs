@@ -14,7 +14,7 @@ pub const MOVED_AT: f64 = 0.05;
 
 /// One measured public-key point: an operation of an algorithm in a variant, on some
 /// threads.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PkPoint {
     /// Algorithm (`ml-kem-768`, `p-256`, ...).
     pub algorithm: String,
@@ -141,7 +141,7 @@ impl MaskEffect {
 }
 
 /// `openssl speed` of the same library and variant, for a cross-check.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct PkCheck {
     /// Algorithm.
     pub algorithm: String,

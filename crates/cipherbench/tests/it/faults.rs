@@ -339,10 +339,7 @@ fn is_result(name: &str) -> bool {
         || (name.ends_with(".csv") && !name.starts_with('.'))
 }
 
-fn record(dir: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
-    RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
+use crate::schema::record;
 
 /// A point in `lo..hi` drawn from the clock (or `CB_FAULT_SEED`), printed.
 fn random_point(what: &str, lo: Duration, hi: Duration) -> Duration {

@@ -12,7 +12,6 @@
 use crate::common::{bin, data, run_ok, stderr, Scratch};
 use cipherbench_model::file::{Cache, SyncMode};
 use cipherbench_model::speed::Direction;
-use cipherbench_model::RunRecord;
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -400,8 +399,7 @@ fn the_file_benchmark_runs_end_to_end_with_openssl_and_seal() {
             ])
             .arg(&results),
     );
-    let text = std::fs::read_to_string(results.join("run.json")).unwrap();
-    let record = RunRecord::from_json(&text).unwrap();
+    let record = crate::schema::record(&results);
     let file = record.file.expect("file results");
     assert_eq!(file.config.input.size_bytes, 1 << 20);
     // cp: 1 variant; openssl and cipherbench: 2; x 2 caches x 2 syncs x 2 directions.

@@ -15,7 +15,6 @@
 use crate::common::{assert_nothing_left, bin_in as bin, scratch};
 use cipherbench::tls::handshake::Group;
 use cipherbench_model::variant::Verdict;
-use cipherbench_model::RunRecord;
 use std::path::Path;
 use std::sync::MutexGuard;
 
@@ -28,10 +27,7 @@ fn measuring() -> MutexGuard<'static, ()> {
     crate::turns::alone()
 }
 
-fn record(dir: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
-    RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
+use crate::schema::record;
 
 const SHORT: &[&str] = &[
     "--window",

@@ -31,10 +31,7 @@ fn upstream() -> PathBuf {
     crate::common::upstream_build()
 }
 
-fn record(results: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(results.join("run.json")).unwrap();
-    RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
+use crate::schema::record;
 
 /// The parts of a record that ran under `asked`, by part name.
 fn parts<'a>(r: &'a RunRecord, layer: &str, asked: &Path) -> Vec<&'a PartLibrary> {

@@ -12,6 +12,8 @@
 //!   sshd hosts or charon, which run one at a time.
 
 mod common;
+#[path = "../support/schema.rs"]
+mod schema;
 mod turns;
 
 mod agents;

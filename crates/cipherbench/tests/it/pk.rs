@@ -16,13 +16,10 @@ use cipherbench_crypto::pk::{self, PkAlgorithm};
 use cipherbench_model::speed::pk::{effect, MaskEffect};
 use cipherbench_model::speed::SpeedResults;
 use cipherbench_model::variant::Verdict;
-use cipherbench_model::RunRecord;
 use std::path::Path;
 
 fn speed(record: &Path) -> SpeedResults {
-    let text = std::fs::read_to_string(record.join("run.json")).unwrap();
-    RunRecord::from_json(&text)
-        .expect("run.json reads under the schema")
+    crate::schema::record(record)
         .speed
         .expect("a speed section")
 }

@@ -16,7 +16,6 @@
 )]
 
 use cipherbench_model::variant::Verdict;
-use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 use std::sync::OnceLock;
@@ -127,9 +126,7 @@ fn speed(mut cmd: Command, ciphers: &str, variants: &str, results: &Path) -> Out
         .unwrap()
 }
 
-fn record(dir: &Path) -> RunRecord {
-    RunRecord::from_json(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
-}
+use crate::schema::record;
 
 /// Nothing of the run stays in its temp root.
 fn nothing_left(dir: &Path) {

@@ -22,10 +22,7 @@ use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-fn record(dir: &Path) -> RunRecord {
-    let text = std::fs::read_to_string(dir.join("run.json")).unwrap();
-    RunRecord::from_json(&text).expect("run.json reads under the schema")
-}
+use crate::schema::record;
 
 /// A run's sweep.
 fn sweep_of(r: &RunRecord) -> &SweepResults {

@@ -62,9 +62,7 @@ fn scratch(name: &str) -> PathBuf {
     dir
 }
 
-fn record(dir: &Path) -> RunRecord {
-    RunRecord::from_json(&std::fs::read_to_string(dir.join("run.json")).unwrap()).unwrap()
-}
+use crate::schema::record;
 
 /// `speed` on AES-128-GCM and the ChaCha20-Poly1305 control at 16 KiB, one thread.
 fn speed(mut cmd: Command, variants: &str, dir: &Path) -> Output {
