@@ -160,6 +160,13 @@ pub struct Cpu {
     pub hypervisor: Option<String>,
     /// The crypto-relevant flags and whether each is present.
     pub crypto_flags: Vec<CpuFlag>,
+    /// x86 `cpu family` (decimal in /proc/cpuinfo): with `model_number`, the
+    /// microarchitecture (a hypervisor that hides the model name passes these).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub family: Option<u32>,
+    /// x86 `model`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_number: Option<u32>,
 }
 
 /// One CPU feature flag.
@@ -172,6 +179,12 @@ pub struct CpuFlag {
 }
 
 impl Cpu {
+    /// The microarchitecture OpenSSL's performance tables name, where this is one
+    /// ([`crate::speed::reference::microarchitecture`]).
+    pub fn microarchitecture(&self) -> Option<&'static str> {
+        crate::speed::reference::microarchitecture(&self.vendor, self.family?, self.model_number?)
+    }
+
     /// Whether the named flag is present.
     pub fn has(&self, flag: &str) -> bool {
         self.crypto_flags

@@ -4,6 +4,7 @@ use crate::stats::{Ratio, Summary};
 use serde::{Deserialize, Serialize};
 
 pub mod pk;
+pub mod reference;
 pub use pk::{PkCheck, PkPoint};
 
 /// Encrypt or decrypt.
@@ -164,6 +165,19 @@ impl SpeedPoint {
             (Some(_), None) => {}
         }
     }
+    /// Cycles per byte at `hz` (a [`reference::MeasuredClock`]'s): the median over
+    /// the samples of their threads' CPU seconds times the clock over their bytes.
+    /// None without samples that moved bytes.
+    pub fn cycles_per_byte(&self, hz: f64) -> Option<f64> {
+        let per_byte: Vec<f64> = self
+            .samples
+            .iter()
+            .filter(|s| s.bytes > 0 && s.cpu_ns > 0)
+            .map(|s| s.cpu_ns as f64 * hz / 1e9 / s.bytes as f64)
+            .collect();
+        Summary::of(&per_byte).map(|s| s.median)
+    }
+
     /// What the noise judge says of this point's window: `noisy_machine`, `steal`,
     /// and throttling (the governor is the machine's, said once per run instead).
     pub fn noise_findings(&self) -> Vec<crate::noise::Finding> {
@@ -295,6 +309,11 @@ pub struct SpeedResults {
     /// Cross-checks of the public-key points against `openssl speed`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub pk_checks: Vec<PkCheck>,
+    /// The core's clock, measured before the first point and after the last: what
+    /// the points' cycles per byte are counted at ([`SpeedPoint::cycles_per_byte`]).
+    /// Absent where it could not be measured, and in records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub clock: Option<reference::MeasuredClock>,
 }
 
 /// Ratio tolerance within which a control cipher is said to run at the same speed in
@@ -492,6 +511,7 @@ mod tests {
             placement: None,
             pk_points: Vec::new(),
             pk_checks: Vec::new(),
+            clock: None,
         };
         r.compute_controls(&["des-ede3-cbc"]);
         assert_eq!(r.controls.len(), 2);

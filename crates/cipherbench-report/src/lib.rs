@@ -7,6 +7,7 @@
 
 pub mod compare;
 pub mod csv;
+pub mod cycles;
 pub mod file;
 pub mod gate;
 pub mod handshake;

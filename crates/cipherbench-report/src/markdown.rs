@@ -199,6 +199,9 @@ fn speed_highlights(record: &RunRecord) -> String {
                 ));
             }
         }
+        if let Some(line) = crate::cycles::summary_line(s) {
+            out.push_str(&line);
+        }
         if !s.controls.is_empty() {
             let held = s.controls.iter().filter(|c| c.held).count();
             out.push_str(&format!(

@@ -284,6 +284,7 @@ pub fn speed(results: &SpeedResults) -> String {
         }
         return out;
     }
+    out.push_str(&crate::cycles::text(results));
     out.push_str(&crate::pk::text(results));
     let libraries = results
         .config

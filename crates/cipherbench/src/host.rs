@@ -131,6 +131,68 @@ pub fn thread_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_THREAD_CPUTIME_ID)
 }
 
+/// Dependent additions per pass of [`add_chain`].
+pub const ADD_CHAIN: u64 = 64;
+
+/// Runs `passes` passes of [`ADD_CHAIN`] dependent additions of 1 to one register
+/// (one cycle each, never overlapped: `machine::clock` times them) and returns the
+/// register: `passes * ADD_CHAIN`. None on an architecture without the chain.
+#[cfg(target_arch = "x86_64")]
+pub fn add_chain(passes: u64) -> Option<u64> {
+    let mut x: u64 = 0;
+    let mut n = passes;
+    if n == 0 {
+        return Some(0);
+    }
+    // SAFETY: register arithmetic only: no memory, no stack; the flags are
+    // clobbered, which `asm!` assumes without `preserves_flags`.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            ".rept 64",
+            "add {x}, 1",
+            ".endr",
+            "dec {n}",
+            "jnz 2b",
+            x = inout(reg) x,
+            n = inout(reg) n,
+            options(nomem, nostack),
+        );
+    }
+    (n == 0).then_some(x)
+}
+
+/// As the x86-64 [`add_chain`].
+#[cfg(target_arch = "aarch64")]
+pub fn add_chain(passes: u64) -> Option<u64> {
+    let mut x: u64 = 0;
+    let mut n = passes;
+    if n == 0 {
+        return Some(0);
+    }
+    // SAFETY: register arithmetic only: no memory, no stack.
+    unsafe {
+        std::arch::asm!(
+            "2:",
+            ".rept 64",
+            "add {x}, {x}, #1",
+            ".endr",
+            "subs {n}, {n}, #1",
+            "b.ne 2b",
+            x = inout(reg) x,
+            n = inout(reg) n,
+            options(nomem, nostack),
+        );
+    }
+    (n == 0).then_some(x)
+}
+
+/// No chain on this architecture.
+#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
+pub fn add_chain(_passes: u64) -> Option<u64> {
+    None
+}
+
 /// CPU time of the whole process so far, in nanoseconds.
 pub fn process_cpu_ns() -> u64 {
     clock_ns(libc::CLOCK_PROCESS_CPUTIME_ID)

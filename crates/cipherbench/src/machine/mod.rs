@@ -6,5 +6,6 @@
 //! Reading only: the decisions (the placement planner, the noise judge) are pure
 //! functions in `cipherbench-model`, and nothing here changes a setting.
 
+pub mod clock;
 pub mod noise;
 pub mod topology;

@@ -28,6 +28,10 @@ pub struct CpuInfoText {
     pub processors: usize,
     /// The first processor's flags (`flags` on x86, `Features` on ARM).
     pub flags: BTreeSet<String>,
+    /// x86 `cpu family`.
+    pub family: Option<u32>,
+    /// x86 `model` (the number).
+    pub model_number: Option<u32>,
 }
 
 /// Parses the text of `/proc/cpuinfo`.
@@ -44,6 +48,8 @@ pub fn parse(text: &str) -> CpuInfoText {
             "processor" => info.processors += 1,
             "vendor_id" if info.vendor.is_empty() => info.vendor = value.to_string(),
             "model name" if info.model.is_empty() => info.model = value.to_string(),
+            "cpu family" if info.family.is_none() => info.family = value.parse().ok(),
+            "model" if info.model_number.is_none() => info.model_number = value.parse().ok(),
             "flags" | "Features" if info.flags.is_empty() => {
                 info.flags = value.split_whitespace().map(str::to_string).collect();
             }
@@ -89,6 +95,8 @@ mod tests {
         assert!(info.flags.contains("aes"));
         assert!(info.flags.contains("pclmulqdq"));
         assert!(info.flags.contains("hypervisor"));
+        // Sandy Bridge-EP: family 6, model 45 (0x2D), read as decimal.
+        assert_eq!((info.family, info.model_number), (Some(6), Some(45)));
     }
 
     #[test]

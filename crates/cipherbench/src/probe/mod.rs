@@ -39,6 +39,8 @@ pub fn collect() -> Environment {
                 present: cpuinfo.flags.contains(*f),
             })
             .collect(),
+        family: cpuinfo.family,
+        model_number: cpuinfo.model_number,
     };
     let kernel_crypto = kernel_crypto::preferred(&kernel_crypto::parse(
         &std::fs::read_to_string("/proc/crypto").unwrap_or_default(),
@@ -313,6 +315,8 @@ mod tests {
                     present: flags.contains(f),
                 })
                 .collect(),
+            family: None,
+            model_number: None,
         }
     }
 

@@ -24,6 +24,7 @@ use cipherbench_crypto::catalogue::{self, CipherId};
 use cipherbench_crypto::pk::PkAlgorithm;
 use cipherbench_model::env::Environment;
 use cipherbench_model::interleave::{schedule, Order, Slot};
+use cipherbench_model::speed::reference::MeasuredClock;
 use cipherbench_model::speed::{Direction, OpensslCheck, SpeedConfig, SpeedResults, Unavailable};
 use std::time::Duration;
 use worker::{WorkerMessage, WorkerRequest};
@@ -191,10 +192,28 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
             placement: None,
             pk_points: Vec::new(),
             pk_checks: Vec::new(),
+            clock: None,
         },
     );
     let (cpus, placement) = place(plan, session);
     results.placement = Some(placement);
+    // The clock the points' cycles per byte are counted at, on the one-thread
+    // points' CPU, before the first point (a resumed run keeps its first start's).
+    let clock_cpu = cpus.first().copied();
+    if results.clock.is_none() {
+        results.clock = crate::machine::clock::measure(clock_cpu).map(|hz| MeasuredClock {
+            before_hz: hz,
+            after_hz: None,
+            method: crate::machine::clock::METHOD.to_string(),
+            cpu: clock_cpu,
+            microarchitecture: session
+                .record
+                .environment
+                .cpu
+                .microarchitecture()
+                .map(str::to_string),
+        });
+    }
     let points = plan.points();
     let total = plan.total_points();
     let variants = campaign::Variants::begin("speed", &plan.variants)?;
@@ -224,6 +243,9 @@ pub fn run(plan: &SpeedPlan, session: &mut Session) -> Result<()> {
         },
     )?;
     pk::run(plan, &cpus, baseline, &mut results, session)?;
+    if let Some(clock) = &mut results.clock {
+        clock.after_hz = crate::machine::clock::measure(clock_cpu);
+    }
     // A provider's tally covers every worker of its variant.
     let ciphers: Vec<&str> = plan.ciphers.iter().map(|c| c.name()).collect();
     variants.end(&mut results.variants, &ciphers);

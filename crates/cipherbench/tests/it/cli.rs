@@ -9,6 +9,7 @@
 )]
 
 use crate::common::{assert_one_line_error, bin, stderr};
+use cipherbench_model::speed::Direction;
 use cipherbench_model::RunRecord;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -148,6 +149,25 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     }
     let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
     assert!(noaesni.took_effect && !noaesni.aesni, "{noaesni:?}");
+    // Cycles per byte at the clock measured in the run. AES-256-CBC encryption is
+    // serial: each 16-byte block waits for 14 dependent AESENC, none faster than 3
+    // cycles on any x86 core with AES-NI, so it cannot take under 14 x 3 / 16 = 2.6
+    // cycles a byte. A clock read too slow (the nominal TSC rate instead of the
+    // core's boosted one) would put it below.
+    let clock = speed.clock.as_ref().expect("the core's clock, measured");
+    assert!(clock.after_hz.is_some(), "{clock:?}");
+    let cycles = |cipher: &str, variant: &str| {
+        speed
+            .point(cipher, variant, Direction::Encrypt, 16384, 1)
+            .and_then(|p| p.cycles_per_byte(clock.hz()))
+            .unwrap()
+    };
+    let cbc = cycles("aes-256-cbc", "accel");
+    assert!(
+        cbc >= 14.0 * 3.0 / 16.0,
+        "AES-256-CBC at {cbc} cycles per byte: {clock:?}"
+    );
+    assert!(cycles("aes-128-gcm", "accel") < cycles("aes-128-gcm", "noaesni"));
     assert!(!speed.controls.is_empty());
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("id=\"fig-relative\"") && html.contains("id=\"fig-aesni-control\""));
