@@ -103,7 +103,9 @@ pub fn csv(r: &FileResults) -> String {
     out
 }
 
-fn vs_cp(r: &FileResults, p: &FilePoint) -> Option<f64> {
+/// `p`'s throughput over cp's in the same cache state and durability mode: the share of
+/// the disk path's own ceiling a tool keeps.
+pub fn vs_cp(r: &FileResults, p: &FilePoint) -> Option<f64> {
     let cp = r.point("cp", "accel", p.direction, p.cache, p.sync)?;
     (cp.throughput_bytes_per_sec.median > 0.0)
         .then(|| p.throughput_bytes_per_sec.median / cp.throughput_bytes_per_sec.median)

@@ -144,10 +144,10 @@ fn summary(record: &RunRecord) -> String {
         s.push_str("<p>No ladder: AES-GCM was not measured with and without AES-NI.</p>");
     } else {
         s.push_str("<h3 id=\"ladder\">The ladder: how much of AES-NI's gain survives each layer <a class=\"how\" href=\"#m-ladder\">how measured</a></h3>");
-        s.push_str("<div class=\"scroll\"><table class=\"ladder\" id=\"table-ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with <span class=\"nw\">AES-NI</span></th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th></tr>");
+        s.push_str("<div class=\"scroll\"><table class=\"ladder\" id=\"table-ladder\"><tr><th class=\"l\">layer</th><th class=\"l\">what</th><th>with <span class=\"nw\">AES-NI</span></th><th>without</th><th><a href=\"#m-ladder\">gain</a> <a href=\"#m-intervals\">[95 % interval]</a></th><th><a href=\"#m-ladder\">keeps</a></th><th><a href=\"#m-ladder\">cipher share</a></th><th class=\"l\"><a href=\"#m-ceilings\">with AES-NI, of ceiling</a></th></tr>");
         for step in &ladder.steps {
             s.push_str(&format!(
-                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td></tr>",
+                "<tr><td class=\"l\">{}</td><td class=\"l what\">{}</td><td class=\"nw\">{}</td><td class=\"nw\">{}</td><td>{}</td><td>{}</td><td class=\"nw\">{}</td><td class=\"l\">{}</td></tr>",
                 step.layer,
                 escape(&step.what),
                 escape(&step.accel),
@@ -161,7 +161,8 @@ fn summary(record: &RunRecord) -> String {
                     gain_cell(step.gain, step.gain_interval.as_ref())
                 },
                 unbroken_pieces(&ladder.keeps_text(step)),
-                ladder.share_of_time_text(step)
+                ladder.share_of_time_text(step),
+                escape(&crate::ladder::ceiling_text(step))
             ));
         }
         s.push_str("</table></div>");
@@ -217,6 +218,7 @@ fn summary(record: &RunRecord) -> String {
             s.push_str(&format!("<li>{}</li>", escape(&line)));
         }
         s.push_str("</ul>");
+        s.push_str(&ceiling_chart(&ladder));
     }
     for (layer, why) in &ladder.missing {
         let class =
@@ -312,7 +314,7 @@ const METHODOLOGY: &str = r#"<section id="methodology"><h2>How these numbers are
 <h4 id="m-tls-handshake">TLS handshakes</h4><p>Each point is a fresh nginx offering one key-exchange group, with a certificate of one key type, serving a tiny file per connection (keep-alive off: one handshake per request), measured as a sweep point (concurrency searched, same window and limit). Resumed points turn nginx's session cache and tickets on and have each generator thread offer its last session; the client counts the handshakes that resumed. Per core = handshakes per second divided by the CPU nginx's workers used; ratios are of that figure, with a 95 % interval paired over the rounds in which the variants of a point took turns (each point's nginx CPU taken as measured).</p><h4 id="m-tls-key-store">TLS key stores</h4><p>With <code>--key-store file,pkcs11</code> the sweep and the ramp measure each point with nginx's key in a PEM file and in a PKCS#11 module (SoftHSM2 unless <code>--pkcs11-module</code> names another), reached through OpenSSL's pkcs11 engine; the token is made in the run's directory and removed with it. Module handles do not survive fork, so that nginx runs as one process (<code>master_process off</code>): the module is measured at one core only. The two stores of a sweep point run side by side and take turns in the point's rounds, as its variants do. The module is judged by effect: its library and the engine must be mapped in the serving process, whose config names the key only by its PKCS#11 URI. Sweep ratios are module ÷ file, with a 95 % interval paired over those rounds; the ramp's are of successful requests.</p><h4 id="m-tls-capacity">TLS capacity</h4><p>Gbit/s per core = the sweep's throughput at the largest file size divided by the CPU nginx's workers used over the window (cores under test × their mean utilisation), taking the core count with the best rate. Cores for a target = target ÷ that rate, rounded up: linear scaling is assumed, and the line says where the sweep saw nginx stop being CPU-bound (below 85 % of its cores), beyond which the rate was limited by something else.</p>
 <h3 id="m-tunnel">Layer 4: tunnel</h3><p>iperf3 TCP (iperf3's 128 KiB writes) and UDP (1220-byte datagrams) between two network namespaces through cipherbench's userspace ESP-in-UDP gateways; UDP at the highest rate with about 5 % loss. The underlay is measured alone first; it is the tunnel's ceiling only when rate-limited (<code>--underlay-rate</code>).</p>
 <h3 id="m-library">The library under test</h3><p>A run measures the system's OpenSSL unless <code>--openssl DIR</code> names another OpenSSL 3.x build: its directory goes first on <code>LD_LIBRARY_PATH</code> of every part a variant applies to (speed workers, the <code>openssl</code> tool and <code>cipherbench seal</code>/<code>open</code>, nginx, the ESP gateways), and the build's own <code>bin/openssl</code> runs in place of the one on PATH. Under an OpenSSL 4 build (<code>libcrypto.so.4</code>, which nothing built for OpenSSL 3 loads) cipherbench's children and nginx run as the builds against it in its <code>libexec/cipherbench/</code>, and what has none (strongSwan's charon, engines) is refused or left out of its layer, said under the library step. Each part is checked from itself: cipherbench's children report <code>OpenSSL_version()</code> and the files they mapped, nginx's master and workers are read from <code>/proc/&lt;pid&gt;/maps</code>, the <code>openssl</code> tool from <code>openssl version</code>; a part on another library stops its layer. The TLS load generator runs in this process: under one <code>--openssl DIR</code>, cipherbench starts itself again under DIR so that the generator runs on it too (and is checked like the other parts); with several libraries it stays on the system's, as iperf3 always does, and says so. With several libraries the first is the baseline; the <b>library step</b> is accel on a later library over accel on the baseline, and <b>keeps</b> is ln(gain of the layer) / ln(gain of the primitive), as for AES-NI.</p>
-<h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
+<h3 id="m-ceilings">Ceilings</h3><p>Each rung of the ladder is also set against what the layer could do at all on this machine, measured in the same run: the file layer against <code>cp</code> of the same file in the same cache state and durability mode; the tunnel against the null transform (ESP framing with no cipher, the same gateways and placement), over TCP; the primitive against the cycles per byte OpenSSL's implementers published for the same path on this microarchitecture (only Haswell, Broadwell, Skylake and Zen 1 have one), at the core clock measured in the run. The TLS rung has no ceiling until nginx's plain-HTTP figure is measured beside it. A share above 100 % is possible for the primitive (a newer path than the published one) and reads as such.</p><h3 id="m-ladder">The ladder</h3><p><b>gain</b> = throughput with AES-NI / without, same work, same run. <b>keeps</b> = ln(gain of the layer) / ln(gain of the primitive): the share of the primitive's speed-up, on a multiplicative scale, that survives to the layer. <b>cipher share</b> = (1 − 1/layer gain) / (1 − 1/primitive gain): by Amdahl's law, the fraction of the layer's time without AES-NI that was spent in the cipher, if only the cipher sped up.</p>
 </section>"#;
 
 fn machine(record: &RunRecord) -> String {
@@ -448,6 +450,46 @@ fn unbroken_pieces(text: &str) -> String {
 
 /// The library step: accel on each later library over accel on the baseline, per
 /// layer.
+/// The ladder's "of ceiling" column as a chart: each rung's figure with AES-NI as a
+/// share of its own ceiling, measured in the same run. Empty when no rung has one.
+fn ceiling_chart(ladder: &crate::ladder::Ladder) -> String {
+    let rungs: Vec<(&str, &crate::ladder::Ceiling)> = ladder
+        .steps
+        .iter()
+        .filter_map(|st| st.ceiling.as_ref().ok().map(|c| (st.layer, c)))
+        .collect();
+    if rungs.is_empty() {
+        return String::new();
+    }
+    let chart = BarChart {
+        id: "fig-ladder-ceiling".into(),
+        title: "With AES-NI, the share of each layer's ceiling".into(),
+        description: format!(
+            "Each layer's figure with AES-NI over its ceiling on this machine: {}.",
+            rungs
+                .iter()
+                .map(|(layer, c)| format!("{layer} {}", c.text()))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        categories: rungs
+            .iter()
+            .map(|(layer, c)| format!("{layer}: of {}", c.of))
+            .collect(),
+        series: vec![Series::new(
+            "with AES-NI / ceiling",
+            rungs.iter().map(|(_, c)| Some(c.share * 100.0)).collect(),
+        )],
+        y_label: "share of ceiling (%)".into(),
+        reference: Some(100.0),
+        format: |v| format!("{v:.0} %"),
+    };
+    format!(
+        "<figure>{}<figcaption>Each layer against its own ceiling, measured in the same run: the file against cp, the tunnel against the null transform (no crypto, the same gateways), the primitive against the cycles per byte OpenSSL published for this core where it published any. The dashed line is the ceiling. <a href=\"#m-ceilings\">How the ceilings are measured</a>.</figcaption></figure>",
+        chart.render()
+    )
+}
+
 fn library_steps(ladder: &crate::ladder::Ladder) -> String {
     let steps = &ladder.libraries;
     let mut tags: Vec<&str> = steps.iter().map(|s| s.tag.as_str()).collect();

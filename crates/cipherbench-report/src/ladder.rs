@@ -19,6 +19,7 @@ use cipherbench_model::file::{Cache, FilePoint, FileResults, SyncMode};
 use cipherbench_model::interval::{
     bootstrap_figures, Centre, Estimate, Pairing, RatioInterval, Rounds, DEFAULT_SEED, MIN_ROUNDS,
 };
+use cipherbench_model::speed::reference::reference;
 use cipherbench_model::speed::Direction;
 use cipherbench_model::speed::{SpeedPoint, SpeedResults};
 use cipherbench_model::tls::{SweepPoint, SweepResults};
@@ -55,10 +56,42 @@ pub struct Step {
     /// The 95 % interval of `survives`, the layer's and the primitive's rounds
     /// resampled together.
     pub survives_interval: Option<Estimate>,
+    /// The layer's own ceiling on this machine, measured in the same run, and the
+    /// share of it the figure with AES-NI reaches; the reason where there is none.
+    pub ceiling: Result<Ceiling, String>,
     /// Why the figure with AES-NI was set by the instrument (the load generator,
     /// iperf3), not the system under test: the gain, what it keeps and its cipher
     /// share are then lower bounds ([`instrument_bound`]). None: a measured gain.
     pub lower_bound: Option<String>,
+}
+
+/// What a layer could do at all on this machine without the cipher (or, for the
+/// primitive, what the cipher's implementers published for this core): the
+/// ladder's "of ceiling" column (METHODOLOGY.md, "Ceilings").
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ceiling {
+    /// What the ceiling is, as "of ..." completes it: `cp`, `the null transform`.
+    pub of: String,
+    /// The ceiling's own figure, formatted.
+    pub figure: String,
+    /// The figure with AES-NI over the ceiling's (for the primitive, the published
+    /// cycles per byte over ours).
+    pub share: f64,
+}
+
+impl Ceiling {
+    /// `81 % of cp (1.20 GB/s)`.
+    pub fn text(&self) -> String {
+        format!("{} of {} ({})", pct(self.share), self.of, self.figure)
+    }
+}
+
+/// The "of ceiling" cell: the share, or a dash and why.
+pub fn ceiling_text(s: &Step) -> String {
+    match &s.ceiling {
+        Ok(c) => c.text(),
+        Err(why) => format!("– ({why})"),
+    }
 }
 
 /// How a rung's reason for being left out begins when the instrument, not the
@@ -584,8 +617,35 @@ fn primitive(record: &RunRecord) -> Result<Step, String> {
         gain_interval: None,
         survives_interval: None,
         lower_bound: None,
+        ceiling: primitive_ceiling(s, a),
         note: "The cipher alone, one operation per buffer: the most AES-NI can buy.".into(),
     }))
+}
+
+/// The primitive's ceiling: OpenSSL's published cycles per byte for AES-128-GCM on
+/// this microarchitecture over ours at the clock measured in the run.
+fn primitive_ceiling(s: &SpeedResults, a: &SpeedPoint) -> Result<Ceiling, String> {
+    let clock = s
+        .clock
+        .as_ref()
+        .ok_or("the core's clock was not measured")?;
+    let cycles = a
+        .cycles_per_byte(clock.hz())
+        .ok_or("no CPU time in the samples")?;
+    let ours = crate::cycles::format(cycles);
+    let published = clock
+        .microarchitecture
+        .as_deref()
+        .and_then(|m| reference("aes-128-gcm", true, m))
+        .ok_or_else(|| format!("{ours} cycles per byte; nothing published for this CPU"))?;
+    Ok(Ceiling {
+        of: format!("OpenSSL's figure for {}", published.microarchitecture),
+        figure: format!(
+            "{} cycles per byte against our {ours}",
+            crate::cycles::format(published.cycles_per_byte)
+        ),
+        share: published.cycles_per_byte / cycles,
+    })
 }
 
 fn file(record: &RunRecord) -> Result<Step, String> {
@@ -611,6 +671,16 @@ fn file(record: &RunRecord) -> Result<Step, String> {
         gain_interval: None,
         survives_interval: None,
         lower_bound: None,
+        ceiling: crate::file::vs_cp(f, a)
+            .map(|share| Ceiling {
+                of: "cp".into(),
+                figure: f
+                    .point("cp", "accel", a.direction, a.cache, a.sync)
+                    .map(|cp| format_bytes_per_sec(cp.throughput_bytes_per_sec.median))
+                    .unwrap_or_default(),
+                share,
+            })
+            .ok_or_else(|| "cp was not measured in the same cache state and mode".to_string()),
         note: format!(
             "With AES-NI one run took {wall:.2} s of wall time and {:.2} s of CPU, {:.2} s of it in the kernel (reading, writing, syncing): the disk path, not the cipher, is most of what remains.",
             cpu, a.system_seconds.median
@@ -679,6 +749,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         gain_interval: None,
         survives_interval: None,
         lower_bound,
+        ceiling: Err("no plain-HTTP point in this run".into()),
         note: format!(
             "nginx's cores were {} busy with AES-NI and {} without: with AES-NI the rest of the time goes to copying the file through user space into TLS records (no kTLS here), the handshake and TCP.",
             cpu(a),
@@ -729,6 +800,7 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
         gain_interval: None,
         survives_interval: None,
         lower_bound,
+        ceiling: tunnel_ceiling(t, am),
         note: format!(
             "The sending and receiving gateways used {} with AES-NI ({} ran out first) and {} without ({}): with AES-NI most of the time goes to moving packets through TUN, UDP and the kernel's TCP, not to the cipher.",
             cpu(a),
@@ -737,6 +809,33 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
             bottleneck(n)
         ),
     }))
+}
+
+/// The tunnel's ceiling: the null transform's TCP figure (no crypto, the same
+/// gateways, placement and run). None at a fixed load, where every point that
+/// carried the load is 100 % of it.
+fn tunnel_ceiling(t: &TunnelResults, accel_bits_per_sec: f64) -> Result<Ceiling, String> {
+    if t.config.tcp_rate_bits_per_sec.is_some() {
+        return Err("at a fixed load (--rate) every point carrying it is 100 %".into());
+    }
+    let null = t
+        .point("null", "accel", Protocol::Tcp)
+        .filter(|p| p.throughput_bits_per_sec.median > 0.0)
+        .ok_or("the null transform was not measured over TCP")?;
+    let ceiling = null.throughput_bits_per_sec.median;
+    Ok(Ceiling {
+        of: "the null transform".into(),
+        figure: format!(
+            "{}{}",
+            format_bits_per_sec(ceiling / 8.0),
+            if null.instrument_limit().is_some() {
+                ", a lower bound: the share is an upper bound"
+            } else {
+                ""
+            }
+        ),
+        share: accel_bits_per_sec / ceiling,
+    })
 }
 
 /// The ladder's name for strongSwan's rung.
@@ -797,6 +896,7 @@ fn strongswan(record: &RunRecord) -> Option<Result<Step, String>> {
         gain_interval: None,
         survives_interval: None,
         lower_bound,
+        ceiling: Err("strongSwan refuses the null transform".into()),
         note: format!(
             "The two charons used {} with AES-NI and {} without: libipsec moves one packet per TUN read and write and per socket call.",
             cpu(a),
@@ -994,6 +1094,9 @@ pub fn text(record: &RunRecord) -> String {
             };
             let row = format!("  {:<20} {:<42} {keeps}", s.layer, step_gain_text(s));
             out.push_str(&format!("{}\n  {:<20} {}\n", row.trim_end(), "", s.what));
+            if let Ok(c) = &s.ceiling {
+                out.push_str(&format!("  {:<20} with AES-NI: {}\n", "", c.text()));
+            }
             if let Some(why) = &s.lower_bound {
                 out.push_str(&format!("  {:<20} LOWER BOUND: {why}\n", ""));
             }

@@ -71,16 +71,17 @@ fn ladder_section(record: &RunRecord) -> String {
     let mut out = String::new();
     let l = ladder::build(record);
     if !l.steps.is_empty() {
-        out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain [95 % interval] | keeps |\n|---|---|---:|---:|---:|---:|\n");
+        out.push_str("## The ladder (AES-GCM, with vs without AES-NI)\n\n| layer | what | with AES-NI | without | gain [95 % interval] | keeps | with AES-NI, of ceiling |\n|---|---|---:|---:|---:|---:|---|\n");
         for s in &l.steps {
             out.push_str(&format!(
-                "| {} | {} | {} | {} | **{}** | {} |\n",
+                "| {} | {} | {} | {} | **{}** | {} | {} |\n",
                 s.layer,
                 s.what,
                 s.accel,
                 s.noaesni,
                 ladder::step_gain_text(s),
-                l.keeps_text(s)
+                l.keeps_text(s),
+                ladder::ceiling_text(s)
             ));
         }
         out.push('\n');

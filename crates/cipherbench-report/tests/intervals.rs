@@ -113,7 +113,9 @@ fn a_tls_gain_within_the_noise_is_no_clear_difference_and_keeps_no_share() {
     let md = markdown::summary(&r);
     let md_row = md.lines().find(|l| l.starts_with("| tls |")).unwrap();
     assert!(
-        md_row.ends_with("no clear difference** | no clear difference |"),
+        md_row.ends_with(
+            "no clear difference** | no clear difference | – (no plain-HTTP point in this run) |"
+        ),
         "{md_row}"
     );
     assert!(md.contains(&format!("- TLS {LINE}: 1.03x [")), "{md}");

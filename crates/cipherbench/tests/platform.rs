@@ -745,6 +745,20 @@ fn the_quick_preset_gives_every_rung_with_a_sane_gain() {
             },
         }
     }
+    // Each rung's ceiling, measured in the same run: cp for the file, the null
+    // transform for the tunnel; the primitive's cycles per byte at the clock the run
+    // measured (against a published figure only on a core OpenSSL's tables name).
+    for step in &ladder.steps {
+        match (step.layer, &step.ceiling) {
+            ("file" | "tunnel", Ok(c)) if c.share > 0.0 && c.share.is_finite() => {}
+            ("primitive", Ok(c)) if c.share > 0.0 && c.share.is_finite() => {}
+            ("primitive", Err(why)) if why.contains("cycles per byte") => {}
+            ("file" | "tunnel" | "primitive", c) => {
+                problems.push(format!("{}: ceiling {c:?}", step.layer));
+            }
+            _ => {}
+        }
+    }
     eprintln!("{}", String::from_utf8_lossy(&out.stdout));
     assert!(problems.is_empty(), "{}", problems.join("\n"));
     // What the speed, sweep and tunnel tests check elsewhere, on the preset's record.
