@@ -767,6 +767,10 @@ pub struct RampRun {
     /// and its host's noise; the ramp's figures are their exact merge).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<crate::agents::AgentShare>,
+    /// How this machine's generator read and checked the responses (`--verify`);
+    /// None with agents, which read whole, and in records written before.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub verification: Option<Verification>,
 }
 
 impl RampRun {

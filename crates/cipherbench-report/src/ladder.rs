@@ -1094,9 +1094,11 @@ pub fn text(record: &RunRecord) -> String {
             };
             let row = format!("  {:<20} {:<42} {keeps}", s.layer, step_gain_text(s));
             out.push_str(&format!("{}\n  {:<20} {}\n", row.trim_end(), "", s.what));
-            if let Ok(c) = &s.ceiling {
-                out.push_str(&format!("  {:<20} with AES-NI: {}\n", "", c.text()));
-            }
+            out.push_str(&format!(
+                "  {:<20} with AES-NI, of ceiling: {}\n",
+                "",
+                ceiling_text(s)
+            ));
             if let Some(why) = &s.lower_bound {
                 out.push_str(&format!("  {:<20} LOWER BOUND: {why}\n", ""));
             }

@@ -506,11 +506,10 @@ pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
     out
 }
 
-/// How the generator read the points' responses, in one line: by sample (what
-/// share of the bytes it opened and compared) or whole. Empty for a run recorded
-/// before the sampled path.
-fn verification_text(points: &[SweepPoint]) -> String {
-    let vs: Vec<_> = points.iter().filter_map(|p| p.verification).collect();
+/// How the generator read the responses of a sweep's points or a ramp's runs, in
+/// one line: by sample (what share of the bytes it opened and compared) or whole.
+/// Empty for a run recorded before the sampled path, or read by agents alone.
+fn verification_text(vs: &[cipherbench_model::tls::Verification]) -> String {
     if vs.is_empty() {
         return String::new();
     }
@@ -637,7 +636,8 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         for k in &s.skipped_cores {
             out.push_str(&format!("  x{}: not measured: {}\n", k.cores, k.reason));
         }
-        out.push_str(&verification_text(&s.points));
+        let vs: Vec<_> = s.points.iter().filter_map(|p| p.verification).collect();
+        out.push_str(&verification_text(&vs));
         let rs = ratios(s, &records);
         if !rs.is_empty() {
             out.push_str(&format!(
@@ -709,6 +709,8 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
                 reasons(&run.unsuccessful_by_reason)
             ));
         }
+        let vs: Vec<_> = r.runs.iter().filter_map(|run| run.verification).collect();
+        out.push_str(&verification_text(&vs));
         out.push_str(&crate::keystore::text_ramp(t));
     }
     if let Some(h) = &t.handshake {
@@ -1529,6 +1531,7 @@ pub(crate) mod tests {
                     generator_saturated: false,
                     noise: None,
                     agents: Vec::new(),
+                    verification: None,
                 }],
                 key_store_runs: Vec::new(),
                 key_store_skipped: Vec::new(),

@@ -235,6 +235,9 @@ impl Preset {
                     generator_cpus: None,
                     target,
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
             },
             Preset::Quick => TlsPlan {
@@ -276,6 +279,9 @@ impl Preset {
                     generator_cpus: None,
                     target,
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
             },
             Preset::Full => TlsPlan {
@@ -317,6 +323,9 @@ impl Preset {
                     generator_cpus: None,
                     target,
                     agents: None,
+                    verify: crate::tls::engine::sampled::Verify::Sampled(
+                        crate::tls::engine::sampled::DEFAULT_SAMPLING,
+                    ),
                 },
             },
         })

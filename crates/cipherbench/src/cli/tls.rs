@@ -383,6 +383,14 @@ pub struct SweepArgs {
     /// throughput (the rate sets that).
     #[arg(long, value_name = "REQ_PER_S")]
     pub rate: Option<f64>,
+    /// How the generator checks responses.
+    #[command(flatten)]
+    pub verify: VerifyArgs,
+}
+
+/// `--verify` and `--sample-rate` (sweep and ramp).
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
     /// How the load generator checks responses: `sampled` reads responses of 1 MiB
     /// or more record by record, opening (authenticating and decrypting) the head's,
     /// the short ones, the last, a sample of the rest (--sample-rate) and every
@@ -395,6 +403,13 @@ pub struct SweepArgs {
     /// With --verify sampled: the share of a response's full body records opened.
     #[arg(long, value_name = "SHARE", default_value_t = 1.0 / 16.0)]
     pub sample_rate: f64,
+}
+
+impl VerifyArgs {
+    /// The flags, resolved.
+    fn resolve(&self) -> Result<crate::tls::engine::sampled::Verify> {
+        verify(&self.verify, self.sample_rate)
+    }
 }
 
 /// `--verify` and `--sample-rate`, resolved.
@@ -498,6 +513,9 @@ pub struct RampArgs {
     /// A request not finished this long after its scheduled start is unsuccessful.
     #[arg(long, default_value = "2s")]
     pub timeout: String,
+    /// How the generator checks responses.
+    #[command(flatten)]
+    pub verify: VerifyArgs,
 }
 
 fn flag_duration(name: &str, text: &str, min: Duration) -> Result<Duration> {
@@ -770,7 +788,7 @@ impl SweepArgs {
             generator_cpus: self.common.generator_cpus()?,
             target,
             agents: self.common.agents()?,
-            verify: verify(&self.verify, self.sample_rate)?,
+            verify: self.verify.resolve()?,
         };
         if let Some(rate) = plan.fixed_rate {
             check_rate_window(rate, plan.window)?;
@@ -813,6 +831,7 @@ impl RampArgs {
             generator_cpus: self.common.generator_cpus()?,
             target,
             agents: self.common.agents()?,
+            verify: self.verify.resolve()?,
         };
         plan.variants = self.common.variants()?;
         Ok(plan)

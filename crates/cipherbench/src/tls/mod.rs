@@ -200,6 +200,9 @@ pub struct RampPlan {
     pub target: ServerTarget,
     /// `--agents`: the load comes from these hosts instead of this machine.
     pub agents: Option<crate::agent::fleet::Launch>,
+    /// `--verify`: how this machine's generator checks the responses (agents read
+    /// them whole).
+    pub verify: engine::sampled::Verify,
 }
 
 /// `--agents`: connects and checks every agent before any server starts (a host that

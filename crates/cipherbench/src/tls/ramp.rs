@@ -146,7 +146,7 @@ fn run_nginx(
     let clients = plan
         .suites
         .iter()
-        .map(|s| Client::new(s, false))
+        .map(|s| Client::verifying(s, false, plan.verify))
         .collect::<Result<Vec<_>>>()?;
     let units = in_turns(plan, &sources);
     campaign::each_unit(
@@ -182,7 +182,7 @@ fn run_external(
     let Some(suite) = plan.suites.first() else {
         bail!("no suite to measure");
     };
-    let client = Client::new(suite, false)?;
+    let client = Client::verifying(suite, false, plan.verify)?;
     let target = super::external_target(&client, url)?;
     let size = target.expected_len.unwrap_or(0);
     let generator_cpus = plan
@@ -399,7 +399,7 @@ fn one(
         cpus: generator_cpus.to_vec(),
         max_connections: super::connection_budget(generator_cpus.len()),
         pace: super::engine::pays_for_wakeups(target.addr),
-        verify: super::engine::sampled::Verify::All,
+        verify: plan.verify,
     };
     let before = server.and_then(Server::requests);
     let sampler = server.map(|s| Sampler::start(s.workers().to_vec(), Duration::from_millis(250)));
@@ -438,6 +438,8 @@ fn one(
         server_requests,
         server_cpu,
         noise: Some(Box::new(noise)),
+        // Agents read whole, and keep their own counts.
+        verification: agents.is_empty().then(|| plan.verify.record(&r.verified)),
         agents,
         ..from_report(&r)
     })
@@ -483,6 +485,7 @@ fn from_report(r: &engine::Report) -> RampRun {
         generator_saturated,
         noise: None,
         agents: Vec::new(),
+        verification: None,
     }
 }
 

@@ -203,6 +203,36 @@ fn the_sampled_path_reads_large_responses_opening_a_share_and_all_decrypts_every
 }
 
 #[test]
+fn a_ramp_of_large_responses_reads_them_by_sample_unless_all_is_asked() {
+    let _turn = crate::turn!();
+    let dir = scratch("tls", "ramp-sampled");
+    for verify in ["sampled", "all"] {
+        let results = dir.join(format!("results-{verify}"));
+        let mut args = tls_args("ramp", "TLS_AES_128_GCM_SHA256", "1MiB", "accel");
+        args.extend(["--rate", "16", "--duration", "1s", "--timeout", "5s"]);
+        args.extend(["--verify", verify, "--quiet"]);
+        let (out, r) = measure(&dir, &args, &results);
+        let ramp = r.tls.unwrap().ramp.unwrap();
+        let run = &ramp.runs[0];
+        assert_eq!(run.attempted, 8, "0 -> 16 req/s over 1 s starts 8");
+        assert_eq!(run.successful, run.attempted, "{run:?}");
+        assert_eq!(run.body_bytes, run.successful << 20);
+        let v = run.verification.expect("how the responses were read");
+        if verify == "all" {
+            assert!(!v.sampled && v.sampled_responses == 0, "{v:?}");
+            assert_eq!(v.openssl_responses, run.requests_sent, "{v:?}");
+        } else {
+            assert!(v.sampled && v.openssl_responses == 0, "{v:?}");
+            assert_eq!(v.sampled_responses, run.requests_sent, "{v:?}");
+            assert!(v.records_discarded > 0 && v.bytes_compared > 0, "{v:?}");
+        }
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(stdout.contains("responses checked: "), "{stdout}");
+    }
+    finish(&dir);
+}
+
+#[test]
 fn a_short_ramp_counts_what_nginx_served_in_both_variants() {
     let _turn = crate::turn!();
     let dir = scratch("tls", "ramp");

@@ -486,6 +486,29 @@ fn unit(state: &mut u64) -> f64 {
     (x.wrapping_mul(0x2545_f491_4f6c_dd1d) >> 11) as f64 / (1u64 << 53) as f64
 }
 
+impl Verify {
+    /// The record of how a point's or a ramp's responses were read: this mode and
+    /// what the generator's threads opened, compared and discarded under it.
+    pub fn record(self, v: &Verified) -> cipherbench_model::tls::Verification {
+        let (sampled, rate, whole) = match self {
+            Verify::Sampled(s) => (true, s.rate, s.whole),
+            Verify::All => (false, 1.0, 1.0),
+        };
+        cipherbench_model::tls::Verification {
+            sampled,
+            rate,
+            whole,
+            sampled_responses: v.sampled,
+            openssl_responses: v.by_openssl,
+            records_opened: v.counts.opened,
+            bytes_opened: v.counts.opened_bytes,
+            records_discarded: v.counts.discarded,
+            bytes_discarded: v.counts.discarded_bytes,
+            bytes_compared: v.counts.compared_bytes,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -44,7 +44,6 @@ pub(crate) use slots::*;
 pub(crate) use words::*;
 
 use super::cpu::{self, Sampler};
-use super::engine::sampled::Verify;
 use super::engine::{self, Arrivals, Client, Report, Spec, Target};
 use super::keystore::{cannot_serve, KeySource, KeyStore};
 use super::nginx::{self, Server, ServerSpec, Workspace};

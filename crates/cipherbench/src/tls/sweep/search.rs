@@ -444,7 +444,7 @@ pub(super) fn point(
     let within_limit = m.within(plan.limit);
     let invalid_reason = invalid_reason(plan, concurrency, &m, within_limit);
     // Agents read every response whole; this machine's generator records how.
-    let verification = m.agents.is_empty().then(|| verification(plan, &r.verified));
+    let verification = m.agents.is_empty().then(|| plan.verify.record(&r.verified));
     SweepPoint {
         suite: l.suite.to_string(),
         protocol: l.protocol.to_string(),
@@ -493,28 +493,5 @@ pub(super) fn point(
         interleave_group: None,
         open_loop_rate: None,
         verification,
-    }
-}
-
-/// The point's record of how its responses were read.
-fn verification(
-    plan: &SweepPlan,
-    v: &crate::tls::engine::sampled::Verified,
-) -> cipherbench_model::tls::Verification {
-    let (sampled, rate, whole) = match plan.verify {
-        Verify::Sampled(s) => (true, s.rate, s.whole),
-        Verify::All => (false, 1.0, 1.0),
-    };
-    cipherbench_model::tls::Verification {
-        sampled,
-        rate,
-        whole,
-        sampled_responses: v.sampled,
-        openssl_responses: v.by_openssl,
-        records_opened: v.counts.opened,
-        bytes_opened: v.counts.opened_bytes,
-        records_discarded: v.counts.discarded,
-        bytes_discarded: v.counts.discarded_bytes,
-        bytes_compared: v.counts.compared_bytes,
     }
 }
