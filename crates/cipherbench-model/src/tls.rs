@@ -345,6 +345,10 @@ pub struct SweepConfig {
     /// instead of searching a concurrency (None: the search).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_rate: Option<f64>,
+    /// `--plain-http`: each size and core count also measured with nginx serving the
+    /// same file over plain HTTP, `sendfile` on and off ([`SweepResults::plain_points`]).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub plain_http: bool,
 }
 
 /// One round of a point's final window. The variant x key-store slots of a point
@@ -815,6 +819,25 @@ pub struct SweepResults {
     /// What the other key stores were not measured at, and why.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub key_store_skipped: Vec<KeyStoreSkip>,
+    /// The plain-HTTP ceiling (`--plain-http`): the same nginx on the same cores
+    /// serving the same file without TLS, variant [`PLAIN_SENDFILE`] or
+    /// [`PLAIN_COPY`], measured in the rounds of the first suite's point of each
+    /// size and core count (its `suite` is that point's).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub plain_points: Vec<SweepPoint>,
+}
+
+/// A plain-HTTP point's variant: nginx with `sendfile on`, the file going from the
+/// page cache to the socket in the kernel.
+pub const PLAIN_SENDFILE: &str = "http-sendfile";
+/// A plain-HTTP point's variant: nginx with `sendfile off`, reading the file into its
+/// buffers and writing it, as it must under TLS without kTLS: the same copies as
+/// TLS, without the cipher.
+pub const PLAIN_COPY: &str = "http-copy";
+
+/// Whether a point's variant is one of the plain-HTTP ceiling's.
+pub fn is_plain(variant: &str) -> bool {
+    variant == PLAIN_SENDFILE || variant == PLAIN_COPY
 }
 
 /// Points a key store was not measured at: a core count (nginx serves a module's
@@ -847,6 +870,15 @@ impl KeyStoreSkip {
 }
 
 impl SweepResults {
+    /// The plain-HTTP point (`variant`: [`PLAIN_SENDFILE`] or [`PLAIN_COPY`]) at this
+    /// size and core count, whichever suite's point it was measured beside (no suite
+    /// runs in it).
+    pub fn plain_point(&self, size: u64, cores: usize, variant: &str) -> Option<&SweepPoint> {
+        self.plain_points
+            .iter()
+            .find(|p| p.size_bytes == size && p.cores == cores && p.variant == variant)
+    }
+
     /// The point for a suite, size, core count and variant.
     pub fn point(
         &self,

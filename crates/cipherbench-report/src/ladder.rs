@@ -749,7 +749,7 @@ fn tls(record: &RunRecord) -> Result<Step, String> {
         gain_interval: None,
         survives_interval: None,
         lower_bound,
-        ceiling: Err("no plain-HTTP point in this run".into()),
+        ceiling: tls_ceiling(sweep, a),
         note: format!(
             "nginx's cores were {} busy with AES-NI and {} without: with AES-NI the rest of the time goes to copying the file through user space into TLS records (no kTLS here), the handshake and TCP.",
             cpu(a),
@@ -809,6 +809,51 @@ fn tunnel(record: &RunRecord) -> Result<Step, String> {
             bottleneck(n)
         ),
     }))
+}
+
+/// The TLS rung's ceiling: nginx on the same cores serving the same file over
+/// plain HTTP with `sendfile off` (`--plain-http`), the same copies through its
+/// buffers as under TLS without kTLS, measured in the same point's rounds; the
+/// figure with `sendfile on` beside it.
+fn tls_ceiling(sweep: &SweepResults, a: &SweepPoint) -> Result<Ceiling, String> {
+    use cipherbench_model::tls::{PLAIN_COPY, PLAIN_SENDFILE};
+    let copy = sweep
+        .plain_point(a.size_bytes, a.cores, PLAIN_COPY)
+        .ok_or("plain HTTP was not measured: tls sweep --plain-http")?;
+    if !copy.valid || copy.throughput_bytes_per_sec <= 0.0 {
+        return Err(format!(
+            "plain HTTP is not valid ({})",
+            copy.invalid_reason.as_deref().unwrap_or("no throughput")
+        ));
+    }
+    let sendfile = sweep
+        .plain_point(a.size_bytes, a.cores, PLAIN_SENDFILE)
+        .filter(|p| p.valid && p.throughput_bytes_per_sec > 0.0)
+        .map(|p| {
+            format!(
+                "; {} with sendfile{}",
+                format_bits_per_sec(p.throughput_bytes_per_sec),
+                if p.instrument_limit().is_some() {
+                    ", set by the generator"
+                } else {
+                    ""
+                }
+            )
+        })
+        .unwrap_or_default();
+    Ok(Ceiling {
+        of: "plain HTTP (sendfile off)".into(),
+        figure: format!(
+            "{}{}{sendfile}",
+            format_bits_per_sec(copy.throughput_bytes_per_sec),
+            if copy.instrument_limit().is_some() {
+                ", a lower bound: the share is an upper bound"
+            } else {
+                ""
+            }
+        ),
+        share: a.throughput_bytes_per_sec / copy.throughput_bytes_per_sec,
+    })
 }
 
 /// The tunnel's ceiling: the null transform's TCP figure (no crypto, the same
@@ -1352,6 +1397,59 @@ mod tests {
         ))
         .unwrap();
         RunRecord::from_json(&text).unwrap()
+    }
+
+    /// The quick run with plain-HTTP points beside its TLS point: sendfile off at
+    /// `copy` times accel's throughput, sendfile on at twice that.
+    fn with_plain(copy: f64) -> RunRecord {
+        use cipherbench_model::tls::{PLAIN_COPY, PLAIN_SENDFILE};
+        let mut r = quick();
+        let sweep = r.tls.as_mut().unwrap().sweep.as_mut().unwrap();
+        let a = sweep
+            .points
+            .iter()
+            .find(|p| p.suite == "AES128-GCM-SHA256" && p.variant == "accel")
+            .unwrap()
+            .clone();
+        for (variant, times) in [(PLAIN_COPY, copy), (PLAIN_SENDFILE, 2.0 * copy)] {
+            let mut p = a.clone();
+            // Beside the first suite's point, not necessarily the ladder's.
+            p.suite = "AES128-SHA".into();
+            p.variant = variant.into();
+            p.negotiated_suite = None;
+            p.throughput_bytes_per_sec *= times;
+            sweep.plain_points.push(p);
+        }
+        r
+    }
+
+    #[test]
+    fn the_tls_rung_is_set_against_plain_http_with_sendfile_off() {
+        let l = build(&with_plain(2.5));
+        let tls = l.steps.iter().find(|s| s.layer == "tls").unwrap();
+        let c = tls.ceiling.as_ref().unwrap();
+        assert!((c.share - 0.4).abs() < 1e-9, "{c:?}");
+        assert_eq!(c.of, "plain HTTP (sendfile off)");
+        assert!(c.figure.contains("with sendfile"), "{c:?}");
+        assert!(
+            ceiling_text(tls).starts_with("40 % of plain HTTP"),
+            "{}",
+            ceiling_text(tls)
+        );
+        let text = crate::tls::plain_text(build_sweep(&with_plain(2.5)));
+        assert!(
+            text.contains("off 21.1 Gbit/s (nginx 100 %); of sendfile off, TLS keeps: ")
+                && text.contains("AES128-GCM-SHA256 accel 40 %"),
+            "{text}"
+        );
+        // Without plain points the rung says how to get them.
+        let none = build(&quick());
+        let tls = none.steps.iter().find(|s| s.layer == "tls").unwrap();
+        assert!(tls.ceiling.as_ref().unwrap_err().contains("--plain-http"));
+    }
+
+    fn build_sweep(r: &RunRecord) -> &SweepResults {
+        r.tls.as_ref().unwrap().sweep.as_ref().unwrap()
     }
 
     /// The quick run with the ladder's TLS points of `variants` stopped by the load

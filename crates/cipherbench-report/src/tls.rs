@@ -506,6 +506,71 @@ pub fn capacity_text(s: &SweepResults, target_gbps: Option<f64>) -> String {
     out
 }
 
+/// The plain-HTTP ceiling (`--plain-http`), one line per size and core count: nginx
+/// serving the same file over plain HTTP on the same cores, `sendfile` on and off,
+/// and each TLS point's throughput as a share of the `sendfile off` figure (the
+/// same copies through nginx's buffers, no cipher). Empty without plain points.
+pub fn plain_text(s: &SweepResults) -> String {
+    use cipherbench_model::tls::{PLAIN_COPY, PLAIN_SENDFILE};
+    let mut out = String::new();
+    let mut seen: Vec<(u64, usize)> = Vec::new();
+    for p in &s.plain_points {
+        if seen.contains(&(p.size_bytes, p.cores)) {
+            continue;
+        }
+        seen.push((p.size_bytes, p.cores));
+        let figure = |variant: &str| {
+            s.plain_point(p.size_bytes, p.cores, variant).map(|q| {
+                format!(
+                    "{}{} (nginx {}){}",
+                    if q.instrument_limit().is_some() {
+                        ">= "
+                    } else {
+                        ""
+                    },
+                    format_bits_per_sec(q.throughput_bytes_per_sec),
+                    q.server_cpu
+                        .as_ref()
+                        .map_or("-".to_string(), |c| format!("{:.0} %", c.total * 100.0)),
+                    if q.valid { "" } else { " [INVALID]" }
+                )
+            })
+        };
+        let copy = s
+            .plain_point(p.size_bytes, p.cores, PLAIN_COPY)
+            .filter(|q| q.valid && q.throughput_bytes_per_sec > 0.0);
+        let shares: Vec<String> = copy
+            .map(|c| {
+                s.points
+                    .iter()
+                    .filter(|t| t.size_bytes == p.size_bytes && t.cores == p.cores && t.valid)
+                    .map(|t| {
+                        format!(
+                            "{} {} {:.0} %",
+                            t.suite,
+                            t.variant,
+                            100.0 * t.throughput_bytes_per_sec / c.throughput_bytes_per_sec
+                        )
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
+        out.push_str(&format!(
+            "plain HTTP on the same cores (the ceiling), {} x{}: sendfile on {}, off {}{}\n",
+            ByteSize(p.size_bytes),
+            p.cores,
+            figure(PLAIN_SENDFILE).unwrap_or_else(|| "-".into()),
+            figure(PLAIN_COPY).unwrap_or_else(|| "-".into()),
+            if shares.is_empty() {
+                String::new()
+            } else {
+                format!("; of sendfile off, TLS keeps: {}", shares.join(", "))
+            }
+        ));
+    }
+    out
+}
+
 /// How the generator read the responses of a sweep's points or a ramp's runs, in
 /// one line: by sample (what share of the bytes it opened and compared) or whole.
 /// Empty for a run recorded before the sampled path, or read by agents alone.
@@ -638,6 +703,7 @@ pub fn text(t: &TlsResults, target_gbps: Option<f64>) -> String {
         }
         let vs: Vec<_> = s.points.iter().filter_map(|p| p.verification).collect();
         out.push_str(&verification_text(&vs));
+        out.push_str(&plain_text(s));
         let rs = ratios(s, &records);
         if !rs.is_empty() {
             out.push_str(&format!(
@@ -840,6 +906,12 @@ pub fn section(t: &TlsResults, target_gbps: Option<f64>) -> String {
     let records = records(t);
     if let Some(s) = &t.sweep {
         out.push_str(&sweep_section(s, &records));
+        for line in plain_text(s).lines() {
+            out.push_str(&format!(
+                "<p id=\"tls-plain-http\">{} <a class=\"how\" href=\"#m-ceilings\">how measured</a></p>",
+                crate::svg::escape(line)
+            ));
+        }
         out.push_str(&capacity_html(s, target_gbps));
     }
     if let Some(r) = &t.ramp {
@@ -1471,6 +1543,7 @@ pub(crate) mod tests {
                     key_stores: vec!["file".into()],
                     rounds: 1,
                     open_loop_rate: None,
+                    plain_http: false,
                 },
                 points: vec![
                     point("AES128-GCM-SHA256", "accel", 6.0),
@@ -1480,6 +1553,7 @@ pub(crate) mod tests {
                 skipped_cores: Vec::new(),
                 key_store_points: Vec::new(),
                 key_store_skipped: Vec::new(),
+                plain_points: Vec::new(),
             }),
             ramp: Some(RampResults {
                 config: RampConfig {

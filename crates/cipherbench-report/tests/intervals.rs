@@ -114,7 +114,7 @@ fn a_tls_gain_within_the_noise_is_no_clear_difference_and_keeps_no_share() {
     let md_row = md.lines().find(|l| l.starts_with("| tls |")).unwrap();
     assert!(
         md_row.ends_with(
-            "no clear difference** | no clear difference | – (no plain-HTTP point in this run) |"
+            "no clear difference** | no clear difference | – (plain HTTP was not measured: tls sweep --plain-http) |"
         ),
         "{md_row}"
     );

@@ -221,6 +221,7 @@ impl Preset {
                     verify: crate::tls::engine::sampled::Verify::Sampled(
                         crate::tls::engine::sampled::DEFAULT_SAMPLING,
                     ),
+                    plain_http: true,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -265,6 +266,7 @@ impl Preset {
                     verify: crate::tls::engine::sampled::Verify::Sampled(
                         crate::tls::engine::sampled::DEFAULT_SAMPLING,
                     ),
+                    plain_http: true,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,
@@ -309,6 +311,7 @@ impl Preset {
                     verify: crate::tls::engine::sampled::Verify::Sampled(
                         crate::tls::engine::sampled::DEFAULT_SAMPLING,
                     ),
+                    plain_http: true,
                 },
                 ramp: RampPlan {
                     suites: ramp_suite,

@@ -245,6 +245,7 @@ impl HandshakeArgs {
             agents: None,
             // Handshakes: small responses, read whole.
             verify: crate::tls::engine::sampled::Verify::All,
+            plain_http: false,
         };
         let mut variants: Vec<Variant> = Vec::new();
         for v in variant::parse_variants(&self.variants)? {
@@ -386,6 +387,13 @@ pub struct SweepArgs {
     /// How the generator checks responses.
     #[command(flatten)]
     pub verify: VerifyArgs,
+    /// Also measure the ceiling of each size and core count: the same nginx on the
+    /// same cores serving the same file over plain HTTP, with `sendfile` on and off
+    /// (off: nginx copies the file through its buffers, as under TLS without kTLS),
+    /// in the rounds of the first suite's point. The report says what share of it
+    /// TLS keeps. Not with --server, --agents or --rate.
+    #[arg(long, conflicts_with_all = ["rate", "server", "agents"])]
+    pub plain_http: bool,
 }
 
 /// `--verify` and `--sample-rate` (sweep and ramp).
@@ -789,6 +797,7 @@ impl SweepArgs {
             target,
             agents: self.common.agents()?,
             verify: self.verify.resolve()?,
+            plain_http: self.plain_http,
         };
         if let Some(rate) = plan.fixed_rate {
             check_rate_window(rate, plan.window)?;

@@ -396,6 +396,7 @@ impl campaign::Units for Points<'_> {
                 resumption: p.resumed,
                 groups: Some(p.group.openssl().into()),
                 key_source: key_source.clone(),
+                plain: None,
                 also_listen: Vec::new(),
             };
             let (server, record, target) = super::start_nginx(
@@ -412,7 +413,14 @@ impl campaign::Units for Points<'_> {
                 },
                 plan.size,
             )?;
-            let mut slot = super::sweep::GroupSlot::new(variant, store, server, record, target);
+            let mut slot = super::sweep::GroupSlot::new(
+                (variant, super::sweep::Transport::Tls),
+                None,
+                store,
+                server,
+                record,
+                target,
+            );
             slot.search(&plan.sweep, &client, generator_cpus, &mut None, 1, point_of)?;
             group_slots.push(slot);
         }

@@ -171,6 +171,10 @@ pub struct SweepPlan {
     pub agents: Option<crate::agent::fleet::Launch>,
     /// `--verify`: how this machine's generator checks the responses.
     pub verify: engine::sampled::Verify,
+    /// `--plain-http`: nginx serving each size over plain HTTP on the same cores,
+    /// `sendfile` on and off, measured in the rounds of the first suite's point:
+    /// the TLS figures' ceiling.
+    pub plain_http: bool,
 }
 
 /// `tls ramp`, resolved.

@@ -227,6 +227,8 @@ pub struct ConfigSettings {
     pub also_listen: Vec<std::net::IpAddr>,
     /// `user` directive when started as root.
     pub user: Option<(String, String)>,
+    /// Plain HTTP with `sendfile` on or off ([`ServerSpec::plain`]); None: TLS.
+    pub plain: Option<bool>,
 }
 
 /// `worker_cpu_affinity` masks: one bit per worker, CPU 0 rightmost.
@@ -276,8 +278,9 @@ pub fn render_config(s: &ConfigSettings) -> String {
         c.push_str("    ssl_session_cache off;\n    ssl_session_tickets off;\n");
     }
     c.push_str("    server {\n");
+    let ssl = if s.plain.is_some() { "" } else { " ssl" };
     c.push_str(&format!(
-        "        listen 127.0.0.1:{} ssl backlog=4096;\n",
+        "        listen 127.0.0.1:{}{ssl} backlog=4096;\n",
         s.port
     ));
     for ip in &s.also_listen {
@@ -286,9 +289,26 @@ pub fn render_config(s: &ConfigSettings) -> String {
             v4 => v4.to_string(),
         };
         c.push_str(&format!(
-            "        listen {ip}:{} ssl backlog=4096;\n",
+            "        listen {ip}:{}{ssl} backlog=4096;\n",
             s.port
         ));
+    }
+    if let Some(sendfile) = s.plain {
+        // The plain-HTTP ceiling: the same files and workers, no TLS; `sendfile off`
+        // makes nginx read each file into its buffers and write it, as it must
+        // under TLS without kTLS.
+        c.push_str(&format!(
+            "        sendfile {};\n        root {d}/www;\n        location /f/ {{ }}\n    }}\n",
+            if sendfile { "on" } else { "off" }
+        ));
+        if let Some(sock) = &s.status_socket {
+            c.push_str(&format!(
+                "    server {{\n        listen unix:{};\n        location = /status {{ stub_status; }}\n    }}\n",
+                sock.display()
+            ));
+        }
+        c.push_str("}\n");
+        return c;
     }
     c.push_str(&format!(
         "        ssl_certificate {d}/cert.pem;\n        ssl_certificate_key {};\n",
@@ -361,6 +381,9 @@ pub struct ServerSpec<'a> {
     pub groups: Option<String>,
     /// Where the private key is.
     pub key_source: KeySource,
+    /// Plain HTTP instead of TLS, with `sendfile` on (true) or off: the sweep's
+    /// plain-HTTP ceiling on the same cores. None: TLS.
+    pub plain: Option<bool>,
 }
 
 /// The one-line error for a port someone else holds.
@@ -455,6 +478,7 @@ impl Server {
             status_socket: status_socket.clone(),
             user: unprivileged_user(),
             also_listen: spec.also_listen.clone(),
+            plain: spec.plain,
         };
         let config = render_config(&settings);
         let conf_path = dir.join(format!("nginx-{port}.conf"));
@@ -494,7 +518,10 @@ impl Server {
         let mut exited = false;
         let mut fetched = None;
         let ready = wait_until(
-            &format!("nginx accepting TLS on 127.0.0.1:{port}"),
+            &format!(
+                "nginx accepting {} on 127.0.0.1:{port}",
+                if spec.plain.is_some() { "HTTP" } else { "TLS" }
+            ),
             READY_TIMEOUT,
             || {
                 if child.try_wait()?.is_some() {
@@ -522,7 +549,9 @@ impl Server {
         let Some(f) = fetched else {
             return Err(StartError::Other(anyhow!("nginx did not answer")));
         };
-        if f.suite != spec.suite.openssl || f.protocol != spec.suite.protocol.as_str() {
+        if spec.plain.is_none()
+            && (f.suite != spec.suite.openssl || f.protocol != spec.suite.protocol.as_str())
+        {
             return Err(StartError::Other(anyhow!(
                 "nginx negotiated {} {} instead of {} {}",
                 f.protocol,
@@ -730,6 +759,27 @@ mod tests {
             status_socket: Some(PathBuf::from("/tmp/cb-x/status.sock")),
             user: Some(("nobody".into(), "nogroup".into())),
             also_listen: Vec::new(),
+            plain: None,
+        }
+    }
+
+    #[test]
+    fn the_plain_http_ceiling_serves_the_same_files_without_tls_sendfile_on_or_off() {
+        for (sendfile, line) in [(true, "sendfile on;"), (false, "sendfile off;")] {
+            let c = render_config(&ConfigSettings {
+                plain: Some(sendfile),
+                ..settings("AES128-GCM-SHA256")
+            });
+            assert!(c.contains("listen 127.0.0.1:8443 backlog=4096;"), "{c}");
+            assert!(c.contains(line), "{c}");
+            assert!(c.contains("root /tmp/cb-x/www;") && c.contains("location /f/ { }"));
+            // The same workers and placement as the TLS servers beside it.
+            assert!(c.contains("worker_processes 2;") && c.contains("worker_cpu_affinity 1 100;"));
+            assert!(
+                !c.contains(" ssl ") && !c.contains("ssl_certificate"),
+                "{c}"
+            );
+            assert!(c.contains("location = /status"));
         }
     }
 

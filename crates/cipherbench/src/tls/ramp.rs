@@ -318,6 +318,7 @@ impl<'a> campaign::Units for Ramps<'a> {
             also_listen: self.also_listen.to_vec(),
             groups: None,
             key_source: r.key_source.clone(),
+            plain: None,
         };
         let (server, record, target) = super::start_nginx(
             self.session,

@@ -59,6 +59,7 @@ pub fn run(plan: &ServePlan) -> Result<()> {
             also_listen: Vec::new(),
             groups: None,
             key_source: super::keystore::KeySource::File(workspace.dir().join("key.pem")),
+            plain: None,
         },
         &client,
     )?;

@@ -120,6 +120,51 @@ fn check_record(dir: &Path) -> RunRecord {
     record
 }
 
+/// The plain-HTTP ceiling beside the first suite's point: sendfile on and off,
+/// nginx serving whole 1 MiB files without TLS, counted by nginx as by the client.
+fn check_plain_ceiling(sweep: &cipherbench_model::tls::SweepResults) {
+    let plain: Vec<&str> = sweep
+        .plain_points
+        .iter()
+        .map(|p| p.variant.as_str())
+        .collect();
+    assert_eq!(
+        plain,
+        ["http-sendfile", "http-copy"],
+        "{:?}",
+        sweep.plain_points
+    );
+    for p in &sweep.plain_points {
+        assert!(p.requests > 0 && p.errors == 0, "{p:?}");
+        assert_eq!(p.negotiated_suite, None);
+        assert_eq!(p.server_requests, Some(p.requests_sent), "{p:?}");
+        assert_eq!(p.body_bytes, p.requests_ok_total << 20, "{p:?}");
+        assert!(p.verification.is_none());
+    }
+}
+
+/// Cycles per byte at the clock measured in the run.
+fn check_cycles(speed: &cipherbench_model::speed::SpeedResults) {
+    // AES-256-CBC encryption is serial: each 16-byte block waits for 14 dependent
+    // AESENC, none faster than 3 cycles on any x86 core with AES-NI, so it cannot
+    // take under 14 x 3 / 16 = 2.6 cycles a byte. A clock read too slow (the nominal TSC rate instead of the
+    // core's boosted one) would put it below.
+    let clock = speed.clock.as_ref().expect("the core's clock, measured");
+    assert!(clock.after_hz.is_some(), "{clock:?}");
+    let cycles = |cipher: &str, variant: &str| {
+        speed
+            .point(cipher, variant, Direction::Encrypt, 16384, 1)
+            .and_then(|p| p.cycles_per_byte(clock.hz()))
+            .unwrap()
+    };
+    let cbc = cycles("aes-256-cbc", "accel");
+    assert!(
+        cbc >= 14.0 * 3.0 / 16.0,
+        "AES-256-CBC at {cbc} cycles per byte: {clock:?}"
+    );
+    assert!(cycles("aes-128-gcm", "accel") < cycles("aes-128-gcm", "noaesni"));
+}
+
 #[test]
 fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     let _turn = crate::turn!();
@@ -149,25 +194,7 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     }
     let noaesni = speed.variants.iter().find(|v| v.name == "noaesni").unwrap();
     assert!(noaesni.took_effect && !noaesni.aesni, "{noaesni:?}");
-    // Cycles per byte at the clock measured in the run. AES-256-CBC encryption is
-    // serial: each 16-byte block waits for 14 dependent AESENC, none faster than 3
-    // cycles on any x86 core with AES-NI, so it cannot take under 14 x 3 / 16 = 2.6
-    // cycles a byte. A clock read too slow (the nominal TSC rate instead of the
-    // core's boosted one) would put it below.
-    let clock = speed.clock.as_ref().expect("the core's clock, measured");
-    assert!(clock.after_hz.is_some(), "{clock:?}");
-    let cycles = |cipher: &str, variant: &str| {
-        speed
-            .point(cipher, variant, Direction::Encrypt, 16384, 1)
-            .and_then(|p| p.cycles_per_byte(clock.hz()))
-            .unwrap()
-    };
-    let cbc = cycles("aes-256-cbc", "accel");
-    assert!(
-        cbc >= 14.0 * 3.0 / 16.0,
-        "AES-256-CBC at {cbc} cycles per byte: {clock:?}"
-    );
-    assert!(cycles("aes-128-gcm", "accel") < cycles("aes-128-gcm", "noaesni"));
+    check_cycles(&speed);
     assert!(!speed.controls.is_empty());
     let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
     assert!(html.contains("id=\"fig-relative\"") && html.contains("id=\"fig-aesni-control\""));
@@ -189,6 +216,7 @@ fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
         assert!(p.requests > 0, "{p:?}");
         assert_eq!(p.negotiated_suite.as_deref(), Some(p.suite.as_str()));
     }
+    check_plain_ceiling(&sweep);
     assert_eq!(tls.ramp.expect("ramp results").runs[0].attempted, 50);
     assert!(html.contains("id=\"fig-tls-throughput-1\"") && html.contains("id=\"table-tls-ramp\""));
     assert_eq!(

@@ -99,6 +99,8 @@ pub(super) enum Phase {
 pub(super) struct Conn {
     pub(super) phase: Phase,
     pub(super) tls: Option<SslStream<Sock>>,
+    /// The socket of a plain-HTTP request ([`Client::plain`]), in place of `tls`.
+    pub(super) plain: Option<Sock>,
     pub(super) head: Vec<u8>,
     pub(super) body_expected: u64,
     pub(super) body_read: u64,
@@ -123,6 +125,7 @@ impl Conn {
         Conn {
             phase,
             tls: None,
+            plain: None,
             head: Vec::new(),
             body_expected: 0,
             body_read: 0,
@@ -137,6 +140,83 @@ impl Conn {
             resumed: false,
         }
     }
+}
+
+impl Conn {
+    /// The connection's socket once connected, under TLS or plain.
+    pub(super) fn sock_mut(&mut self) -> Option<&mut Sock> {
+        match (&mut self.tls, &mut self.plain) {
+            (Some(t), _) => Some(t.get_mut()),
+            (None, Some(p)) => Some(p),
+            (None, None) => None,
+        }
+    }
+
+    /// Writes from `data` under TLS or plain: Ok(bytes), Err(None) for "not now".
+    pub(super) fn write(&mut self, data: &[u8]) -> Result<usize, Option<()>> {
+        if let Some(t) = self.tls.as_mut() {
+            return match t.ssl_write(data) {
+                Ok(n) => Ok(n),
+                Err(e) if want(&e) => Err(None),
+                Err(_) => Err(Some(())),
+            };
+        }
+        let Some(p) = self.plain.as_mut() else {
+            return Err(Some(()));
+        };
+        match p.write(data) {
+            Ok(n) => Ok(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Err(None),
+            Err(_) => Err(Some(())),
+        }
+    }
+
+    /// Reads into `out` under TLS or plain.
+    pub(super) fn read(&mut self, out: &mut [u8]) -> Got {
+        if let Some(t) = self.tls.as_mut() {
+            return match t.ssl_read(out) {
+                Ok(0) => Got::Eof,
+                Ok(n) => Got::Data(n),
+                Err(e) if want(&e) => Got::NotNow,
+                Err(e) if e.code() == ErrorCode::ZERO_RETURN => Got::Eof,
+                Err(e) if e.code() == ErrorCode::SYSCALL && e.io_error().is_none() => Got::Eof,
+                Err(_) => Got::Failed,
+            };
+        }
+        let Some(p) = self.plain.as_mut() else {
+            return Got::Failed;
+        };
+        match io::Read::read(p, out) {
+            Ok(0) => Got::Eof,
+            Ok(n) => Got::Data(n),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Got::NotNow,
+            Err(_) => Got::Failed,
+        }
+    }
+}
+
+impl Conn {
+    /// For a plain-HTTP body: drops up to `n` bytes unread (the kernel discards them
+    /// without a copy, as the sampled path does a TLS record it does not open), so
+    /// the generator's cost is the server's, not a copy of every byte; the length
+    /// is still counted to the byte. None under TLS.
+    pub(super) fn discard(&mut self, n: usize) -> Option<Got> {
+        let p = self.plain.as_mut()?;
+        Some(match sampled::Wire::discard(p, n) {
+            Ok(0) => Got::Eof,
+            Ok(k) => Got::Data(k),
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => Got::NotNow,
+            Err(_) => Got::Failed,
+        })
+    }
+}
+
+/// What a read gave.
+pub(super) enum Got {
+    Data(usize),
+    Eof,
+    NotNow,
+    Failed,
 }
 
 pub(super) enum Step {

@@ -86,6 +86,8 @@ pub struct Client {
     resumption: bool,
     /// Connections keep what opens the server's records ([`Client::sampling`]).
     keeps_secrets: bool,
+    /// Plain HTTP over TCP, no TLS ([`Client::plain`]).
+    plain: bool,
 }
 
 impl Client {
@@ -159,7 +161,27 @@ impl Client {
             protocol: suite.protocol.as_str(),
             resumption,
             keeps_secrets: keep_secrets,
+            plain: false,
         })
+    }
+
+    /// A client of plain HTTP over TCP: the same requests and checks, no TLS (the
+    /// sweep's plain-HTTP ceiling, `--plain-http`).
+    pub fn plain() -> Result<Client> {
+        Ok(Client {
+            // Never used: no connection of this client makes an `Ssl`.
+            ctx: SslContext::builder(SslMethod::tls_client())?.build(),
+            suite: String::new(),
+            protocol: "",
+            resumption: false,
+            keeps_secrets: false,
+            plain: true,
+        })
+    }
+
+    /// Whether this client speaks plain HTTP.
+    pub fn is_plain(&self) -> bool {
+        self.plain
     }
 
     fn ssl(
@@ -336,6 +358,10 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
         .with_context(|| format!("connecting to {}", target.addr))?;
     tcp.set_read_timeout(Some(timeout))?;
     tcp.set_write_timeout(Some(timeout))?;
+    if client.plain {
+        let mut tcp = tcp;
+        return fetch_over(&mut tcp, target, String::new(), "HTTP/1.1".into());
+    }
     let ssl = client.ssl(&target.host, None)?;
     let mut tls = ssl
         .connect(tcp)
@@ -346,6 +372,16 @@ pub fn fetch_once(client: &Client, target: &Target, timeout: Duration) -> Result
         .map(|c| c.name().to_string())
         .unwrap_or_default();
     let protocol = tls.ssl().version_str().to_string();
+    fetch_over(&mut tls, target, suite, protocol)
+}
+
+/// [`fetch_once`]'s request and response over a connected stream (TLS or plain).
+fn fetch_over<S: Read + Write>(
+    tls: &mut S,
+    target: &Target,
+    suite: String,
+    protocol: String,
+) -> Result<Fetched> {
     tls.write_all(&http::request(&target.host, &target.path))?;
     // The head is kept until it parses; the body is only counted (it may be the
     // user's multi-gigabyte file).

@@ -334,44 +334,39 @@ impl<'a> Worker<'a> {
     /// or, once little of its body is left, puts it back in the set. A socket
     /// registered again reports data already queued (epoll checks readiness on ADD).
     pub(super) fn park_or_unpark(&mut self, i: usize, conn: &mut Conn) {
-        let Some(tls) = conn.tls.as_mut() else {
+        let now = Instant::now();
+        let (park, paced, first_byte, body_read) =
+            (conn.park, conn.paced, conn.first_byte, conn.body_read);
+        let parked_until = conn.parked_until;
+        let Some(sock) = conn.sock_mut() else {
             return;
         };
-        let now = Instant::now();
-        if conn.park {
-            if conn.parked_until.is_none() {
-                if self
-                    .poll
-                    .registry()
-                    .deregister(&mut tls.get_mut().tcp)
-                    .is_err()
-                {
+        if park {
+            if parked_until.is_none() {
+                if self.poll.registry().deregister(&mut sock.tcp).is_err() {
                     // Left in the set: read as before, only with more wake-ups.
                     return;
                 }
                 self.parked += 1;
-                if !conn.paced {
+                if !paced {
                     conn.paced = true;
                     self.report.paced += 1;
                 }
             }
-            let streaming = conn.first_byte.map_or(Duration::ZERO, |f| now - f);
-            conn.parked_until = Some(now + nap_for(conn.body_read, streaming));
-        } else if conn.parked_until.take().is_some() {
-            self.parked -= 1;
-            if self
-                .poll
-                .registry()
-                .register(
-                    &mut tls.get_mut().tcp,
-                    Token(i),
-                    Interest::READABLE | Interest::WRITABLE,
-                )
-                .is_err()
-            {
+            let streaming = first_byte.map_or(Duration::ZERO, |f| now - f);
+            conn.parked_until = Some(now + nap_for(body_read, streaming));
+        } else if parked_until.is_some() {
+            let registered = self.poll.registry().register(
+                &mut sock.tcp,
+                Token(i),
+                Interest::READABLE | Interest::WRITABLE,
+            );
+            if registered.is_err() {
                 // Out of the set for good: read at the next nap's end instead.
                 conn.parked_until = Some(now + NAP_MIN);
-                self.parked += 1;
+            } else {
+                conn.parked_until = None;
+                self.parked -= 1;
             }
         }
     }
@@ -400,6 +395,13 @@ impl<'a> Worker<'a> {
                     let Some(sock) = sock.take() else {
                         return Step::Failed(FailureReason::Connect);
                     };
+                    if self.client.plain {
+                        // Plain HTTP: no handshake, the request at once.
+                        conn.plain = Some(sock);
+                        conn.handshaked = conn.connected;
+                        conn.phase = Phase::Writing(0);
+                        continue;
+                    }
                     let ssl = match self
                         .client
                         .ssl(&self.spec.target.host, self.session.as_ref())
@@ -445,17 +447,21 @@ impl<'a> Worker<'a> {
                     }
                     conn.phase = Phase::Writing(0);
                 }
-                Phase::Writing(sent) => {
-                    let Some(tls) = conn.tls.as_mut() else {
-                        return Step::Failed(FailureReason::Io);
-                    };
-                    match tls.ssl_write(&self.request[*sent..]) {
-                        Ok(n) => *sent += n,
-                        Err(e) if want(&e) => return Step::Pending,
-                        Err(_) => return Step::Failed(FailureReason::Io),
+                Phase::Writing(at) => {
+                    let mut sent = *at;
+                    match conn.write(&self.request[sent..]) {
+                        Ok(n) => sent += n,
+                        Err(None) => return Step::Pending,
+                        Err(Some(())) => return Step::Failed(FailureReason::Io),
                     }
-                    if *sent >= self.request.len() {
+                    conn.phase = Phase::Writing(sent);
+                    if sent >= self.request.len() {
                         self.report.requests_sent += 1;
+                        let Some(tls) = conn.tls.as_ref() else {
+                            // Plain HTTP: read whole, nothing to open.
+                            conn.phase = Phase::Head;
+                            continue;
+                        };
                         conn.phase = match self.sampled_reader(tls) {
                             Some(reader) => {
                                 self.report.verified.sampled += 1;
@@ -494,24 +500,25 @@ impl<'a> Worker<'a> {
                     };
                 }
                 Phase::Head | Phase::Body => {
-                    let Some(tls) = conn.tls.as_mut() else {
-                        return Step::Failed(FailureReason::Io);
+                    let left = conn.body_expected.saturating_sub(conn.body_read);
+                    let got = match conn.phase {
+                        // A plain body is counted, not copied ([`Conn::discard`]).
+                        Phase::Body if conn.plain.is_some() => conn
+                            .discard(left.clamp(1, SOCKET_BUFFER as u64 * 16) as usize)
+                            .unwrap_or(Got::Failed),
+                        _ => conn.read(&mut self.scratch),
                     };
-                    let n = match tls.ssl_read(&mut self.scratch) {
-                        Ok(0) => return self.eof(conn),
-                        Ok(n) => n,
-                        Err(e) if want(&e) => {
+                    let n = match got {
+                        Got::Eof => return self.eof(conn),
+                        Got::Data(n) => n,
+                        Got::NotNow => {
                             if self.pace && matches!(conn.phase, Phase::Body) {
                                 conn.park =
                                     parks(conn.body_expected.saturating_sub(conn.body_read));
                             }
                             return Step::Pending;
                         }
-                        Err(e) if e.code() == ErrorCode::ZERO_RETURN => return self.eof(conn),
-                        Err(e) if e.code() == ErrorCode::SYSCALL && e.io_error().is_none() => {
-                            return self.eof(conn)
-                        }
-                        Err(_) => return Step::Failed(FailureReason::Io),
+                        Got::Failed => return Step::Failed(FailureReason::Io),
                     };
                     let now = Instant::now();
                     if conn.first_byte.is_none() {
@@ -699,8 +706,7 @@ impl<'a> Worker<'a> {
         if conn.parked_until.is_some() {
             self.parked -= 1;
         }
-        if let Some(mut tls) = conn.tls.take() {
-            let sock = tls.get_mut();
+        if let Some(sock) = conn.sock_mut() {
             let _ = self.poll.registry().deregister(&mut sock.tcp);
             self.buffers.push(std::mem::take(&mut sock.buf));
         } else if let Phase::Connecting(Some(sock)) = &mut conn.phase {

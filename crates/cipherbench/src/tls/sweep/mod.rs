@@ -97,6 +97,10 @@ impl SweepPlan {
                             .count();
                         slots += stores * self.variants.len();
                     }
+                    // The plain-HTTP ceiling, beside the first suite's point.
+                    if self.plain_http && self.fixed_rate.is_none() && self.agents.is_none() {
+                        slots += 2;
+                    }
                 }
                 slots * self.sizes.len()
             }
@@ -145,6 +149,7 @@ impl SweepPlan {
             key_stores: self.key_stores.iter().map(|k| k.name().into()).collect(),
             rounds: self.rounds,
             open_loop_rate: self.fixed_rate,
+            plain_http: self.plain_http,
         }
     }
 }
@@ -182,7 +187,8 @@ fn run_nginx(
     let info = nginx::nginx_info(&binary)?;
     if let Some(p) = port {
         // A point's slots run side by side: --port and the ports after it.
-        nginx::check_ports(p, plan.variants.len() * plan.key_stores.len())?;
+        let plain = if plan.plain_http { 2 } else { 0 };
+        nginx::check_ports(p, plan.variants.len() * plan.key_stores.len() + plain)?;
     }
     let (assignments, skipped) = assign_cores(plan, session)?;
     let measured_cores: Vec<usize> = assignments.iter().map(|(c, _)| *c).collect();
@@ -200,6 +206,7 @@ fn run_nginx(
         .iter()
         .map(|s| Client::verifying(s, plan.resumption, plan.verify))
         .collect::<Result<Vec<_>>>()?;
+    let plain = plain_ceiling(plan, fleet.is_some(), session)?;
     let variants = super::NginxVariants::judge(&plan.variants)?;
     let workspace = Workspace::create(&plan.sizes, plan.key)?;
     let sources = super::key_sources(&plan.key_stores, &workspace)?;
@@ -240,10 +247,33 @@ fn run_nginx(
             workspace: &workspace,
             sources: &sources,
             also_listen: &also_listen,
+            plain: plain.as_ref(),
         },
     )?;
     check_curve(session);
     Ok(())
+}
+
+/// The plain-HTTP ceiling's client where `--plain-http` asks for it and this sweep
+/// can measure it; where it cannot (load from agents, a fixed rate), a warning
+/// says so and the sweep goes on without it.
+fn plain_ceiling(plan: &SweepPlan, agents: bool, session: &mut Session) -> Result<Option<Client>> {
+    if !plan.plain_http {
+        return Ok(None);
+    }
+    let why = if agents {
+        "the load comes from agents, whose generators speak TLS only"
+    } else if plan.fixed_rate.is_some() {
+        "at a fixed rate (--rate) every point's throughput is the rate"
+    } else {
+        return Client::plain().map(Some);
+    };
+    session.record.warn(
+        "tls",
+        "plain_http_not_measured",
+        format!("the plain-HTTP ceiling was not measured: {why}"),
+    );
+    Ok(None)
 }
 
 /// A core count with the CPUs of its nginx and its generator.
@@ -322,14 +352,26 @@ struct Points<'a> {
     workspace: &'a Workspace,
     sources: &'a [(KeyStore, KeySource)],
     also_listen: &'a [std::net::IpAddr],
+    /// The plain-HTTP ceiling's client, when measured ([`plain_ceiling`]).
+    plain: Option<&'a Client>,
 }
+
+/// A slot of a point: variant, key store, its key's source, and what nginx speaks.
+type Slot<'a> = (
+    &'a crate::variant::Variant,
+    &'a KeyStore,
+    &'a KeySource,
+    Transport,
+);
 
 impl<'a> Points<'a> {
     /// The point's slots in its turn's order: each variant with each key store that
-    /// can serve its suite on its cores.
-    fn slots(&self, p: &Point) -> Vec<(&'a crate::variant::Variant, &'a KeyStore, &'a KeySource)> {
+    /// can serve its suite on its cores; with the plain-HTTP ceiling, at the first
+    /// suite's point, nginx over plain HTTP with `sendfile` on and off, started under
+    /// the first variant (the baseline's library, no mask: no cipher runs).
+    fn slots(&self, p: &Point) -> Vec<Slot<'a>> {
         let suite = &self.plan.suites[p.suite];
-        let slots: Vec<_> = self
+        let mut slots: Vec<Slot<'a>> = self
             .plan
             .variants
             .iter()
@@ -337,21 +379,31 @@ impl<'a> Points<'a> {
                 self.sources
                     .iter()
                     .filter(|(k, _)| cannot_serve(k, suite, p.cores).is_none())
-                    .map(move |(k, src)| (v, k, src))
+                    .map(move |(k, src)| (v, k, src, Transport::Tls))
             })
             .collect();
+        if let (Some(_), 0, Some(v), Some((k, src))) = (
+            self.plain,
+            p.suite,
+            self.plan.variants.first(),
+            self.sources.first(),
+        ) {
+            for sendfile in [true, false] {
+                slots.push((v, k, src, Transport::Plain { sendfile }));
+            }
+        }
         cipherbench_model::interleave::round_order(slots.len(), p.turn)
             .map(|k| slots[k])
             .collect()
     }
 
-    fn measured(&self, p: &Point, variant: &crate::variant::Variant, store: &KeyStore) -> bool {
+    fn measured(&self, p: &Point, (variant, store, _, transport): &Slot<'_>) -> bool {
         find_point(
             self.session,
             self.plan.suites[p.suite].openssl,
             p.size,
             p.cores,
-            &variant.name(),
+            &transport.slot_name(variant),
             store.name(),
         )
         .is_some()
@@ -366,10 +418,15 @@ impl<'a> Points<'a> {
         &mut self,
         p: &Point,
         k: usize,
-        (variant, store, key_source): (&'a crate::variant::Variant, &'a KeyStore, &'a KeySource),
+        (variant, store, key_source, transport): Slot<'a>,
     ) -> Result<GroupSlot<'a>> {
         let plan = self.plan;
-        let (suite, client) = (&plan.suites[p.suite], &self.clients[p.suite]);
+        let own_client = match transport {
+            Transport::Tls => None,
+            Transport::Plain { .. } => self.plain,
+        };
+        let suite = &plan.suites[p.suite];
+        let client = own_client.unwrap_or(&self.clients[p.suite]);
         let placed = &self.assignments[p.assignment].1;
         let spec = ServerSpec {
             nginx: self.binary,
@@ -384,6 +441,7 @@ impl<'a> Points<'a> {
             also_listen: self.also_listen.to_vec(),
             groups: None,
             key_source: key_source.clone(),
+            plain: transport.plain(),
         };
         let (server, record, target) = super::start_nginx(
             self.session,
@@ -409,7 +467,7 @@ impl<'a> Points<'a> {
                 self.session,
                 suite.openssl,
                 p.size,
-                &variant.name(),
+                &transport.slot_name(variant),
                 store.name(),
             ),
             p.cores,
@@ -421,7 +479,14 @@ impl<'a> Points<'a> {
             cores: p.cores,
             cpus: &cpus,
         };
-        let mut slot = GroupSlot::new(variant, store, server, record, target);
+        let mut slot = GroupSlot::new(
+            (variant, transport),
+            own_client,
+            store,
+            server,
+            record,
+            target,
+        );
         slot.search(plan, client, &placed.generator, self.fleet, start, point_of)?;
         Ok(slot)
     }
@@ -431,9 +496,7 @@ impl campaign::Units for Points<'_> {
     type Unit = Point;
 
     fn done(&self, p: &Point) -> bool {
-        self.slots(p)
-            .iter()
-            .all(|(variant, store, _)| self.measured(p, variant, store))
+        self.slots(p).iter().all(|slot| self.measured(p, slot))
     }
 
     fn skip(&mut self, p: &Point) {
@@ -454,7 +517,7 @@ impl campaign::Units for Points<'_> {
         let placement_cpus = placed.placement.all_cpus();
         let mut todo = Vec::new();
         for slot in self.slots(p) {
-            if self.measured(p, slot.0, slot.1) {
+            if self.measured(p, &slot) {
                 self.session.progress.skip(1);
             } else {
                 todo.push(slot);

@@ -38,10 +38,11 @@ pub(super) fn new_results(config: &SweepConfig) -> SweepResults {
         skipped_cores: Vec::new(),
         key_store_points: Vec::new(),
         key_store_skipped: Vec::new(),
+        plain_points: Vec::new(),
     }
 }
 
-/// Every point of the sweep so far, whichever key store.
+/// Every point of the sweep so far, whichever key store, and the plain-HTTP ones.
 pub(super) fn all_points(session: &Session) -> impl Iterator<Item = &SweepPoint> {
     session
         .record
@@ -49,7 +50,12 @@ pub(super) fn all_points(session: &Session) -> impl Iterator<Item = &SweepPoint>
         .as_ref()
         .and_then(|t| t.sweep.as_ref())
         .into_iter()
-        .flat_map(|s| s.points.iter().chain(&s.key_store_points))
+        .flat_map(|s| {
+            s.points
+                .iter()
+                .chain(&s.key_store_points)
+                .chain(&s.plain_points)
+        })
 }
 
 /// A point already measured ([`run`] kept the sweep only if it was of this plan).
@@ -125,8 +131,11 @@ pub(super) fn record_point(
     let tls = crate::tls::results(session);
     crate::tls::record_server(tls, server);
     let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
-    // The first key store's points are the sweep's; the others', its counterparts.
-    if crate::tls::is_counterpart_store(&config.key_stores, &point.key_store) {
+    // The first key store's points are the sweep's; the others', its counterparts;
+    // the plain-HTTP ceiling's, its own.
+    if cipherbench_model::tls::is_plain(&point.variant) {
+        sweep.plain_points.push(point);
+    } else if crate::tls::is_counterpart_store(&config.key_stores, &point.key_store) {
         sweep.key_store_points.push(point);
     } else {
         sweep.points.push(point);

@@ -13,11 +13,40 @@ pub(crate) struct PointOf<'b> {
     pub cpus: &'b [usize],
 }
 
-/// A variant x key-store slot of a point: its nginx stays up while the point's
-/// slots take turns in the final window's rounds.
+/// What a slot's nginx speaks: TLS (the point's suite), or plain HTTP with
+/// `sendfile` on or off (the plain-HTTP ceiling, `--plain-http`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Transport {
+    Tls,
+    Plain { sendfile: bool },
+}
+
+impl Transport {
+    /// The slot's name in the record: the variant's, or the plain point's.
+    pub(crate) fn slot_name(self, variant: &crate::variant::Variant) -> String {
+        match self {
+            Transport::Tls => variant.name(),
+            Transport::Plain { sendfile: true } => cipherbench_model::tls::PLAIN_SENDFILE.into(),
+            Transport::Plain { sendfile: false } => cipherbench_model::tls::PLAIN_COPY.into(),
+        }
+    }
+
+    /// nginx's `ServerSpec::plain`.
+    pub(crate) fn plain(self) -> Option<bool> {
+        match self {
+            Transport::Tls => None,
+            Transport::Plain { sendfile } => Some(sendfile),
+        }
+    }
+}
+
+/// A variant x key-store slot of a point (or a plain-HTTP slot beside them): its
+/// nginx stays up while the point's slots take turns in the final window's rounds.
 pub(crate) struct GroupSlot<'a> {
     variant: &'a crate::variant::Variant,
     variant_name: String,
+    /// The slot's own client where it is not the point's (plain HTTP).
+    client: Option<&'a Client>,
     store: &'a KeyStore,
     server: Server,
     record: ServerRecord,
@@ -31,7 +60,8 @@ pub(crate) struct GroupSlot<'a> {
 impl<'a> GroupSlot<'a> {
     /// A slot whose nginx is up, not yet searched.
     pub(crate) fn new(
-        variant: &'a crate::variant::Variant,
+        (variant, transport): (&'a crate::variant::Variant, Transport),
+        client: Option<&'a Client>,
         store: &'a KeyStore,
         server: Server,
         record: ServerRecord,
@@ -39,7 +69,8 @@ impl<'a> GroupSlot<'a> {
     ) -> Self {
         GroupSlot {
             variant,
-            variant_name: variant.name(),
+            variant_name: transport.slot_name(variant),
+            client,
             store,
             server,
             record,
@@ -62,7 +93,7 @@ impl<'a> GroupSlot<'a> {
     ) -> Result<()> {
         let searched = search_concurrency(
             plan,
-            client,
+            self.client.unwrap_or(client),
             &self.target,
             generator_cpus,
             Some(&self.server),
@@ -179,7 +210,7 @@ pub(super) fn measure_rounds(
         };
         let m = final_window(
             plan,
-            client,
+            slot.client.unwrap_or(client),
             &slot.target,
             generator_cpus,
             Some(&slot.server),
