@@ -25,14 +25,7 @@ pub fn text(results: &SpeedResults) -> String {
     };
     let hz = clock.hz();
     let sizes = &results.config.sizes_bytes;
-    let width = results
-        .config
-        .variants
-        .iter()
-        .map(|v| v.len())
-        .chain([8])
-        .max()
-        .unwrap_or(8);
+    let width = crate::text::variant_width(results);
     let mut out = String::new();
     let mut references = Vec::new();
     for &direction in &results.config.directions {

@@ -196,14 +196,7 @@ pub fn libraries(env: &Environment) -> String {
 pub fn speed(results: &SpeedResults) -> String {
     let mut out = String::new();
     let sizes = &results.config.sizes_bytes;
-    let width = results
-        .config
-        .variants
-        .iter()
-        .map(|v| v.len())
-        .chain([8])
-        .max()
-        .unwrap_or(8);
+    let width = variant_width(results);
     for &threads in &results.config.threads {
         for &direction in &results.config.directions {
             let any = results
@@ -500,6 +493,19 @@ fn ratio_row(
         }
     }
     any.then_some(row)
+}
+
+/// The width of the speed tables' variant column: the longest variant name, at
+/// least 8.
+pub(crate) fn variant_width(results: &SpeedResults) -> usize {
+    results
+        .config
+        .variants
+        .iter()
+        .map(|v| v.len())
+        .chain([8])
+        .max()
+        .unwrap_or(8)
 }
 
 #[cfg(test)]
