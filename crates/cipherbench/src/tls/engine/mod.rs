@@ -646,6 +646,79 @@ mod tests {
         Suite::find("AES128-GCM-SHA256").unwrap()
     }
 
+    /// A plain-HTTP server on a thread: every response says `Content-Length: said`
+    /// and sends `sent` body bytes, then closes. Stops with its listener's owner.
+    fn plain_server(said: usize, sent: usize) -> (SocketAddr, std::thread::JoinHandle<()>) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        let addr = listener.local_addr().unwrap();
+        let handle = std::thread::spawn(move || {
+            listener.set_nonblocking(true).unwrap();
+            let until = Instant::now() + Duration::from_millis(1500);
+            while Instant::now() < until {
+                let Ok((mut tcp, _)) = listener.accept() else {
+                    std::thread::sleep(Duration::from_millis(1));
+                    continue;
+                };
+                tcp.set_nonblocking(false).unwrap();
+                let mut head = Vec::new();
+                let mut buf = [0u8; 1024];
+                while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match tcp.read(&mut buf) {
+                        Ok(0) | Err(_) => break,
+                        Ok(n) => head.extend_from_slice(&buf[..n]),
+                    }
+                }
+                let mut response =
+                    format!("HTTP/1.1 200 OK\r\nContent-Length: {said}\r\n\r\n").into_bytes();
+                response.resize(response.len() + sent, 7u8);
+                let _ = tcp.write_all(&response);
+            }
+        });
+        (addr, handle)
+    }
+
+    #[test]
+    fn the_plain_client_counts_a_body_to_the_byte_without_copying_it() {
+        // 1 MiB said: the body goes through the kernel's discard, chunk by chunk.
+        const SAID: usize = 1 << 20;
+        for (sent, failure) in [
+            (SAID, None),
+            // Past Content-Length: the discard reads beyond what is left and sees it.
+            (SAID + 4096, Some(FailureReason::Length)),
+            // Cut short: the close comes before the last byte.
+            (SAID - 4096, Some(FailureReason::Length)),
+        ] {
+            let (addr, server) = plain_server(SAID, sent);
+            let target = Target {
+                addr,
+                host: "127.0.0.1".into(),
+                path: "/f/1".into(),
+                expected_len: Some(SAID as u64),
+                content: None,
+            };
+            let mut spec = spec(target, Arrivals::Closed { concurrency: 1 });
+            spec.pace = false;
+            let report = run(&Client::plain().unwrap(), &spec).unwrap();
+            match failure {
+                None => {
+                    assert!(report.ok > 0 && report.failed == 0, "{:?}", report.failures);
+                    assert_eq!(report.body_bytes, report.ok_total * SAID as u64);
+                    // No handshake in plain HTTP, and none recorded.
+                    assert_eq!(report.handshake.len(), 0);
+                }
+                Some(reason) => {
+                    assert_eq!(
+                        report.ok, 0,
+                        "{sent} bytes for {SAID}: {:?}",
+                        report.failures
+                    );
+                    assert!(report.failures.get(&reason).copied().unwrap_or(0) > 0);
+                }
+            }
+            server.join().unwrap();
+        }
+    }
+
     #[test]
     fn an_open_loop_run_shows_a_server_stall_in_the_latencies() {
         // The server stops accepting for 600 ms, 500 ms in. Requests scheduled during

@@ -396,9 +396,8 @@ impl<'a> Worker<'a> {
                         return Step::Failed(FailureReason::Connect);
                     };
                     if self.client.plain {
-                        // Plain HTTP: no handshake, the request at once.
+                        // Plain HTTP: no handshake (none recorded), the request at once.
                         conn.plain = Some(sock);
-                        conn.handshaked = conn.connected;
                         conn.phase = Phase::Writing(0);
                         continue;
                     }
@@ -500,12 +499,12 @@ impl<'a> Worker<'a> {
                     };
                 }
                 Phase::Head | Phase::Body => {
-                    let left = conn.body_expected.saturating_sub(conn.body_read);
                     let got = match conn.phase {
-                        // A plain body is counted, not copied ([`Conn::discard`]).
-                        Phase::Body if conn.plain.is_some() => conn
-                            .discard(left.clamp(1, SOCKET_BUFFER as u64 * 16) as usize)
-                            .unwrap_or(Got::Failed),
+                        // A plain body is counted, not copied ([`Conn::discard`]); up to
+                        // more than is left, so bytes past Content-Length fail it.
+                        Phase::Body if conn.plain.is_some() => {
+                            conn.discard(SOCKET_BUFFER * 16).unwrap_or(Got::Failed)
+                        }
                         _ => conn.read(&mut self.scratch),
                     };
                     let n = match got {

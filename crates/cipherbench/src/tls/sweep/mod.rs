@@ -116,7 +116,9 @@ impl SweepPlan {
     pub fn estimate_per_point(&self) -> Duration {
         // Four probes, each with its warm-up and the drain of its last requests; the
         // window's rounds each add a warm-up and a drain.
-        let rounds = if self.variants.len() * self.key_stores.len() > 1 {
+        // The plain-HTTP slots join the first suite's points.
+        let plain = if self.plain_http { 2 } else { 0 };
+        let rounds = if self.variants.len() * self.key_stores.len() + plain > 1 {
             self.rounds.max(1) as u32
         } else {
             1

@@ -127,9 +127,14 @@ pub(super) fn record_point(
         if point.valid { "" } else { " [INVALID]" }
     );
     session.progress.point(&label);
-    warn_point(session, &point, &server);
+    // A plain-HTTP slot's nginx has no suite, key or variant to judge: its server
+    // record would only shadow the TLS server of the same suite and variant.
+    let plain = cipherbench_model::tls::is_plain(&point.variant);
+    warn_point(session, &point, (!plain).then_some(&server));
     let tls = crate::tls::results(session);
-    crate::tls::record_server(tls, server);
+    if !plain {
+        crate::tls::record_server(tls, server);
+    }
     let sweep = tls.sweep.get_or_insert_with(|| new_results(config));
     // The first key store's points are the sweep's; the others', its counterparts;
     // the plain-HTTP ceiling's, its own.
@@ -143,9 +148,11 @@ pub(super) fn record_point(
     session.save()
 }
 
-pub(super) fn warn_point(session: &mut Session, p: &SweepPoint, server: &ServerRecord) {
+pub(super) fn warn_point(session: &mut Session, p: &SweepPoint, server: Option<&ServerRecord>) {
     let what = point_name(p);
-    crate::tls::warn_server(session, &what, server);
+    if let Some(server) = server {
+        crate::tls::warn_server(session, &what, server);
+    }
     if let Some(reason) = &p.invalid_reason {
         let kind = if p.generator_saturated {
             "generator_saturated"
