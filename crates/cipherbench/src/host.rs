@@ -140,62 +140,34 @@ pub const ADD_CHAIN: u64 = 64;
 /// addend is a register holding 1, not an immediate: Intel cores from Golden Cove on
 /// fold small immediate adds at rename, at zero latency, which would read the clock
 /// about 5x too high.
-#[cfg(target_arch = "x86_64")]
 pub fn add_chain(passes: u64) -> Option<u64> {
-    let mut x: u64 = 0;
-    let mut n = passes;
+    let (mut x, mut n) = (0u64, passes);
     if n == 0 {
         return Some(0);
     }
+    #[cfg(target_arch = "x86_64")]
     // SAFETY: register arithmetic only: no memory, no stack; the flags are
     // clobbered, which `asm!` assumes without `preserves_flags`.
     unsafe {
         std::arch::asm!(
-            "2:",
-            ".rept 64",
-            "add {x}, {one}",
-            ".endr",
-            "dec {n}",
-            "jnz 2b",
-            x = inout(reg) x,
-            n = inout(reg) n,
-            one = in(reg) 1u64,
+            "2:", ".rept 64", "add {x}, {one}", ".endr", "dec {n}", "jnz 2b",
+            x = inout(reg) x, n = inout(reg) n, one = in(reg) 1u64,
             options(nomem, nostack),
         );
     }
-    (n == 0).then_some(x)
-}
-
-/// As the x86-64 [`add_chain`].
-#[cfg(target_arch = "aarch64")]
-pub fn add_chain(passes: u64) -> Option<u64> {
-    let mut x: u64 = 0;
-    let mut n = passes;
-    if n == 0 {
-        return Some(0);
-    }
-    // SAFETY: register arithmetic only: no memory, no stack.
+    #[cfg(target_arch = "aarch64")]
+    // SAFETY: as above.
     unsafe {
         std::arch::asm!(
-            "2:",
-            ".rept 64",
-            "add {x}, {x}, {one}",
-            ".endr",
-            "subs {n}, {n}, #1",
-            "b.ne 2b",
-            x = inout(reg) x,
-            n = inout(reg) n,
-            one = in(reg) 1u64,
+            "2:", ".rept 64", "add {x}, {x}, {one}", ".endr", "subs {n}, {n}, #1", "b.ne 2b",
+            x = inout(reg) x, n = inout(reg) n, one = in(reg) 1u64,
             options(nomem, nostack),
         );
     }
+    if cfg!(not(any(target_arch = "x86_64", target_arch = "aarch64"))) {
+        return None;
+    }
     (n == 0).then_some(x)
-}
-
-/// No chain on this architecture.
-#[cfg(not(any(target_arch = "x86_64", target_arch = "aarch64")))]
-pub fn add_chain(_passes: u64) -> Option<u64> {
-    None
 }
 
 /// CPU time of the whole process so far, in nanoseconds.
