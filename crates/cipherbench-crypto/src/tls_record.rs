@@ -289,10 +289,10 @@ impl RecordOpener {
         MAX_PLAINTEXT + self.overhead()
     }
 
-    /// Passes over a record without opening it (its bytes were discarded): only its
-    /// sequence number is used up.
-    pub fn skip(&mut self) {
-        self.seq += 1;
+    /// Passes over `records` records without opening them (their bytes were
+    /// discarded): only their sequence numbers are used up.
+    pub fn skip(&mut self, records: u64) {
+        self.seq += records;
     }
 
     /// The nonce of the record with sequence number `seq`: the IV XOR the number.
