@@ -42,6 +42,11 @@ pub struct RunRecord {
     pub command_line: Vec<String>,
     /// Preset name (`quick`, `full`, `tiny`, or `custom`).
     pub preset: String,
+    /// A rehearsal (`run --rehearse`): the preset's plan, every part of it, at the
+    /// tiny preset's lengths, to show the machine can run it. Its figures are not
+    /// the preset's.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub rehearsal: bool,
     /// Start, RFC 3339 UTC.
     pub started_at: String,
     /// End, RFC 3339 UTC; None while running or if interrupted.

@@ -403,7 +403,13 @@ fn differences(records: &[RunRecord]) -> Vec<EnvDifference> {
                 .clone()
                 .unwrap_or_else(|| "unknown".into())
         }),
-        ("preset", |r| r.preset.clone()),
+        ("preset", |r| {
+            if r.rehearsal {
+                format!("{} (a rehearsal)", r.preset)
+            } else {
+                r.preset.clone()
+            }
+        }),
     ];
     let mut out: Vec<EnvDifference> = fields
         .iter()

@@ -60,6 +60,12 @@ pub fn render(record: &RunRecord) -> String {
         escape(&record.tool_version),
         record.schema_version
     ));
+    if record.rehearsal {
+        body.push_str(&format!(
+            "<p class=\"banner\">A rehearsal: {}</p>",
+            escape(crate::REHEARSAL)
+        ));
+    }
     if record.interrupted {
         body.push_str("<p class=\"banner\">This run was interrupted: the page shows what was measured before it stopped.</p>");
     }

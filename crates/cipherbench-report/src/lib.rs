@@ -95,3 +95,8 @@ pub fn render_documents(record: &RunRecord) -> Vec<Rendered> {
         },
     ]
 }
+
+/// What a rehearsal's figures are (`run --rehearse`), said wherever one is shown.
+pub const REHEARSAL: &str = "every part of the preset's plan ran, at the tiny preset's \
+lengths (seconds per point, files and responses of at most 4 MiB). It shows the machine \
+can run the preset; its figures are not the preset's and are not for quoting.";

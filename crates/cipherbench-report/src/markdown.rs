@@ -45,6 +45,9 @@ fn header(record: &RunRecord) -> String {
     if record.interrupted {
         out.push_str("**Interrupted**: only what was measured before the stop is here.\n\n");
     }
+    if record.rehearsal {
+        out.push_str(&format!("**Rehearsal**: {}\n\n", crate::REHEARSAL));
+    }
     if let Some(v) = env
         .verdicts
         .iter()

@@ -201,6 +201,7 @@ impl Session {
                 tool_version: env!("CARGO_PKG_VERSION").into(),
                 command_line: std::env::args().collect(),
                 preset: preset.into(),
+                rehearsal: false,
                 started_at: cipherbench_model::time::rfc3339_utc(now_unix()),
                 finished_at: None,
                 interrupted: false,
@@ -670,7 +671,10 @@ pub fn same_run(
 ) -> bool {
     let (a, b) = (run_arguments(recorded), run_arguments(current));
     match (a.first().map(String::as_str), b.first().map(String::as_str)) {
-        (Some("run"), Some("run")) => recorded_preset == preset,
+        (Some("run"), Some("run")) => {
+            let rehearsal = |args: &[String]| args.iter().any(|a| a == "--rehearse");
+            recorded_preset == preset && rehearsal(&a) == rehearsal(&b)
+        }
         _ => a == b,
     }
 }
@@ -681,6 +685,9 @@ pub fn resume_command(record: &RunRecord, dir: &Path) -> String {
     let mut words: Vec<String> = vec!["cipherbench".into()];
     if args.first().map(String::as_str) == Some("run") {
         words.extend(["run".into(), "--preset".into(), record.preset.clone()]);
+        if record.rehearsal {
+            words.push("--rehearse".into());
+        }
     } else {
         words.extend(args);
     }
@@ -984,6 +991,12 @@ mod tests {
             &args("cipherbench speed --results r"),
             "custom"
         ));
+        // A rehearsal is resumed by a rehearsal only.
+        let rehearsal = args("cipherbench run --preset full --rehearse --results r");
+        let full = args("cipherbench run --preset full --results r");
+        assert!(same_run(&rehearsal, "full", &rehearsal, "full"));
+        assert!(!same_run(&rehearsal, "full", &full, "full"));
+        assert!(!same_run(&full, "full", &rehearsal, "full"));
         let run = args("cipherbench run --preset tiny --results r");
         assert!(same_run(
             &run,
@@ -1015,6 +1028,13 @@ mod tests {
         assert_eq!(
             resume_command(&record, Path::new("x")),
             "cipherbench run --preset quick --results x"
+        );
+        record.command_line = args("cipherbench run --preset full --rehearse --results x");
+        record.preset = "full".into();
+        record.rehearsal = true;
+        assert_eq!(
+            resume_command(&record, Path::new("x")),
+            "cipherbench run --preset full --rehearse --results x"
         );
     }
 

@@ -24,6 +24,9 @@ use std::time::Duration;
 pub struct RunPlan {
     /// The preset's name, recorded in run.json (a resumed run must match it).
     pub preset: String,
+    /// A rehearsal of the preset (`--rehearse`): its plan at the tiny preset's
+    /// lengths, recorded as such.
+    pub rehearsal: bool,
     /// The results directory (None: `results/<timestamp>-<host>`).
     pub results: Option<PathBuf>,
     /// TLS throughput to plan for, Gbit/s (checked).
@@ -85,10 +88,16 @@ pub fn run(plan: &RunPlan, quiet: bool) -> Result<(Session, Result<()>)> {
     if plan.target_gbps.is_some() {
         session.record.target_gbps = plan.target_gbps;
     }
+    session.record.rehearsal = plan.rehearsal;
     if !quiet {
         errln!(
-            "cipherbench run, preset {}: about {} in all; results in {}",
+            "cipherbench run, preset {}{}: about {} in all; results in {}",
             plan.preset,
+            if plan.rehearsal {
+                " rehearsed (every part of it at the tiny preset's lengths; its figures are not the preset's)"
+            } else {
+                ""
+            },
             human_duration(
                 plan.speed.estimate()
                     + plan.file.estimate()

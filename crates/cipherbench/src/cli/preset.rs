@@ -22,6 +22,10 @@ use cipherbench_model::units::ByteSize;
 use clap::ValueEnum;
 use std::time::Duration;
 
+/// The largest file or response a rehearsal (`run --rehearse`) makes: the full
+/// preset's 1 GiB file and 4 GiB responses are what take it hours.
+pub const REHEARSAL_MAX_SIZE: u64 = 4 << 20;
+
 /// The presets of `cipherbench run`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Preset {
@@ -332,6 +336,71 @@ impl Preset {
                 },
             },
         })
+    }
+
+    /// The preset's plan for a rehearsal (`run --rehearse`): every part it
+    /// measures (ciphers, variants, threads, directions, the cross-check, file tools,
+    /// caches, TLS suites, sizes and core counts, ramps, tunnel transforms, protocols
+    /// and stacks) at the tiny preset's lengths: its warm-ups, samples, windows,
+    /// probes and repetitions; the smallest and largest `speed` buffer; files and
+    /// responses of at most [`REHEARSAL_MAX_SIZE`]; two runs per tunnel point.
+    /// Minutes for the full preset, to show the machine can run it before it is
+    /// given hours.
+    pub fn rehearse(plan: &mut crate::run::RunPlan) -> Result<()> {
+        let tiny = Preset::Tiny;
+        let t = tiny.speed_plan();
+        let speed = &mut plan.speed;
+        // The smallest and the largest buffer: every cipher, variant, direction and
+        // thread count still runs, and the cross-check with them.
+        if let (Some(&lo), Some(&hi)) = (speed.sizes.iter().min(), speed.sizes.iter().max()) {
+            speed.sizes = if lo == hi { vec![lo] } else { vec![lo, hi] };
+        }
+        speed.warmup = t.warmup;
+        speed.sample = t.sample;
+        speed.samples = t.samples;
+        speed.rounds = t.rounds;
+        speed.check_seconds = t.check_seconds;
+        speed.check_rounds = t.check_rounds;
+
+        let t = tiny.file_plan();
+        if let InputSpec::Generate(n) = &mut plan.file.input {
+            *n = (*n).min(REHEARSAL_MAX_SIZE);
+        }
+        plan.file.repetitions = t.repetitions;
+
+        let t = tiny.tls_plan()?;
+        let sweep = &mut plan.tls.sweep;
+        let mut sizes: Vec<u64> = sweep
+            .sizes
+            .iter()
+            .copied()
+            .filter(|&s| s <= REHEARSAL_MAX_SIZE)
+            .collect();
+        if sizes.is_empty() {
+            sizes = sweep.sizes.iter().copied().min().into_iter().collect();
+        }
+        sweep.sizes = sizes;
+        sweep.window = t.sweep.window;
+        sweep.rounds = t.sweep.rounds;
+        sweep.probe = t.sweep.probe;
+        sweep.warmup = t.sweep.warmup;
+        sweep.timeout = t.sweep.timeout;
+        sweep.drain = t.sweep.drain;
+        sweep.max_concurrency = t.sweep.max_concurrency;
+        let ramp = &mut plan.tls.ramp;
+        ramp.duration = t.ramp.duration;
+        ramp.timeout = t.ramp.timeout;
+        ramp.target_rate = t.ramp.target_rate;
+
+        let t = tiny.tunnel_plan();
+        let tunnel = &mut plan.tunnel;
+        tunnel.seconds = t.seconds;
+        tunnel.omit_seconds = t.omit_seconds;
+        tunnel.probe_seconds = t.probe_seconds;
+        tunnel.max_probes = t.max_probes;
+        // Two, so a point's runs are compared with each other as in the preset.
+        tunnel.repeats = tunnel.repeats.min(2);
+        Ok(())
     }
 
     /// Layer 4 of a preset: the seed's iperf3 commands (UDP `-l 1220` at about 5 %

@@ -42,6 +42,12 @@ pub struct RunArgs {
         default_value = "own"
     )]
     pub stack: Vec<StackArg>,
+    /// Run the preset's plan, every part of it (each cipher, size, direction, file
+    /// tool, TLS suite, size and core count, tunnel transform and protocol), at the
+    /// tiny preset's lengths, files and responses up to 4 MiB: minutes, to see the
+    /// machine can run it before giving it hours. Its figures are marked a rehearsal.
+    #[arg(long)]
+    pub rehearse: bool,
 }
 
 impl RunArgs {
@@ -50,6 +56,7 @@ impl RunArgs {
     pub fn plan(&self) -> Result<RunPlan> {
         let mut plan = RunPlan {
             preset: self.preset.name().to_string(),
+            rehearsal: self.rehearse,
             results: self.results.clone(),
             target_gbps: self.target_gbps.map(target_gbps).transpose()?,
             libraries: Vec::new(),
@@ -66,6 +73,9 @@ impl RunArgs {
             // 90 s of 165 on 2 vCPU). `cipherbench tunnel` and the full preset
             // measure both.
             plan.tunnel.protocols = vec![Protocol::Tcp];
+        }
+        if self.rehearse {
+            Preset::rehearse(&mut plan)?;
         }
         // Last: resolving a library starts a child under it.
         let libraries = self.library.libraries()?;
@@ -131,6 +141,9 @@ pub fn command(args: &RunArgs, quiet: bool) -> Result<ExitCode> {
         }
         // Last: the ladder across the layers, each gain with its interval.
         out!("{}", cipherbench_report::ladder::text(&s.record));
+        if s.record.rehearsal {
+            out!("rehearsal: {}", cipherbench_report::REHEARSAL);
+        }
     })
 }
 
@@ -145,7 +158,61 @@ mod tests {
             target_gbps: None,
             library: LibraryArgs { openssl: None },
             stack: vec![StackArg::Own],
+            rehearse: false,
         }
+    }
+
+    #[test]
+    fn a_rehearsal_keeps_every_part_of_the_plan_and_cuts_its_lengths() {
+        let full = args(Preset::Full).plan().unwrap();
+        let r = RunArgs {
+            rehearse: true,
+            ..args(Preset::Full)
+        }
+        .plan()
+        .unwrap();
+        assert!(r.rehearsal && !full.rehearsal);
+        assert_eq!(r.preset, "full");
+        // Every part.
+        assert_eq!(r.speed.ciphers, full.speed.ciphers);
+        assert_eq!(r.speed.directions, full.speed.directions);
+        assert_eq!(r.speed.threads, full.speed.threads);
+        assert!(r.speed.check_openssl);
+        assert_eq!(r.file.tools, full.file.tools);
+        assert_eq!(r.file.caches, full.file.caches);
+        assert_eq!(r.file.directions, full.file.directions);
+        let names = |p: &RunPlan| {
+            p.tls
+                .sweep
+                .suites
+                .iter()
+                .map(|s| s.openssl)
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&r), names(&full));
+        assert_eq!(r.tls.sweep.cores, full.tls.sweep.cores);
+        assert_eq!(r.tls.ramp.sizes, full.tls.ramp.sizes);
+        assert_eq!(r.tunnel.transforms, full.tunnel.transforms);
+        assert_eq!(r.tunnel.protocols, full.tunnel.protocols);
+        // Cut short.
+        let max = super::super::preset::REHEARSAL_MAX_SIZE;
+        assert_eq!(
+            r.speed.sizes,
+            [full.speed.sizes[0], *full.speed.sizes.last().unwrap()]
+        );
+        assert!(r.tls.sweep.sizes.len() > 1 && r.tls.sweep.sizes.iter().all(|&s| s <= max));
+        assert!(matches!(r.file.input, crate::file::bench::InputSpec::Generate(n) if n <= max));
+        assert!(r.tls.sweep.window < full.tls.sweep.window);
+        assert!(r.tunnel.seconds < full.tunnel.seconds && r.tunnel.repeats == 2);
+        let total = |p: &RunPlan| {
+            p.speed.estimate() + p.file.estimate() + p.tls.estimate() + p.tunnel.estimate()
+        };
+        assert!(
+            total(&r) * 20 < total(&full),
+            "{:?} of {:?}",
+            total(&r),
+            total(&full)
+        );
     }
 
     #[test]

@@ -165,6 +165,89 @@ fn check_cycles(speed: &cipherbench_model::speed::SpeedResults) {
     assert!(cycles("aes-128-gcm", "accel") < cycles("aes-128-gcm", "noaesni"));
 }
 
+/// The full preset's plan, every part of it, runs end to end (its lengths cut to the
+/// tiny preset's by `--rehearse`), and what it records is valid against the
+/// published schema: the parts only the full preset has (the cross-check with
+/// `openssl speed`, every file tool, decryption, several TLS sizes, UDP through the
+/// tunnel, repeated tunnel runs) included.
+#[test]
+fn the_full_preset_rehearses_end_to_end_into_a_valid_record() {
+    let _turn = crate::turn!();
+    let dir = scratch("rehearse");
+    let out = bin()
+        .args([
+            "run",
+            "--preset",
+            "full",
+            "--rehearse",
+            "--quiet",
+            "--results",
+        ])
+        .arg(&dir)
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let record = check_record(&dir);
+    assert_eq!(record.preset, "full");
+    assert!(record.rehearsal && !record.interrupted && record.finished_at.is_some());
+    let speed = record.speed.expect("speed results");
+    let ciphers: std::collections::BTreeSet<&str> = speed
+        .points
+        .iter()
+        .map(|p| p.cipher.as_str())
+        .chain(speed.unavailable.iter().map(|u| u.cipher.as_str()))
+        .collect();
+    assert_eq!(
+        ciphers.len(),
+        cipherbench_crypto::catalogue::ALL.len(),
+        "every cipher measured or said unavailable: {ciphers:?}"
+    );
+    for d in [Direction::Encrypt, Direction::Decrypt] {
+        assert!(speed.points.iter().any(|p| p.direction == d), "{d:?}");
+    }
+    assert!(
+        !speed.openssl_checks.is_empty(),
+        "the full preset's cross-check"
+    );
+    let file = record.file.expect("file results");
+    let tools: std::collections::BTreeSet<&str> =
+        file.points.iter().map(|p| p.tool.as_str()).collect();
+    assert!(
+        tools.len() >= 5,
+        "the full preset's every file tool: {tools:?}"
+    );
+    assert!(file
+        .points
+        .iter()
+        .any(|p| p.direction == Direction::Decrypt));
+    let tls = record.tls.expect("tls results");
+    let sweep = tls.sweep.expect("sweep results");
+    let sizes: std::collections::BTreeSet<u64> =
+        sweep.points.iter().map(|p| p.size_bytes).collect();
+    assert_eq!(sizes.into_iter().collect::<Vec<_>>(), [1 << 20, 4 << 20]);
+    assert!(!sweep.plain_points.is_empty());
+    assert_eq!(tls.ramp.expect("ramp results").runs.len(), 4);
+    let tunnel = record.tunnel.expect("tunnel results");
+    for protocol in ["tcp", "udp"] {
+        assert!(
+            tunnel
+                .points
+                .iter()
+                .any(|p| format!("{:?}", p.protocol).eq_ignore_ascii_case(protocol)),
+            "{protocol}"
+        );
+    }
+    assert!(tunnel.points.iter().all(|p| p.runs.len() == 2));
+    // Said wherever its figures are shown.
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(stdout.contains("rehearsal: every part"), "{stdout}");
+    let summary = std::fs::read_to_string(dir.join("summary.md")).unwrap();
+    assert!(summary.contains("**Rehearsal**"), "{summary}");
+    let html = std::fs::read_to_string(dir.join("report.html")).unwrap();
+    assert!(html.contains("A rehearsal:"));
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
 #[test]
 fn the_main_job_runs_end_to_end_in_the_tiny_preset() {
     let _turn = crate::turn!();
