@@ -566,9 +566,10 @@ pub struct SweepPoint {
     /// times the mean latency, Little's law, rounded up), not a client count.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub open_loop_rate: Option<f64>,
-    /// How this machine's load generator read the final window's responses: by
-    /// sample or whole (absent: written before the sampled path, or the load came
-    /// from agents, which read every response whole).
+    /// How the load generator (this machine's, or the agents' added up) read the
+    /// final window's responses: by sample or whole (absent: plain HTTP, or written
+    /// before the sampled path; before agent protocol 7, absent when the load came
+    /// from agents, which then read every response whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
 }
@@ -771,8 +772,9 @@ pub struct RampRun {
     /// and its host's noise; the ramp's figures are their exact merge).
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub agents: Vec<crate::agents::AgentShare>,
-    /// How this machine's generator read and checked the responses (`--verify`);
-    /// None with agents, which read whole, and in records written before.
+    /// How the generator (this machine's, or the agents' added up) read and checked
+    /// the responses (`--verify`); None in records written before (and, before agent
+    /// protocol 7, with agents, which then read whole).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub verification: Option<Verification>,
 }

@@ -29,8 +29,9 @@ use std::collections::BTreeMap;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 /// Bumped whenever a message changes shape; agents of another protocol are refused
-/// like agents of another version. 6: [`Reply::Working`].
-pub const PROTOCOL: u32 = 6;
+/// like agents of another version. 6: [`Reply::Working`]. 7: agents read by sample
+/// ([`LoadRequest::verify`], [`WireReport::verified`]).
+pub const PROTOCOL: u32 = 7;
 
 /// How often an agent working on a request says so ([`Reply::Working`]).
 pub const HEARTBEAT: Duration = Duration::from_secs(2);
@@ -328,6 +329,42 @@ pub struct LoadRequest {
     /// (`tls::engine`).
     #[serde(default)]
     pub pace: bool,
+    /// How the agent checks responses (`--verify`): None reads every response whole
+    /// through OpenSSL; else by sample, at this share of body records and of
+    /// responses opened whole.
+    pub verify: Option<WireSampling>,
+    /// The key the served files' content is made from (16 bytes, hex), so an agent
+    /// compares the records it opens with the file; None where it is not known.
+    pub content_key_hex: Option<String>,
+}
+
+/// A sample's shares, on the wire (`tls::engine::sampled::Sampling`).
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct WireSampling {
+    /// Share of full body records opened.
+    pub rate: f64,
+    /// Share of responses opened whole.
+    pub whole: f64,
+}
+
+/// How an agent's responses were read, on the wire
+/// (`tls::engine::sampled::Verified`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WireVerified {
+    /// Responses read by sample.
+    pub sampled: u64,
+    /// Responses read whole through OpenSSL.
+    pub by_openssl: u64,
+    /// Records opened.
+    pub opened: u64,
+    /// Their bytes on the wire.
+    pub opened_bytes: u64,
+    /// Records discarded unopened.
+    pub discarded: u64,
+    /// Their bytes on the wire.
+    pub discarded_bytes: u64,
+    /// Body bytes compared with the file.
+    pub compared_bytes: u64,
 }
 
 /// [`Arrivals`], on the wire.
@@ -444,6 +481,8 @@ pub struct WireReport {
     /// the agent's own process being the run.
     #[serde(default)]
     pub noise: Option<cipherbench_model::noise::Noise>,
+    /// How its responses were read.
+    pub verified: WireVerified,
 }
 
 impl WireReport {

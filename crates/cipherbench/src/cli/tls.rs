@@ -405,7 +405,7 @@ pub struct VerifyArgs {
     /// record of one response in 64, compares them with the file, and lets the
     /// kernel discard the others unread, so it costs a fraction of the server it
     /// loads; `all` decrypts every byte through OpenSSL, as wrk does. AEAD suites
-    /// only; the others are read whole either way. Agents read whole.
+    /// only; the others are read whole either way. Agents read the same way.
     #[arg(long, value_name = "all|sampled", default_value = "sampled")]
     pub verify: String,
     /// With --verify sampled: the share of a response's full body records opened.

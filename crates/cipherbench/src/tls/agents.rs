@@ -9,6 +9,7 @@ use super::engine::{self, Arrivals, Bucket, Report, Schedule, Spec};
 use crate::agent::fleet::{self, Agent, AgentFailure, Fleet};
 use crate::agent::{
     unix_to_instant, LoadRequest, Reply, Request, WireArrivals, WireHistogram, WireReport,
+    WireSampling, WireVerified,
 };
 use crate::interrupt;
 use anyhow::{anyhow, bail, Context, Result};
@@ -95,6 +96,33 @@ pub fn wire_report(
         window_end_unix_ns: crate::agent::instant_to_unix(r.window_end),
         started_late_ns: started_late.as_nanos() as u64,
         noise,
+        verified: {
+            let v = &r.verified;
+            WireVerified {
+                sampled: v.sampled,
+                by_openssl: v.by_openssl,
+                opened: v.counts.opened,
+                opened_bytes: v.counts.opened_bytes,
+                discarded: v.counts.discarded,
+                discarded_bytes: v.counts.discarded_bytes,
+                compared_bytes: v.counts.compared_bytes,
+            }
+        },
+    }
+}
+
+/// An agent's [`WireVerified`] as this side's counts.
+fn verified(w: &WireVerified) -> engine::sampled::Verified {
+    engine::sampled::Verified {
+        sampled: w.sampled,
+        by_openssl: w.by_openssl,
+        counts: engine::sampled::Counts {
+            opened: w.opened,
+            opened_bytes: w.opened_bytes,
+            discarded: w.discarded,
+            discarded_bytes: w.discarded_bytes,
+            compared_bytes: w.compared_bytes,
+        },
     }
 }
 
@@ -144,8 +172,10 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
     let mut threads = 0;
     let mut max_first_byte_ns = 0;
     let mut negotiated = None;
+    let mut all_verified = engine::sampled::Verified::default();
     for p in parts {
         let r = p.report;
+        all_verified.add(&verified(&r.verified));
         if r.interval_ns != first.report.interval_ns {
             bail!("agents reported different series intervals");
         }
@@ -204,11 +234,7 @@ pub fn merge(parts: &[Part<'_>]) -> Result<Report> {
         cpu_ns,
         thread_cpu_ns,
         paced,
-        // Agents read every response whole (their own engines' Verify::All).
-        verified: engine::sampled::Verified {
-            by_openssl: requests_sent,
-            ..Default::default()
-        },
+        verified: all_verified,
         threads,
         window_start,
         window_end,
@@ -297,6 +323,17 @@ pub fn run(
             // for its wake-ups. A server elsewhere (--server) does not.
             pace: agent.hello.shares_kernel_with_us()
                 && super::engine::pays_for_wakeups(spec.target.addr),
+            verify: match spec.verify {
+                engine::sampled::Verify::All => None,
+                engine::sampled::Verify::Sampled(s) => Some(WireSampling {
+                    rate: s.rate,
+                    whole: s.whole,
+                }),
+            },
+            content_key_hex: spec
+                .target
+                .content
+                .map(|k| k.iter().map(|b| format!("{b:02x}")).collect()),
         };
         if let Err(e) = agent.send_only(&Request::Load(Box::new(req))) {
             return Err(fail(fleet, i, e.to_string()));
@@ -441,7 +478,28 @@ pub fn split(arrivals: &Arrivals, agents: usize) -> Vec<Option<Arrivals>> {
 pub fn load(req: &LoadRequest) -> Result<WireReport> {
     let suite = crate::tls::suite::Suite::find(&req.suite)
         .ok_or_else(|| anyhow!("unknown suite {}", req.suite))?;
-    let client = engine::Client::new(&suite, req.resumption)?;
+    let verify = match req.verify {
+        None => engine::sampled::Verify::All,
+        Some(s) => {
+            if !(0.0..=1.0).contains(&s.rate) || !(0.0..=1.0).contains(&s.whole) {
+                bail!("a sample's shares must be within 0 and 1");
+            }
+            engine::sampled::Verify::Sampled(engine::sampled::Sampling {
+                rate: s.rate,
+                whole: s.whole,
+            })
+        }
+    };
+    let content = match &req.content_key_hex {
+        None => None,
+        Some(hex) => {
+            let bytes = cipherbench_crypto::digest::from_hex(hex)
+                .and_then(|b| <[u8; 16]>::try_from(b).ok())
+                .ok_or_else(|| anyhow!("the content key is not 16 bytes of hex"))?;
+            Some(bytes)
+        }
+    };
+    let client = engine::Client::verifying(&suite, req.resumption, verify)?;
     let allowed = crate::host::allowed_cpus();
     let cpus = match &req.cpus {
         None => allowed,
@@ -459,9 +517,7 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
             host: req.host.clone(),
             path: req.path.clone(),
             expected_len: req.expected_len,
-            // Agents read every response whole through OpenSSL (the sampled path
-            // is this machine's generator's for now).
-            content: None,
+            content,
         },
         arrivals: arrivals(&req.arrivals),
         warmup: Duration::from_nanos(req.warmup_ns),
@@ -472,7 +528,7 @@ pub fn load(req: &LoadRequest) -> Result<WireReport> {
         cpus,
         max_connections: crate::tls::connection_budget(threads),
         pace: req.pace,
-        verify: engine::sampled::Verify::All,
+        verify,
     };
     // The start barrier: sleep to the agreed instant of this host's clock.
     let now = crate::agent::unix_ns();
@@ -524,6 +580,15 @@ mod tests {
             window_end_unix_ns: crate::agent::unix_ns() + offset_start + 1_000_000_000,
             started_late_ns: 0,
             noise: None,
+            verified: WireVerified {
+                sampled: samples.len() as u64,
+                by_openssl: 1,
+                opened: 3,
+                opened_bytes: 300,
+                discarded: 40,
+                discarded_bytes: 4000,
+                compared_bytes: 250,
+            },
         }
     }
 
@@ -584,6 +649,17 @@ mod tests {
         assert_eq!(merged.buckets[1].bytes, 60);
         assert_eq!(merged.buckets[0].max_latency_ns, 5);
         assert_eq!(merged.threads, 3);
+        // How the agents read: their counts, added.
+        let v = merged.verified;
+        assert_eq!(v.sampled, merged.ok);
+        assert_eq!(
+            (v.by_openssl, v.counts.opened, v.counts.compared_bytes),
+            (3, 9, 750)
+        );
+        assert_eq!(
+            (v.counts.discarded, v.counts.discarded_bytes),
+            (120, 12_000)
+        );
     }
 
     #[test]

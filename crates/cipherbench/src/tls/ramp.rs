@@ -439,8 +439,8 @@ fn one(
         server_requests,
         server_cpu,
         noise: Some(Box::new(noise)),
-        // Agents read whole, and keep their own counts.
-        verification: agents.is_empty().then(|| plan.verify.record(&r.verified)),
+        // Agents read as this machine's generator does, and report their counts.
+        verification: Some(plan.verify.record(&r.verified)),
         agents,
         ..from_report(&r)
     })

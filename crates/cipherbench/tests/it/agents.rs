@@ -346,7 +346,14 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     let results = hosts.dir.join("results");
     let results_s = results.display().to_string();
     let list = hosts.list(3);
-    let (out, tmp) = coordinator(&hosts, &sweep_args(&list, &config, &results_s));
+    // 1 MiB responses: read by sample on the agents too.
+    let mut args = sweep_args(&list, &config, &results_s);
+    for a in &mut args {
+        if *a == "64KiB" {
+            *a = "1MiB";
+        }
+    }
+    let (out, tmp) = coordinator(&hosts, &args);
     succeeded(&out);
     let run = run_json(&results);
     let tls = &run["tls"];
@@ -388,6 +395,20 @@ fn a_sweep_from_three_agents_records_each_and_merges_their_windows() {
     if let Some(n) = point["server_requests"].as_u64() {
         assert_eq!(n, point["requests_sent"].as_u64().unwrap(), "{point}");
     }
+    // The agents read by sample, opening a share and comparing it with the file
+    // (the content key went with the load), and their counts add up in the point.
+    let v = &point["verification"];
+    assert_eq!(v["sampled"], true, "{v}");
+    let by_sample = v["sampled_responses"].as_u64().unwrap();
+    assert!(
+        by_sample > 0 && v["bytes_compared"].as_u64().unwrap() > 0,
+        "{v}"
+    );
+    assert!(v["records_discarded"].as_u64().unwrap() > 0, "{v}");
+    assert!(
+        by_sample + v["openssl_responses"].as_u64().unwrap() >= sum,
+        "{v}"
+    );
     // The server listened where the agents reach it.
     let server_config = tls["servers"][0]["config"].as_str().unwrap();
     assert!(

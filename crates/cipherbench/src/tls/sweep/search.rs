@@ -443,10 +443,10 @@ pub(super) fn point(
     let generator_saturated = saturated(generator_cpu, &generator_cpu_per_thread);
     let within_limit = m.within(plan.limit);
     let invalid_reason = invalid_reason(plan, concurrency, &m, within_limit);
-    // Agents read every response whole; this machine's generator records how.
+    // Agents read as this machine's generator does, and report their counts.
     // Plain HTTP has nothing to open: its points say nothing of verification.
-    let verification = (m.agents.is_empty() && !cipherbench_model::tls::is_plain(l.variant))
-        .then(|| plan.verify.record(&r.verified));
+    let verification =
+        (!cipherbench_model::tls::is_plain(l.variant)).then(|| plan.verify.record(&r.verified));
     SweepPoint {
         suite: l.suite.to_string(),
         protocol: l.protocol.to_string(),
