@@ -359,6 +359,23 @@ pub struct Capacity {
     /// The fixed rate (`--rate`) the sweep was measured at, requests per second: then
     /// the rate given, not the generator or the sockets, set the load.
     pub open_loop_rate: Option<f64>,
+    /// What the load generator cost at the same point, where it used any CPU.
+    pub generator: Option<GeneratorCost>,
+}
+
+/// The load generator's cost at a capacity line's point: what a test bed for the
+/// target needs on the client's side, and how many nginx cores one generator core
+/// keeps busy (nginx's CPU per Gbit/s over the generator's).
+#[derive(Debug, Clone, PartialEq)]
+pub struct GeneratorCost {
+    /// Generator cores per Gbit/s (its threads' CPU time over the window).
+    pub cores_per_gbps: f64,
+    /// Generator cores for the target, rounded up.
+    pub cores_needed: u64,
+    /// nginx cores one generator core keeps busy.
+    pub nginx_per_generator: f64,
+    /// Whether the responses were read by sample (`--verify sampled`), not whole.
+    pub by_sample: bool,
 }
 
 /// The capacity line of every suite and variant in the sweep, for `target_gbps`.
@@ -399,6 +416,20 @@ pub fn capacity(s: &SweepResults, target_gbps: f64) -> Vec<Capacity> {
             .max_by(|a, b| per_core(a).total_cmp(&per_core(b)))
             .expect("at least one point");
         let rate = per_core(best);
+        let gbps = best.bits_per_sec() / 1e9;
+        let generator_cores = best.generator_cpu * best.generator_threads as f64;
+        let generator = (generator_cores > 0.0 && gbps > 0.0).then(|| {
+            let cores_per_gbps = generator_cores / gbps;
+            GeneratorCost {
+                cores_per_gbps,
+                cores_needed: (target_gbps * cores_per_gbps).ceil().max(1.0) as u64,
+                nginx_per_generator: (1e9 / rate) / cores_per_gbps,
+                by_sample: best
+                    .verification
+                    .as_ref()
+                    .is_some_and(|v| v.sampled && v.sampled_responses > 0),
+            }
+        });
         let utilisation: Vec<(usize, f64)> = points
             .iter()
             .map(|p| (p.cores, p.server_cpu.as_ref().map_or(0.0, |c| c.total)))
@@ -417,6 +448,7 @@ pub fn capacity(s: &SweepResults, target_gbps: f64) -> Vec<Capacity> {
             target_gbps,
             cores_needed: (target_gbps * 1e9 / rate).ceil().max(1.0) as u64,
             open_loop_rate: s.config.open_loop_rate,
+            generator,
         });
     }
     out
@@ -458,8 +490,17 @@ impl Capacity {
                 )
             }
         };
+        let generator = self.generator.as_ref().map_or(String::new(), |g| {
+            format!(
+                " of nginx and {} of load generator ({:.3} core per Gbit/s reading {}: one generator core keeps {:.1} nginx cores busy)",
+                g.cores_needed,
+                g.cores_per_gbps,
+                if g.by_sample { "by sample" } else { "every byte" },
+                g.nginx_per_generator
+            )
+        });
         format!(
-            "{} {}: {} per core of nginx ({} files, {} core(s)); {} Gbit/s needs {} core(s); {}.",
+            "{} {}: {} per core of nginx ({} files, {} core(s)); {} Gbit/s needs {} core(s){}; {}.",
             self.suite,
             self.variant,
             format_bits_per_sec(self.bits_per_sec_per_core / 8.0),
@@ -467,6 +508,7 @@ impl Capacity {
             self.at_cores,
             trim(self.target_gbps),
             self.cores_needed,
+            generator,
             scaling
         )
     }
@@ -1844,6 +1886,35 @@ pub(crate) mod tests {
             "{}",
             gcm.sentence()
         );
+        // The generator at the same point: 0.4 of one core for 9 Gbit/s, every byte
+        // read; nginx's 1.2 cores for the same 9 Gbit/s keep it busy 3 times over.
+        let g = gcm.generator.as_ref().unwrap();
+        assert!((g.cores_per_gbps - 0.4 / 9.0).abs() < 1e-12);
+        assert_eq!(g.cores_needed, 2, "25 Gbit/s x 0.044");
+        assert!((g.nginx_per_generator - 3.0).abs() < 1e-9);
+        assert!(!g.by_sample);
+        assert!(
+            gcm.sentence()
+                .contains("needs 4 core(s) of nginx and 2 of load generator (0.044 core per Gbit/s reading every byte: one generator core keeps 3.0 nginx cores busy)"),
+            "{}",
+            gcm.sentence()
+        );
+        // Read by sample: said so.
+        let n = sweep.points.len();
+        sweep.points[n - 2].verification = Some(cipherbench_model::tls::Verification {
+            sampled: true,
+            rate: 1.0 / 16.0,
+            whole: 1.0 / 64.0,
+            sampled_responses: 100,
+            ..Default::default()
+        });
+        let lines2 = capacity(sweep, 25.0);
+        let gcm2 = lines2
+            .iter()
+            .find(|c| c.suite == "AES128-GCM-SHA256")
+            .unwrap();
+        assert!(gcm2.generator.as_ref().unwrap().by_sample);
+        assert!(gcm2.sentence().contains("reading by sample"));
         let cbc = lines.iter().find(|c| c.suite == "AES128-SHA").unwrap();
         assert_eq!(cbc.not_cpu_bound_from, None);
         assert_eq!(cbc.cores_needed, (25.0f64 / (2.5 / 0.98)).ceil() as u64);
