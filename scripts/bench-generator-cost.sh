@@ -17,7 +17,6 @@
 #      system's)
 set -euo pipefail
 
-BIN=${BIN:-target/release/cipherbench}
 SIZE=${SIZE:-16MiB}
 ROUNDS=${ROUNDS:-3}
 SECS=${SECS:-5}
@@ -34,21 +33,12 @@ if [[ -n ${OPENSSL:-} ]]; then
   [[ -e $lib/libssl.so.3 ]] || { echo "bench: no libssl.so.3 under $OPENSSL" >&2; exit 1; }
   wrk_env=(env LD_LIBRARY_PATH="$lib")
 fi
-command -v wrk >/dev/null || { echo "bench: wrk is missing (apt-get install wrk)" >&2; exit 1; }
 [[ -x /usr/bin/time ]] || { echo "bench: /usr/bin/time is missing (apt-get install time)" >&2; exit 1; }
-[[ -x $BIN ]] || { echo "bench: build first (cargo build --release)" >&2; exit 1; }
 (($(nproc) >= 2)) || { echo "bench: needs two CPUs (nginx on one, the generator on another)" >&2; exit 1; }
-
-work=$(mktemp -d)
-server=
-cleanup() {
-  if [[ -n $server ]]; then kill -INT "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
+# shellcheck source=scripts/bench-wrk-lib.sh
+source "$(dirname "$0")/bench-wrk-lib.sh"
 
 bytes=$(numfmt --from=iec "${SIZE%iB}")
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
 # Busy jiffies of one CPU (all but idle and iowait) from /proc/stat.
 busy() { awk -v c="cpu$1" '$1 == c {print $2 + $3 + $4 + $7 + $8 + $9}' /proc/stat; }
 hz=$(getconf CLK_TCK)

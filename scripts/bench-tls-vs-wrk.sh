@@ -7,25 +7,14 @@
 # Env: BIN (target/release/cipherbench), SIZE (16MiB), ROUNDS (5), SECS (5), CONC (4)
 set -euo pipefail
 
-BIN=${BIN:-target/release/cipherbench}
 SIZE=${SIZE:-16MiB}
 ROUNDS=${ROUNDS:-5}
 SECS=${SECS:-5}
 CONC=${CONC:-4}
 suites=("$@")
 ((${#suites[@]})) || suites=(AES128-GCM-SHA256 AES128-SHA)
-command -v wrk >/dev/null || { echo "bench: wrk is missing (apt-get install wrk)" >&2; exit 1; }
-[[ -x $BIN ]] || { echo "bench: build first (cargo build --release)" >&2; exit 1; }
-
-work=$(mktemp -d)
-server=
-cleanup() {
-  if [[ -n $server ]]; then kill -INT "$server" 2>/dev/null || true; wait "$server" 2>/dev/null || true; fi
-  rm -rf "$work"
-}
-trap cleanup EXIT
-
-median() { sort -g | awk '{a[NR]=$1} END {print (NR%2 ? a[(NR+1)/2] : (a[NR/2]+a[NR/2+1])/2)}'; }
+# shellcheck source=scripts/bench-wrk-lib.sh
+source "$(dirname "$0")/bench-wrk-lib.sh"
 
 for suite in "${suites[@]}"; do
   : >"$work/url"

@@ -27,6 +27,8 @@ packages=(
   # scripts/bench-many-cores.sh, part C: `wg` configures wireguard-go, the peer the
   # tunnel is compared with (wireguard-go itself is built from its Go module).
   wireguard-tools
+  # scripts/bench-generator-cost.sh: wrk's CPU time (/usr/bin/time).
+  time
 )
 # `tls --key-store pkcs11` without engines: pkcs11-provider, packaged from Debian 13
 # (Debian 12 has only the engine, which cipherbench uses there).
