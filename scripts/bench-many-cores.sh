@@ -28,6 +28,8 @@
 #      SERVE_VARIANT (accel; the variant of part A's nginx: noaesni makes nginx the limit
 #      under either client, so their costs to it are compared where the server, not
 #      wrk's one CPU, is what runs out)
+#      VERIFY (sampled; how cipherbench reads responses in parts A and B: `all`
+#      decrypts every byte as wrk does, so the two readers are compared like for like)
 set -uo pipefail
 PARTS=${PARTS-"gen sweep tunnel"}
 [[ -n ${PARTS// /} ]] || { echo "bench-many-cores: PARTS is empty (gen, sweep, tunnel; unset for all three)" >&2; exit 2; }
@@ -37,7 +39,8 @@ for part in $PARTS; do
 done
 SUITE=${SUITE:-AES128-GCM-SHA256}; SIZE=${SIZE:-16MiB}; ROUNDS=${ROUNDS:-3}; SECS=${SECS:-4}
 PER_CONN=${PER_CONN:-4}; SWEEP_WINDOW=${SWEEP_WINDOW:-5s}; SWEEP_PROBE=${SWEEP_PROBE:-2s}
-PRIO=${PRIO:-}; SERVE_VARIANT=${SERVE_VARIANT:-accel}
+PRIO=${PRIO:-}; SERVE_VARIANT=${SERVE_VARIANT:-accel}; VERIFY=${VERIFY:-sampled}
+[[ $VERIFY == @(sampled|all) ]] || { echo "bench-many-cores: VERIFY is sampled or all, not '$VERIFY'" >&2; exit 2; }
 for v in ROUNDS SECS PER_CONN; do
   [[ ${!v} =~ ^[1-9][0-9]{0,3}$ ]] || { echo "bench-many-cores: $v must be a whole number from 1 to 9999, not '${!v}'" >&2; exit 2; }
 done
@@ -133,7 +136,7 @@ nginx_stat() { local c=0 b=0 w; for w in $WORKERS; do
 
 gen_part() {
   md ""
-  md "## A. Load generator vs wrk (same nginx, alternating rounds)"
+  md "## A. Load generator vs wrk (same nginx, alternating rounds; cipherbench --verify $VERIFY)"
   md ""
   md "| nginx CPUs | generator CPUs | clients | wrk req/s | cipherbench req/s | ratio (round by round) | nginx ms CPU per response, wrk / cipherbench | at wrk's rate (open loop): req/s, nginx ms per response | ms of the CPUs in use per response (nginx's and the client's, any context), wrk / cipherbench / at wrk's rate | wrk CPU (of its CPUs) | cipherbench CPU per thread | cipherbench req per generator-CPU-s |"
   md "|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -170,7 +173,7 @@ gen_part() {
             : > "$OUT/$who-$s-$g-$r.json"   # no rate to pace at: the round is left out
           else
             $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --server "$url" --suites "$SUITE" --generator-cpus "$gcpus" "${load[@]}" \
-              --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
+              --verify "$VERIFY" --window "${SECS}s" --warmup 0s --no-save --json > "$OUT/$who-$s-$g-$r.json" 2>> "$OUT/ours.err"
             stop_if_interrupted $?
           fi
           read -r rps gen per < <(python3 -c 'import json,sys; p=json.load(open(sys.argv[1]))["sweep"]["points"][0]
@@ -228,7 +231,7 @@ sweep_part() {
   local cores=()
   mapfile -t cores < <(sweep_cores)
   $PRIO "${ORPHAN_INT[@]}" "$BIN" -q tls sweep --cores "$(join "${cores[@]}")" --suites "$SUITE" --sizes "$SIZE" --variants accel \
-    --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
+    --verify "$VERIFY" --window "$SWEEP_WINDOW" --probe "$SWEEP_PROBE" --warmup 1s --results "$OUT/sweep" > /dev/null 2> "$OUT/sweep.err"
   stop_if_interrupted $?
   local run=$OUT/sweep/run.json; [[ -s $run ]] || run=
   [[ -n $run ]] || { md "sweep failed: $(tail -1 "$OUT/sweep.err")"; return 1; }
