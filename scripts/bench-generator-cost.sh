@@ -6,7 +6,7 @@
 # one generator core keeps busy (nginx's CPU per Gbit/s over the generator's).
 #
 # cipherbench runs `tls sweep` with its own nginx (server CPU and content check as in a
-# run); wrk loads `cipherbench tls serve` (the same nginx build and configuration),
+# run), its generator on CPU 1 as wrk; wrk loads `cipherbench tls serve` (the same nginx build and configuration),
 # its CPU from /usr/bin/time and nginx's from /proc/stat of nginx's CPU, both over
 # wrk's whole run (its connections' set-up included).
 #
@@ -63,10 +63,11 @@ for suite in "${suites[@]}"; do
         -v nb="$((b1 - b0))" -v hz="$hz" 'BEGIN {
       g = rps * b * 8 / 1e9; gen = (u + s) / t; ng = nb / hz / t;
       printf "wrk %d %.3f %.4f %.4f %.4f\n", r, g, gen, gen / g, ng / g }' >>"$work/rows"
-    # cipherbench, both ways: its own nginx (CPU 1), its generator on CPU 0.
+    # cipherbench, both ways: its generator on CPU 1 as wrk, its own nginx on
+    # another CPU (the placement's; CPU 0 on two).
     for verify in all sampled; do
       "$BIN" -q tls sweep "${openssl[@]}" --suites "$suite" --sizes "$SIZE" --variants accel \
-        --cores 1 --concurrency "$CONC" --warmup 1s --window "${SECS}s" --verify "$verify" \
+        --cores 1 --generator-cpus 1 --concurrency "$CONC" --warmup 1s --window "${SECS}s" --verify "$verify" \
         --no-save --json |
         python3 -c '
 import json, sys
@@ -74,7 +75,8 @@ p = json.load(sys.stdin)["sweep"]["points"][0]
 if p["errors"]:
     sys.exit("bench: %d errors in a round" % p["errors"])
 g = p["throughput_bytes_per_sec"] * 8 / 1e9
-gen, ng = p["generator_cpu"], p["server_cpu"]["total"]
+# Cores: generator_cpu is per thread, server_cpu per worker (one here).
+gen, ng = p["generator_cpu"] * p["generator_threads"], p["server_cpu"]["total"]
 print("%s %s %.3f %.4f %.4f %.4f" % (sys.argv[1], sys.argv[2], g, gen, gen / g, ng / g))
 ' "$verify" "$r" >>"$work/rows"
     done

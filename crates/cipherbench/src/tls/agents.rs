@@ -580,14 +580,18 @@ mod tests {
             window_end_unix_ns: crate::agent::unix_ns() + offset_start + 1_000_000_000,
             started_late_ns: 0,
             noise: None,
-            verified: WireVerified {
-                sampled: samples.len() as u64,
-                by_openssl: 1,
-                opened: 3,
-                opened_bytes: 300,
-                discarded: 40,
-                discarded_bytes: 4000,
-                compared_bytes: 250,
+            // Counts of this agent's own (its sample count in each).
+            verified: {
+                let n = samples.len() as u64;
+                WireVerified {
+                    sampled: n,
+                    by_openssl: n / 1000,
+                    opened: n / 100,
+                    opened_bytes: n * 3,
+                    discarded: n / 10,
+                    discarded_bytes: n * 40,
+                    compared_bytes: n * 2,
+                }
             },
         }
     }
@@ -649,16 +653,21 @@ mod tests {
         assert_eq!(merged.buckets[1].bytes, 60);
         assert_eq!(merged.buckets[0].max_latency_ns, 5);
         assert_eq!(merged.threads, 3);
-        // How the agents read: their counts, added.
+        // How the agents read: their counts (different for each), added.
         let v = merged.verified;
+        let n: Vec<u64> = sets.iter().map(|s| s.len() as u64).collect();
         assert_eq!(v.sampled, merged.ok);
+        assert_eq!(v.by_openssl, n.iter().map(|n| n / 1000).sum::<u64>());
+        assert_eq!(v.counts.opened, n.iter().map(|n| n / 100).sum::<u64>());
+        assert_eq!(v.counts.discarded, n.iter().map(|n| n / 10).sum::<u64>());
+        let total: u64 = n.iter().sum();
         assert_eq!(
-            (v.by_openssl, v.counts.opened, v.counts.compared_bytes),
-            (3, 9, 750)
-        );
-        assert_eq!(
-            (v.counts.discarded, v.counts.discarded_bytes),
-            (120, 12_000)
+            (
+                v.counts.opened_bytes,
+                v.counts.discarded_bytes,
+                v.counts.compared_bytes
+            ),
+            (total * 3, total * 40, total * 2)
         );
     }
 

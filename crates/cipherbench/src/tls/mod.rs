@@ -204,8 +204,8 @@ pub struct RampPlan {
     pub target: ServerTarget,
     /// `--agents`: the load comes from these hosts instead of this machine.
     pub agents: Option<crate::agent::fleet::Launch>,
-    /// `--verify`: how this machine's generator checks the responses (agents read
-    /// them whole).
+    /// `--verify`: how the generator checks the responses (this machine's, or the
+    /// agents', which are told).
     pub verify: engine::sampled::Verify,
 }
 

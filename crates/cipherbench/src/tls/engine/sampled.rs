@@ -12,10 +12,12 @@
 //!   to a response drawn to be opened whole (probability `whole`).
 //!
 //! Any other record is **discarded** by the kernel without a copy (`recv` with
-//! `MSG_TRUNC` on a TCP socket) and only its sequence number is used up. A run of
+//! `MSG_TRUNC` on a TCP socket) and only its sequence number is used up. From a
+//! server of ours (its content known: nginx, which fills its records), a run of
 //! records not drawn is discarded in one call, as so many full records, from the
 //! first one's header to the next drawn one's (at most [`MAX_RUN`]), so a skipped
-//! record costs no system call of its own. An opened body record is compared with
+//! record costs no system call of its own; another server's are discarded one at a
+//! time, each header read. An opened body record is compared with
 //! the file's known content at its offset where the content is known
 //! ([`Content`]).
 //!
@@ -23,8 +25,7 @@
 //! - a short record inside a discarded run: the bytes after the run are then not a
 //!   record header (type 23 or 21, version 3.3, a length TLS allows: a chance of
 //!   about 3 in 10^8 that ciphertext passes for one), and the records' count is off,
-//!   so the body's last record fails to authenticate. A server that writes short
-//!   records in mid-body fails this way, loudly; `--verify all` reads it;
+//!   so the body's last record fails to authenticate: loudly;
 //! - a byte altered anywhere in an opened record (its tag);
 //! - a truncated response: the connection ends before the body's last record, or
 //!   that record is not where the lengths say (the content check, or the count);
@@ -178,8 +179,14 @@ enum At {
     Header(usize),
     /// Reading a record to open: its header, length, bytes so far.
     Open { len: usize, got: usize },
-    /// Discarding a run of full records, the first's header read: bytes left.
-    Discard { left: usize, records: u64 },
+    /// Discarding a run of `records` full records, the first's header read: bytes
+    /// left, and how many of them are behind already (counted as they pass, so the
+    /// body's progress is current while a run is under way).
+    Discard {
+        left: usize,
+        records: u64,
+        passed: u64,
+    },
 }
 
 /// The longest run of records discarded in one go: 1 MiB of body, so the bytes
@@ -328,7 +335,11 @@ impl Reader {
                         }
                     } else {
                         let left = len + (run as usize - 1) * (HEADER_LEN + len);
-                        self.at = At::Discard { left, records: run };
+                        self.at = At::Discard {
+                            left,
+                            records: run,
+                            passed: 0,
+                        };
                     }
                 }
                 At::Open { len, got } => {
@@ -346,40 +357,72 @@ impl Reader {
                         }
                     }
                 }
-                At::Discard { left, records } => {
-                    let n = match wire.discard(left) {
-                        Ok(0) => return self.ended(),
-                        Ok(n) => n,
-                        Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Outcome::Pending,
-                        Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
-                        Err(_) => return Outcome::Failed(FailureReason::Io, "read"),
-                    };
-                    if n < left {
-                        self.at = At::Discard {
-                            left: left - n,
-                            records,
-                        };
-                        continue;
-                    }
-                    // Discarded records are full ones: their plaintext's length is
-                    // known. Were one of them short, the next header is out of place
-                    // (checked above) or the sequence numbers are, and the body's
-                    // last record, always opened, does not authenticate.
-                    let full = self.opener.full_record();
-                    self.opener.skip(records);
-                    self.counts.discarded += records;
-                    self.counts.discarded_bytes += records * (HEADER_LEN + full) as u64;
-                    let plain = records * (full - self.opener.overhead()) as u64;
-                    self.body += plain;
-                    received(plain);
-                    self.after_run = records > 1;
-                    self.at = At::Header(0);
-                    if let Some(o) = self.after_body_bytes() {
+                At::Discard {
+                    left,
+                    records,
+                    passed,
+                } => {
+                    if let Some(o) = self.discard_run(wire, left, records, passed, &mut received) {
                         return o;
                     }
                 }
             }
         }
+    }
+
+    /// Goes on with a run of discards (`At::Discard`): `Some` when the read ends
+    /// here (nothing more now, or the response ended), `None` to read on.
+    fn discard_run(
+        &mut self,
+        wire: &mut impl Wire,
+        left: usize,
+        records: u64,
+        passed: u64,
+        received: &mut impl FnMut(u64),
+    ) -> Option<Outcome> {
+        let n = match wire.discard(left) {
+            Ok(0) => return Some(self.ended()),
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => return Some(Outcome::Pending),
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => return None,
+            Err(_) => return Some(Outcome::Failed(FailureReason::Io, "read")),
+        };
+        // Discarded records are full ones: their plaintext's length is known. Were
+        // one of them short, the next header is out of place (checked in `read`) or
+        // the sequence numbers are, and the body's last record, always opened, does
+        // not authenticate.
+        let on_wire = HEADER_LEN + self.opener.full_record();
+        let left = left - n;
+        // The run is `records` records on the wire less the first's header.
+        let dropped = records as usize * on_wire - HEADER_LEN - left;
+        let now_passed = ((dropped + HEADER_LEN) / on_wire) as u64;
+        self.pass(now_passed - passed, received);
+        if left > 0 {
+            self.at = At::Discard {
+                left,
+                records,
+                passed: now_passed,
+            };
+            return None;
+        }
+        self.after_run = records > 1;
+        self.at = At::Header(0);
+        self.after_body_bytes()
+    }
+
+    /// Counts `records` discarded full records: their sequence numbers used up,
+    /// their plaintext added to the body.
+    fn pass(&mut self, records: u64, received: &mut impl FnMut(u64)) {
+        if records == 0 {
+            return;
+        }
+        let full = self.opener.full_record();
+        self.opener.skip(records);
+        self.counts.discarded += records;
+        self.counts.discarded_bytes += records * (HEADER_LEN + full) as u64;
+        let plain = records * (full - self.opener.overhead()) as u64;
+        self.body += plain;
+        received(plain);
     }
 
     /// How many records, from the one whose header was just read, are discarded
@@ -402,7 +445,10 @@ impl Reader {
         let plain = (len - self.opener.overhead()) as u64;
         // Records wholly before the body's last byte.
         let before_last = expected.saturating_sub(self.body + 1) / plain;
-        let most = before_last.min(MAX_RUN);
+        // Runs where the server is ours (its content known, so nginx, which fills
+        // its records); one record at a time elsewhere, so a server that writes
+        // short records in mid-body is read, each header seen.
+        let most = before_last.min(if self.content.is_some() { MAX_RUN } else { 1 });
         let mut run = 0;
         while run < most {
             if unit(&mut self.rng) < self.sampling.rate {
@@ -677,9 +723,20 @@ mod tests {
     /// [`Reader`]: how it ended, what it counted, and the bytes the relay sent.
     fn fetch(
         suite: &Suite,
+        served: (SocketAddr, JoinHandle<usize>),
+        sampling: Sampling,
+        must_be: Option<u64>,
+    ) -> (Outcome, Counts, usize) {
+        fetch_as(suite, served, sampling, must_be, true)
+    }
+
+    /// [`fetch`], the file's content known (a server of ours) or not.
+    fn fetch_as(
+        suite: &Suite,
         (addr, relayed): (SocketAddr, JoinHandle<usize>),
         sampling: Sampling,
         must_be: Option<u64>,
+        known: bool,
     ) -> (Outcome, Counts, usize) {
         let client = Client::sampling(suite, false, None).unwrap();
         let ssl = client.ssl("localhost", None).unwrap();
@@ -689,7 +746,7 @@ mod tests {
         tls.write_all(b"GET / HTTP/1.1\r\n\r\n").unwrap();
         let (keys, seq) = secrets::server_keys(tls.ssl()).expect("the server's keys");
         let opener = RecordOpener::new(&keys, seq).unwrap();
-        let content = Some(Content::new(&KEY).unwrap());
+        let content = known.then(|| Content::new(&KEY).unwrap());
         let mut reader = Reader::new(opener, sampling, 0x1234_5678, must_be, content);
         let mut wire = Blocking(tls.get_ref().try_clone().unwrap());
         MOST_DISCARDED.set(0);
@@ -849,6 +906,116 @@ mod tests {
             let (o, c, _) = fetch(&suite, serve(&suite, response(&body), split), ALL, LEN);
             assert_eq!(o, Outcome::Done, "{name}");
             assert_eq!(c.compared_bytes, BODY as u64, "{name}");
+        }
+    }
+
+    #[test]
+    fn a_server_not_ours_is_read_a_record_at_a_time_so_its_short_records_pass() {
+        // Its content unknown, a server is not taken to fill its records: each
+        // header is read, and a short record in mid-body is opened and passes.
+        let body = file(BODY);
+        for suite in suites() {
+            let name = suite.openssl;
+            let split = Tamper::Split(SIZE / 3);
+            let served = serve(&suite, response(&body), split);
+            let (o, c, _) = fetch_as(&suite, served, NONE, LEN, false);
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert_eq!(c.compared_bytes, 0, "{name}: nothing to compare with");
+            let on_wire = (c.discarded_bytes / c.discarded) as usize;
+            assert_eq!(
+                MOST_DISCARDED.get(),
+                on_wire - 5,
+                "{name}: one record a call"
+            );
+        }
+    }
+
+    #[test]
+    fn a_long_response_is_discarded_in_runs_of_at_most_max_run_records() {
+        // 4 MiB, head and body exactly 256 full records: at rate 0 the head's record
+        // and the last are opened, the rest discarded in runs of 64 at most.
+        const BIG: usize = 4 << 20;
+        let mut head = String::new();
+        for digits in 1..=8 {
+            let h = format!(
+                "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n",
+                BIG - 37 - digits
+            );
+            if h.len() + (BIG - 37 - digits) == BIG {
+                head = h;
+            }
+        }
+        assert!(!head.is_empty());
+        let body = file(BIG - head.len());
+        let mut r = head.clone().into_bytes();
+        r.extend_from_slice(&body);
+        for suite in suites() {
+            let name = suite.openssl;
+            let (o, c, _) = fetch(
+                &suite,
+                serve(&suite, r.clone(), Tamper::None),
+                NONE,
+                Some(body.len() as u64),
+            );
+            assert_eq!(o, Outcome::Done, "{name}");
+            assert_eq!(c.discarded, 254, "{name}: {c:?}");
+            let on_wire = (c.discarded_bytes / c.discarded) as usize;
+            assert_eq!(MOST_DISCARDED.get(), 64 * on_wire - 5, "{name}");
+        }
+    }
+
+    /// A reader past the head of a body of `records` full records, its sample's
+    /// generator as [`Reader::new`] leaves it.
+    fn past_head(rate: f64, records: u64) -> (Reader, u64, u64) {
+        let keys = cipherbench_crypto::tls_record::RecordKeys::tls13(
+            cipherbench_crypto::aead::AeadAlgorithm::Aes128Gcm,
+            cipherbench_crypto::tls_record::SuiteHash::Sha256,
+            &[7u8; 32],
+        )
+        .unwrap();
+        let opener = RecordOpener::new(&keys, 0).unwrap();
+        let plain = (opener.full_record() - opener.overhead()) as u64;
+        let sampling = Sampling { rate, whole: 0.0 };
+        let content = Some(Content::new(&KEY).unwrap());
+        let mut reader = Reader::new(opener, sampling, 42, None, content);
+        reader.expected = Some(records * plain);
+        let rng = reader.rng;
+        (reader, plain, rng)
+    }
+
+    #[test]
+    fn the_records_opened_by_runs_are_those_drawn_one_by_one() {
+        // Replaying the sample's generator draw by draw, one draw per body record but
+        // the last: the records the runs open are exactly the ones drawn, and the
+        // last, at a rate that makes runs short and at one that makes them reach
+        // MAX_RUN.
+        for rate in [0.25, 0.01] {
+            let n = 3000u64;
+            let (mut reader, plain, mut rng) = past_head(rate, n);
+            let full = reader.opener.full_record();
+            let (mut opened, mut i, mut longest) = (Vec::new(), 0u64, 0u64);
+            while i < n {
+                match reader.discards(content::APPLICATION_DATA, full) {
+                    0 => {
+                        opened.push(i);
+                        reader.body += plain;
+                        i += 1;
+                    }
+                    run => {
+                        longest = longest.max(run);
+                        reader.body += run * plain;
+                        i += run;
+                    }
+                }
+            }
+            assert_eq!(i, n, "no run past the body");
+            let mut drawn: Vec<u64> = (0..n - 1).filter(|_| unit(&mut rng) < rate).collect();
+            drawn.push(n - 1);
+            assert_eq!(opened, drawn, "rate {rate}");
+            assert!(longest <= MAX_RUN);
+            if rate < 0.05 {
+                assert_eq!(longest, MAX_RUN, "rate {rate}: runs reach the cap");
+            }
         }
     }
 
