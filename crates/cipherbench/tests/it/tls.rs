@@ -524,6 +524,101 @@ fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
     finish(&dir);
 }
 
+/// wrk, the reference, and the sampled generator load the same nginx (`tls serve`,
+/// as `scripts/bench-generator-cost.sh` does): both complete responses without an
+/// error, and ours reads them by sample, a record at a time from a server it did not
+/// start. (What each costs is a benchmark: docs/BENCHMARKS-tls.md.)
+#[test]
+fn wrk_and_the_sampled_generator_load_the_same_served_nginx() {
+    let _turn = crate::turn!();
+    if Command::new("wrk").arg("--version").output().is_err() {
+        eprintln!("skipping: wrk is not installed (scripts/install-deps.sh test)");
+        return;
+    }
+    /// Stops `tls serve` even when an assertion fails first.
+    struct Serve(std::process::Child);
+    impl Drop for Serve {
+        fn drop(&mut self) {
+            // SAFETY: kill with a valid pid of our own child.
+            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+            let _ = self.0.wait();
+        }
+    }
+    let dir = scratch("tls", "beside-wrk");
+    let mut serve = bin(&dir)
+        .args([
+            "tls",
+            "serve",
+            "--suite",
+            "AES128-GCM-SHA256",
+            "--sizes",
+            "1MiB",
+            "--cores",
+            "1",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .map(Serve)
+        .unwrap();
+    let mut url = String::new();
+    std::io::BufRead::read_line(
+        &mut std::io::BufReader::new(serve.0.stdout.take().unwrap()),
+        &mut url,
+    )
+    .unwrap();
+    let url = url.trim().to_string();
+    assert!(url.starts_with("https://127.0.0.1:"), "{url:?}");
+    let wrk = Command::new("wrk")
+        .args(["-t1", "-c2", "-d1s", "-H", "Connection: close", &url])
+        .output()
+        .unwrap();
+    let text = String::from_utf8_lossy(&wrk.stdout);
+    assert!(wrk.status.success(), "{text}");
+    let rps: f64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("Requests/sec:"))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or_else(|| panic!("no Requests/sec in wrk's output: {text}"));
+    assert!(rps > 0.0, "{text}");
+    assert!(
+        !text.contains("Socket errors") && !text.contains("Non-2xx"),
+        "{text}"
+    );
+    let out = bin(&dir)
+        .args([
+            "-q",
+            "tls",
+            "sweep",
+            "--server",
+            &url,
+            "--suites",
+            "AES128-GCM-SHA256",
+            "--concurrency",
+            "2",
+            "--window",
+            "1s",
+            "--warmup",
+            "0s",
+            "--no-save",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", stderr(&out));
+    let run: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let p = &run["sweep"]["points"][0];
+    assert_eq!(p["errors"], 0, "{p}");
+    assert!(p["requests"].as_u64().unwrap() > 0, "{p}");
+    let v = &p["verification"];
+    assert_eq!(v["sampled"], true, "{v}");
+    assert!(v["sampled_responses"].as_u64().unwrap() > 0, "{v}");
+    // Not ours: nothing to compare with, each record's header read.
+    assert_eq!(v["bytes_compared"], 0, "{v}");
+    drop(serve);
+    finish(&dir);
+}
+
 /// The number of sweep points a run has saved so far.
 fn saved_points(results: &Path) -> usize {
     std::fs::read_to_string(results.join("run.json"))
