@@ -464,43 +464,48 @@ fn ctrl_c_during_a_sweep_keeps_the_points_and_stops_nginx() {
     finish(&dir);
 }
 
+/// `cipherbench tls serve` of one suite and size on one core, stopped (SIGINT) when
+/// dropped, even when an assertion fails first.
+struct Serve(std::process::Child);
+
+impl Serve {
+    /// Starts it and waits for the URL it prints.
+    fn start(dir: &Path, suite: &str, size: &str) -> (Serve, String) {
+        let mut serve = bin(dir)
+            .args([
+                "tls", "serve", "--suite", suite, "--sizes", size, "--cores", "1",
+            ])
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .map(Serve)
+            .unwrap();
+        let mut url = String::new();
+        std::io::BufRead::read_line(
+            &mut std::io::BufReader::new(serve.0.stdout.take().unwrap()),
+            &mut url,
+        )
+        .unwrap();
+        let url = url.trim().to_string();
+        assert!(url.starts_with("https://127.0.0.1:"), "{url:?}");
+        (serve, url)
+    }
+}
+
+impl Drop for Serve {
+    fn drop(&mut self) {
+        // SAFETY: kill with a valid pid of our own child.
+        unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
+        let _ = self.0.wait();
+    }
+}
+
 #[test]
 fn a_server_that_does_not_serve_the_file_is_refused_by_sweep_and_ramp() {
     let _turn = crate::turn!();
-    /// Stops `tls serve` even when an assertion fails first.
-    struct Serve(std::process::Child);
-    impl Drop for Serve {
-        fn drop(&mut self) {
-            // SAFETY: kill with a valid pid of our own child.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-            let _ = self.0.wait();
-        }
-    }
     let dir = scratch("tls", "external-404");
-    let mut serve = bin(&dir)
-        .args([
-            "tls",
-            "serve",
-            "--suite",
-            "AES128-SHA",
-            "--sizes",
-            "1KiB",
-            "--cores",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Serve)
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(serve.0.stdout.take().unwrap()),
-        &mut url,
-    )
-    .unwrap();
-    let url = url.trim();
-    assert!(url.starts_with("https://127.0.0.1:"), "{url:?}");
+    let (serve, url) = Serve::start(&dir, "AES128-SHA", "1KiB");
+    let url = url.as_str();
     let missing = format!("{}/missing", &url[..url.find("/f/").unwrap()]);
     for command in ["sweep", "ramp"] {
         let results = dir.join("results");
@@ -535,40 +540,8 @@ fn wrk_and_the_sampled_generator_load_the_same_served_nginx() {
         eprintln!("skipping: wrk is not installed (scripts/install-deps.sh test)");
         return;
     }
-    /// Stops `tls serve` even when an assertion fails first.
-    struct Serve(std::process::Child);
-    impl Drop for Serve {
-        fn drop(&mut self) {
-            // SAFETY: kill with a valid pid of our own child.
-            unsafe { libc::kill(self.0.id() as i32, libc::SIGINT) };
-            let _ = self.0.wait();
-        }
-    }
     let dir = scratch("tls", "beside-wrk");
-    let mut serve = bin(&dir)
-        .args([
-            "tls",
-            "serve",
-            "--suite",
-            "AES128-GCM-SHA256",
-            "--sizes",
-            "1MiB",
-            "--cores",
-            "1",
-        ])
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .map(Serve)
-        .unwrap();
-    let mut url = String::new();
-    std::io::BufRead::read_line(
-        &mut std::io::BufReader::new(serve.0.stdout.take().unwrap()),
-        &mut url,
-    )
-    .unwrap();
-    let url = url.trim().to_string();
-    assert!(url.starts_with("https://127.0.0.1:"), "{url:?}");
+    let (serve, url) = Serve::start(&dir, "AES128-GCM-SHA256", "1MiB");
     let wrk = Command::new("wrk")
         .args(["-t1", "-c2", "-d1s", "-H", "Connection: close", &url])
         .output()
